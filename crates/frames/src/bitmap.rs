@@ -1,0 +1,193 @@
+//! One level of iBuddy's free-block bitmap, with a summary for search.
+
+use alloc::vec;
+use alloc::vec::Vec;
+
+/// One bit per aligned block of one order over a pfn range, with a summary
+/// holding one bit per non-zero word so a search skips empty stretches 64
+/// words at a time.
+///
+/// Bit positions are absolute modulo 64: bit `b` of word `w` stands for
+/// block `origin + 64 * w + b` with `origin` a multiple of 64, so the two
+/// halves of a parent block are always bits `2m` and `2m + 1` of one word.
+#[derive(Clone, Debug)]
+pub(crate) struct LevelBitmap {
+    /// Block index (pfn >> order) of bit 0 of word 0; a multiple of 64.
+    origin: u64,
+    words: Vec<u64>,
+    summary: Vec<u64>,
+    /// Set bits.
+    count: u64,
+}
+
+const EVEN_BITS: u64 = 0x5555_5555_5555_5555;
+
+impl LevelBitmap {
+    /// A cleared bitmap for blocks `first..=last`.
+    pub(crate) fn new(first: u64, last: u64) -> LevelBitmap {
+        let origin = first & !63;
+        let words = ((last - origin) / 64 + 1) as usize;
+        LevelBitmap {
+            origin,
+            words: vec![0; words],
+            summary: vec![0; words.div_ceil(64)],
+            count: 0,
+        }
+    }
+
+    #[inline]
+    fn position(&self, block: u64) -> Option<(usize, u64)> {
+        let rel = block.checked_sub(self.origin)?;
+        let w = (rel / 64) as usize;
+        (w < self.words.len()).then_some((w, 1 << (rel % 64)))
+    }
+
+    /// Whether block `block` is marked; blocks outside the range are not.
+    #[inline]
+    pub(crate) fn get(&self, block: u64) -> bool {
+        match self.position(block) {
+            Some((w, mask)) => self.words[w] & mask != 0,
+            None => false,
+        }
+    }
+
+    /// Mark `block`, which must be in range and unmarked.
+    #[inline]
+    pub(crate) fn set(&mut self, block: u64) {
+        let (w, mask) = self.position(block).expect("block in range");
+        debug_assert!(self.words[w] & mask == 0);
+        if self.words[w] == 0 {
+            self.summary[w / 64] |= 1 << (w % 64);
+        }
+        self.words[w] |= mask;
+        self.count += 1;
+    }
+
+    /// Clear `block` if it is marked; return whether it was.
+    #[inline]
+    pub(crate) fn test_and_clear(&mut self, block: u64) -> bool {
+        let Some((w, mask)) = self.position(block) else {
+            return false;
+        };
+        if self.words[w] & mask == 0 {
+            return false;
+        }
+        self.words[w] &= !mask;
+        if self.words[w] == 0 {
+            self.summary[w / 64] &= !(1 << (w % 64));
+        }
+        self.count -= 1;
+        true
+    }
+
+    /// Marked blocks.
+    #[inline]
+    pub(crate) fn count(&self) -> u64 {
+        self.count
+    }
+
+    /// Bytes of memory used.
+    pub(crate) fn bytes(&self) -> usize {
+        (self.words.len() + self.summary.len()) * 8
+    }
+
+    /// A marked block, preferring one whose sibling is unmarked (an exact
+    /// fit that leaves the larger free blocks whole). Looks at up to
+    /// `patience` non-empty words for an exact fit before taking the first
+    /// marked block it saw.
+    pub(crate) fn find(&self, patience: usize) -> Option<u64> {
+        let mut fallback = None;
+        let mut looked = 0;
+        for (s, &summary) in self.summary.iter().enumerate() {
+            let mut pending = summary;
+            while pending != 0 {
+                let w = s * 64 + pending.trailing_zeros() as usize;
+                pending &= pending - 1;
+                let bits = self.words[w];
+                // A pair with both halves marked is a free parent block.
+                let pairs = bits & (bits >> 1) & EVEN_BITS;
+                let exact = bits & !(pairs | (pairs << 1));
+                let base = self.origin + 64 * w as u64;
+                if exact != 0 {
+                    return Some(base + exact.trailing_zeros() as u64);
+                }
+                fallback.get_or_insert(base + bits.trailing_zeros() as u64);
+                looked += 1;
+                if looked >= patience {
+                    return fallback;
+                }
+            }
+        }
+        fallback
+    }
+
+    /// Recount the bits and rebuild the summary; compare with what is kept.
+    pub(crate) fn consistent(&self) -> Result<(), &'static str> {
+        let mut count = 0;
+        for (w, &bits) in self.words.iter().enumerate() {
+            count += u64::from(bits.count_ones());
+            let marked = self.summary[w / 64] & (1 << (w % 64)) != 0;
+            if marked != (bits != 0) {
+                return Err("summary bit disagrees with its word");
+            }
+        }
+        if count != self.count {
+            return Err("kept count disagrees with the bits");
+        }
+        Ok(())
+    }
+
+    /// Every marked block, ascending.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = u64> + '_ {
+        self.words.iter().enumerate().flat_map(move |(w, &bits)| {
+            let base = self.origin + 64 * w as u64;
+            let mut pending = bits;
+            core::iter::from_fn(move || {
+                if pending == 0 {
+                    return None;
+                }
+                let b = pending.trailing_zeros() as u64;
+                pending &= pending - 1;
+                Some(base + b)
+            })
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn set_clear_and_count() {
+        let mut b = LevelBitmap::new(70, 300);
+        assert!(!b.get(69) && !b.get(5000));
+        b.set(70);
+        b.set(299);
+        assert!(b.get(70) && b.get(299));
+        assert_eq!(b.count(), 2);
+        assert!(b.test_and_clear(70));
+        assert!(!b.test_and_clear(70));
+        assert!(!b.test_and_clear(1_000_000));
+        assert_eq!(b.count(), 1);
+        b.consistent().unwrap();
+        assert_eq!(b.iter().collect::<Vec<_>>(), vec![299]);
+    }
+
+    #[test]
+    fn find_prefers_a_block_whose_sibling_is_taken() {
+        let mut b = LevelBitmap::new(0, 1023);
+        // 4 and 5 form a free parent; 9 stands alone.
+        for block in [4, 5, 9] {
+            b.set(block);
+        }
+        assert_eq!(b.find(8), Some(9));
+        b.test_and_clear(9);
+        assert_eq!(b.find(8), Some(4));
+        b.test_and_clear(4);
+        b.test_and_clear(5);
+        assert_eq!(b.find(8), None);
+        b.set(900);
+        assert_eq!(b.find(8), Some(900));
+    }
+}

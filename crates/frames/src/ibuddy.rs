@@ -1,0 +1,513 @@
+//! iBuddy, the inverse buddy system of seed 000.
+
+use alloc::boxed::Box;
+use alloc::vec;
+use alloc::vec::Vec;
+
+use lock_api::{Mutex, RawMutex};
+
+use crate::bitmap::LevelBitmap;
+use crate::error::ensure;
+use crate::meta::{FrameList, FrameMeta, Kind};
+use crate::{
+    check_cpu, check_cpus, AllocError, CachePadded, ConfigError, FrameAllocator, Order, Pfn,
+    Request, Stats, ValidationError, Zone, ZoneMap, MAX_ORDER, ORDERS,
+};
+
+/// Buddy spaces are cut only at multiples of this many frames (absolute
+/// pfn), so an aligned block of any order never straddles two spaces.
+const SPACE_ALIGN: u64 = Order::MAX.frames();
+
+/// Non-empty bitmap words a multi-frame allocation looks at for an exact
+/// fit before it settles for the first free block it saw.
+const FIT_PATIENCE: usize = 16;
+
+/// The inverse buddy allocator.
+///
+/// Where the buddy system keeps free memory as blocks and splits and
+/// merges them on every single-frame allocation and free, iBuddy keeps
+/// every free frame individually, on one list in the order frames were
+/// freed, and does the block work only for the requests that need blocks:
+///
+/// - **Single frames, O(1).** An allocation takes the least recently freed
+///   frame from the front of the list; a free appends the frame at the
+///   back. Reusing frames oldest first hands allocations round the whole
+///   space, so allocation counts, and SCM wear, even out across frames.
+/// - **Free-block bitmap.** One bitmap per order, a bit per aligned block:
+///   at order 0 the bit means "this frame is free", at order `k > 0`
+///   "every frame of this block is free, it can be coalesced". A single
+///   free sets its frame's bit and climbs while the buddy's bit is set; a
+///   single allocation clears bits upward while they are set: at most
+///   `MAX_ORDER` bit operations, and usually one or two.
+/// - **Coalescing on multi-frame allocation** (splitting on multi-frame
+///   free). A request of order `k` looks up a set bit at order `k`,
+///   preferring a block whose buddy is not free (an exact fit, so larger
+///   free blocks stay whole), and takes its `2^k` frames off the list:
+///   O(2^k), as the seed's table says. Freeing a block puts each of its
+///   frames on the list.
+/// - **Next allocation level.** Each space keeps the highest order at
+///   which it has a free block: raised by frees (Algorithm 2, lines
+///   13-14), lowered when that order's last block goes (Algorithm 1, lines
+///   18-19). A request above it is refused in O(1) and falls back.
+/// - **Buddy spaces.** Memory is cut into one space per CPU, each with its
+///   own lock; a CPU allocates from its own space and falls back to the
+///   others, in order, when its own cannot serve the request. A free goes
+///   to the space that owns the frame.
+///
+/// Invariants (checked by `validate`): the list holds exactly the free
+/// frames, each once; a bit at order 0 is set exactly for free frames and a
+/// bit at order `k > 0` exactly when both halves' bits are set; allocated
+/// blocks are aligned, inside one space, and their other frames are tails;
+/// the next allocation level is the highest order with a set bit.
+pub struct IBuddy<R: RawMutex> {
+    map: ZoneMap,
+    spaces: Box<[CachePadded<Mutex<R, Space>>]>,
+    /// `[start, end)` of each space, ascending, for pfn -> space.
+    bounds: Box<[(u64, u64)]>,
+    cpus: u32,
+}
+
+/// One buddy space: a pfn range inside one zone, under its own lock.
+struct Space {
+    start: u64,
+    end: u64,
+    meta: Vec<FrameMeta>,
+    /// Free frames, least recently freed first.
+    free_list: FrameList,
+    /// `levels[k]`: one bit per aligned block of order `k`.
+    levels: [LevelBitmap; ORDERS],
+    /// Highest order with a fully free block; `None` when the space is full.
+    next_level: Option<Order>,
+}
+
+impl<R: RawMutex> IBuddy<R> {
+    /// iBuddy over `zones` with one buddy space per CPU, all memory free.
+    pub fn new(zones: &[Zone], cpus: u32) -> Result<Self, ConfigError> {
+        Self::with_spaces(zones, cpus, cpus)
+    }
+
+    /// iBuddy over `zones` serving `cpus` CPUs with memory cut into about
+    /// `spaces` buddy spaces (cuts fall on 4 MiB boundaries and zone edges,
+    /// so small or many zones change the count). CPU `c` allocates first
+    /// from space `c % spaces`.
+    pub fn with_spaces(zones: &[Zone], cpus: u32, spaces: u32) -> Result<Self, ConfigError> {
+        check_cpus(cpus)?;
+        check_cpus(spaces)?;
+        let map = ZoneMap::new(zones)?;
+        let bounds = partition(&map, spaces);
+        let spaces = bounds
+            .iter()
+            .map(|&(start, end)| CachePadded(Mutex::new(Space::new(start, end))))
+            .collect();
+        Ok(IBuddy {
+            map,
+            spaces,
+            bounds: bounds.into_boxed_slice(),
+            cpus,
+        })
+    }
+
+    /// Number of buddy spaces.
+    pub fn spaces(&self) -> usize {
+        self.spaces.len()
+    }
+
+    #[inline]
+    fn space_of(&self, pfn: Pfn) -> usize {
+        self.bounds.partition_point(|&(start, _)| start <= pfn.0) - 1
+    }
+}
+
+/// Cut the zones into spaces of about `total / count` frames.
+fn partition(map: &ZoneMap, count: u32) -> Vec<(u64, u64)> {
+    let target = map.frames().div_ceil(u64::from(count)).next_multiple_of(SPACE_ALIGN);
+    let mut bounds = Vec::new();
+    for zone in map.zones() {
+        let mut start = zone.start.0;
+        while start < zone.end.0 {
+            let mut end = ((start + target) & !(SPACE_ALIGN - 1)).min(zone.end.0);
+            // Do not leave a sliver of less than half a space behind.
+            if zone.end.0 - end < target / 2 {
+                end = zone.end.0;
+            }
+            bounds.push((start, end));
+            start = end;
+        }
+    }
+    bounds
+}
+
+impl Space {
+    fn new(start: u64, end: u64) -> Space {
+        let frames = (end - start) as usize;
+        let mut space = Space {
+            start,
+            end,
+            meta: vec![FrameMeta::UNLINKED_TAIL; frames],
+            free_list: FrameList::EMPTY,
+            levels: core::array::from_fn(|k| LevelBitmap::new(start >> k, (end - 1) >> k)),
+            next_level: None,
+        };
+        // Everything free, listed in pfn order so the first allocations
+        // sweep the space from its start.
+        for pfn in start..end {
+            space.release_frame(pfn);
+        }
+        space
+    }
+
+    #[inline]
+    fn index(&self, pfn: u64) -> u32 {
+        (pfn - self.start) as u32
+    }
+
+    /// Put one frame on the free list and mark it, and every block it
+    /// completes, free. Returns the order of the largest block completed.
+    #[inline]
+    fn release_frame(&mut self, pfn: u64) -> u8 {
+        let i = self.index(pfn);
+        self.meta[i as usize].state.set_free(Order::ZERO);
+        self.free_list.push_back(&mut self.meta, i);
+        self.levels[0].set(pfn);
+        self.coalesce_up(pfn, 0)
+    }
+
+    /// The block of order `from` at `pfn` has just become free: mark its
+    /// ancestors free while their other halves are. Returns the order of
+    /// the largest free block now holding `pfn`, and raises the next
+    /// allocation level to it.
+    #[inline]
+    fn coalesce_up(&mut self, pfn: u64, from: u8) -> u8 {
+        let mut k = from;
+        while k < MAX_ORDER && self.levels[k as usize].get((pfn >> k) ^ 1) {
+            k += 1;
+            self.levels[k as usize].set(pfn >> k);
+        }
+        let top = Order::new(k).expect("k <= MAX_ORDER");
+        if self.next_level.is_none_or(|level| level < top) {
+            self.next_level = Some(top);
+        }
+        k
+    }
+
+    /// The block of order `from` at `pfn` is no longer free: clear its
+    /// ancestors' bits while they are set, then lower the next allocation
+    /// level past orders left without a free block.
+    #[inline]
+    fn uncoalesce_up(&mut self, pfn: u64, from: u8) {
+        let mut k = from;
+        while k <= MAX_ORDER && self.levels[k as usize].test_and_clear(pfn >> k) {
+            k += 1;
+        }
+        while let Some(level) = self.next_level {
+            if self.levels[level.index()].count() > 0 {
+                break;
+            }
+            self.next_level = Order::new(level.get().wrapping_sub(1));
+        }
+    }
+
+    /// Algorithm 1 without the lazy layer.
+    #[inline]
+    fn alloc(&mut self, order: Order) -> Option<Pfn> {
+        if order == Order::ZERO {
+            let i = self.free_list.pop_front(&mut self.meta)?;
+            let pfn = self.start + u64::from(i);
+            self.meta[i as usize].state.set_allocated(order);
+            self.uncoalesce_up(pfn, 0);
+            return Some(Pfn(pfn));
+        }
+        if self.next_level.is_none_or(|level| level < order) {
+            return None;
+        }
+        let k = order.get();
+        let first = self.levels[order.index()].find(FIT_PATIENCE)? << k;
+        for pfn in first..first + order.frames() {
+            let i = self.index(pfn);
+            self.free_list.remove(&mut self.meta, i);
+            self.meta[i as usize].state.set_tail();
+        }
+        let head = self.index(first) as usize;
+        self.meta[head].state.set_allocated(order);
+        // Every bit inside the block is set; clear them level by level.
+        for level in 0..k {
+            let blocks = 1u64 << (k - level);
+            for block in (first >> level)..(first >> level) + blocks {
+                let was_set = self.levels[level as usize].test_and_clear(block);
+                debug_assert!(was_set);
+            }
+        }
+        self.uncoalesce_up(first, k);
+        Some(Pfn(first))
+    }
+
+    /// Algorithm 2 without the lazy layer, for a block checked by
+    /// `check_free`.
+    #[inline]
+    fn free(&mut self, pfn: Pfn, order: Order) {
+        if order == Order::ZERO {
+            self.release_frame(pfn.0);
+            return;
+        }
+        let first = pfn.0;
+        let k = order.get();
+        for pfn in first..first + order.frames() {
+            let i = self.index(pfn);
+            self.meta[i as usize].state.set_free(Order::ZERO);
+            self.free_list.push_back(&mut self.meta, i);
+        }
+        for level in 0..=k {
+            let blocks = 1u64 << (k - level);
+            for block in (first >> level)..(first >> level) + blocks {
+                self.levels[level as usize].set(block);
+            }
+        }
+        self.coalesce_up(first, k);
+    }
+
+    fn check_free(&self, pfn: Pfn, order: Order) -> Result<(), AllocError> {
+        let state = self.meta[self.index(pfn.0) as usize].state;
+        match state.kind() {
+            Kind::Allocated(allocated) if allocated == order => Ok(()),
+            Kind::Allocated(allocated) => Err(AllocError::WrongOrder {
+                pfn,
+                order,
+                allocated,
+            }),
+            Kind::Free(_) if state.ever_allocated() => Err(AllocError::DoubleFree { pfn, order }),
+            // Free and never a block's head, or inside an allocated block.
+            Kind::Free(_) | Kind::Tail => Err(AllocError::NotAllocated { pfn, order }),
+        }
+    }
+
+    fn validate(&self, s: usize) -> Result<(), ValidationError> {
+        let name = alloc::format!("space {s} [{:#x}, {:#x})", self.start, self.end);
+        // The list holds free frames, each once (a well-formed list of
+        // exactly as many members as free bits, all of them free frames).
+        self.free_list.check(&self.meta, &name, |i| {
+            let pfn = self.start + u64::from(i);
+            ensure!(
+                self.meta[i as usize].state.kind() == Kind::Free(Order::ZERO),
+                "{name}: listed frame {pfn:#x} is not free"
+            );
+            ensure!(
+                self.levels[0].get(pfn),
+                "{name}: listed frame {pfn:#x} has no free bit"
+            );
+            Ok(())
+        })?;
+        ensure!(
+            self.free_list.len() == self.levels[0].count(),
+            "{name}: {} frames listed but {} free bits",
+            self.free_list.len(),
+            self.levels[0].count()
+        );
+        // Allocated blocks and free frames tile the space.
+        let mut pfn = self.start;
+        while pfn < self.end {
+            let i = self.index(pfn) as usize;
+            match self.meta[i].state.kind() {
+                Kind::Free(order) => {
+                    ensure!(
+                        order == Order::ZERO,
+                        "{name}: frame {pfn:#x} free with order {order}"
+                    );
+                    pfn += 1;
+                }
+                Kind::Allocated(order) => {
+                    ensure!(
+                        Pfn(pfn).is_aligned(order) && pfn + order.frames() <= self.end,
+                        "{name}: block {pfn:#x} of order {order} misaligned or leaves the space"
+                    );
+                    for tail in pfn..pfn + order.frames() {
+                        let t = self.index(tail) as usize;
+                        ensure!(
+                            tail == pfn || self.meta[t].state.kind() == Kind::Tail,
+                            "{name}: frame {tail:#x} inside block {pfn:#x} (order {order}) is not a tail"
+                        );
+                        ensure!(
+                            !self.levels[0].get(tail),
+                            "{name}: allocated frame {tail:#x} has its free bit set"
+                        );
+                    }
+                    pfn += order.frames();
+                }
+                Kind::Tail => ensure!(false, "{name}: frame {pfn:#x} is a tail outside any block"),
+            }
+        }
+        // Each bit above order 0 is the AND of its halves; blocks that
+        // leave the space are never marked.
+        for k in 0..ORDERS {
+            let level = &self.levels[k];
+            level
+                .consistent()
+                .map_err(|e| ValidationError(alloc::format!("{name}: order {k} bitmap: {e}")))?;
+            if k == 0 {
+                continue;
+            }
+            let below = &self.levels[k - 1];
+            for block in (self.start >> k)..=((self.end - 1) >> k) {
+                let inside = block << k >= self.start && (block + 1) << k <= self.end;
+                let expect = inside && below.get(2 * block) && below.get(2 * block + 1);
+                ensure!(
+                    level.get(block) == expect,
+                    "{name}: order {k} bit of block {:#x} is {} but its halves say {expect}",
+                    block << k,
+                    level.get(block)
+                );
+            }
+        }
+        let highest = (0..ORDERS)
+            .rev()
+            .find(|&k| self.levels[k].count() > 0)
+            .and_then(|k| Order::new(k as u8));
+        ensure!(
+            self.next_level == highest,
+            "{name}: next allocation level {:?} but the highest free block has order {:?}",
+            self.next_level,
+            highest
+        );
+        Ok(())
+    }
+
+    fn add_stats(&self, stats: &mut Stats) {
+        stats.free_frames += self.levels[0].count();
+        // Maximal free blocks: marked, and the parent is not.
+        for k in 0..ORDERS {
+            stats.free_blocks[k] += if k == ORDERS - 1 {
+                self.levels[k].count()
+            } else {
+                let parent = &self.levels[k + 1];
+                self.levels[k].iter().filter(|&b| !parent.get(b >> 1)).count() as u64
+            };
+        }
+    }
+
+    fn metadata_bytes(&self) -> usize {
+        core::mem::size_of::<Space>()
+            + self.meta.capacity() * core::mem::size_of::<FrameMeta>()
+            + self.levels.iter().map(LevelBitmap::bytes).sum::<usize>()
+    }
+}
+
+impl<R: RawMutex + Send + Sync> FrameAllocator for IBuddy<R> {
+    fn alloc(&self, req: Request) -> Result<Pfn, AllocError> {
+        check_cpu(req, self.cpus)?;
+        let n = self.spaces.len();
+        let home = req.cpu as usize % n;
+        (0..n)
+            .find_map(|step| self.spaces[(home + step) % n].lock().alloc(req.order))
+            .ok_or(AllocError::OutOfMemory { order: req.order })
+    }
+
+    fn free(&self, pfn: Pfn, req: Request) -> Result<(), AllocError> {
+        check_cpu(req, self.cpus)?;
+        self.map.zone_of_block(pfn, req.order)?;
+        let mut space = self.spaces[self.space_of(pfn)].lock();
+        space.check_free(pfn, req.order)?;
+        space.free(pfn, req.order);
+        Ok(())
+    }
+
+    fn check_free(&self, pfn: Pfn, order: Order) -> Result<(), AllocError> {
+        self.map.zone_of_block(pfn, order)?;
+        self.spaces[self.space_of(pfn)].lock().check_free(pfn, order)
+    }
+
+    fn alloc_bulk(&self, req: Request, out: &mut [Pfn]) -> usize {
+        if check_cpu(req, self.cpus).is_err() {
+            return 0;
+        }
+        let n = self.spaces.len();
+        let home = req.cpu as usize % n;
+        let mut filled = 0;
+        for step in 0..n {
+            let mut space = self.spaces[(home + step) % n].lock();
+            while filled < out.len() {
+                match space.alloc(req.order) {
+                    Some(pfn) => out[filled] = pfn,
+                    None => break,
+                }
+                filled += 1;
+            }
+            if filled == out.len() {
+                break;
+            }
+        }
+        filled
+    }
+
+    fn free_bulk(&self, blocks: &[Pfn], req: Request) -> Result<(), (usize, AllocError)> {
+        check_cpu(req, self.cpus).map_err(|e| (0, e))?;
+        let mut n = 0;
+        while n < blocks.len() {
+            self.map
+                .zone_of_block(blocks[n], req.order)
+                .map_err(|e| (n, e))?;
+            // Hold one space's lock for the run of blocks it owns.
+            let s = self.space_of(blocks[n]);
+            let (start, end) = self.bounds[s];
+            let mut space = self.spaces[s].lock();
+            while n < blocks.len() && (start..end).contains(&blocks[n].0) {
+                let pfn = blocks[n];
+                if !pfn.is_aligned(req.order) {
+                    return Err((n, AllocError::Misaligned { pfn, order: req.order }));
+                }
+                space.check_free(pfn, req.order).map_err(|e| (n, e))?;
+                space.free(pfn, req.order);
+                n += 1;
+            }
+        }
+        Ok(())
+    }
+
+    fn stats(&self) -> Stats {
+        let mut stats = Stats {
+            managed_frames: self.map.frames(),
+            ..Stats::default()
+        };
+        for space in self.spaces.iter() {
+            space.lock().add_stats(&mut stats);
+        }
+        stats
+    }
+
+    fn validate(&self) -> Result<(), ValidationError> {
+        // The spaces tile the zones.
+        let mut covered = 0;
+        for (s, &(start, end)) in self.bounds.iter().enumerate() {
+            ensure!(start < end, "space {s} is empty");
+            let zone = self.map.zone_of(Pfn(start));
+            ensure!(
+                zone.is_some_and(|z| end <= self.map.zones()[z].end.0),
+                "space {s} [{start:#x}, {end:#x}) does not lie inside one zone"
+            );
+            covered += end - start;
+        }
+        ensure!(
+            covered == self.map.frames(),
+            "spaces cover {covered} frames of {}",
+            self.map.frames()
+        );
+        for (s, space) in self.spaces.iter().enumerate() {
+            space.lock().validate(s)?;
+        }
+        Ok(())
+    }
+
+    fn zones(&self) -> &[Zone] {
+        self.map.zones()
+    }
+
+    fn cpus(&self) -> u32 {
+        self.cpus
+    }
+
+    fn metadata_bytes(&self) -> usize {
+        self.spaces
+            .iter()
+            .map(|space| core::mem::size_of_val(space) + space.lock().metadata_bytes())
+            .sum::<usize>()
+            + self.bounds.len() * core::mem::size_of::<(u64, u64)>()
+    }
+}
