@@ -1,4 +1,5 @@
-//! One level of iBuddy's free-block bitmap, with a summary for search.
+//! iBuddy's free-block bitmaps: a plain one for frames, and one per
+//! larger order with a summary for search.
 
 use alloc::vec;
 use alloc::vec::Vec;
@@ -18,6 +19,61 @@ pub(crate) struct LevelBitmap {
     summary: Vec<u64>,
     /// Set bits.
     count: u64,
+}
+
+/// One bit per frame of a pfn range: the order-0 level, which is never
+/// searched (single frames come off the free list), so it keeps neither a
+/// summary nor a count.
+#[derive(Clone, Debug)]
+pub(crate) struct FrameBitmap {
+    /// Pfn of bit 0 of word 0; a multiple of 64.
+    origin: u64,
+    words: Vec<u64>,
+}
+
+impl FrameBitmap {
+    /// A cleared bitmap for frames `first..=last`.
+    pub(crate) fn new(first: u64, last: u64) -> FrameBitmap {
+        let origin = first & !63;
+        FrameBitmap {
+            origin,
+            words: vec![0; ((last - origin) / 64 + 1) as usize],
+        }
+    }
+
+    /// Whether `pfn` is marked; frames outside the range are not.
+    #[inline]
+    pub(crate) fn get(&self, pfn: u64) -> bool {
+        let rel = pfn.wrapping_sub(self.origin);
+        match self.words.get((rel / 64) as usize) {
+            Some(word) => word & (1 << (rel % 64)) != 0,
+            None => false,
+        }
+    }
+
+    /// Mark `pfn`, which must be in range.
+    #[inline]
+    pub(crate) fn set(&mut self, pfn: u64) {
+        let rel = pfn - self.origin;
+        self.words[(rel / 64) as usize] |= 1 << (rel % 64);
+    }
+
+    /// Clear `pfn`, which must be in range.
+    #[inline]
+    pub(crate) fn clear(&mut self, pfn: u64) {
+        let rel = pfn - self.origin;
+        self.words[(rel / 64) as usize] &= !(1 << (rel % 64));
+    }
+
+    /// Marked frames.
+    pub(crate) fn count(&self) -> u64 {
+        self.words.iter().map(|w| u64::from(w.count_ones())).sum()
+    }
+
+    /// Bytes of memory used.
+    pub(crate) fn bytes(&self) -> usize {
+        self.words.len() * 8
+    }
 }
 
 const EVEN_BITS: u64 = 0x5555_5555_5555_5555;

@@ -128,6 +128,9 @@ impl ZoneArea {
     /// with exactly `order`, and if not, which error a free gets.
     fn check_free(&self, pfn: Pfn, order: Order) -> Result<(), AllocError> {
         let state = self.meta[self.index(pfn) as usize].state;
+        if state.is_allocated(order) {
+            return Ok(());
+        }
         let freed_before = |pfn| {
             if state.ever_allocated() {
                 AllocError::DoubleFree { pfn, order }

@@ -6,12 +6,12 @@ use alloc::vec::Vec;
 
 use lock_api::{Mutex, RawMutex};
 
-use crate::bitmap::LevelBitmap;
+use crate::bitmap::{FrameBitmap, LevelBitmap};
 use crate::error::ensure;
 use crate::meta::{FrameList, FrameMeta, Kind};
 use crate::{
     check_cpu, check_cpus, AllocError, CachePadded, ConfigError, FrameAllocator, Order, Pfn,
-    Request, Stats, ValidationError, Zone, ZoneMap, MAX_ORDER, ORDERS,
+    Request, Stats, ValidationError, Zone, ZoneMap, MAX_ORDER,
 };
 
 /// Buddy spaces are cut only at multiples of this many frames (absolute
@@ -64,6 +64,8 @@ pub struct IBuddy<R: RawMutex> {
     spaces: Box<[CachePadded<Mutex<R, Space>>]>,
     /// `[start, end)` of each space, ascending, for pfn -> space.
     bounds: Box<[(u64, u64)]>,
+    /// The space each CPU allocates from first.
+    home: Box<[u32]>,
     cpus: u32,
 }
 
@@ -74,10 +76,12 @@ struct Space {
     meta: Vec<FrameMeta>,
     /// Free frames, least recently freed first.
     free_list: FrameList,
-    /// `levels[k]`: one bit per aligned block of order `k`.
-    levels: [LevelBitmap; ORDERS],
-    /// Highest order with a fully free block; `None` when the space is full.
-    next_level: Option<Order>,
+    /// Order 0 of the bitmap: which frames are free.
+    frames: FrameBitmap,
+    /// `blocks[k - 1]`: which aligned blocks of order `k` are wholly free.
+    blocks: [LevelBitmap; MAX_ORDER as usize],
+    /// Highest order with a wholly free block; -1 when the space is full.
+    next_level: i8,
 }
 
 impl<R: RawMutex> IBuddy<R> {
@@ -99,10 +103,12 @@ impl<R: RawMutex> IBuddy<R> {
             .iter()
             .map(|&(start, end)| CachePadded(Mutex::new(Space::new(start, end))))
             .collect();
+        let home = (0..cpus).map(|cpu| cpu % bounds.len() as u32).collect();
         Ok(IBuddy {
             map,
             spaces,
             bounds: bounds.into_boxed_slice(),
+            home,
             cpus,
         })
     }
@@ -114,7 +120,20 @@ impl<R: RawMutex> IBuddy<R> {
 
     #[inline]
     fn space_of(&self, pfn: Pfn) -> usize {
+        if self.bounds.len() == 1 {
+            return 0;
+        }
         self.bounds.partition_point(|&(start, _)| start <= pfn.0) - 1
+    }
+
+    /// The home space could not serve the request: try the others in turn
+    /// (Algorithm 1, lines 8-9).
+    #[cold]
+    fn alloc_fallback(&self, req: Request, home: usize) -> Result<Pfn, AllocError> {
+        let n = self.spaces.len();
+        (1..n)
+            .find_map(|step| self.spaces[(home + step) % n].lock().alloc(req.order))
+            .ok_or(AllocError::OutOfMemory { order: req.order })
     }
 }
 
@@ -145,8 +164,12 @@ impl Space {
             end,
             meta: vec![FrameMeta::UNLINKED_TAIL; frames],
             free_list: FrameList::EMPTY,
-            levels: core::array::from_fn(|k| LevelBitmap::new(start >> k, (end - 1) >> k)),
-            next_level: None,
+            frames: FrameBitmap::new(start, end - 1),
+            blocks: core::array::from_fn(|i| {
+                let k = i + 1;
+                LevelBitmap::new(start >> k, (end - 1) >> k)
+            }),
+            next_level: -1,
         };
         // Everything free, listed in pfn order so the first allocations
         // sweep the space from its start.
@@ -161,49 +184,64 @@ impl Space {
         (pfn - self.start) as u32
     }
 
-    /// Put one frame on the free list and mark it, and every block it
-    /// completes, free. Returns the order of the largest block completed.
+    /// Whether the aligned block of order `k` with index `block` is wholly
+    /// free.
     #[inline]
-    fn release_frame(&mut self, pfn: u64) -> u8 {
+    fn is_free(&self, k: u8, block: u64) -> bool {
+        if k == 0 {
+            self.frames.get(block)
+        } else {
+            self.blocks[k as usize - 1].get(block)
+        }
+    }
+
+    /// Wholly free blocks of order `k`.
+    #[inline]
+    fn count(&self, k: u8) -> u64 {
+        if k == 0 {
+            self.free_list.len()
+        } else {
+            self.blocks[k as usize - 1].count()
+        }
+    }
+
+    /// Put one frame on the free list and mark it, and every block it
+    /// completes, free.
+    #[inline]
+    fn release_frame(&mut self, pfn: u64) {
         let i = self.index(pfn);
         self.meta[i as usize].state.set_free(Order::ZERO);
         self.free_list.push_back(&mut self.meta, i);
-        self.levels[0].set(pfn);
-        self.coalesce_up(pfn, 0)
+        self.frames.set(pfn);
+        self.coalesce_up(pfn, 0);
     }
 
     /// The block of order `from` at `pfn` has just become free: mark its
-    /// ancestors free while their other halves are. Returns the order of
-    /// the largest free block now holding `pfn`, and raises the next
-    /// allocation level to it.
+    /// ancestors free while their other halves are, and raise the next
+    /// allocation level to the largest block completed (Algorithm 2, lines
+    /// 13-14).
     #[inline]
-    fn coalesce_up(&mut self, pfn: u64, from: u8) -> u8 {
+    fn coalesce_up(&mut self, pfn: u64, from: u8) {
         let mut k = from;
-        while k < MAX_ORDER && self.levels[k as usize].get((pfn >> k) ^ 1) {
+        while k < MAX_ORDER && self.is_free(k, (pfn >> k) ^ 1) {
             k += 1;
-            self.levels[k as usize].set(pfn >> k);
+            self.blocks[k as usize - 1].set(pfn >> k);
         }
-        let top = Order::new(k).expect("k <= MAX_ORDER");
-        if self.next_level.is_none_or(|level| level < top) {
-            self.next_level = Some(top);
-        }
-        k
+        self.next_level = self.next_level.max(k as i8);
     }
 
-    /// The block of order `from` at `pfn` is no longer free: clear its
-    /// ancestors' bits while they are set, then lower the next allocation
-    /// level past orders left without a free block.
+    /// The block of order `from - 1` at `pfn` is no longer free (its own
+    /// bits are cleared): clear its ancestors' bits while they are set,
+    /// then lower the next allocation level past orders left without a
+    /// free block (Algorithm 1, lines 18-19).
     #[inline]
     fn uncoalesce_up(&mut self, pfn: u64, from: u8) {
         let mut k = from;
-        while k <= MAX_ORDER && self.levels[k as usize].test_and_clear(pfn >> k) {
+        while k <= MAX_ORDER && self.blocks[k as usize - 1].test_and_clear(pfn >> k) {
             k += 1;
         }
-        while let Some(level) = self.next_level {
-            if self.levels[level.index()].count() > 0 {
-                break;
-            }
-            self.next_level = Order::new(level.get().wrapping_sub(1));
+        while self.next_level >= 0 && self.count(self.next_level as u8) == 0 {
+            self.next_level -= 1;
         }
     }
 
@@ -212,32 +250,42 @@ impl Space {
     fn alloc(&mut self, order: Order) -> Option<Pfn> {
         if order == Order::ZERO {
             let i = self.free_list.pop_front(&mut self.meta)?;
-            let pfn = self.start + u64::from(i);
             self.meta[i as usize].state.set_allocated(order);
-            self.uncoalesce_up(pfn, 0);
+            let pfn = self.start + u64::from(i);
+            self.frames.clear(pfn);
+            self.uncoalesce_up(pfn, 1);
             return Some(Pfn(pfn));
         }
-        if self.next_level.is_none_or(|level| level < order) {
+        self.alloc_block(order)
+    }
+
+    /// Coalesce: find a wholly free block of `order` and take its frames
+    /// off the free list.
+    fn alloc_block(&mut self, order: Order) -> Option<Pfn> {
+        let k = order.get();
+        if self.next_level < k as i8 {
             return None;
         }
-        let k = order.get();
-        let first = self.levels[order.index()].find(FIT_PATIENCE)? << k;
+        let first = self.blocks[k as usize - 1].find(FIT_PATIENCE)? << k;
         for pfn in first..first + order.frames() {
             let i = self.index(pfn);
             self.free_list.remove(&mut self.meta, i);
             self.meta[i as usize].state.set_tail();
+            self.frames.clear(pfn);
         }
         let head = self.index(first) as usize;
         self.meta[head].state.set_allocated(order);
-        // Every bit inside the block is set; clear them level by level.
-        for level in 0..k {
-            let blocks = 1u64 << (k - level);
-            for block in (first >> level)..(first >> level) + blocks {
-                let was_set = self.levels[level as usize].test_and_clear(block);
+        // Every bit inside the block is set; clear them order by order.
+        for level in 1..k {
+            let bitmap = &mut self.blocks[level as usize - 1];
+            for block in (first >> level)..(first >> level) + (1 << (k - level)) {
+                let was_set = bitmap.test_and_clear(block);
                 debug_assert!(was_set);
             }
         }
-        self.uncoalesce_up(first, k);
+        let was_set = self.blocks[k as usize - 1].test_and_clear(first >> k);
+        debug_assert!(was_set);
+        self.uncoalesce_up(first, k + 1);
         Some(Pfn(first))
     }
 
@@ -247,37 +295,44 @@ impl Space {
     fn free(&mut self, pfn: Pfn, order: Order) {
         if order == Order::ZERO {
             self.release_frame(pfn.0);
-            return;
+        } else {
+            self.free_block(pfn.0, order.get());
         }
-        let first = pfn.0;
-        let k = order.get();
-        for pfn in first..first + order.frames() {
+    }
+
+    /// Split: put every frame of the block on the free list.
+    fn free_block(&mut self, first: u64, k: u8) {
+        for pfn in first..first + (1 << k) {
             let i = self.index(pfn);
             self.meta[i as usize].state.set_free(Order::ZERO);
             self.free_list.push_back(&mut self.meta, i);
+            self.frames.set(pfn);
         }
-        for level in 0..=k {
-            let blocks = 1u64 << (k - level);
-            for block in (first >> level)..(first >> level) + blocks {
-                self.levels[level as usize].set(block);
+        for level in 1..=k {
+            let bitmap = &mut self.blocks[level as usize - 1];
+            for block in (first >> level)..(first >> level) + (1 << (k - level)) {
+                bitmap.set(block);
             }
         }
         self.coalesce_up(first, k);
     }
 
+    #[inline]
     fn check_free(&self, pfn: Pfn, order: Order) -> Result<(), AllocError> {
         let state = self.meta[self.index(pfn.0) as usize].state;
-        match state.kind() {
-            Kind::Allocated(allocated) if allocated == order => Ok(()),
-            Kind::Allocated(allocated) => Err(AllocError::WrongOrder {
+        if state.is_allocated(order) {
+            return Ok(());
+        }
+        Err(match state.kind() {
+            Kind::Allocated(allocated) => AllocError::WrongOrder {
                 pfn,
                 order,
                 allocated,
-            }),
-            Kind::Free(_) if state.ever_allocated() => Err(AllocError::DoubleFree { pfn, order }),
+            },
+            Kind::Free(_) if state.ever_allocated() => AllocError::DoubleFree { pfn, order },
             // Free and never a block's head, or inside an allocated block.
-            Kind::Free(_) | Kind::Tail => Err(AllocError::NotAllocated { pfn, order }),
-        }
+            Kind::Free(_) | Kind::Tail => AllocError::NotAllocated { pfn, order },
+        })
     }
 
     fn validate(&self, s: usize) -> Result<(), ValidationError> {
@@ -291,16 +346,16 @@ impl Space {
                 "{name}: listed frame {pfn:#x} is not free"
             );
             ensure!(
-                self.levels[0].get(pfn),
+                self.frames.get(pfn),
                 "{name}: listed frame {pfn:#x} has no free bit"
             );
             Ok(())
         })?;
         ensure!(
-            self.free_list.len() == self.levels[0].count(),
+            self.free_list.len() == self.frames.count(),
             "{name}: {} frames listed but {} free bits",
             self.free_list.len(),
-            self.levels[0].count()
+            self.frames.count()
         );
         // Allocated blocks and free frames tile the space.
         let mut pfn = self.start;
@@ -326,7 +381,7 @@ impl Space {
                             "{name}: frame {tail:#x} inside block {pfn:#x} (order {order}) is not a tail"
                         );
                         ensure!(
-                            !self.levels[0].get(tail),
+                            !self.frames.get(tail),
                             "{name}: allocated frame {tail:#x} has its free bit set"
                         );
                     }
@@ -337,18 +392,15 @@ impl Space {
         }
         // Each bit above order 0 is the AND of its halves; blocks that
         // leave the space are never marked.
-        for k in 0..ORDERS {
-            let level = &self.levels[k];
+        for k in 1..=MAX_ORDER {
+            let level = &self.blocks[k as usize - 1];
             level
                 .consistent()
                 .map_err(|e| ValidationError(alloc::format!("{name}: order {k} bitmap: {e}")))?;
-            if k == 0 {
-                continue;
-            }
-            let below = &self.levels[k - 1];
             for block in (self.start >> k)..=((self.end - 1) >> k) {
                 let inside = block << k >= self.start && (block + 1) << k <= self.end;
-                let expect = inside && below.get(2 * block) && below.get(2 * block + 1);
+                let expect =
+                    inside && self.is_free(k - 1, 2 * block) && self.is_free(k - 1, 2 * block + 1);
                 ensure!(
                     level.get(block) == expect,
                     "{name}: order {k} bit of block {:#x} is {} but its halves say {expect}",
@@ -357,28 +409,26 @@ impl Space {
                 );
             }
         }
-        let highest = (0..ORDERS)
-            .rev()
-            .find(|&k| self.levels[k].count() > 0)
-            .and_then(|k| Order::new(k as u8));
+        let highest = (0..=MAX_ORDER).rev().find(|&k| self.count(k) > 0);
         ensure!(
-            self.next_level == highest,
-            "{name}: next allocation level {:?} but the highest free block has order {:?}",
-            self.next_level,
-            highest
+            self.next_level == highest.map_or(-1, |k| k as i8),
+            "{name}: next allocation level {} but the highest free block has order {highest:?}",
+            self.next_level
         );
         Ok(())
     }
 
     fn add_stats(&self, stats: &mut Stats) {
-        stats.free_frames += self.levels[0].count();
+        stats.free_frames += self.free_list.len();
         // Maximal free blocks: marked, and the parent is not.
-        for k in 0..ORDERS {
-            stats.free_blocks[k] += if k == ORDERS - 1 {
-                self.levels[k].count()
+        for k in 0..=MAX_ORDER {
+            let maximal = |block: u64| k == MAX_ORDER || !self.is_free(k + 1, block >> 1);
+            stats.free_blocks[k as usize] += if k == 0 {
+                (self.start..self.end)
+                    .filter(|&pfn| self.frames.get(pfn) && maximal(pfn))
+                    .count() as u64
             } else {
-                let parent = &self.levels[k + 1];
-                self.levels[k].iter().filter(|&b| !parent.get(b >> 1)).count() as u64
+                self.blocks[k as usize - 1].iter().filter(|&b| maximal(b)).count() as u64
             };
         }
     }
@@ -386,18 +436,19 @@ impl Space {
     fn metadata_bytes(&self) -> usize {
         core::mem::size_of::<Space>()
             + self.meta.capacity() * core::mem::size_of::<FrameMeta>()
-            + self.levels.iter().map(LevelBitmap::bytes).sum::<usize>()
+            + self.frames.bytes()
+            + self.blocks.iter().map(LevelBitmap::bytes).sum::<usize>()
     }
 }
 
 impl<R: RawMutex + Send + Sync> FrameAllocator for IBuddy<R> {
     fn alloc(&self, req: Request) -> Result<Pfn, AllocError> {
         check_cpu(req, self.cpus)?;
-        let n = self.spaces.len();
-        let home = req.cpu as usize % n;
-        (0..n)
-            .find_map(|step| self.spaces[(home + step) % n].lock().alloc(req.order))
-            .ok_or(AllocError::OutOfMemory { order: req.order })
+        let home = self.home[req.cpu as usize] as usize;
+        if let Some(pfn) = self.spaces[home].lock().alloc(req.order) {
+            return Ok(pfn);
+        }
+        self.alloc_fallback(req, home)
     }
 
     fn free(&self, pfn: Pfn, req: Request) -> Result<(), AllocError> {
@@ -419,7 +470,7 @@ impl<R: RawMutex + Send + Sync> FrameAllocator for IBuddy<R> {
             return 0;
         }
         let n = self.spaces.len();
-        let home = req.cpu as usize % n;
+        let home = self.home[req.cpu as usize] as usize;
         let mut filled = 0;
         for step in 0..n {
             let mut space = self.spaces[(home + step) % n].lock();
@@ -509,5 +560,6 @@ impl<R: RawMutex + Send + Sync> FrameAllocator for IBuddy<R> {
             .map(|space| core::mem::size_of_val(space) + space.lock().metadata_bytes())
             .sum::<usize>()
             + self.bounds.len() * core::mem::size_of::<(u64, u64)>()
+            + self.home.len() * core::mem::size_of::<u32>()
     }
 }

@@ -18,8 +18,10 @@
 //!   reused least recently freed first so SCM wear evens out.
 //!
 //! The crate is `no_std` + `alloc`. Locks come in through [`lock_api`]: a
-//! kernel plugs in a spin lock, user space a sleeping mutex such as
-//! `parking_lot::RawMutex`.
+//! kernel plugs in its spin lock, user space a sleeping mutex such as
+//! `parking_lot::RawMutex` or, with the `std` feature, the cheaper
+//! `sync::SpinYield` that yields instead of spinning on a descheduled
+//! holder.
 //!
 //! ```
 //! use nvmos_frames::{Buddy, FrameAllocator, IBuddy, MigrateType, Order, PcpPolicy, PerCpu, Request, Zone};
@@ -45,7 +47,7 @@
 #![warn(missing_docs)]
 
 extern crate alloc;
-#[cfg(test)]
+#[cfg(any(test, feature = "std"))]
 extern crate std;
 
 mod bitmap;
@@ -55,6 +57,8 @@ mod ibuddy;
 mod meta;
 mod percpu;
 mod stats;
+#[cfg(any(test, feature = "std"))]
+pub mod sync;
 mod types;
 mod zones;
 

@@ -55,6 +55,13 @@ impl FrameState {
         }
     }
 
+    /// Whether this frame heads an allocated block of exactly `order`: the
+    /// check every free makes, one compare.
+    #[inline]
+    pub(crate) fn is_allocated(self, order: Order) -> bool {
+        self.0 & !EVER_ALLOCATED == KIND_ALLOC | order.get()
+    }
+
     /// Whether this frame was ever handed out as the head of a block.
     #[inline]
     pub(crate) fn ever_allocated(self) -> bool {

@@ -157,7 +157,10 @@ impl<A: FrameAllocator, R: RawMutex + Send + Sync> PerCpu<A, R> {
     #[inline]
     fn held(&self, pfn: Pfn) -> &AtomicU8 {
         // Frames on lists came from `inner`, so they lie in a zone.
-        let i = self.map.dense_index(pfn).expect("pfn from the inner allocator");
+        let i = self
+            .map
+            .dense_index(pfn)
+            .expect("pfn from the inner allocator");
         &self.held[i]
     }
 
@@ -246,7 +249,15 @@ impl<A: FrameAllocator, R: RawMutex + Send + Sync> FrameAllocator for PerCpu<A, 
     fn alloc(&self, req: Request) -> Result<Pfn, AllocError> {
         check_cpu(req, self.inner.cpus())?;
         if req.order != Order::ZERO {
-            return self.inner.alloc(req);
+            // Listed single frames may be what keeps a block from being
+            // whole: drain them before failing, as for single frames.
+            return match self.inner.alloc(req) {
+                Err(AllocError::OutOfMemory { .. }) => {
+                    self.drain();
+                    self.inner.alloc(req)
+                }
+                result => result,
+            };
         }
         let pcp = &self.pcps[req.cpu as usize];
         match self.policy {
@@ -297,10 +308,10 @@ impl<A: FrameAllocator, R: RawMutex + Send + Sync> FrameAllocator for PerCpu<A, 
                 _ => self.inner.free(pfn, req),
             };
         }
-        let i = self
-            .map
-            .dense_index(pfn)
-            .ok_or(AllocError::OutOfRange { pfn, order: req.order })?;
+        let i = self.map.dense_index(pfn).ok_or(AllocError::OutOfRange {
+            pfn,
+            order: req.order,
+        })?;
         // Claim the free: of two frees of one frame, only one gets past.
         if let Err(mark) =
             self.held[i].compare_exchange(HANDED, NOT_HELD, Ordering::AcqRel, Ordering::Acquire)
@@ -441,7 +452,9 @@ impl<A: FrameAllocator, R: RawMutex + Send + Sync> FrameAllocator for PerCpu<A, 
         let lists: usize = self
             .pcps
             .iter()
-            .map(|p| core::mem::size_of_val(p) + p.list.lock().capacity() * core::mem::size_of::<Pfn>())
+            .map(|p| {
+                core::mem::size_of_val(p) + p.list.lock().capacity() * core::mem::size_of::<Pfn>()
+            })
             .sum();
         self.inner.metadata_bytes() + self.held.len() + lists
     }
