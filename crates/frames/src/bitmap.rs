@@ -147,34 +147,69 @@ impl LevelBitmap {
         (self.words.len() + self.summary.len()) * 8
     }
 
-    /// A marked block, preferring one whose sibling is unmarked (an exact
-    /// fit that leaves the larger free blocks whole). Looks at up to
-    /// `patience` non-empty words for an exact fit before taking the first
-    /// marked block it saw.
-    pub(crate) fn find(&self, patience: usize) -> Option<u64> {
+    /// A marked block at or after block `cursor`, wrapping round to the
+    /// start, preferring one whose sibling is unmarked (an exact fit that
+    /// leaves the larger free blocks whole). Looks at up to `patience`
+    /// non-empty words for an exact fit before taking the first marked
+    /// block it saw. Starting where the last search ended (next fit) hands
+    /// blocks out round the whole range instead of reusing the lowest.
+    pub(crate) fn find_from(&self, cursor: u64, patience: usize) -> Option<u64> {
+        let rel = cursor.saturating_sub(self.origin);
+        let (w0, b0) = if rel / 64 < self.words.len() as u64 {
+            ((rel / 64) as usize, rel % 64)
+        } else {
+            (0, 0)
+        };
+        // The cursor's word from the cursor on, the words after it, the
+        // words before it, and last the cursor's word below the cursor.
+        let first = (w0, !0u64 << b0);
+        let after = self.nonempty_words(w0 + 1, self.words.len()).map(|w| (w, !0));
+        let before = self.nonempty_words(0, w0).map(|w| (w, !0));
+        let last = (w0, !(!0u64 << b0));
         let mut fallback = None;
         let mut looked = 0;
-        for (s, &summary) in self.summary.iter().enumerate() {
-            let mut pending = summary;
-            while pending != 0 {
-                let w = s * 64 + pending.trailing_zeros() as usize;
-                pending &= pending - 1;
-                let bits = self.words[w];
-                // A pair with both halves marked is a free parent block.
-                let pairs = bits & (bits >> 1) & EVEN_BITS;
-                let exact = bits & !(pairs | (pairs << 1));
-                let base = self.origin + 64 * w as u64;
-                if exact != 0 {
-                    return Some(base + exact.trailing_zeros() as u64);
-                }
-                fallback.get_or_insert(base + bits.trailing_zeros() as u64);
-                looked += 1;
-                if looked >= patience {
-                    return fallback;
-                }
+        for (w, mask) in core::iter::once(first).chain(after).chain(before).chain(core::iter::once(last)) {
+            let bits = self.words[w] & mask;
+            if bits == 0 {
+                continue;
+            }
+            // A pair with both halves marked is a free parent block.
+            let all = self.words[w];
+            let pairs = all & (all >> 1) & EVEN_BITS;
+            let exact = bits & !(pairs | (pairs << 1));
+            let base = self.origin + 64 * w as u64;
+            if exact != 0 {
+                return Some(base + exact.trailing_zeros() as u64);
+            }
+            fallback.get_or_insert(base + bits.trailing_zeros() as u64);
+            looked += 1;
+            if looked >= patience {
+                break;
             }
         }
         fallback
+    }
+
+    /// Indices of the non-empty words in `from..to`, by the summary.
+    fn nonempty_words(&self, from: usize, to: usize) -> impl Iterator<Item = usize> + '_ {
+        let summary = &self.summary;
+        (from / 64..to.div_ceil(64).min(summary.len())).flat_map(move |s| {
+            let mut pending = summary[s];
+            if s == from / 64 {
+                pending &= !0u64 << (from % 64);
+            }
+            if s == to / 64 {
+                pending &= !(!0u64 << (to % 64));
+            }
+            core::iter::from_fn(move || {
+                if pending == 0 {
+                    return None;
+                }
+                let w = s * 64 + pending.trailing_zeros() as usize;
+                pending &= pending - 1;
+                Some(w)
+            })
+        })
     }
 
     /// Recount the bits and rebuild the summary; compare with what is kept.
@@ -237,13 +272,31 @@ mod tests {
         for block in [4, 5, 9] {
             b.set(block);
         }
-        assert_eq!(b.find(8), Some(9));
+        assert_eq!(b.find_from(0, 8), Some(9));
         b.test_and_clear(9);
-        assert_eq!(b.find(8), Some(4));
+        assert_eq!(b.find_from(0, 8), Some(4));
         b.test_and_clear(4);
         b.test_and_clear(5);
-        assert_eq!(b.find(8), None);
+        assert_eq!(b.find_from(0, 8), None);
         b.set(900);
-        assert_eq!(b.find(8), Some(900));
+        assert_eq!(b.find_from(0, 8), Some(900));
+    }
+
+    #[test]
+    fn find_from_goes_round_from_the_cursor() {
+        let mut b = LevelBitmap::new(0, 1023);
+        for block in [3, 70, 200, 201, 700] {
+            b.set(block);
+        }
+        assert_eq!(b.find_from(4, 8), Some(70));
+        assert_eq!(b.find_from(71, 8), Some(700), "an exact fit beats the pair at 200");
+        assert_eq!(b.find_from(701, 8), Some(3), "wraps round");
+        assert_eq!(b.find_from(3, 8), Some(3), "the cursor's own block counts");
+        assert_eq!(b.find_from(5000, 8), Some(3), "a cursor past the end starts over");
+        // Only a pair left, below the cursor in the cursor's word.
+        for block in [3, 70, 700] {
+            b.test_and_clear(block);
+        }
+        assert_eq!(b.find_from(202, 8), Some(200));
     }
 }

@@ -297,7 +297,13 @@ impl<R: RawMutex + Send + Sync> FrameAllocator for Buddy<R> {
             while n < blocks.len() && area.zone.contains_block(blocks[n], req.order) {
                 let pfn = blocks[n];
                 if !pfn.is_aligned(req.order) {
-                    return Err((n, AllocError::Misaligned { pfn, order: req.order }));
+                    return Err((
+                        n,
+                        AllocError::Misaligned {
+                            pfn,
+                            order: req.order,
+                        },
+                    ));
                 }
                 area.check_free(pfn, req.order).map_err(|e| (n, e))?;
                 area.free(pfn, req.order);
@@ -337,7 +343,8 @@ impl<R: RawMutex + Send + Sync> FrameAllocator for Buddy<R> {
         self.areas
             .iter()
             .map(|area| {
-                core::mem::size_of_val(area) + area.lock().meta.capacity() * core::mem::size_of::<FrameMeta>()
+                core::mem::size_of_val(area)
+                    + area.lock().meta.capacity() * core::mem::size_of::<FrameMeta>()
             })
             .sum()
     }

@@ -82,6 +82,9 @@ struct Space {
     blocks: [LevelBitmap; MAX_ORDER as usize],
     /// Highest order with a wholly free block; -1 when the space is full.
     next_level: i8,
+    /// `cursor[k - 1]`: where the next search for a block of order `k`
+    /// starts, just past the last block taken (next fit).
+    cursor: [u64; MAX_ORDER as usize],
 }
 
 impl<R: RawMutex> IBuddy<R> {
@@ -139,7 +142,10 @@ impl<R: RawMutex> IBuddy<R> {
 
 /// Cut the zones into spaces of about `total / count` frames.
 fn partition(map: &ZoneMap, count: u32) -> Vec<(u64, u64)> {
-    let target = map.frames().div_ceil(u64::from(count)).next_multiple_of(SPACE_ALIGN);
+    let target = map
+        .frames()
+        .div_ceil(u64::from(count))
+        .next_multiple_of(SPACE_ALIGN);
     let mut bounds = Vec::new();
     for zone in map.zones() {
         let mut start = zone.start.0;
@@ -170,6 +176,7 @@ impl Space {
                 LevelBitmap::new(start >> k, (end - 1) >> k)
             }),
             next_level: -1,
+            cursor: core::array::from_fn(|i| start >> (i + 1)),
         };
         // Everything free, listed in pfn order so the first allocations
         // sweep the space from its start.
@@ -266,7 +273,9 @@ impl Space {
         if self.next_level < k as i8 {
             return None;
         }
-        let first = self.blocks[k as usize - 1].find(FIT_PATIENCE)? << k;
+        let block = self.blocks[k as usize - 1].find_from(self.cursor[k as usize - 1], FIT_PATIENCE)?;
+        self.cursor[k as usize - 1] = block + 1;
+        let first = block << k;
         for pfn in first..first + order.frames() {
             let i = self.index(pfn);
             self.free_list.remove(&mut self.meta, i);
@@ -428,7 +437,10 @@ impl Space {
                     .filter(|&pfn| self.frames.get(pfn) && maximal(pfn))
                     .count() as u64
             } else {
-                self.blocks[k as usize - 1].iter().filter(|&b| maximal(b)).count() as u64
+                self.blocks[k as usize - 1]
+                    .iter()
+                    .filter(|&b| maximal(b))
+                    .count() as u64
             };
         }
     }
@@ -462,7 +474,9 @@ impl<R: RawMutex + Send + Sync> FrameAllocator for IBuddy<R> {
 
     fn check_free(&self, pfn: Pfn, order: Order) -> Result<(), AllocError> {
         self.map.zone_of_block(pfn, order)?;
-        self.spaces[self.space_of(pfn)].lock().check_free(pfn, order)
+        self.spaces[self.space_of(pfn)]
+            .lock()
+            .check_free(pfn, order)
     }
 
     fn alloc_bulk(&self, req: Request, out: &mut [Pfn]) -> usize {
@@ -502,7 +516,13 @@ impl<R: RawMutex + Send + Sync> FrameAllocator for IBuddy<R> {
             while n < blocks.len() && (start..end).contains(&blocks[n].0) {
                 let pfn = blocks[n];
                 if !pfn.is_aligned(req.order) {
-                    return Err((n, AllocError::Misaligned { pfn, order: req.order }));
+                    return Err((
+                        n,
+                        AllocError::Misaligned {
+                            pfn,
+                            order: req.order,
+                        },
+                    ));
                 }
                 space.check_free(pfn, req.order).map_err(|e| (n, e))?;
                 space.free(pfn, req.order);

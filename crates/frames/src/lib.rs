@@ -67,7 +67,7 @@ pub use error::{AllocError, ConfigError, ValidationError};
 pub use ibuddy::IBuddy;
 pub use percpu::{PcpPolicy, PerCpu};
 pub use stats::Stats;
-pub use types::{MigrateType, Order, Pfn, Request, Zone, MAX_ORDER, ORDERS};
+pub use types::{InvalidOrder, MigrateType, Order, Pfn, Request, Zone, MAX_ORDER, ORDERS};
 pub use zones::ZoneMap;
 
 /// The most CPUs an allocator can be built for.

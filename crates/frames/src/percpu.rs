@@ -376,9 +376,10 @@ impl<A: FrameAllocator, R: RawMutex + Send + Sync> FrameAllocator for PerCpu<A, 
 
     fn stats(&self) -> Stats {
         let pcp_frames: u64 = self.pcps.iter().map(|p| p.list.lock().len() as u64).sum();
+        let inner = self.inner.stats();
         Stats {
-            pcp_frames: pcp_frames + self.inner.stats().pcp_frames,
-            ..self.inner.stats()
+            pcp_frames: pcp_frames + inner.pcp_frames,
+            ..inner
         }
     }
 

@@ -47,8 +47,30 @@ impl fmt::LowerHex for Pfn {
 /// An `Order` can only be built in range, so allocators never see an
 /// impossible order; parsers turn a bad one into their own error.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Serialize, serde::Deserialize),
+    serde(try_from = "u8", into = "u8")
+)]
 pub struct Order(u8);
+
+impl TryFrom<u8> for Order {
+    type Error = InvalidOrder;
+    fn try_from(order: u8) -> Result<Order, InvalidOrder> {
+        Order::new(order).ok_or(InvalidOrder(order))
+    }
+}
+
+impl From<Order> for u8 {
+    fn from(order: Order) -> u8 {
+        order.0
+    }
+}
+
+/// An order above `MAX_ORDER`.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("order {0} is above the largest order {MAX_ORDER}")]
+pub struct InvalidOrder(pub u8);
 
 impl Order {
     /// A single frame.

@@ -147,11 +147,8 @@ fn exhaustion_returns_out_of_memory_and_recovers() {
         let a = config.build(&zones, 2);
         let mut model = Model::new(&zones);
         let mut got = Vec::new();
-        loop {
-            match model_alloc(&*a, &mut model, req(0, got.len() as u32 % 2)).unwrap() {
-                Some(pfn) => got.push(pfn),
-                None => break,
-            }
+        while let Some(pfn) = model_alloc(&*a, &mut model, req(0, got.len() as u32 % 2)).unwrap() {
+            got.push(pfn);
         }
         assert_eq!(
             got.len() as u64,

@@ -154,6 +154,8 @@ fn lazy_ibuddy_under_stress() {
 fn spin_yield_lock_under_stress() {
     use nvmos_frames::sync::SpinYield;
     for config in [Config::Lbs31, Config::Lis31, Config::IBuddy] {
-        stress_allocator(config, |zones| config.build_with::<SpinYield>(zones, THREADS));
+        stress_allocator(config, |zones| {
+            config.build_with::<SpinYield>(zones, THREADS)
+        });
     }
 }

@@ -1,0 +1,6 @@
+//! Benchmarks: programs that measure and return figures as data.
+
+pub mod alloc;
+pub mod stats;
+pub mod target;
+pub mod timer;

@@ -1,0 +1,275 @@
+//! The wear study (seed 000): replay one trace through one allocator, or
+//! count the kernel's own placement, and summarise wear, lifetime and
+//! speed as one row of the comparison.
+
+use nvmos_frames::{ConfigError, Zone, ZoneMap};
+use nvmos_trace::{Event, MachineInfo};
+
+use crate::allocators::AllocatorKind;
+use crate::replay::{as_recorded, replay, ReplayError, ReplayStats};
+use crate::wear::{WearCounter, WearSummary, WriteModel};
+
+/// The row name of the kernel's own placement.
+pub const AS_RECORDED: &str = "Linux (as recorded)";
+
+/// How to run the study.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+pub struct StudyOptions {
+    /// Frames of memory the allocators manage, as one zone; `None` for the
+    /// recorded machine's zones.
+    pub memory_frames: Option<u64>,
+    /// CPUs the allocators serve; `None` for the recorded machine's.
+    pub cpus: Option<u32>,
+    /// How allocations turn into writes.
+    pub model: WriteModel,
+    /// Columns of the wear heat map.
+    pub heat_buckets: usize,
+}
+
+impl Default for StudyOptions {
+    fn default() -> Self {
+        StudyOptions {
+            memory_frames: None,
+            cpus: None,
+            model: WriteModel::default(),
+            heat_buckets: 256,
+        }
+    }
+}
+
+/// One row of the comparison.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+pub struct StudyRow {
+    /// `AS_RECORDED` or the allocator's name.
+    pub allocator: String,
+    /// Counters of the replay.
+    pub stats: ReplayStats,
+    /// Wear and lifetime.
+    pub wear: WearSummary,
+    /// The most writes to one frame in each of `heat_buckets` equal slices
+    /// of the frames, in pfn order.
+    pub heat: Vec<u32>,
+    /// Bytes of allocator bookkeeping per frame (0 for the recorded row).
+    pub metadata_bytes_per_frame: f64,
+}
+
+/// Every row of the study for one trace.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+pub struct TraceStudy {
+    /// Short name (the file stem).
+    pub trace: String,
+    /// Where it was read from.
+    pub source: String,
+    /// The recorded machine.
+    pub machine: MachineInfo,
+    /// Events in the trace.
+    pub events: u64,
+    /// First to last event.
+    pub duration_ns: u64,
+    /// `AS_RECORDED` first, then one row per allocator.
+    pub rows: Vec<StudyRow>,
+}
+
+/// The whole study: every trace, every allocator.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+pub struct Evaluation {
+    /// How it was run.
+    pub options: StudyOptions,
+    /// One entry per trace.
+    pub traces: Vec<TraceStudy>,
+}
+
+/// Why the study could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum StudyError<E: std::error::Error + 'static> {
+    /// The machine has no usable memory, or the allocator refused it.
+    #[error("memory layout: {0}")]
+    Layout(#[from] ConfigError),
+    /// The replay stopped.
+    #[error(transparent)]
+    Replay(#[from] ReplayError<E>),
+}
+
+/// The recorded machine's zones, holes between zones kept out.
+pub fn recorded_zones(machine: &MachineInfo) -> Vec<Zone> {
+    machine
+        .zones
+        .iter()
+        .filter(|z| z.spanned > 0)
+        .map(|z| Zone::new(z.start_pfn, z.start_pfn + z.spanned))
+        .collect()
+}
+
+/// The zones the allocators manage under `options`.
+pub fn study_zones(machine: &MachineInfo, options: &StudyOptions) -> Vec<Zone> {
+    match options.memory_frames {
+        Some(frames) => vec![Zone::new(0, frames)],
+        None => recorded_zones(machine),
+    }
+}
+
+/// Replay `events` through a fresh allocator of `kind`.
+pub fn study_allocator<L, I, E>(
+    kind: AllocatorKind,
+    machine: &MachineInfo,
+    events: I,
+    options: &StudyOptions,
+) -> Result<StudyRow, StudyError<E>>
+where
+    L: lock_api::RawMutex + Send + Sync + 'static,
+    I: IntoIterator<Item = Result<Event, E>>,
+    E: std::error::Error + 'static,
+{
+    let zones = study_zones(machine, options);
+    let cpus = options.cpus.unwrap_or(machine.cpus).max(1);
+    let alloc = kind.build::<L>(&zones, cpus)?;
+    let (stats, wear) = replay(&*alloc, events, options.model)?;
+    let frames = wear.writes().len().max(1) as f64;
+    Ok(row(
+        kind.name().to_string(),
+        stats,
+        &wear,
+        options.heat_buckets,
+        alloc.metadata_bytes() as f64 / frames,
+    ))
+}
+
+/// Count the kernel's own placement in `events` over the recorded zones.
+pub fn study_as_recorded<I, E>(
+    machine: &MachineInfo,
+    events: I,
+    options: &StudyOptions,
+) -> Result<StudyRow, StudyError<E>>
+where
+    I: IntoIterator<Item = Result<Event, E>>,
+    E: std::error::Error + 'static,
+{
+    let map = ZoneMap::new(&recorded_zones(machine))?;
+    let (stats, wear) = as_recorded(map, events, options.model)?;
+    Ok(row(
+        AS_RECORDED.to_string(),
+        stats,
+        &wear,
+        options.heat_buckets,
+        0.0,
+    ))
+}
+
+fn row(
+    allocator: String,
+    stats: ReplayStats,
+    wear: &WearCounter,
+    buckets: usize,
+    metadata_bytes_per_frame: f64,
+) -> StudyRow {
+    StudyRow {
+        allocator,
+        wear: wear.summary(stats.trace_ns),
+        heat: heat_map(wear.writes(), buckets),
+        stats,
+        metadata_bytes_per_frame,
+    }
+}
+
+/// The largest count in each of `buckets` equal slices of `writes`.
+pub fn heat_map(writes: &[u32], buckets: usize) -> Vec<u32> {
+    let buckets = buckets.clamp(1, writes.len().max(1));
+    (0..buckets)
+        .map(|b| {
+            let from = b * writes.len() / buckets;
+            let to = (b + 1) * writes.len() / buckets;
+            writes[from..to].iter().copied().max().unwrap_or(0)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nvmos_frames::{MigrateType, Order, Pfn};
+    use nvmos_trace::{Op, ZoneInfo};
+    use std::convert::Infallible;
+
+    fn machine() -> MachineInfo {
+        MachineInfo {
+            page_size: 4096,
+            memory_bytes: 8 << 20,
+            cpus: 2,
+            zones: vec![ZoneInfo {
+                node: 0,
+                name: "Normal".into(),
+                start_pfn: 0x100,
+                spanned: 2048,
+                present: 2048,
+            }],
+            kernel: String::new(),
+        }
+    }
+
+    /// The kernel's habit: the frame just freed is the next one handed out.
+    fn lifo_trace() -> Vec<Result<Event, Infallible>> {
+        (0..4000u64)
+            .flat_map(|i| {
+                let e = |op, t| {
+                    Ok(Event {
+                        time_ns: t,
+                        cpu: (i % 2) as u32,
+                        op,
+                        pfn: Pfn(0x200),
+                        order: Order::ZERO,
+                    })
+                };
+                [
+                    e(Op::Alloc(MigrateType::Movable), 2 * i),
+                    e(Op::Free, 2 * i + 1),
+                ]
+            })
+            .collect()
+    }
+
+    #[test]
+    fn ibuddy_spreads_what_linux_concentrates() {
+        let options = StudyOptions::default();
+        let linux = study_as_recorded(&machine(), lifo_trace(), &options).unwrap();
+        assert_eq!(linux.wear.max, 4000);
+        let ibuddy = study_allocator::<parking_lot::RawMutex, _, _>(
+            AllocatorKind::IBuddy,
+            &machine(),
+            lifo_trace(),
+            &options,
+        )
+        .unwrap();
+        assert_eq!(ibuddy.stats.allocs, 4000);
+        // Two spaces cut on a 4 MiB boundary: 768 and 1280 frames, 2000
+        // allocations each; fair reuse gives at most ceil(2000 / 768).
+        assert!(ibuddy.wear.max <= 3, "{}", ibuddy.wear.max);
+        assert!(linux.wear.max_over_mean > 1000.0 * ibuddy.wear.max_over_mean);
+        assert_eq!(ibuddy.heat.len(), 256);
+        assert!(ibuddy.metadata_bytes_per_frame > 8.0 && ibuddy.metadata_bytes_per_frame < 16.0);
+    }
+
+    #[test]
+    fn memory_override_is_one_zone() {
+        let options = StudyOptions {
+            memory_frames: Some(512),
+            cpus: Some(1),
+            ..StudyOptions::default()
+        };
+        assert_eq!(study_zones(&machine(), &options), vec![Zone::new(0, 512)]);
+        let row = study_allocator::<parking_lot::RawMutex, _, _>(
+            AllocatorKind::Lis31,
+            &machine(),
+            lifo_trace(),
+            &options,
+        )
+        .unwrap();
+        assert_eq!(row.wear.frames, 512);
+    }
+
+    #[test]
+    fn heat_map_takes_slice_maxima() {
+        assert_eq!(heat_map(&[1, 5, 2, 2, 0, 9], 3), vec![5, 2, 9]);
+        assert_eq!(heat_map(&[1, 2], 10), vec![1, 2]);
+        assert_eq!(heat_map(&[], 4), vec![0]);
+    }
+}

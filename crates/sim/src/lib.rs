@@ -1,0 +1,36 @@
+//! # nvmos-sim: the replay engine and the studies
+//!
+//! Drives [`nvmos_frames::FrameAllocator`]s with recorded page-allocation
+//! traces ([`nvmos_trace::Event`]s) and measures what their placement does
+//! to the memory: today, wear and lifetime of storage-class memory (seed
+//! 000). Results are plain data (serde); the CLI renders them.
+//!
+//! ```
+//! use nvmos_frames::{IBuddy, MigrateType, Order, Pfn, Zone};
+//! use nvmos_sim::{replay, WriteModel};
+//! use nvmos_trace::{Event, Op};
+//!
+//! let alloc = IBuddy::<parking_lot::RawMutex>::new(&[Zone::new(0, 1024)], 2)?;
+//! let trace = (0..100u64).flat_map(|i| {
+//!     let block = |op| Ok::<_, std::io::Error>(Event { time_ns: i * 1000, cpu: 0, op, pfn: Pfn(7), order: Order::ZERO });
+//!     [block(Op::Alloc(MigrateType::Movable)), block(Op::Free)]
+//! });
+//! let (stats, wear) = replay(&alloc, trace, WriteModel::default())?;
+//! assert_eq!(stats.allocs, 100);
+//! // Linux would reuse frame 7 every time; iBuddy hands out 100 different frames.
+//! assert_eq!(wear.summary(stats.trace_ns).max, 1);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+pub mod allocators;
+pub mod evaluate;
+pub mod replay;
+pub mod wear;
+
+pub use allocators::{AllocatorJob, AllocatorKind};
+pub use evaluate::{
+    study_allocator, study_as_recorded, Evaluation, StudyError, StudyOptions, StudyRow, TraceStudy,
+    AS_RECORDED,
+};
+pub use replay::{as_recorded, replay, ReplayError, ReplayStats};
+pub use wear::{WearCounter, WearSummary, WriteModel, ENDURANCES};

@@ -1,0 +1,259 @@
+//! Wear: how often each frame was written, and what that means for the
+//! lifetime of a storage-class memory with limited write endurance.
+
+use nvmos_frames::{Order, Pfn, ZoneMap};
+
+/// How allocations turn into writes to the medium.
+///
+/// The default, one full-page write per allocated frame per allocation,
+/// is the seed's working assumption ("positive relation between allocation
+/// and write"): a freshly allocated frame is written (zeroed, filled from a
+/// file, or used for new data) before it is freed again, and the CPU cache
+/// absorbs repeated writes to it within one allocation.
+#[derive(Copy, Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct WriteModel {
+    /// Full-page writes each frame of an allocated block receives.
+    pub writes_per_alloc: u32,
+}
+
+impl Default for WriteModel {
+    fn default() -> Self {
+        WriteModel {
+            writes_per_alloc: 1,
+        }
+    }
+}
+
+/// Write endurances the lifetime is reported for: PCM's 10^6 to 10^8.
+pub const ENDURANCES: [f64; 3] = [1e6, 1e7, 1e8];
+
+/// Per-frame write counts over a set of zones.
+#[derive(Clone, Debug)]
+pub struct WearCounter {
+    map: ZoneMap,
+    writes: Vec<u32>,
+    model: WriteModel,
+    /// Writes to frames outside the zones (a trace that does not match its
+    /// header); reported, never silently dropped.
+    pub outside: u64,
+}
+
+impl WearCounter {
+    /// Zero counts over every frame of `map`.
+    pub fn new(map: ZoneMap, model: WriteModel) -> WearCounter {
+        WearCounter {
+            writes: vec![0; map.frames() as usize],
+            map,
+            model,
+            outside: 0,
+        }
+    }
+
+    /// Count the writes one allocation of `order` at `pfn` causes.
+    #[inline]
+    pub fn record_alloc(&mut self, pfn: Pfn, order: Order) {
+        match self.map.dense_index(pfn) {
+            // Blocks never straddle zones, so the block is dense too.
+            Some(first)
+                if self
+                    .map
+                    .dense_index(Pfn(pfn.0 + order.frames() - 1))
+                    .is_some() =>
+            {
+                for w in &mut self.writes[first..first + order.frames() as usize] {
+                    *w = w.saturating_add(self.model.writes_per_alloc);
+                }
+            }
+            _ => self.outside += order.frames(),
+        }
+    }
+
+    /// Per-frame write counts in dense zone order.
+    pub fn writes(&self) -> &[u32] {
+        &self.writes
+    }
+
+    /// The zones counted over.
+    pub fn zone_map(&self) -> &ZoneMap {
+        &self.map
+    }
+
+    /// Summarise, for a trace that lasted `duration_ns`.
+    pub fn summary(&self, duration_ns: u64) -> WearSummary {
+        WearSummary::of(&self.writes, duration_ns)
+    }
+}
+
+/// How evenly writes spread, and the lifetime that follows.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct WearSummary {
+    /// Frames counted over (every frame of the zones).
+    pub frames: u64,
+    /// Frames written at least once.
+    pub touched: u64,
+    /// All writes.
+    pub total_writes: u64,
+    /// Writes to the most written frame.
+    pub max: u64,
+    /// Mean writes per frame over all frames.
+    pub mean: f64,
+    /// `max / mean`: 1 is perfectly even.
+    pub max_over_mean: f64,
+    /// `max` over the mean of the touched frames only.
+    pub max_over_touched_mean: f64,
+    /// Coefficient of variation (standard deviation / mean) over all frames.
+    pub cov: f64,
+    /// Gini coefficient of writes over all frames: 0 even, 1 all on one.
+    pub gini: f64,
+    /// Lifetime as a percentage of the ideal, perfectly even lifetime
+    /// (`mean / max`), the metric Start-Gap reports.
+    pub lifetime_pct_of_ideal: f64,
+    /// Years until the most written frame reaches each of [`ENDURANCES`],
+    /// if the workload ran on repeat: `endurance × duration / max`.
+    pub lifetime_years: [f64; 3],
+    /// Sorted distinct write counts and how many frames have each, for CDFs.
+    pub histogram: Vec<(u32, u64)>,
+}
+
+const SECONDS_PER_YEAR: f64 = 365.25 * 24.0 * 3600.0;
+
+impl WearSummary {
+    /// Summarise per-frame counts for a trace of `duration_ns`.
+    pub fn of(writes: &[u32], duration_ns: u64) -> WearSummary {
+        let frames = writes.len() as u64;
+        // A histogram of counts: counts are small, so this is the sort.
+        let mut by_count = std::collections::BTreeMap::<u32, u64>::new();
+        for &w in writes {
+            *by_count.entry(w).or_default() += 1;
+        }
+        let histogram: Vec<(u32, u64)> = by_count.into_iter().collect();
+        let total_writes: u64 = histogram.iter().map(|&(w, n)| u64::from(w) * n).sum();
+        let touched: u64 = histogram
+            .iter()
+            .filter(|&&(w, _)| w > 0)
+            .map(|&(_, n)| n)
+            .sum();
+        let max = histogram.last().map_or(0, |&(w, _)| u64::from(w));
+        let mean = if frames == 0 {
+            0.0
+        } else {
+            total_writes as f64 / frames as f64
+        };
+        let variance = if frames == 0 {
+            0.0
+        } else {
+            histogram
+                .iter()
+                .map(|&(w, n)| n as f64 * (f64::from(w) - mean).powi(2))
+                .sum::<f64>()
+                / frames as f64
+        };
+        // Gini over the sorted counts: G = 2·Σ i·x_i / (n·Σx) − (n+1)/n,
+        // with i the 1-based rank; a run of n equal counts x starting after
+        // rank r contributes x·(n·r + n(n+1)/2).
+        let gini = if total_writes == 0 {
+            0.0
+        } else {
+            let n = frames as f64;
+            let mut rank = 0f64;
+            let mut weighted = 0f64;
+            for &(w, count) in &histogram {
+                let c = count as f64;
+                weighted += f64::from(w) * (c * rank + c * (c + 1.0) / 2.0);
+                rank += c;
+            }
+            2.0 * weighted / (n * total_writes as f64) - (n + 1.0) / n
+        };
+        let ratio = |num: f64, den: f64| if den > 0.0 { num / den } else { 0.0 };
+        let duration_s = duration_ns as f64 / 1e9;
+        WearSummary {
+            frames,
+            touched,
+            total_writes,
+            max,
+            mean,
+            max_over_mean: ratio(max as f64, mean),
+            max_over_touched_mean: ratio(max as f64 * touched as f64, total_writes as f64),
+            cov: ratio(variance.sqrt(), mean),
+            gini,
+            lifetime_pct_of_ideal: if max == 0 {
+                100.0
+            } else {
+                100.0 * mean / max as f64
+            },
+            lifetime_years: ENDURANCES.map(|e| {
+                if max == 0 {
+                    f64::INFINITY
+                } else {
+                    e * duration_s / max as f64 / SECONDS_PER_YEAR
+                }
+            }),
+            histogram,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn even_wear_is_ideal() {
+        let s = WearSummary::of(&[3, 3, 3, 3], 1_000_000_000);
+        assert_eq!(s.max, 3);
+        assert!((s.max_over_mean - 1.0).abs() < 1e-12);
+        assert!(s.gini.abs() < 1e-12);
+        assert!(s.cov.abs() < 1e-12);
+        assert!((s.lifetime_pct_of_ideal - 100.0).abs() < 1e-9);
+        // 10^6 writes at 3 per second.
+        assert!((s.lifetime_years[0] - 1e6 / 3.0 / SECONDS_PER_YEAR).abs() < 1e-12);
+    }
+
+    #[test]
+    fn skewed_wear_matches_hand_computed_figures() {
+        // One frame takes every write: Gini (n-1)/n, max/mean n.
+        let s = WearSummary::of(&[0, 0, 0, 8], 2_000_000_000);
+        assert_eq!((s.frames, s.touched, s.total_writes, s.max), (4, 1, 8, 8));
+        assert!((s.max_over_mean - 4.0).abs() < 1e-12);
+        assert!((s.max_over_touched_mean - 1.0).abs() < 1e-12);
+        assert!((s.gini - 0.75).abs() < 1e-12);
+        assert!((s.lifetime_pct_of_ideal - 25.0).abs() < 1e-9);
+        // mean 2, sd sqrt((3*4 + 36)/4) = sqrt(12)
+        assert!((s.cov - 12f64.sqrt() / 2.0).abs() < 1e-12);
+        // Gini by definition: mean absolute difference / (2 * mean).
+        let x = [1u32, 2, 3, 10];
+        let n = x.len() as f64;
+        let mean = 4.0;
+        let mad: f64 = x
+            .iter()
+            .flat_map(|a| x.iter().map(move |b| (f64::from(*a) - f64::from(*b)).abs()))
+            .sum::<f64>()
+            / (n * n);
+        let g = WearSummary::of(&x, 1).gini;
+        assert!((g - mad / (2.0 * mean)).abs() < 1e-12, "{g}");
+    }
+
+    #[test]
+    fn counter_records_blocks_and_flags_strays() {
+        let map = ZoneMap::new(&[
+            nvmos_frames::Zone::new(10, 20),
+            nvmos_frames::Zone::new(30, 34),
+        ])
+        .unwrap();
+        let mut c = WearCounter::new(
+            map,
+            WriteModel {
+                writes_per_alloc: 2,
+            },
+        );
+        c.record_alloc(Pfn(32), Order::new(1).unwrap());
+        c.record_alloc(Pfn(12), Order::new(2).unwrap());
+        c.record_alloc(Pfn(0), Order::ZERO);
+        c.record_alloc(Pfn(18), Order::new(2).unwrap()); // runs past the zone
+        assert_eq!(c.outside, 5);
+        let w = c.writes();
+        assert_eq!(&w[2..6], &[2, 2, 2, 2]);
+        assert_eq!(&w[12..14], &[2, 2]);
+        assert_eq!(w.iter().map(|&x| u64::from(x)).sum::<u64>(), 12);
+    }
+}

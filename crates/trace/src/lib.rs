@@ -1,0 +1,70 @@
+//! # nvmos-trace: page-allocation events from the real kernel
+//!
+//! nvmos drives its allocators with what Linux's page allocator really did.
+//! This crate gets those events and stores them:
+//!
+//! - [`Event`]: one allocation or free of a block of frames. Every source
+//!   is an [`EventSource`], an iterator of `Result<Event, TraceError>`, so
+//!   replay and analysis do not care where a trace came from.
+//! - Importers for ftrace text (`trace`, `trace_pipe`) and `perf script`
+//!   output of the `kmem:mm_page_alloc`, `kmem:mm_page_free` and
+//!   `kmem:mm_page_free_batched` tracepoints ([`TextReader`]), with what
+//!   they skip counted in [`SourceCounts`].
+//! - The `.nvt` format ([`nvt`]): a versioned, checksummed header, events
+//!   in zstd-compressed columns, written and read a block at a time
+//!   ([`NvtWriter`], [`NvtReader`]); about 2–4 bytes per event.
+//! - [`open`]: any of those by content; [`TraceInfo`]: a summary in one pass.
+//! - The tracefs recorder ([`record::record`], Linux, root), which runs a
+//!   command and streams the kernel's events into a `.nvt` file, restoring
+//!   the tracing state afterwards.
+//!
+//! ```
+//! use nvmos_trace::{Event, EventSource, NvtReader, NvtWriter, TextReader, Format, TraceHeader, TraceInfo};
+//!
+//! // Two lines of `/sys/kernel/tracing/trace_pipe`.
+//! let text = "\
+//!   bash-22527 [000] ..... 1194.629002: mm_page_alloc: page=00000000990532c6 pfn=0x1f8a3a order=1 migratetype=2 gfp_flags=GFP_KERNEL
+//!   bash-22527 [001] ..... 1194.629010: mm_page_free: page=00000000990532c6 pfn=0x1f8a3a order=1
+//! ";
+//! let events = TextReader::new(text.as_bytes(), "trace_pipe", Format::Ftrace)
+//!     .collect::<Result<Vec<Event>, _>>()?;
+//! assert_eq!(events[1].time_ns, 8_000);
+//!
+//! // Into .nvt and back.
+//! let mut writer = NvtWriter::new(Vec::new(), "mem.nvt", TraceHeader::default())?;
+//! for e in &events {
+//!     writer.push(*e)?;
+//! }
+//! let (bytes, summary) = writer.finish()?;
+//! assert_eq!(summary.events, 2);
+//! let mut reader = NvtReader::new(std::io::Cursor::new(bytes), "mem.nvt")?;
+//! let info = TraceInfo::from_source(&mut reader)?;
+//! assert_eq!((info.allocs, info.frees, info.frees_before_recording), (1, 1, 0));
+//! # Ok::<(), nvmos_trace::TraceError>(())
+//! ```
+#![warn(missing_docs)]
+
+mod error;
+mod event;
+mod info;
+pub mod machine;
+pub mod nvt;
+#[cfg(target_os = "linux")]
+pub mod record;
+mod source;
+mod text;
+
+pub use error::TraceError;
+pub use event::{Event, MachineInfo, Op, ZoneInfo};
+pub use info::{Accumulator, TraceInfo};
+pub use nvt::{NvtReader, NvtWriter, WriteSummary};
+pub use source::{detect, open, BoxedSource, EventSource, Format, SourceCounts, TraceHeader};
+pub use text::{TextReader, RECENT_FREES};
+
+/// One more than the highest CPU number a trace may name (Linux's largest
+/// `NR_CPUS`). Bounds per-CPU tables against corrupt input.
+pub const MAX_CPUS: u32 = 8192;
+
+/// One past the highest frame number: a 64-bit physical address space in
+/// 4 KiB frames. Pfns at or beyond it are impossible.
+pub const MAX_PFN: u64 = 1 << 52;

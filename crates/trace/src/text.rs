@@ -1,0 +1,645 @@
+//! Importers for text traces: ftrace (`trace`, `trace_pipe`) and
+//! `perf script` output of the `kmem:mm_page_alloc`, `kmem:mm_page_free`
+//! and `kmem:mm_page_free_batched` tracepoints.
+//!
+//! Both print one event a line with the same shape, which is all this
+//! parser relies on:
+//!
+//! ```text
+//! ftrace:  COMM-PID [CPU] FLAGS TIMESTAMP: EVENT: FIELDS
+//!          (FLAGS, the irqs-off/need-resched columns, only with irq-info)
+//! perf:    COMM PID [CPU] TIMESTAMP: kmem:EVENT: FIELDS
+//! ```
+//!
+//! COMM may contain spaces, so a line is cut at its CPU field, the first
+//! ` [digits]`. The fields of our events, from their `print fmt`:
+//!
+//! ```text
+//! mm_page_alloc:        page=%p pfn=0x%lx order=%d migratetype=%d gfp_flags=%s
+//! mm_page_free:         page=%p pfn=0x%lx order=%d
+//! mm_page_free_batched: page=%p pfn=0x%lx order=0
+//! ```
+//!
+//! # Policies (each counted in [`SourceCounts`], never silent)
+//!
+//! - **Failed allocations** print `page=0000000000000000 pfn=0x0` (the
+//!   kernel's pfn -1): counted, not yielded.
+//! - **Batched frees are traced twice** by the kernel: `free_pages_prepare`
+//!   fires `mm_page_free` for every folio, then `free_unref_folios` fires
+//!   `mm_page_free_batched` for the same page (with `order=0` whatever the
+//!   folio's order). A batched free whose pfn matches one of the last
+//!   [`RECENT_FREES`] `mm_page_free`s on the same CPU is a duplicate: counted,
+//!   not yielded. An unmatched one is yielded as an order-0 free.
+//! - **Migratetypes**: the tracepoint prints the requested type,
+//!   `gfp_migratetype(gfp)`, which is 0 unmovable, 1 movable or 2
+//!   reclaimable. Older kernels printed the pageblock's type, which can
+//!   also be 3 (`MIGRATE_HIGHATOMIC`, reserves for high-priority atomic,
+//!   hence unmovable, kernel allocations: yielded as unmovable) or 4
+//!   (`MIGRATE_CMA`, which only serves movable allocations: yielded as
+//!   movable). Anything else (5 `MIGRATE_ISOLATE`, negative) is an error.
+//! - **Timestamps** `secs.frac` (microseconds by default, up to nanosecond
+//!   digits) or a bare integer (`trace_clock` counters, taken as ns) become
+//!   `time_ns` relative to the first line of our events; an earlier
+//!   timestamp (out-of-order CPU buffers) becomes 0 and is counted.
+//! - **Lost events**: `CPU:N [LOST n EVENTS]` lines are added to
+//!   `lost_events`.
+//! - **Other events** are counted by name in `skipped`; `#` comment lines
+//!   and blank lines are ignored. Any other line is an error.
+
+use std::collections::VecDeque;
+use std::io::BufRead;
+use std::path::{Path, PathBuf};
+
+use nvmos_frames::{MigrateType, Order, Pfn, MAX_ORDER};
+
+use crate::event::{Event, Op};
+use crate::source::{EventSource, Format, SourceCounts, TraceHeader};
+use crate::{TraceError, MAX_CPUS, MAX_PFN};
+
+/// How many recent `mm_page_free` pfns per CPU a `mm_page_free_batched`
+/// is matched against. The kernel frees a batch of at most 31 folios
+/// (`PAGEVEC_SIZE`) between the two tracepoints; the margin covers frees
+/// from interrupts in between.
+pub const RECENT_FREES: usize = 128;
+
+/// A reader of ftrace or `perf script` text, yielding [`Event`]s.
+pub struct TextReader<R> {
+    input: R,
+    path: PathBuf,
+    format: Format,
+    line_no: u64,
+    buf: Vec<u8>,
+    first_ts: Option<u64>,
+    counts: SourceCounts,
+    /// Per CPU, the pfns of the last `RECENT_FREES` `mm_page_free`s, newest
+    /// at the back.
+    recent_frees: Vec<VecDeque<u64>>,
+    done: bool,
+}
+
+impl<R: BufRead> TextReader<R> {
+    /// A reader of `input`; `path` names it in errors, `format` is
+    /// [`Format::Ftrace`] or [`Format::Perf`] (both parse the same way; the
+    /// format is reported by [`EventSource::format`]).
+    pub fn new(input: R, path: impl AsRef<Path>, format: Format) -> TextReader<R> {
+        TextReader {
+            input,
+            path: path.as_ref().to_owned(),
+            format,
+            line_no: 0,
+            buf: Vec::with_capacity(256),
+            first_ts: None,
+            counts: SourceCounts::default(),
+            recent_frees: Vec::new(),
+            done: false,
+        }
+    }
+
+    /// The counts so far, as a mutable reference (the recorder adds the
+    /// ring buffer's lost events).
+    pub fn counts_mut(&mut self) -> &mut SourceCounts {
+        &mut self.counts
+    }
+
+    /// The input, to read what is left of it.
+    pub fn into_inner(self) -> R {
+        self.input
+    }
+
+    /// The line number of the last line read.
+    pub fn line(&self) -> u64 {
+        self.line_no
+    }
+
+    fn error(&self, message: String) -> TraceError {
+        TraceError::Parse {
+            path: self.path.clone(),
+            line: self.line_no,
+            message,
+        }
+    }
+
+    /// Parses the line in `self.buf`: `Ok(None)` for lines that yield no
+    /// event.
+    fn parse_current(&mut self) -> Result<Option<Event>, String> {
+        let buf = std::mem::take(&mut self.buf);
+        let result = match std::str::from_utf8(&buf) {
+            Ok(line) => self.parse_line(line),
+            Err(_) => self.parse_line(&String::from_utf8_lossy(&buf)),
+        };
+        self.buf = buf;
+        result
+    }
+
+    fn parse_line(&mut self, line: &str) -> Result<Option<Event>, String> {
+        let line = line.trim_end_matches(['\n', '\r']);
+        let trimmed = line.trim_start();
+        if trimmed.is_empty() || trimmed.starts_with('#') {
+            return Ok(None);
+        }
+        if trimmed.starts_with("CPU:") && trimmed.contains("[LOST ") {
+            let lost = trimmed
+                .split("[LOST ")
+                .nth(1)
+                .and_then(|s| s.split_ascii_whitespace().next())
+                .and_then(|n| n.parse::<u64>().ok())
+                .ok_or_else(|| format!("cannot read the count of lost events in {trimmed:?}"))?;
+            self.counts.lost_events += lost;
+            return Ok(None);
+        }
+        let head = split_line(trimmed)?;
+        let name = head.event.strip_prefix("kmem:").unwrap_or(head.event);
+        let kind = match name {
+            "mm_page_alloc" => Kind::Alloc,
+            "mm_page_free" => Kind::Free,
+            "mm_page_free_batched" => Kind::Batched,
+            _ => {
+                // Counting by name allocates only for the first line of each.
+                if let Some(n) = self.counts.skipped.get_mut(head.event) {
+                    *n += 1;
+                } else {
+                    self.counts.skipped.insert(head.event.to_owned(), 1);
+                }
+                return Ok(None);
+            }
+        };
+        let fields = Fields::parse(head.fields, name)?;
+        if head.cpu >= MAX_CPUS {
+            return Err(format!(
+                "cpu {} is out of range (at most {})",
+                head.cpu,
+                MAX_CPUS - 1
+            ));
+        }
+        let first = *self.first_ts.get_or_insert(head.ts_ns);
+        let time_ns = match head.ts_ns.checked_sub(first) {
+            Some(t) => t,
+            None => {
+                self.counts.early_timestamps += 1;
+                0
+            }
+        };
+
+        let pfn = fields.pfn;
+        let op = match kind {
+            Kind::Alloc => {
+                let failed = pfn == u64::MAX || (pfn == 0 && fields.page_is_null());
+                let mt = fields
+                    .migratetype
+                    .ok_or_else(|| format!("{name} without migratetype="))?;
+                if failed {
+                    self.counts.failed_allocs += 1;
+                    return Ok(None);
+                }
+                Op::Alloc(self.migratetype(mt)?)
+            }
+            Kind::Free | Kind::Batched => Op::Free,
+        };
+        let order_num = fields.order;
+        if order_num > u64::from(MAX_ORDER) {
+            return Err(format!(
+                "{name} of order {order_num}: orders go up to {MAX_ORDER}"
+            ));
+        }
+        let order = Order::new(order_num as u8).expect("checked against MAX_ORDER");
+        if pfn >= MAX_PFN || pfn + order.frames() > MAX_PFN {
+            return Err(format!(
+                "{name} of pfn {pfn:#x} order {order_num}: beyond the 52-bit frame space"
+            ));
+        }
+        if !Pfn(pfn).is_aligned(order) {
+            return Err(format!(
+                "{name} of pfn {pfn:#x} order {order_num}: a block of order {order_num} must start at a multiple of {} frames",
+                order.frames()
+            ));
+        }
+        let cpu = head.cpu as usize;
+        match kind {
+            Kind::Free => {
+                if self.recent_frees.len() <= cpu {
+                    self.recent_frees.resize_with(cpu + 1, VecDeque::new);
+                }
+                let recent = &mut self.recent_frees[cpu];
+                if recent.len() == RECENT_FREES {
+                    recent.pop_front();
+                }
+                recent.push_back(pfn);
+            }
+            Kind::Batched => {
+                let recent = self.recent_frees.get_mut(cpu);
+                let hit = recent
+                    .as_ref()
+                    .and_then(|r| r.iter().rposition(|&p| p == pfn));
+                if let (Some(recent), Some(i)) = (recent, hit) {
+                    recent.remove(i);
+                    self.counts.batched_duplicates += 1;
+                    return Ok(None);
+                }
+                self.counts.batched_unmatched += 1;
+            }
+            Kind::Alloc => {}
+        }
+        Ok(Some(Event {
+            time_ns,
+            cpu: head.cpu,
+            op,
+            pfn: Pfn(pfn),
+            order,
+        }))
+    }
+
+    fn migratetype(&mut self, mt: i64) -> Result<MigrateType, String> {
+        let kind = match mt {
+            0 => return Ok(MigrateType::Unmovable),
+            1 => return Ok(MigrateType::Movable),
+            2 => return Ok(MigrateType::Reclaimable),
+            3 => MigrateType::Unmovable,
+            4 => MigrateType::Movable,
+            _ => {
+                return Err(format!(
+                "migratetype {mt} is impossible for an allocation (0 unmovable, 1 movable, 2 reclaimable; 3 highatomic, 4 cma)"
+            ))
+            }
+        };
+        *self
+            .counts
+            .remapped_migratetypes
+            .entry(mt as i32)
+            .or_default() += 1;
+        Ok(kind)
+    }
+}
+
+impl<R: BufRead> Iterator for TextReader<R> {
+    type Item = Result<Event, TraceError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        loop {
+            self.buf.clear();
+            match self.input.read_until(b'\n', &mut self.buf) {
+                Ok(0) => {
+                    self.done = true;
+                    return None;
+                }
+                Ok(_) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    self.done = true;
+                    return Some(Err(TraceError::io(&self.path, e)));
+                }
+            }
+            self.line_no += 1;
+            match self.parse_current() {
+                Ok(Some(event)) => return Some(Ok(event)),
+                Ok(None) => {}
+                Err(message) => {
+                    self.done = true;
+                    return Some(Err(self.error(message)));
+                }
+            }
+        }
+    }
+}
+
+impl<R: BufRead> EventSource for TextReader<R> {
+    fn format(&self) -> Format {
+        self.format
+    }
+
+    fn header(&self) -> Option<&TraceHeader> {
+        None
+    }
+
+    fn counts(&self) -> SourceCounts {
+        self.counts.clone()
+    }
+}
+
+#[derive(Copy, Clone)]
+enum Kind {
+    Alloc,
+    Free,
+    Batched,
+}
+
+/// The common part of an event line.
+struct LineHead<'a> {
+    cpu: u32,
+    ts_ns: u64,
+    /// The event name as printed: `mm_page_alloc` (ftrace) or
+    /// `kmem:mm_page_alloc` (perf).
+    event: &'a str,
+    fields: &'a str,
+}
+
+/// The event name of an event line, as printed, or `None` when the line is
+/// not one.
+pub(crate) fn event_token(line: &str) -> Option<&str> {
+    split_line(line).ok().map(|h| h.event)
+}
+
+/// Cuts an event line into CPU, timestamp, event name and fields.
+fn split_line(line: &str) -> Result<LineHead<'_>, String> {
+    let (cpu, rest) = find_cpu(line).ok_or("no [CPU] field: not an ftrace or perf event line")?;
+    let (first, rest) = next_token(rest);
+    let (ts_token, rest) = match parse_ts_token(first) {
+        Some(_) => (first, rest),
+        // The irqs-off/need-resched/... flags column stands before the time.
+        None => next_token(rest),
+    };
+    let ts_ns = parse_ts_token(ts_token)
+        .ok_or_else(|| format!("no timestamp after the CPU field (found {ts_token:?})"))?;
+    let (event, fields) = next_token(rest);
+    let event = event
+        .strip_suffix(':')
+        .filter(|e| !e.is_empty())
+        .ok_or_else(|| format!("no event name after the timestamp (found {event:?})"))?;
+    Ok(LineHead {
+        cpu,
+        ts_ns,
+        event,
+        fields,
+    })
+}
+
+/// The first ` [digits]` of the line: the CPU number and what follows.
+fn find_cpu(line: &str) -> Option<(u32, &str)> {
+    let bytes = line.as_bytes();
+    let mut from = 0;
+    while let Some(i) = line[from..].find('[').map(|i| i + from) {
+        from = i + 1;
+        if i > 0 && !bytes[i - 1].is_ascii_whitespace() {
+            continue;
+        }
+        let digits = bytes[i + 1..]
+            .iter()
+            .take_while(|b| b.is_ascii_digit())
+            .count();
+        let end = i + 1 + digits;
+        if digits == 0 || bytes.get(end) != Some(&b']') {
+            continue;
+        }
+        if !bytes.get(end + 1).is_none_or(|b| b.is_ascii_whitespace()) {
+            continue;
+        }
+        let cpu = line[i + 1..end].parse().ok()?;
+        return Some((cpu, &line[end + 1..]));
+    }
+    None
+}
+
+/// The next whitespace-separated token and the rest after it.
+fn next_token(s: &str) -> (&str, &str) {
+    let s = s.trim_start();
+    match s.find(|c: char| c.is_ascii_whitespace()) {
+        Some(i) => (&s[..i], &s[i..]),
+        None => (s, ""),
+    }
+}
+
+/// `secs.frac:` or `integer:` as nanoseconds.
+fn parse_ts_token(token: &str) -> Option<u64> {
+    let ts = token.strip_suffix(':')?;
+    let (secs, frac) = match ts.split_once('.') {
+        Some((s, f)) => (s, Some(f)),
+        None => (ts, None),
+    };
+    if secs.is_empty() || !secs.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let secs: u64 = secs.parse().ok()?;
+    match frac {
+        None => Some(secs),
+        Some(f) => {
+            if f.is_empty() || f.len() > 9 || !f.bytes().all(|b| b.is_ascii_digit()) {
+                return None;
+            }
+            let scale = 10u64.pow(9 - f.len() as u32);
+            let frac: u64 = f.parse().ok()?;
+            secs.checked_mul(1_000_000_000)?.checked_add(frac * scale)
+        }
+    }
+}
+
+/// The fields of one of our events.
+struct Fields<'a> {
+    page: Option<&'a str>,
+    pfn: u64,
+    order: u64,
+    migratetype: Option<i64>,
+}
+
+impl<'a> Fields<'a> {
+    fn parse(text: &'a str, name: &str) -> Result<Fields<'a>, String> {
+        let mut page = None;
+        let mut pfn = None;
+        let mut order = None;
+        let mut migratetype = None;
+        for field in text.split_ascii_whitespace() {
+            let Some((key, value)) = field.split_once('=') else {
+                continue;
+            };
+            match key {
+                "page" => page = Some(value),
+                "pfn" => {
+                    let hex = value
+                        .strip_prefix("0x")
+                        .ok_or_else(|| format!("pfn={value} is not 0x-prefixed hex"))?;
+                    pfn = Some(
+                        u64::from_str_radix(hex, 16)
+                            .map_err(|_| format!("pfn={value} is not a hex number"))?,
+                    );
+                }
+                "order" => {
+                    order = Some(
+                        value
+                            .parse::<u64>()
+                            .map_err(|_| format!("order={value} is not an order"))?,
+                    )
+                }
+                "migratetype" => {
+                    migratetype = Some(
+                        value
+                            .parse::<i64>()
+                            .map_err(|_| format!("migratetype={value} is not a number"))?,
+                    )
+                }
+                _ => {}
+            }
+        }
+        Ok(Fields {
+            page,
+            pfn: pfn.ok_or_else(|| format!("{name} without pfn="))?,
+            order: order.ok_or_else(|| format!("{name} without order="))?,
+            migratetype,
+        })
+    }
+
+    /// Whether `page=` printed a NULL pointer (or is absent, as when a
+    /// tool drops it).
+    fn page_is_null(&self) -> bool {
+        match self.page {
+            None => true,
+            Some(p) => {
+                let p = p.strip_prefix("0x").unwrap_or(p);
+                matches!(p, "(nil)" | "(null)") || (!p.is_empty() && p.bytes().all(|b| b == b'0'))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> (Vec<Result<Event, TraceError>>, SourceCounts) {
+        let mut r = TextReader::new(text.as_bytes(), "t.txt", Format::Ftrace);
+        let events: Vec<_> = r.by_ref().collect();
+        (events, r.counts())
+    }
+
+    #[test]
+    fn timestamps() {
+        assert_eq!(parse_ts_token("1194.629002:"), Some(1_194_629_002_000));
+        assert_eq!(parse_ts_token("1.000000001:"), Some(1_000_000_001));
+        assert_eq!(parse_ts_token("12345:"), Some(12345));
+        assert_eq!(parse_ts_token("1.2.3:"), None);
+        assert_eq!(parse_ts_token("1194.629002"), None);
+        assert_eq!(parse_ts_token("1.1234567890:"), None);
+    }
+
+    #[test]
+    fn ftrace_with_and_without_flags() {
+        let text = "\
+            bash-22527   [000] .....  1194.629002: mm_page_alloc: page=00000000990532c6 pfn=0x1f8a3a order=1 migratetype=2 gfp_flags=__GFP_RECLAIMABLE
+  kworker/u4:1-99     [001]   1194.629010: mm_page_free: page=00000000990532c6 pfn=0x1f8a3a order=1
+";
+        let (events, counts) = parse(text);
+        let events: Vec<Event> = events.into_iter().map(Result::unwrap).collect();
+        assert_eq!(events.len(), 2);
+        assert_eq!(events[0].op, Op::Alloc(MigrateType::Reclaimable));
+        assert_eq!(events[0].pfn, Pfn(0x1f8a3a));
+        assert_eq!(events[0].order.get(), 1);
+        assert_eq!(events[0].time_ns, 0);
+        assert_eq!(events[1].op, Op::Free);
+        assert_eq!(events[1].cpu, 1);
+        assert_eq!(events[1].time_ns, 8_000);
+        assert_eq!(counts, SourceCounts::default());
+    }
+
+    #[test]
+    fn perf_line_with_space_in_comm() {
+        let text = "      lto cgu.07 22699 [000]  1213.904670:        kmem:mm_page_alloc: page=0x1ac275 pfn=0x1ac275 order=0 migratetype=1 gfp_flags=GFP_HIGHUSER_MOVABLE|__GFP_ZERO|__GFP_COMP\n";
+        let (events, _) = parse(text);
+        let e = events[0].as_ref().unwrap();
+        assert_eq!(e.pfn, Pfn(0x1ac275));
+        assert_eq!(e.op, Op::Alloc(MigrateType::Movable));
+    }
+
+    #[test]
+    fn batched_duplicates_are_dropped() {
+        let text = "\
+ cat-1 [000] ..... 1.000001: mm_page_free: page=00000000a60eb8ba pfn=0x202dc5 order=0
+ cat-1 [000] ..... 1.000002: mm_page_free: page=0000000021969d16 pfn=0x20836b order=0
+ cat-1 [000] ...2. 1.000003: mm_page_free_batched: page=00000000a60eb8ba pfn=0x202dc5 order=0
+ cat-1 [001] ...2. 1.000003: mm_page_free_batched: page=0000000021969d16 pfn=0x20836b order=0
+ cat-1 [000] ...2. 1.000004: mm_page_free_batched: page=0000000021969d16 pfn=0x20836b order=0
+ cat-1 [000] ...2. 1.000005: mm_page_free_batched: page=0000000021969d16 pfn=0x20836b order=0
+";
+        let (events, counts) = parse(text);
+        // Two frees; the batched one on CPU 1 has no match there, and the
+        // last one's match was used up by the one before.
+        assert_eq!(events.len(), 4);
+        assert_eq!(counts.batched_duplicates, 2);
+        assert_eq!(counts.batched_unmatched, 2);
+    }
+
+    #[test]
+    fn failed_and_remapped_allocations() {
+        let text = "\
+ a-1 [000] ..... 1.0: mm_page_alloc: page=0000000000000000 pfn=0x0 order=2 migratetype=0 gfp_flags=GFP_NOWAIT
+ a-1 [000] ..... 1.0: mm_page_alloc: page=(nil) pfn=0x0 order=2 migratetype=0 gfp_flags=GFP_NOWAIT
+ a-1 [000] ..... 1.0: mm_page_alloc: page=00000000deadbeef pfn=0x10 order=2 migratetype=3 gfp_flags=GFP_ATOMIC
+ a-1 [000] ..... 1.0: mm_page_alloc: page=00000000deadbeef pfn=0x20 order=2 migratetype=4 gfp_flags=GFP_ATOMIC
+";
+        let (events, counts) = parse(text);
+        assert_eq!(events.len(), 2);
+        assert_eq!(counts.failed_allocs, 2);
+        assert_eq!(
+            events[0].as_ref().unwrap().op,
+            Op::Alloc(MigrateType::Unmovable)
+        );
+        assert_eq!(
+            events[1].as_ref().unwrap().op,
+            Op::Alloc(MigrateType::Movable)
+        );
+        assert_eq!(counts.remapped_migratetypes.get(&3), Some(&1));
+        assert_eq!(counts.remapped_migratetypes.get(&4), Some(&1));
+    }
+
+    #[test]
+    fn bad_lines_name_the_line() {
+        for (bad, what) in [
+            (
+                " a-1 [000] ..... 1.0: mm_page_free: page=0 pfn=0x10 order=11\n",
+                "order 11",
+            ),
+            (
+                " a-1 [000] ..... 1.0: mm_page_free: page=0 pfn=0x11 order=1\n",
+                "multiple of 2",
+            ),
+            (
+                " a-1 [000] ..... 1.0: mm_page_free: page=0 pfn=10 order=1\n",
+                "hex",
+            ),
+            (
+                " a-1 [000] ..... 1.0: mm_page_free: page=0 order=1\n",
+                "without pfn",
+            ),
+            (
+                " a-1 [000] ..... 1.0: mm_page_alloc: page=1 pfn=0x10 order=1 migratetype=5\n",
+                "migratetype 5",
+            ),
+            (
+                " a-1 [000] ..... 1.0: mm_page_alloc: page=1 pfn=0x10 order=1\n",
+                "without migratetype",
+            ),
+            (
+                " a-1 [000] ..... 1.0: mm_page_free: page=1 pfn=0x10000000000000 order=0\n",
+                "52-bit",
+            ),
+            ("garbage\n", "no [CPU]"),
+            (
+                " a-1 [000] ..... x: mm_page_free: page=1 pfn=0x10 order=0\n",
+                "no timestamp",
+            ),
+        ] {
+            let text = format!(" a-1 [000] ..... 1.0: sched_switch: prev=a\n{bad}");
+            let (events, _) = parse(&text);
+            let err = events.last().unwrap().as_ref().unwrap_err().to_string();
+            assert!(err.starts_with("t.txt:2: "), "{err}");
+            assert!(err.contains(what), "{err} should mention {what}");
+        }
+    }
+
+    #[test]
+    fn lost_and_skipped() {
+        let text = "\
+# tracer: nop
+CPU:1 [LOST 42 EVENTS]
+##### CPU 1 buffer started ####
+ a-1 [000] d..3. 1.0: mm_page_alloc_zone_locked: page=1 pfn=0x10 order=0 migratetype=1 percpu_refill=1
+ a-1 [000] d..3. 1.0: mm_page_alloc_zone_locked: page=1 pfn=0x10 order=0 migratetype=1 percpu_refill=1
+
+ a-1 [000] ..... 1.0: sched_switch: prev=a
+";
+        let (events, counts) = parse(text);
+        assert!(events.is_empty());
+        assert_eq!(counts.lost_events, 42);
+        assert_eq!(counts.skipped.get("mm_page_alloc_zone_locked"), Some(&2));
+        assert_eq!(counts.skipped.get("sched_switch"), Some(&1));
+    }
+}
