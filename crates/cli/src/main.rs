@@ -5,6 +5,7 @@ mod bench;
 mod evaluate_cmd;
 mod render;
 mod report;
+mod trace_cmd;
 mod units;
 
 use std::io::IsTerminal;
@@ -42,6 +43,23 @@ enum Command {
     Evaluate(evaluate_cmd::EvaluateArgs),
     /// Replay one trace through some allocators and print the comparison.
     Replay(evaluate_cmd::ReplayArgs),
+    /// Run a command and record the kernel's page-allocation events into a
+    /// `.nvt` trace (needs root and tracefs).
+    Record(trace_cmd::RecordArgs),
+    /// Look at and convert traces.
+    Trace {
+        #[command(subcommand)]
+        trace: TraceCommand,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum TraceCommand {
+    /// What a trace holds: events, CPUs, orders, migratetypes, duration,
+    /// pfn span, frees of frames allocated before recording.
+    Info(trace_cmd::InfoArgs),
+    /// Convert a trace (ftrace text, perf script, .nvt) to .nvt.
+    Convert(trace_cmd::ConvertArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -191,6 +209,13 @@ fn run(cli: Cli) -> Result<()> {
         } => bench_alloc(&args),
         Command::Evaluate(args) => evaluate_cmd::evaluate(args),
         Command::Replay(args) => evaluate_cmd::replay(args),
+        Command::Record(args) => trace_cmd::record(args),
+        Command::Trace {
+            trace: TraceCommand::Info(args),
+        } => trace_cmd::info(args),
+        Command::Trace {
+            trace: TraceCommand::Convert(args),
+        } => trace_cmd::convert(args),
     }
 }
 

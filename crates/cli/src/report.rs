@@ -148,7 +148,7 @@ const PALETTE: [&str; 10] = [
 const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:2em;color:#222;max-width:1100px}\
 table{border-collapse:collapse;margin:1em 0;font-size:13px}td,th{border:1px solid #ccc;padding:3px 6px;text-align:right}\
 th:first-child,td:first-child{text-align:left}svg.chart{display:block;margin:1em 0;background:#fff;border:1px solid #eee}\
-h2{margin-top:2em;border-bottom:1px solid #ddd}.note{color:#555;font-size:13px}";
+h2{margin-top:2em;border-bottom:1px solid #ddd}.note{color:#555;font-size:13px}.wide{overflow-x:auto}";
 
 /// Marks each chart rendered once it has a laid-out, non-empty box.
 const CHECK_SCRIPT: &str = "document.querySelectorAll('svg.chart').forEach(function(s){\
@@ -190,7 +190,7 @@ fn trace_section(out: &mut String, trace: &TraceStudy) {
         escape(&trace.machine.kernel),
     )
     .unwrap();
-    out.push_str("<table><tr><th>allocator</th>");
+    out.push_str("<div class=\"wide\"><table><tr><th>allocator</th>");
     for (_, heading, _) in FIELDS {
         write!(out, "<th>{}</th>", escape(heading)).unwrap();
     }
@@ -208,7 +208,7 @@ fn trace_section(out: &mut String, trace: &TraceStudy) {
         }
         out.push_str("</tr>");
     }
-    out.push_str("</table>");
+    out.push_str("</table></div>");
     cdf_chart(out, trace);
     heat_chart(out, trace);
     bar_chart(
@@ -242,14 +242,16 @@ fn chart_open(out: &mut String, trace: &TraceStudy, kind: &str, title: &str, hei
     .unwrap();
 }
 
-/// Cumulative distribution of per-frame write counts, x on a log scale.
+/// Cumulative distribution of per-frame write counts over the frames each
+/// allocator wrote at least once (over all frames, the never-written ones
+/// would flatten every curve at the top), x on a log scale.
 fn cdf_chart(out: &mut String, trace: &TraceStudy) {
     let (top, bottom, height) = (30.0, 40.0, 340.0);
     chart_open(
         out,
         trace,
         "cdf",
-        "CDF of per-frame allocation counts (x: writes per frame, log scale)",
+        "CDF of allocation counts over the frames each allocator touched (x: writes per frame, log)",
         height,
     );
     let max = trace
@@ -258,10 +260,10 @@ fn cdf_chart(out: &mut String, trace: &TraceStudy) {
         .map(|r| r.wear.max)
         .max()
         .unwrap_or(1)
-        .max(1) as f64;
+        .max(2) as f64;
     let plot_w = W - LEFT - RIGHT;
     let plot_h = height - top - bottom;
-    let x = |w: f64| LEFT + plot_w * (1.0 + w).log10() / (1.0 + max).log10();
+    let x = |w: f64| LEFT + plot_w * w.max(1.0).log10() / max.log10();
     let y = |f: f64| top + plot_h * (1.0 - f);
     write!(out, "<rect x=\"{LEFT}\" y=\"{top}\" width=\"{plot_w}\" height=\"{plot_h}\" fill=\"none\" stroke=\"#999\"/>").unwrap();
     for f in [0.0, 0.5, 1.0] {
@@ -273,7 +275,7 @@ fn cdf_chart(out: &mut String, trace: &TraceStudy) {
         )
         .unwrap();
     }
-    for w in [0.0, max.sqrt().round(), max] {
+    for w in [1.0, max.sqrt().round(), max] {
         write!(
             out,
             "<text x=\"{}\" y=\"{}\" font-size=\"11\" text-anchor=\"middle\">{w}</text>",
@@ -284,26 +286,23 @@ fn cdf_chart(out: &mut String, trace: &TraceStudy) {
     }
     for (i, row) in trace.rows.iter().enumerate() {
         let colour = PALETTE[i % PALETTE.len()];
-        let mut points = String::new();
+        let touched = row.wear.touched.max(1) as f64;
+        let mut points = format!("{:.1},{:.1} ", x(1.0), y(0.0));
         let mut seen = 0u64;
         let mut last_y = y(0.0);
-        for &(writes, frames) in &row.wear.histogram {
+        for &(writes, frames) in row.wear.histogram.iter().filter(|&&(w, _)| w > 0) {
             seen += frames;
-            let fy = y(seen as f64 / row.wear.frames.max(1) as f64);
-            write!(
-                points,
-                "{:.1},{last_y:.1} {:.1},{fy:.1} ",
-                x(f64::from(writes)),
-                x(f64::from(writes))
-            )
-            .unwrap();
+            let fy = y(seen as f64 / touched);
+            let fx = x(f64::from(writes));
+            write!(points, "{fx:.1},{last_y:.1} {fx:.1},{fy:.1} ").unwrap();
             last_y = fy;
         }
         write!(
             out,
             "<polyline class=\"mark\" fill=\"none\" stroke=\"{colour}\" stroke-width=\"1.5\" points=\"{points}\"/>\
-<text x=\"10\" y=\"{}\" font-size=\"11\" fill=\"{colour}\">{}</text>",
-            top + 14.0 * (i as f64 + 1.0),
+<text x=\"{}\" y=\"{}\" font-size=\"11\" text-anchor=\"end\" fill=\"{colour}\">{}</text>",
+            W - RIGHT - 6.0,
+            top + plot_h - 14.0 * (trace.rows.len() - i) as f64,
             escape(&row.allocator)
         )
         .unwrap();

@@ -14,13 +14,15 @@ fn chromium() -> Option<PathBuf> {
     if let Some(path) = std::env::var_os("NVMOS_CHROMIUM") {
         return Some(PathBuf::from(path));
     }
-    ["chromium", "chromium-browser", "google-chrome"].iter().find_map(|name| {
-        std::env::var_os("PATH")?
-            .to_str()?
-            .split(':')
-            .map(|dir| Path::new(dir).join(name))
-            .find(|p| p.is_file())
-    })
+    ["chromium", "chromium-browser", "google-chrome"]
+        .iter()
+        .find_map(|name| {
+            std::env::var_os("PATH")?
+                .to_str()?
+                .split(':')
+                .map(|dir| Path::new(dir).join(name))
+                .find(|p| p.is_file())
+        })
 }
 
 /// A trace with the kernel's habit (the frame just freed is handed out
@@ -31,16 +33,32 @@ fn write_trace(path: &Path) {
         page_size: 4096,
         memory_bytes: 64 << 20,
         cpus: 2,
-        zones: vec![ZoneInfo { node: 0, name: "Normal".into(), start_pfn: 0x1000, spanned: 16384, present: 16384 }],
+        zones: vec![ZoneInfo {
+            node: 0,
+            name: "Normal".into(),
+            start_pfn: 0x1000,
+            spanned: 16384,
+            present: 16384,
+        }],
         kernel: "test".into(),
     };
-    let header = TraceHeader { machine: Some(machine), source: "test".into(), ..TraceHeader::default() };
+    let header = TraceHeader {
+        machine: Some(machine),
+        source: "test".into(),
+        ..TraceHeader::default()
+    };
     let mut writer = NvtWriter::create(path, header).unwrap();
     let mut t = 0;
     let mut push = |op, pfn: u64, order: u8, cpu: u32| {
         t += 1000;
         writer
-            .push(Event { time_ns: t, cpu, op, pfn: Pfn(pfn), order: Order::new(order).unwrap() })
+            .push(Event {
+                time_ns: t,
+                cpu,
+                op,
+                pfn: Pfn(pfn),
+                order: Order::new(order).unwrap(),
+            })
             .unwrap();
     };
     push(Op::Free, 0x1fff, 0, 0);
@@ -67,7 +85,12 @@ fn number_cells(dom: &str) -> Vec<(String, String, String, String)> {
             let tag_end = rest.find('>')?;
             let tag = &rest[..tag_end];
             let text = rest[tag_end + 1..].split("</td>").next()?.to_string();
-            Some((attr(tag, "data-trace")?, attr(tag, "data-alloc")?, attr(tag, "data-field")?, text))
+            Some((
+                attr(tag, "data-trace")?,
+                attr(tag, "data-alloc")?,
+                attr(tag, "data-field")?,
+                text,
+            ))
         })
         .collect()
 }
@@ -78,9 +101,13 @@ fn expected(row: &Value, field: &str) -> f64 {
     let wear = &row["wear"];
     match field {
         "allocs" | "alloc_failures" | "frees_before_recording" => num(&stats[field]),
-        "touched" | "max" | "max_over_mean" | "max_over_touched_mean" | "cov" | "gini" | "lifetime_pct_of_ideal" => {
-            num(&wear[field])
-        }
+        "touched"
+        | "max"
+        | "max_over_mean"
+        | "max_over_touched_mean"
+        | "cov"
+        | "gini"
+        | "lifetime_pct_of_ideal" => num(&wear[field]),
         "lifetime_years_1e7" => num(&wear["lifetime_years"][1]),
         "ns_per_event" => num(&stats["elapsed_ns"]) / num(&stats["events"]),
         other => panic!("the report shows a field the test does not know: {other}"),
@@ -90,7 +117,10 @@ fn expected(row: &Value, field: &str) -> f64 {
 #[test]
 fn report_renders_in_chromium_and_shows_the_results() {
     let Some(chromium) = chromium() else {
-        assert!(std::env::var_os("CI").is_none(), "CI must have chromium: .ci/run installs it");
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must have chromium: .ci/run installs it"
+        );
         eprintln!("skipped: no chromium on PATH (apt-get install chromium, or set NVMOS_CHROMIUM)");
         return;
     };
@@ -106,9 +136,16 @@ fn report_renders_in_chromium_and_shows_the_results() {
         .arg(dir.join("report"))
         .output()
         .unwrap();
-    assert!(out.status.success(), "evaluate failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "evaluate failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(stdout.contains("Linux (as recorded)") && stdout.contains("LiS-31"), "{stdout}");
+    assert!(
+        stdout.contains("Linux (as recorded)") && stdout.contains("LiS-31"),
+        "{stdout}"
+    );
 
     let page = dir.join("report/index.html");
     let dom = Command::new(&chromium)
@@ -129,37 +166,71 @@ fn report_renders_in_chromium_and_shows_the_results() {
         .output()
         .unwrap();
     let dom = String::from_utf8_lossy(&dom.stdout);
-    assert!(dom.contains("data-checked=\"yes\""), "the page's check did not run:\n{}", &dom[..dom.len().min(2000)]);
+    assert!(
+        dom.contains("data-checked=\"yes\""),
+        "the page's check did not run:\n{}",
+        &dom[..dom.len().min(2000)]
+    );
 
     // Every chart laid out, with marks drawn.
     let charts = dom.matches("<svg class=\"chart\"").count();
-    assert_eq!(charts, 4, "one CDF, heat map, lifetime and speed chart per trace");
-    assert_eq!(dom.matches("data-rendered=\"yes\"").count(), charts, "a chart did not render");
+    assert_eq!(
+        charts, 4,
+        "one CDF, heat map, lifetime and speed chart per trace"
+    );
+    assert_eq!(
+        dom.matches("data-rendered=\"yes\"").count(),
+        charts,
+        "a chart did not render"
+    );
     for kind in ["cdf", "heat", "lifetime", "latency"] {
-        assert!(dom.contains(&format!("data-chart=\"{kind}\"")), "no {kind} chart");
+        assert!(
+            dom.contains(&format!("data-chart=\"{kind}\"")),
+            "no {kind} chart"
+        );
     }
 
     // Every number shown is the one in results.json.
-    let results: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("report/results.json")).unwrap()).unwrap();
+    let results: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("report/results.json")).unwrap())
+            .unwrap();
     let trace = &results["traces"][0];
     let rows = trace["rows"].as_array().unwrap();
     assert_eq!(rows.len(), 8, "Linux (as recorded) and seven allocators");
     let cells = number_cells(&dom);
-    assert_eq!(cells.len(), rows.len() * 12, "every row shows twelve figures");
+    assert_eq!(
+        cells.len(),
+        rows.len() * 12,
+        "every row shows twelve figures"
+    );
     for (trace_name, allocator, field, text) in cells {
         assert_eq!(trace_name, trace["trace"].as_str().unwrap());
         let row = rows
             .iter()
             .find(|r| r["allocator"].as_str() == Some(allocator.as_str()))
-            .unwrap_or_else(|| panic!("the page shows an allocator not in results.json: {allocator}"));
+            .unwrap_or_else(|| {
+                panic!("the page shows an allocator not in results.json: {allocator}")
+            });
         let want = expected(row, &field);
-        let shown: f64 = if text == "inf" { f64::INFINITY } else { text.parse().unwrap_or_else(|_| panic!("{allocator} {field}: {text:?} is not a number")) };
+        let shown: f64 = if text == "inf" {
+            f64::INFINITY
+        } else {
+            text.parse()
+                .unwrap_or_else(|_| panic!("{allocator} {field}: {text:?} is not a number"))
+        };
         let close = (shown.is_infinite() && want.is_infinite())
             || (shown - want).abs() <= 1e-3 * want.abs().max(1e-3) + 0.051;
-        assert!(close, "{allocator} {field}: page shows {text}, results.json has {want}");
+        assert!(
+            close,
+            "{allocator} {field}: page shows {text}, results.json has {want}"
+        );
     }
     // The kernel reused its frames; iBuddy spread them.
-    let max_over_mean = |name: &str| rows.iter().find(|r| r["allocator"] == name).unwrap()["wear"]["max_over_mean"].as_f64().unwrap();
+    let max_over_mean = |name: &str| {
+        rows.iter().find(|r| r["allocator"] == name).unwrap()["wear"]["max_over_mean"]
+            .as_f64()
+            .unwrap()
+    };
     assert!(max_over_mean("Linux (as recorded)") > 10.0 * max_over_mean("iBuddy"));
     let _ = std::fs::remove_dir_all(&dir);
 }

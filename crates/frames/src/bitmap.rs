@@ -58,6 +58,23 @@ impl FrameBitmap {
         self.words[(rel / 64) as usize] |= 1 << (rel % 64);
     }
 
+    /// Mark every frame of `from..to`, which must be in range.
+    pub(crate) fn set_range(&mut self, from: u64, to: u64) {
+        let mut pfn = from;
+        while pfn < to {
+            let rel = pfn - self.origin;
+            let bit = rel % 64;
+            let n = (64 - bit).min(to - pfn);
+            let mask = if n == 64 {
+                !0
+            } else {
+                ((1u64 << n) - 1) << bit
+            };
+            self.words[(rel / 64) as usize] |= mask;
+            pfn += n;
+        }
+    }
+
     /// Clear `pfn`, which must be in range.
     #[inline]
     pub(crate) fn clear(&mut self, pfn: u64) {
@@ -163,12 +180,18 @@ impl LevelBitmap {
         // The cursor's word from the cursor on, the words after it, the
         // words before it, and last the cursor's word below the cursor.
         let first = (w0, !0u64 << b0);
-        let after = self.nonempty_words(w0 + 1, self.words.len()).map(|w| (w, !0));
+        let after = self
+            .nonempty_words(w0 + 1, self.words.len())
+            .map(|w| (w, !0));
         let before = self.nonempty_words(0, w0).map(|w| (w, !0));
         let last = (w0, !(!0u64 << b0));
         let mut fallback = None;
         let mut looked = 0;
-        for (w, mask) in core::iter::once(first).chain(after).chain(before).chain(core::iter::once(last)) {
+        for (w, mask) in core::iter::once(first)
+            .chain(after)
+            .chain(before)
+            .chain(core::iter::once(last))
+        {
             let bits = self.words[w] & mask;
             if bits == 0 {
                 continue;
@@ -266,6 +289,14 @@ mod tests {
     }
 
     #[test]
+    fn frame_ranges_set_exactly() {
+        let mut b = FrameBitmap::new(60, 300);
+        b.set_range(61, 200);
+        assert_eq!(b.count(), 139);
+        assert!(!b.get(60) && b.get(61) && b.get(127) && b.get(199) && !b.get(200));
+    }
+
+    #[test]
     fn find_prefers_a_block_whose_sibling_is_taken() {
         let mut b = LevelBitmap::new(0, 1023);
         // 4 and 5 form a free parent; 9 stands alone.
@@ -289,10 +320,18 @@ mod tests {
             b.set(block);
         }
         assert_eq!(b.find_from(4, 8), Some(70));
-        assert_eq!(b.find_from(71, 8), Some(700), "an exact fit beats the pair at 200");
+        assert_eq!(
+            b.find_from(71, 8),
+            Some(700),
+            "an exact fit beats the pair at 200"
+        );
         assert_eq!(b.find_from(701, 8), Some(3), "wraps round");
         assert_eq!(b.find_from(3, 8), Some(3), "the cursor's own block counts");
-        assert_eq!(b.find_from(5000, 8), Some(3), "a cursor past the end starts over");
+        assert_eq!(
+            b.find_from(5000, 8),
+            Some(3),
+            "a cursor past the end starts over"
+        );
         // Only a pair left, below the cursor in the cursor's word.
         for block in [3, 70, 700] {
             b.test_and_clear(block);

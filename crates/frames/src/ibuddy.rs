@@ -51,8 +51,10 @@ const FIT_PATIENCE: usize = 16;
 ///   18-19). A request above it is refused in O(1) and falls back.
 /// - **Buddy spaces.** Memory is cut into one space per CPU, each with its
 ///   own lock; a CPU allocates from its own space and falls back to the
-///   others, in order, when its own cannot serve the request. A free goes
-///   to the space that owns the frame.
+///   others, highest pfn first (Linux's zonelist order), when its own
+///   cannot serve the request. A zone too small to hold half a CPU's share
+///   (DMA) is a space of its own that is no CPU's home. A free goes to the
+///   space that owns the frame.
 ///
 /// Invariants (checked by `validate`): the list holds exactly the free
 /// frames, each once; a bit at order 0 is set exactly for free frames and a
@@ -66,6 +68,8 @@ pub struct IBuddy<R: RawMutex> {
     bounds: Box<[(u64, u64)]>,
     /// The space each CPU allocates from first.
     home: Box<[u32]>,
+    /// Every space, highest pfn first: the order a CPU falls back in.
+    fallback: Box<[u32]>,
     cpus: u32,
 }
 
@@ -95,8 +99,8 @@ impl<R: RawMutex> IBuddy<R> {
 
     /// iBuddy over `zones` serving `cpus` CPUs with memory cut into about
     /// `spaces` buddy spaces (cuts fall on 4 MiB boundaries and zone edges,
-    /// so small or many zones change the count). CPU `c` allocates first
-    /// from space `c % spaces`.
+    /// so small or many zones change the count). CPUs are homed round
+    /// robin on the spaces that hold at least half a CPU's share.
     pub fn with_spaces(zones: &[Zone], cpus: u32, spaces: u32) -> Result<Self, ConfigError> {
         check_cpus(cpus)?;
         check_cpus(spaces)?;
@@ -106,12 +110,31 @@ impl<R: RawMutex> IBuddy<R> {
             .iter()
             .map(|&(start, end)| CachePadded(Mutex::new(Space::new(start, end))))
             .collect();
-        let home = (0..cpus).map(|cpu| cpu % bounds.len() as u32).collect();
+        // Homes are spaces cut from zones large enough to hold a CPU's
+        // share: a small zone (DMA's 16 MiB) would make its CPU wrap round
+        // a few thousand frames while the rest of memory sits idle.
+        let share = map.frames().div_ceil(u64::from(cpus));
+        let size = |s: usize| bounds[s].1 - bounds[s].0;
+        let mut homes: Vec<u32> = (0..bounds.len())
+            .filter(|&s| 2 * size(s) >= share)
+            .map(|s| s as u32)
+            .collect();
+        if homes.is_empty() {
+            homes = (0..bounds.len() as u32).collect();
+        }
+        let home = (0..cpus)
+            .map(|cpu| homes[cpu as usize % homes.len()])
+            .collect();
+        // Fallback prefers high memory, as Linux's zonelist tries Normal
+        // before DMA32 before DMA.
+        let mut fallback: Vec<u32> = (0..bounds.len() as u32).collect();
+        fallback.sort_by_key(|&s| core::cmp::Reverse(bounds[s as usize].0));
         Ok(IBuddy {
             map,
             spaces,
             bounds: bounds.into_boxed_slice(),
             home,
+            fallback: fallback.into_boxed_slice(),
             cpus,
         })
     }
@@ -133,10 +156,17 @@ impl<R: RawMutex> IBuddy<R> {
     /// (Algorithm 1, lines 8-9).
     #[cold]
     fn alloc_fallback(&self, req: Request, home: usize) -> Result<Pfn, AllocError> {
-        let n = self.spaces.len();
-        (1..n)
-            .find_map(|step| self.spaces[(home + step) % n].lock().alloc(req.order))
+        self.others(home)
+            .find_map(|s| self.spaces[s].lock().alloc(req.order))
             .ok_or(AllocError::OutOfMemory { order: req.order })
+    }
+
+    /// The spaces other than `home`, in fallback order.
+    fn others(&self, home: usize) -> impl Iterator<Item = usize> + '_ {
+        self.fallback
+            .iter()
+            .map(|&s| s as usize)
+            .filter(move |&s| s != home)
     }
 }
 
@@ -179,9 +209,26 @@ impl Space {
             cursor: core::array::from_fn(|i| start >> (i + 1)),
         };
         // Everything free, listed in pfn order so the first allocations
-        // sweep the space from its start.
-        for pfn in start..end {
-            space.release_frame(pfn);
+        // sweep the space from its start. Built directly rather than by
+        // freeing frame after frame: the same state, without climbing the
+        // bitmaps once per frame.
+        for i in 0..frames as u32 {
+            space.meta[i as usize].state.set_free(Order::ZERO);
+            space.free_list.push_back(&mut space.meta, i);
+        }
+        space.frames.set_range(start, end);
+        for k in 1..=MAX_ORDER {
+            let first = start.div_ceil(1 << k);
+            let last = end >> k;
+            for block in first..last {
+                space.blocks[k as usize - 1].set(block);
+            }
+            if first < last {
+                space.next_level = k as i8;
+            }
+        }
+        if frames > 0 && space.next_level < 0 {
+            space.next_level = 0;
         }
         space
     }
@@ -273,7 +320,8 @@ impl Space {
         if self.next_level < k as i8 {
             return None;
         }
-        let block = self.blocks[k as usize - 1].find_from(self.cursor[k as usize - 1], FIT_PATIENCE)?;
+        let block =
+            self.blocks[k as usize - 1].find_from(self.cursor[k as usize - 1], FIT_PATIENCE)?;
         self.cursor[k as usize - 1] = block + 1;
         let first = block << k;
         for pfn in first..first + order.frames() {
@@ -483,11 +531,10 @@ impl<R: RawMutex + Send + Sync> FrameAllocator for IBuddy<R> {
         if check_cpu(req, self.cpus).is_err() {
             return 0;
         }
-        let n = self.spaces.len();
         let home = self.home[req.cpu as usize] as usize;
         let mut filled = 0;
-        for step in 0..n {
-            let mut space = self.spaces[(home + step) % n].lock();
+        for s in core::iter::once(home).chain(self.others(home)) {
+            let mut space = self.spaces[s].lock();
             while filled < out.len() {
                 match space.alloc(req.order) {
                     Some(pfn) => out[filled] = pfn,
@@ -580,6 +627,55 @@ impl<R: RawMutex + Send + Sync> FrameAllocator for IBuddy<R> {
             .map(|space| core::mem::size_of_val(space) + space.lock().metadata_bytes())
             .sum::<usize>()
             + self.bounds.len() * core::mem::size_of::<(u64, u64)>()
-            + self.home.len() * core::mem::size_of::<u32>()
+            + (self.home.len() + self.fallback.len()) * core::mem::size_of::<u32>()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::MigrateType;
+
+    type Lock = parking_lot::RawMutex;
+
+    /// A PC's layout in small: a DMA zone, a DMA32 zone with a quarter of
+    /// memory, and Normal with the rest.
+    fn pc_zones() -> [Zone; 3] {
+        [
+            Zone::new(1, 64),
+            Zone::new(4096, 32768),
+            Zone::new(32768, 131072),
+        ]
+    }
+
+    #[test]
+    fn cpus_are_homed_on_large_spaces_and_fall_back_highest_first() {
+        let a = IBuddy::<Lock>::new(&pc_zones(), 2).unwrap();
+        for cpu in 0..2 {
+            let pfn = a.alloc(Request::single(cpu)).unwrap();
+            assert!(pfn.0 >= 32768, "cpu {cpu} got {pfn} outside Normal");
+        }
+        // Fill Normal: the next allocations come from DMA32, then DMA.
+        let normal = 131072 - 32768 - 2;
+        for _ in 0..normal {
+            assert!(a.alloc(Request::single(0)).unwrap().0 >= 32768);
+        }
+        assert!((4096..32768).contains(&a.alloc(Request::single(1)).unwrap().0));
+        a.validate().unwrap();
+    }
+
+    #[test]
+    fn a_block_larger_than_any_home_space_holds_comes_from_another() {
+        let a =
+            IBuddy::<Lock>::new(&[Zone::new(0, 2048), Zone::new(8192, 8192 + 1024)], 2).unwrap();
+        let req = Request::new(Order::MAX, 0, MigrateType::Unmovable);
+        let first = a.alloc(req).unwrap();
+        let second = a.alloc(req).unwrap();
+        let third = a.alloc(req).unwrap();
+        let mut got = [first.0, second.0, third.0];
+        got.sort_unstable();
+        assert_eq!(got, [0, 1024, 8192]);
+        assert!(a.alloc(req).is_err());
+        a.validate().unwrap();
     }
 }

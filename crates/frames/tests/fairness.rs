@@ -84,5 +84,9 @@ fn ibuddy_hands_blocks_out_round_memory_too() {
         }
         a.free(pfn, req(2, 0)).unwrap();
     }
-    assert!(count.iter().all(|&c| c == 5), "max {}", count.iter().max().unwrap());
+    assert!(
+        count.iter().all(|&c| c == 5),
+        "max {}",
+        count.iter().max().unwrap()
+    );
 }

@@ -121,12 +121,19 @@ impl WearSummary {
     /// Summarise per-frame counts for a trace of `duration_ns`.
     pub fn of(writes: &[u32], duration_ns: u64) -> WearSummary {
         let frames = writes.len() as u64;
-        // A histogram of counts: counts are small, so this is the sort.
-        let mut by_count = std::collections::BTreeMap::<u32, u64>::new();
+        // A histogram of counts, by counting sort: the largest count is
+        // far below the number of frames, so one pass over a small array.
+        let top = writes.iter().copied().max().unwrap_or(0) as usize;
+        let mut by_count = vec![0u64; top + 1];
         for &w in writes {
-            *by_count.entry(w).or_default() += 1;
+            by_count[w as usize] += 1;
         }
-        let histogram: Vec<(u32, u64)> = by_count.into_iter().collect();
+        let histogram: Vec<(u32, u64)> = by_count
+            .into_iter()
+            .enumerate()
+            .filter(|&(_, n)| n > 0)
+            .map(|(w, n)| (w as u32, n))
+            .collect();
         let total_writes: u64 = histogram.iter().map(|&(w, n)| u64::from(w) * n).sum();
         let touched: u64 = histogram
             .iter()

@@ -12,7 +12,8 @@
 //!   they skip counted in [`SourceCounts`].
 //! - The `.nvt` format ([`nvt`]): a versioned, checksummed header, events
 //!   in zstd-compressed columns, written and read a block at a time
-//!   ([`NvtWriter`], [`NvtReader`]); about 2–4 bytes per event.
+//!   ([`NvtWriter`], [`NvtReader`]); 0.8–2.5 bytes per event on the
+//!   shipped traces.
 //! - [`open`]: any of those by content; [`TraceInfo`]: a summary in one pass.
 //! - The tracefs recorder ([`record::record`], Linux, root), which runs a
 //!   command and streams the kernel's events into a `.nvt` file, restoring

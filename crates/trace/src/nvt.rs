@@ -693,6 +693,53 @@ struct Cursor {
     pos: [usize; 3],
 }
 
+impl<R: Read + Seek> NvtReader<R> {
+    /// Decodes the next chunk of events into `self.block`: `Ok(false)` at
+    /// the end of the trace.
+    fn advance(&mut self) -> Result<bool, TraceError> {
+        if self.cursor.i < self.cursor.n {
+            self.decode_chunk()?;
+            return Ok(true);
+        }
+        if !self.read_block()? {
+            return Ok(false);
+        }
+        self.decode_chunk()?;
+        Ok(true)
+    }
+
+    /// The next events in bulk (a few thousand at a time), or `None` at the
+    /// end: the same events as the iterator, without a `Result` per event,
+    /// for consumers that want every cycle (replay). Mixing it with the
+    /// iterator is fine; neither repeats or skips events.
+    pub fn next_chunk(&mut self) -> Option<Result<&[Event], TraceError>> {
+        if self.next < self.block.len() {
+            let start = self.next;
+            self.next = self.block.len();
+            return Some(Ok(&self.block[start..]));
+        }
+        if self.done {
+            return None;
+        }
+        match self.advance() {
+            Ok(true) => {
+                self.next = self.block.len();
+                Some(Ok(&self.block[..]))
+            }
+            Ok(false) => {
+                self.done = true;
+                self.block.clear();
+                None
+            }
+            Err(e) => {
+                self.done = true;
+                self.block.clear();
+                Some(Err(e))
+            }
+        }
+    }
+}
+
 impl<R: Read + Seek> Iterator for NvtReader<R> {
     type Item = Result<Event, TraceError>;
 
@@ -705,13 +752,7 @@ impl<R: Read + Seek> Iterator for NvtReader<R> {
         if self.done {
             return None;
         }
-        let step = if self.cursor.i < self.cursor.n {
-            self.decode_chunk().map(|()| true)
-        } else {
-            self.read_block()
-                .and_then(|more| if more { self.decode_chunk().map(|()| true) } else { Ok(false) })
-        };
-        match step {
+        match self.advance() {
             Ok(true) => {
                 self.next = 1;
                 Some(Ok(self.block[0]))

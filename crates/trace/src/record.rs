@@ -568,10 +568,11 @@ fn tracefs_mount(mounts: &str) -> Option<PathBuf> {
         .cloned()
 }
 
-/// `/proc/mounts` escapes space, tab, newline and backslash as octal.
-fn unescape_mount(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
+/// `/proc/mounts` escapes space, tab, newline and backslash as `\ooo`.
+fn unescape_mount(s: &str) -> OsString {
+    use std::os::unix::ffi::OsStringExt;
     let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
     while i < b.len() {
         let octal = i + 3 < b.len() && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c));
@@ -579,14 +580,14 @@ fn unescape_mount(s: &str) -> String {
             let v = u32::from(b[i + 1] - b'0') * 64
                 + u32::from(b[i + 2] - b'0') * 8
                 + u32::from(b[i + 3] - b'0');
-            out.push(char::from_u32(v).unwrap_or('?'));
+            out.push(v as u8);
             i += 4;
         } else {
-            out.push(b[i] as char);
+            out.push(b[i]);
             i += 1;
         }
     }
-    out
+    OsString::from_vec(out)
 }
 
 /// Lost events in one `per_cpu/cpuN/stats` file.

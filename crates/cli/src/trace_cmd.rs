@@ -1,0 +1,264 @@
+//! `nvmos record`, `nvmos trace info` and `nvmos trace convert`: recording
+//! the kernel's page-allocation events and looking at traces.
+
+use std::ffi::OsString;
+use std::io::IsTerminal;
+use std::path::PathBuf;
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use indicatif::{ProgressBar, ProgressStyle};
+
+use nvmos_trace::record::{RecordOptions, RecordSummary};
+use nvmos_trace::{nvt, NvtWriter, TraceHeader, TraceInfo};
+
+/// `nvmos record -o FILE.nvt -- CMD [ARGS...]`.
+#[derive(Args, Debug)]
+pub struct RecordArgs {
+    /// The trace to write.
+    #[arg(short, long, value_name = "FILE.nvt")]
+    pub output: PathBuf,
+
+    /// Ring-buffer size per CPU in KiB; bigger loses fewer events when the
+    /// command allocates faster than the recorder reads.
+    #[arg(long, value_name = "KIB", default_value_t = 64 * 1024)]
+    pub buffer_kb: u64,
+
+    /// zstd level of the trace's blocks (1 fast … 19 small).
+    #[arg(long, default_value_t = nvt::DEFAULT_LEVEL, value_parser = clap::value_parser!(i32).range(1..=19))]
+    pub level: i32,
+
+    /// Print the summary as JSON.
+    #[arg(long)]
+    pub json: bool,
+
+    /// The command to run and record, after `--`.
+    #[arg(last = true, required = true, value_name = "CMD")]
+    pub command: Vec<OsString>,
+}
+
+/// `nvmos trace info FILE`.
+#[derive(Args, Debug)]
+pub struct InfoArgs {
+    /// A trace: `.nvt`, ftrace text or `perf script` output.
+    pub file: PathBuf,
+
+    /// Print the summary as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `nvmos trace convert IN OUT`.
+#[derive(Args, Debug)]
+pub struct ConvertArgs {
+    /// A trace: `.nvt`, ftrace text or `perf script` output.
+    pub input: PathBuf,
+
+    /// The `.nvt` file to write.
+    pub output: PathBuf,
+
+    /// zstd level (1 fast … 19 small).
+    #[arg(long, default_value_t = nvt::DEFAULT_LEVEL, value_parser = clap::value_parser!(i32).range(1..=19))]
+    pub level: i32,
+}
+
+/// Runs the command under the tracefs recorder and prints a summary.
+pub fn record(args: RecordArgs) -> Result<()> {
+    let opts = RecordOptions {
+        buffer_kb_per_cpu: args.buffer_kb,
+        zstd_level: args.level,
+        ..RecordOptions::default()
+    };
+    let summary = nvmos_trace::record::record(&args.command, &args.output, &opts)
+        .with_context(|| format!("recording into {}", args.output.display()))?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&summary)?);
+    } else {
+        print_record(&args, &summary);
+    }
+    if summary.interrupted {
+        bail!(
+            "interrupted; the events up to then are in {}",
+            args.output.display()
+        );
+    }
+    if !summary.exit.success() {
+        let how = match (summary.exit.code, summary.exit.signal) {
+            (Some(code), _) => format!("exit code {code}"),
+            (None, Some(sig)) => format!("signal {sig}"),
+            (None, None) => "an unknown status".to_owned(),
+        };
+        bail!(
+            "the command ended with {how}; its events are in {}",
+            args.output.display()
+        );
+    }
+    Ok(())
+}
+
+fn print_record(args: &RecordArgs, s: &RecordSummary) {
+    println!("{}", args.output.display());
+    println!("  events        {}", s.events);
+    let lost_share = if s.events + s.lost_events == 0 {
+        0.0
+    } else {
+        100.0 * s.lost_events as f64 / (s.events + s.lost_events) as f64
+    };
+    println!("  lost events   {} ({lost_share:.2}%)", s.lost_events);
+    if s.lost_events > 0 {
+        println!("                the reader fell behind; a larger --buffer-kb or a slower workload loses fewer");
+    }
+    println!("  failed allocs {}", s.header.counts.failed_allocs);
+    println!("  duration      {:.2} s", s.wall_ns as f64 / 1e9);
+    println!("  size          {} bytes", s.bytes);
+    println!("  bytes/event   {:.2}", s.bytes_per_event());
+}
+
+/// Prints what a trace holds.
+pub fn info(args: InfoArgs) -> Result<()> {
+    let mut source = nvmos_trace::open(&args.file)?;
+    let info = TraceInfo::from_source(&mut *source)?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&info)?);
+        return Ok(());
+    }
+    let bytes = std::fs::metadata(&args.file).map(|m| m.len()).unwrap_or(0);
+    println!("{} ({})", args.file.display(), info.format.name());
+    if let Some(h) = &info.header {
+        if !h.command.is_empty() {
+            println!("  command       {}", h.command.join(" "));
+        }
+        if let Some(m) = &h.machine {
+            println!(
+                "  machine       {} CPUs, {:.1} GiB, {} B pages, kernel {}",
+                m.cpus,
+                m.memory_bytes as f64 / (1u64 << 30) as f64,
+                m.page_size,
+                if m.kernel.is_empty() { "?" } else { &m.kernel }
+            );
+            for z in &m.zones {
+                println!(
+                    "  zone          node {} {:<8} pfn {:#x}..{:#x} ({} present)",
+                    z.node,
+                    z.name,
+                    z.start_pfn,
+                    z.start_pfn + z.spanned,
+                    z.present
+                );
+            }
+        }
+    }
+    println!(
+        "  events        {} ({} allocs, {} frees)",
+        info.events, info.allocs, info.frees
+    );
+    if info.format == nvmos_trace::Format::Nvt && info.events > 0 {
+        println!("  bytes/event   {:.2}", bytes as f64 / info.events as f64);
+    }
+    println!("  duration      {:.3} s", info.duration_ns as f64 / 1e9);
+    let cpus: Vec<String> = info.cpus.iter().map(|(c, n)| format!("{c}:{n}")).collect();
+    println!("  CPUs          {} ({})", info.cpus.len(), cpus.join(" "));
+    let orders: Vec<String> = info
+        .alloc_orders
+        .iter()
+        .enumerate()
+        .filter(|(_, n)| **n > 0)
+        .map(|(o, n)| format!("{o}:{n}"))
+        .collect();
+    println!("  alloc orders  {}", orders.join(" "));
+    let kinds: Vec<String> = info
+        .migratetypes
+        .iter()
+        .map(|(k, n)| format!("{k}:{n}"))
+        .collect();
+    println!("  migratetypes  {}", kinds.join(" "));
+    match (info.pfn_min, info.pfn_max) {
+        (Some(lo), Some(hi)) => println!(
+            "  pfn span      {lo:#x}..={hi:#x} ({:.1} GiB with 4 KiB frames)",
+            (hi - lo + 1) as f64 * 4096.0 / (1u64 << 30) as f64
+        ),
+        _ => println!("  pfn span      -"),
+    }
+    println!(
+        "  frees of frames allocated before recording  {}",
+        info.frees_before_recording
+    );
+    println!(
+        "  frees inside larger live blocks             {}",
+        info.frees_inside_live_blocks
+    );
+    let c = &info.counts;
+    println!("  failed allocs {}", c.failed_allocs);
+    println!("  lost events   {}", c.lost_events);
+    if c.batched_duplicates + c.batched_unmatched > 0 {
+        println!(
+            "  batched frees {} duplicates of mm_page_free dropped, {} kept",
+            c.batched_duplicates, c.batched_unmatched
+        );
+    }
+    if !c.remapped_migratetypes.is_empty() {
+        let r: Vec<String> = c
+            .remapped_migratetypes
+            .iter()
+            .map(|(m, n)| format!("{m}:{n}"))
+            .collect();
+        println!("  remapped migratetypes  {}", r.join(" "));
+    }
+    if !c.skipped.is_empty() {
+        let s: Vec<String> = c.skipped.iter().map(|(e, n)| format!("{e}:{n}")).collect();
+        println!("  skipped lines {} ({})", c.skipped_total(), s.join(" "));
+    }
+    Ok(())
+}
+
+/// Converts any trace to `.nvt`.
+pub fn convert(args: ConvertArgs) -> Result<()> {
+    let mut source = nvmos_trace::open(&args.input)?;
+    let header = source.header().cloned().unwrap_or_else(|| TraceHeader {
+        source: source.format().name().to_owned(),
+        ..TraceHeader::default()
+    });
+    let file = std::fs::File::create(&args.output)
+        .with_context(|| format!("creating {}", args.output.display()))?;
+    let mut writer = NvtWriter::with_level(
+        std::io::BufWriter::with_capacity(1 << 20, file),
+        &args.output,
+        header,
+        args.level,
+    )?;
+    let bar = if std::io::stderr().is_terminal() {
+        let bar = ProgressBar::new_spinner();
+        bar.set_style(
+            ProgressStyle::with_template("{spinner} {human_pos} events {per_sec}")
+                .expect("a valid template"),
+        );
+        Some(bar)
+    } else {
+        None
+    };
+    for event in &mut *source {
+        let event = event?;
+        writer.push(event)?;
+        if let Some(bar) = &bar {
+            if writer.events() % 65536 == 0 {
+                bar.set_position(writer.events());
+            }
+        }
+    }
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
+    }
+    writer.header_mut().counts = source.counts();
+    let (_, summary) = writer.finish()?;
+    println!(
+        "{} -> {}: {} events, {} bytes, {:.2} bytes/event ({} failed allocs, {} lines of other events skipped)",
+        args.input.display(),
+        args.output.display(),
+        summary.events,
+        summary.bytes,
+        summary.bytes_per_event(),
+        source.counts().failed_allocs,
+        source.counts().skipped_total()
+    );
+    Ok(())
+}
