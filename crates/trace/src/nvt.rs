@@ -718,24 +718,30 @@ impl<R: Read + Seek> NvtReader<R> {
             self.next = self.block.len();
             return Some(Ok(&self.block[start..]));
         }
-        if self.done {
-            return None;
-        }
-        match self.advance() {
-            Ok(true) => {
+        match self.refill()? {
+            Ok(()) => {
                 self.next = self.block.len();
                 Some(Ok(&self.block[..]))
             }
-            Ok(false) => {
-                self.done = true;
-                self.block.clear();
-                None
-            }
-            Err(e) => {
-                self.done = true;
-                self.block.clear();
-                Some(Err(e))
-            }
+            Err(e) => Some(Err(e)),
+        }
+    }
+
+    /// Decode the next events into `block`: `None` at the end, and after an
+    /// error (which is returned once), so the reader stops.
+    fn refill(&mut self) -> Option<Result<(), TraceError>> {
+        if self.done {
+            return None;
+        }
+        let outcome = self.advance();
+        if !matches!(outcome, Ok(true)) {
+            self.done = true;
+            self.block.clear();
+        }
+        match outcome {
+            Ok(true) => Some(Ok(())),
+            Ok(false) => None,
+            Err(e) => Some(Err(e)),
         }
     }
 }
@@ -749,24 +755,12 @@ impl<R: Read + Seek> Iterator for NvtReader<R> {
             self.next += 1;
             return Some(Ok(event));
         }
-        if self.done {
-            return None;
-        }
-        match self.advance() {
-            Ok(true) => {
+        match self.refill()? {
+            Ok(()) => {
                 self.next = 1;
                 Some(Ok(self.block[0]))
             }
-            Ok(false) => {
-                self.done = true;
-                self.block.clear();
-                None
-            }
-            Err(e) => {
-                self.done = true;
-                self.block.clear();
-                Some(Err(e))
-            }
+            Err(e) => Some(Err(e)),
         }
     }
 }
