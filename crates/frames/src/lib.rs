@@ -110,7 +110,8 @@ pub trait FrameAllocator: Send + Sync {
     fn check_free(&self, pfn: Pfn, order: Order) -> Result<(), AllocError>;
 
     /// Allocate up to `out.len()` blocks of `req.order` into `out` and
-    /// return how many were allocated (fewer only when memory runs out).
+    /// return how many were allocated: fewer when memory runs out, none
+    /// when `alloc` would refuse the request itself (a bad CPU).
     /// Allocators override it to take their lock once for the whole batch,
     /// as Linux's `rmqueue_bulk` does.
     fn alloc_bulk(&self, req: Request, out: &mut [Pfn]) -> usize {
