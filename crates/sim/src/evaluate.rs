@@ -83,7 +83,7 @@ pub struct Evaluation {
 #[derive(Debug, thiserror::Error)]
 pub enum StudyError<E: std::error::Error + 'static> {
     /// The machine has no usable memory, or the allocator refused it.
-    #[error("memory layout: {0}")]
+    #[error("memory layout")]
     Layout(#[from] ConfigError),
     /// The replay stopped.
     #[error(transparent)]

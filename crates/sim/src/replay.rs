@@ -67,7 +67,7 @@ impl ReplayStats {
 #[derive(Debug, thiserror::Error)]
 pub enum ReplayError<E: std::error::Error + 'static> {
     /// The trace could not be read.
-    #[error("reading the trace: {0}")]
+    #[error("reading the trace")]
     Trace(#[source] E),
     /// The allocator refused to free a block it had handed out: a bug in
     /// the allocator.
@@ -484,7 +484,9 @@ mod tests {
         let alloc = Buddy::<Lock>::new(&[Zone::new(0, 8)], 1).unwrap();
         let trace: Vec<Result<Event, Bad>> = vec![Err(Bad)];
         let err = replay(&alloc, trace, WriteModel::default()).unwrap_err();
-        assert_eq!(err.to_string(), "reading the trace: bad line 7");
+        assert_eq!(err.to_string(), "reading the trace");
+        let source = std::error::Error::source(&err).map(ToString::to_string);
+        assert_eq!(source.as_deref(), Some("bad line 7"));
     }
 
     #[test]

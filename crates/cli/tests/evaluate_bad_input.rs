@@ -1,0 +1,128 @@
+//! `nvmos evaluate` and `nvmos replay` on bad input: a clear error that
+//! says what and where, exit code 1, never a panic.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn nvmos(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_nvmos"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// Refused with exit code 1, no panic, and every `needle` in the message.
+fn refused(output: &Output, needles: &[&str]) -> String {
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    for needle in needles {
+        assert!(stderr.contains(needle), "{needle:?} not in: {stderr}");
+    }
+    stderr
+}
+
+fn shipped(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../traces")
+        .join(name)
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("nvmos-bad-input-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join(name)
+}
+
+#[test]
+fn a_missing_trace_folder_is_named() {
+    let out = nvmos(&[
+        "evaluate",
+        "--traces",
+        "/nonexistent/traces",
+        "--out",
+        "/tmp/unused",
+    ]);
+    refused(&out, &["/nonexistent/traces", "No such file"]);
+}
+
+#[test]
+fn a_flipped_byte_is_a_checksum_error_with_file_and_offset() {
+    let mut bytes = std::fs::read(shipped("numpy.nvt")).unwrap();
+    bytes[5000] ^= 0xff;
+    let path = scratch("flipped.nvt");
+    std::fs::write(&path, bytes).unwrap();
+    let stderr = refused(
+        &nvmos(&["replay", "--trace", path.to_str().unwrap()]),
+        &["flipped.nvt", "checksum", "offset"],
+    );
+    assert_eq!(
+        stderr.matches("checksum").count(),
+        1,
+        "the cause is said once: {stderr}"
+    );
+}
+
+#[test]
+fn a_truncated_trace_is_named() {
+    let bytes = std::fs::read(shipped("numpy.nvt")).unwrap();
+    let path = scratch("cut.nvt");
+    std::fs::write(&path, &bytes[..7000]).unwrap();
+    refused(
+        &nvmos(&["replay", "--trace", path.to_str().unwrap()]),
+        &["cut.nvt", "truncated", "7000"],
+    );
+}
+
+#[test]
+fn a_file_that_is_no_trace_is_named() {
+    let path = scratch("notes.txt");
+    std::fs::write(&path, "hello\n").unwrap();
+    refused(
+        &nvmos(&["replay", "--trace", path.to_str().unwrap()]),
+        &["notes.txt", "not a trace"],
+    );
+}
+
+#[test]
+fn unknown_allocators_and_bad_sizes_are_named() {
+    let trace = shipped("numpy.nvt");
+    let trace = trace.to_str().unwrap();
+    refused(
+        &nvmos(&["replay", "--trace", trace, "--alloc", "nosuch"]),
+        &["\"nosuch\"", "LiS-31"],
+    );
+    refused(
+        &nvmos(&["replay", "--trace", trace, "--memory", "lots"]),
+        &["--memory", "lots"],
+    );
+    refused(
+        &nvmos(&["replay", "--trace", trace, "--cpus", "0"]),
+        &["--cpus 0"],
+    );
+}
+
+#[test]
+fn too_little_memory_is_counted_not_fatal() {
+    let trace = shipped("numpy.nvt");
+    let out = nvmos(&[
+        "replay",
+        "--trace",
+        trace.to_str().unwrap(),
+        "--memory",
+        "1MiB",
+        "--alloc",
+        "iBuddy",
+        "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let result: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let row = &result["traces"][0]["rows"][1];
+    assert_eq!(row["allocator"], "iBuddy");
+    assert!(row["stats"]["alloc_failures"].as_u64().unwrap() > 0);
+    assert_eq!(row["wear"]["frames"], 256);
+}
