@@ -204,6 +204,7 @@ fn single_zone_machine(frames: u64, cpus: Option<u32>) -> MachineInfo {
             present: frames,
         }],
         kernel: String::new(),
+        ram: Vec::new(),
     }
 }
 

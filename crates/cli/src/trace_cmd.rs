@@ -146,6 +146,14 @@ pub fn info(args: InfoArgs) -> Result<()> {
                     z.present
                 );
             }
+            if !m.ram.is_empty() {
+                let ranges: Vec<String> = m
+                    .ram
+                    .iter()
+                    .map(|(s, e)| format!("{s:#x}..{e:#x}"))
+                    .collect();
+                println!("  RAM           pfn {}", ranges.join(", "));
+            }
         }
     }
     println!(

@@ -41,6 +41,7 @@ fn write_trace(path: &Path) {
             present: 16384,
         }],
         kernel: "test".into(),
+        ram: Vec::new(),
     };
     let header = TraceHeader {
         machine: Some(machine),

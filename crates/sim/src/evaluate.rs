@@ -90,14 +90,29 @@ pub enum StudyError<E: std::error::Error + 'static> {
     Replay(#[from] ReplayError<E>),
 }
 
-/// The recorded machine's zones, holes between zones kept out.
+/// The recorded machine's memory: its zones, cut to the frames backed by
+/// RAM when the trace says which those are (a zone spans holes: DMA32
+/// holds the PCI hole below 4 GiB), so no allocator hands out a frame the
+/// machine does not have and wear is averaged over real frames only.
 pub fn recorded_zones(machine: &MachineInfo) -> Vec<Zone> {
-    machine
+    let spans = machine
         .zones
         .iter()
         .filter(|z| z.spanned > 0)
-        .map(|z| Zone::new(z.start_pfn, z.start_pfn + z.spanned))
-        .collect()
+        .map(|z| (z.start_pfn, z.start_pfn + z.spanned));
+    if machine.ram.is_empty() {
+        return spans.map(|(start, end)| Zone::new(start, end)).collect();
+    }
+    let mut zones: Vec<Zone> = spans
+        .flat_map(|(start, end)| {
+            machine.ram.iter().filter_map(move |&(ram_start, ram_end)| {
+                let (s, e) = (start.max(ram_start), end.min(ram_end));
+                (s < e).then(|| Zone::new(s, e))
+            })
+        })
+        .collect();
+    zones.sort_by_key(|z| z.start);
+    zones
 }
 
 /// The zones the allocators manage under `options`.
@@ -203,6 +218,7 @@ mod tests {
                 present: 2048,
             }],
             kernel: String::new(),
+            ram: Vec::new(),
         }
     }
 
@@ -264,6 +280,27 @@ mod tests {
         )
         .unwrap();
         assert_eq!(row.wear.frames, 512);
+    }
+
+    #[test]
+    fn recorded_zones_leave_out_the_holes_the_machine_has() {
+        let mut m = machine();
+        m.zones.push(ZoneInfo {
+            node: 0,
+            name: "DMA32".into(),
+            start_pfn: 0x1000,
+            spanned: 0xff000,
+            present: 0xbf000,
+        });
+        assert_eq!(
+            recorded_zones(&m),
+            vec![Zone::new(0x100, 0x900), Zone::new(0x1000, 0x100000)]
+        );
+        m.ram = vec![(0x1, 0x9f), (0x100, 0xc0000)];
+        assert_eq!(
+            recorded_zones(&m),
+            vec![Zone::new(0x100, 0x900), Zone::new(0x1000, 0xc0000)]
+        );
     }
 
     #[test]

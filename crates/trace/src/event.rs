@@ -57,4 +57,10 @@ pub struct MachineInfo {
     pub zones: Vec<ZoneInfo>,
     /// `uname -r` of the recording kernel; empty when unknown.
     pub kernel: String,
+    /// Frames backed by RAM (`System RAM` in `/proc/iomem`) as pfn ranges
+    /// `[start, end)`, ascending. Zones span holes (the PCI hole below
+    /// 4 GiB is inside DMA32); these say which frames exist. Empty when
+    /// unknown: traces recorded before this field, or without root.
+    #[serde(default)]
+    pub ram: Vec<(u64, u64)>,
 }

@@ -87,6 +87,45 @@ pub fn parse_meminfo_total(text: &str) -> Result<u64, String> {
     Err("no MemTotal line".into())
 }
 
+/// The `System RAM` ranges of `/proc/iomem` text as pfn ranges
+/// `[start, end)` for `page_size`, ascending, partial pages left out.
+/// Without root the kernel shows every address as 0: then the ranges are
+/// unknown and the answer is empty.
+pub fn parse_iomem_ram(text: &str, page_size: u64) -> Result<Vec<(u64, u64)>, String> {
+    let mut ram = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        // Top-level resources only: nested ones are indented.
+        if line.starts_with(' ') || !line.ends_with(": System RAM") {
+            continue;
+        }
+        let range = line.split(" : ").next().unwrap_or("");
+        let (start, end) = range
+            .split_once('-')
+            .and_then(|(a, b)| {
+                Some((
+                    u64::from_str_radix(a.trim(), 16).ok()?,
+                    u64::from_str_radix(b.trim(), 16).ok()?,
+                ))
+            })
+            .ok_or_else(|| format!("line {}: {line:?} is not a hex address range", n + 1))?;
+        if end < start {
+            return Err(format!("line {}: {line:?} ends before it starts", n + 1));
+        }
+        // `end` is inclusive.
+        let (first, last) = (start.div_ceil(page_size), (end + 1) / page_size);
+        if first < last {
+            ram.push((first, last));
+        }
+    }
+    if ram.iter().all(|&(a, b)| a == 0 && b == 0)
+        || ram.iter().all(|&(a, _)| a == 0) && ram.len() > 1
+    {
+        return Ok(Vec::new());
+    }
+    ram.sort_unstable();
+    Ok(ram)
+}
+
 fn read(path: &str) -> Result<String, TraceError> {
     std::fs::read_to_string(path).map_err(|e| TraceError::io(Path::new(path), e))
 }
@@ -113,18 +152,50 @@ pub fn current() -> Result<MachineInfo, TraceError> {
     let kernel = read("/proc/sys/kernel/osrelease")
         .map(|s| s.trim().to_owned())
         .unwrap_or_default();
+    let page = u64::try_from(page_size).unwrap_or(4096);
+    let ram = match read("/proc/iomem") {
+        Ok(text) => parse_iomem_ram(&text, page).map_err(|m| parse_err("/proc/iomem", m))?,
+        // Some kernels hide it; the zones alone still describe the machine.
+        Err(_) => Vec::new(),
+    };
     Ok(MachineInfo {
         page_size: u64::try_from(page_size).unwrap_or(4096),
         memory_bytes,
         cpus: u32::try_from(cpus).unwrap_or(1).max(1),
         zones,
         kernel,
+        ram,
     })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn iomem_ram_ranges_become_whole_pages() {
+        let text = "\
+00000000-00000fff : Reserved
+00001000-0009fbff : System RAM
+000a0000-000fffff : Reserved
+  000a0000-000bffff : PCI Bus 0000:00
+00100000-bfffffff : System RAM
+  01000000-01ffffff : Kernel code
+c0000000-febfffff : PCI Bus 0000:00
+100000000-63fffffff : System RAM
+";
+        let ram = parse_iomem_ram(text, 4096).unwrap();
+        assert_eq!(
+            ram,
+            vec![(0x1, 0x9f), (0x100, 0xc0000), (0x100000, 0x640000)]
+        );
+        // What a user without root sees.
+        let hidden = "00000000-00000000 : System RAM\n00000000-00000000 : System RAM\n";
+        assert_eq!(parse_iomem_ram(hidden, 4096).unwrap(), vec![]);
+        assert!(parse_iomem_ram("zz-10 : System RAM\n", 4096)
+            .unwrap_err()
+            .contains("line 1"));
+    }
 
     const ZONEINFO: &str = "\
 Node 0, zone      DMA
