@@ -1,0 +1,64 @@
+//! # nvmos-memsys: the machine every study runs on
+//!
+//! One [`Machine`] description shared by every nvmos study: the page size,
+//! the zones and the [`Technology`] (DRAM or PCM) behind each range of
+//! page frames, how the memory is organised (channels, ranks, bank groups,
+//! banks, rows, columns), the [`AddressMapping`] from physical addresses to
+//! those [`Coordinates`], and per-technology [`Timing`]s.
+//!
+//! Where the OS puts a page frame decides which banks its cache lines land
+//! in, and so how often cores collide in a bank's row buffer (seed 002).
+//! The mapping is what connects the two, and it is given the way reverse
+//! engineering finds it: bit slices plus XOR functions of address bits,
+//! and a modulo channel interleave for channel counts that are not a power
+//! of two. A mapping is checked when it is loaded to be invertible:
+//! [`AddressMapping::decode`] and [`AddressMapping::encode`] are inverse
+//! over the whole mapped range.
+//!
+//! Machines are written in TOML. Four presets are built in (see
+//! [`Machine::preset_names`]): `xeon-3ch` (the seed's Xeon), `ddr4-2400`,
+//! `coffeelake-xor` (a published Intel XOR bank mapping) and `pcm-lee2009`
+//! (PCM timings from Lee et al., ISCA 2009); each file says where its
+//! numbers come from. [`Machine::load`] reads any other file.
+//!
+//! [`bank`] holds the per-bank part of the timing model: each bank's open
+//! row ([`BankState`]) under an open- or closed-page [`PagePolicy`], and
+//! when a request's data is done given `tRCD`/`tCL`/`tRP`/`tRAS`/`tWR`
+//! ([`BankState::access`], [`Timing::unloaded_latency`]). Request queues,
+//! scheduling and bus contention are not here yet.
+//!
+//! ```
+//! use nvmos_memsys::{Coordinates, Machine, Technology};
+//!
+//! let xeon = Machine::preset("xeon-3ch")?;
+//! // Consecutive cache lines of a frame go round the three channels...
+//! let channels: Vec<u32> = (0..4).map(|line| xeon.decode(line * 64).unwrap().channel).collect();
+//! assert_eq!(channels, [0, 1, 2, 0]);
+//! // ...and the bank changes every 12 KB.
+//! assert_eq!(xeon.decode(12 * 1024)?.bank, 1);
+//!
+//! // encode is decode's inverse.
+//! let c = Coordinates { channel: 2, rank: 3, bank: 5, row: 100, column: 7, ..Default::default() };
+//! assert_eq!(xeon.decode(xeon.encode(&c)?)?, c);
+//!
+//! let pcm = Machine::preset("pcm-lee2009")?;
+//! assert_eq!(pcm.technology_of(0), Some(Technology::Pcm));
+//! assert!(pcm.timing(Technology::Pcm).unwrap().rp > pcm.timing(Technology::Pcm).unwrap().rcd);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+#![warn(missing_docs)]
+
+pub mod bank;
+mod error;
+mod machine;
+pub mod mapping;
+mod timing;
+
+pub use bank::{AccessKind, BankState, PagePolicy, RowOutcome, RowStats, Served};
+pub use error::{LoadError, MachineError};
+pub use machine::{Machine, MachineSpec, Organisation, Zone};
+pub use mapping::{
+    AddressError, AddressMapping, BitSpec, ChannelModulo, Coordinates, Field, MappingError,
+    MappingSpec,
+};
+pub use timing::{Technology, Timing, TimingError, Timings};

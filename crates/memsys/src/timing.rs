@@ -1,0 +1,223 @@
+//! Memory technologies and their timing parameters.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// The technology behind a range of page frames.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Technology {
+    /// DRAM: symmetric reads and writes, refreshed, no wear.
+    Dram,
+    /// Phase-change memory: slow array writes, worn out by writes.
+    Pcm,
+}
+
+impl Technology {
+    /// Its key in a preset's `[timing]` table.
+    pub fn name(self) -> &'static str {
+        match self {
+            Technology::Dram => "dram",
+            Technology::Pcm => "pcm",
+        }
+    }
+}
+
+impl fmt::Display for Technology {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Timing parameters of one technology, in clock cycles of the memory
+/// bus clock `tCK`, named as JEDEC names them.
+///
+/// For PCM the row buffer sits in front of a slow array: following Lee et
+/// al. (ISCA 2009), reading the array into the row buffer is `tRCD` and
+/// writing a dirty row buffer back to the array happens at precharge, so
+/// PCM's slow writes show up as a long `tRP`.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Timing {
+    /// Clock period in picoseconds.
+    #[serde(rename = "tCK_ps")]
+    pub tck_ps: u32,
+    /// Activate to read/write: opening a row.
+    #[serde(rename = "tRCD")]
+    pub rcd: u32,
+    /// Read command to first data (CAS latency).
+    #[serde(rename = "tCL")]
+    pub cl: u32,
+    /// Precharge: closing a row (for PCM, writing it back).
+    #[serde(rename = "tRP")]
+    pub rp: u32,
+    /// Activate to precharge: the least time a row stays open.
+    #[serde(rename = "tRAS")]
+    pub ras: u32,
+    /// Write recovery: end of write data to precharge.
+    #[serde(rename = "tWR")]
+    pub wr: u32,
+    /// Transfers per burst (8 for DDR3/DDR4 BL8).
+    pub burst_length: u32,
+}
+
+/// Why a timing table was refused.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum TimingError {
+    /// A parameter that must be positive is zero.
+    #[error("timing.{technology}.{field} must be greater than zero")]
+    Zero {
+        /// Technology.
+        technology: Technology,
+        /// Parameter as written in the preset.
+        field: &'static str,
+    },
+    /// A row must stay open at least until it can be read.
+    #[error("timing.{technology}.tRAS = {ras} is shorter than timing.{technology}.tRCD = {rcd}: a row must stay open at least until it can be read")]
+    RasShorterThanRcd {
+        /// Technology.
+        technology: Technology,
+        /// tRAS.
+        ras: u32,
+        /// tRCD.
+        rcd: u32,
+    },
+    /// DDR moves two transfers a clock, so a burst is an even number.
+    #[error(
+        "timing.{technology}.burst_length = {burst_length} must be even (two transfers per clock)"
+    )]
+    OddBurst {
+        /// Technology.
+        technology: Technology,
+        /// The burst length.
+        burst_length: u32,
+    },
+}
+
+impl Timing {
+    /// Check the parameters for consistency.
+    pub fn validate(&self, technology: Technology) -> Result<(), TimingError> {
+        for (field, value) in [
+            ("tCK_ps", self.tck_ps),
+            ("tRCD", self.rcd),
+            ("tCL", self.cl),
+            ("tRP", self.rp),
+            ("tRAS", self.ras),
+            ("tWR", self.wr),
+            ("burst_length", self.burst_length),
+        ] {
+            if value == 0 {
+                return Err(TimingError::Zero { technology, field });
+            }
+        }
+        if self.ras < self.rcd {
+            return Err(TimingError::RasShorterThanRcd {
+                technology,
+                ras: self.ras,
+                rcd: self.rcd,
+            });
+        }
+        if self.burst_length & 1 == 1 {
+            return Err(TimingError::OddBurst {
+                technology,
+                burst_length: self.burst_length,
+            });
+        }
+        Ok(())
+    }
+
+    /// Cycles the data bus is busy with one burst (`tBURST`): double data
+    /// rate, two transfers a clock.
+    pub fn burst_cycles(&self) -> u32 {
+        self.burst_length / 2
+    }
+
+    /// `cycles` in nanoseconds.
+    pub fn ns(&self, cycles: u32) -> f64 {
+        f64::from(cycles) * f64::from(self.tck_ps) / 1000.0
+    }
+}
+
+/// The timing table of each technology a machine has.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Timings {
+    /// DRAM timings, if the machine has DRAM.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dram: Option<Timing>,
+    /// PCM timings, if the machine has PCM.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pcm: Option<Timing>,
+}
+
+impl Timings {
+    /// The timings of `technology`, if given.
+    pub fn get(&self, technology: Technology) -> Option<&Timing> {
+        match technology {
+            Technology::Dram => self.dram.as_ref(),
+            Technology::Pcm => self.pcm.as_ref(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const DDR4: Timing = Timing {
+        tck_ps: 833,
+        rcd: 17,
+        cl: 17,
+        rp: 17,
+        ras: 39,
+        wr: 18,
+        burst_length: 8,
+    };
+
+    #[test]
+    fn inconsistent_timings_are_refused_by_name() {
+        assert_eq!(DDR4.validate(Technology::Dram), Ok(()));
+        let e = Timing { ras: 10, ..DDR4 }
+            .validate(Technology::Dram)
+            .unwrap_err();
+        assert!(matches!(
+            e,
+            TimingError::RasShorterThanRcd {
+                ras: 10,
+                rcd: 17,
+                ..
+            }
+        ));
+        assert!(e.to_string().contains("timing.dram.tRAS"), "{e}");
+        let e = Timing { tck_ps: 0, ..DDR4 }
+            .validate(Technology::Pcm)
+            .unwrap_err();
+        assert_eq!(
+            e,
+            TimingError::Zero {
+                technology: Technology::Pcm,
+                field: "tCK_ps"
+            }
+        );
+        let e = Timing {
+            burst_length: 7,
+            ..DDR4
+        }
+        .validate(Technology::Dram)
+        .unwrap_err();
+        assert!(matches!(
+            e,
+            TimingError::OddBurst {
+                burst_length: 7,
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn burst_and_ns() {
+        assert_eq!(DDR4.burst_cycles(), 4);
+        assert!((DDR4.ns(DDR4.cl) - 14.161).abs() < 1e-9);
+    }
+}
