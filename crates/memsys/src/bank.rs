@@ -199,27 +199,7 @@ impl RowStats {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// DDR4-2400 17-17-17.
-    const DDR4: Timing = Timing {
-        tck_ps: 833,
-        rcd: 17,
-        cl: 17,
-        rp: 17,
-        ras: 39,
-        wr: 18,
-        burst_length: 8,
-    };
-    /// Lee et al. 2009 PCM.
-    const PCM: Timing = Timing {
-        tck_ps: 2500,
-        rcd: 22,
-        cl: 5,
-        rp: 60,
-        ras: 22,
-        wr: 6,
-        burst_length: 8,
-    };
+    use crate::timing::fixtures::{DDR4, PCM};
 
     #[test]
     fn unloaded_latencies_follow_the_timings() {

@@ -161,11 +161,13 @@ impl Timings {
     }
 }
 
+/// Timings the unit tests of this crate share.
 #[cfg(test)]
-mod tests {
-    use super::*;
+pub(crate) mod fixtures {
+    use super::Timing;
 
-    const DDR4: Timing = Timing {
+    /// DDR4-2400 17-17-17 (JESD79-4), as the `ddr4-2400` preset.
+    pub(crate) const DDR4: Timing = Timing {
         tck_ps: 833,
         rcd: 17,
         cl: 17,
@@ -174,6 +176,30 @@ mod tests {
         wr: 18,
         burst_length: 8,
     };
+
+    /// Lee et al. 2009 PCM, as the `pcm-lee2009` preset.
+    pub(crate) const PCM: Timing = Timing {
+        tck_ps: 2500,
+        rcd: 22,
+        cl: 5,
+        rp: 60,
+        ras: 22,
+        wr: 6,
+        burst_length: 8,
+    };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fixtures::{DDR4, PCM};
+    use super::*;
+
+    #[test]
+    fn fixtures_are_the_presets_timings() {
+        let preset = |name| crate::Machine::preset(name).unwrap();
+        assert_eq!(preset("ddr4-2400").timing(Technology::Dram), Some(&DDR4));
+        assert_eq!(preset("pcm-lee2009").timing(Technology::Pcm), Some(&PCM));
+    }
 
     #[test]
     fn inconsistent_timings_are_refused_by_name() {
