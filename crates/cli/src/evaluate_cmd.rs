@@ -1,6 +1,5 @@
 //! `nvmos evaluate` and `nvmos replay`: real traces through every allocator.
 
-use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
@@ -143,7 +142,7 @@ fn trace_files(dir: &Path) -> Result<Vec<PathBuf>> {
 fn study(files: &[PathBuf], args: &StudyArgs) -> Result<Evaluation> {
     let options = args.options()?;
     let kinds = args.kinds()?;
-    let progress = progress_bar((files.len() * (kinds.len() + 1)) as u64);
+    let progress = crate::progress_bar((files.len() * (kinds.len() + 1)) as u64);
     let mut traces = Vec::new();
     for path in files {
         let source =
@@ -206,18 +205,6 @@ fn single_zone_machine(frames: u64, cpus: Option<u32>) -> MachineInfo {
         kernel: String::new(),
         ram: Vec::new(),
     }
-}
-
-fn progress_bar(len: u64) -> indicatif::ProgressBar {
-    if !std::io::stderr().is_terminal() {
-        return indicatif::ProgressBar::hidden();
-    }
-    let bar = indicatif::ProgressBar::new(len);
-    bar.set_style(
-        indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} {msg}")
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-    );
-    bar
 }
 
 fn print_tables(evaluation: &Evaluation) {

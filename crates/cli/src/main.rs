@@ -224,20 +224,16 @@ fn bench_alloc(args: &AllocArgs) -> Result<()> {
     config.check()?;
     let bar = progress_bar(config.steps());
     let report = bench::alloc::run(&config, &mut |step: &Step| {
-        if let Some(bar) = &bar {
-            bar.set_message(format!(
-                "{} {} {} thr round {}",
-                step.pattern,
-                step.allocator,
-                step.threads,
-                step.round + 1
-            ));
-            bar.inc(1);
-        }
+        bar.set_message(format!(
+            "{} {} {} thr round {}",
+            step.pattern,
+            step.allocator,
+            step.threads,
+            step.round + 1
+        ));
+        bar.inc(1);
     });
-    if let Some(bar) = &bar {
-        bar.finish_and_clear();
-    }
+    bar.finish_and_clear();
     let report = report?;
     if let Some(path) = &args.csv {
         std::fs::write(path, render::csv(&report))
@@ -251,14 +247,15 @@ fn bench_alloc(args: &AllocArgs) -> Result<()> {
     Ok(())
 }
 
-/// A bar on stderr when a person is watching; nothing otherwise.
-fn progress_bar(steps: u64) -> Option<ProgressBar> {
+/// A progress bar on stderr when a person is watching; a hidden one (which
+/// draws nothing) when output goes to a file, a pipe or CI.
+pub(crate) fn progress_bar(steps: u64) -> ProgressBar {
     if !std::io::stderr().is_terminal() {
-        return None;
+        return ProgressBar::hidden();
     }
     let bar = ProgressBar::new(steps);
     let style = ProgressStyle::with_template("{bar:30} {pos}/{len} {elapsed_precise} {msg}")
         .unwrap_or_else(|_| ProgressStyle::default_bar());
     bar.set_style(style);
-    Some(bar)
+    bar
 }

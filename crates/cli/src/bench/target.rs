@@ -145,17 +145,12 @@ impl AllocatorKind {
         AllocatorKind::Bsa,
     ];
 
-    /// The name `--alloc` takes and results carry.
+    /// The name `--alloc` takes and results carry: the registry's name for
+    /// nvmos allocators.
     pub const fn name(self) -> &'static str {
-        match self {
-            AllocatorKind::Buddy => "buddy",
-            AllocatorKind::Lbs1 => "LBS-1",
-            AllocatorKind::Lbs31 => "LBS-31",
-            AllocatorKind::IBuddy => "iBuddy",
-            AllocatorKind::Lis1 => "LiS-1",
-            AllocatorKind::Lis31 => "LiS-31",
-            AllocatorKind::LinuxPcp => "linux-pcp",
-            AllocatorKind::Bsa => "bsa",
+        match self.nvmos() {
+            Some(kind) => kind.name(),
+            None => "bsa",
         }
     }
 
