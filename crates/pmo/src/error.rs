@@ -1,0 +1,212 @@
+//! Errors of the pool and its objects. Each names what failed and where:
+//! the pool file, the object, the page.
+
+use std::path::PathBuf;
+
+/// Everything the pool and its objects can refuse or detect.
+#[derive(Debug, thiserror::Error)]
+pub enum PmoError {
+    /// An operating-system call on the pool file failed.
+    #[error("{op} {path}: {source}")]
+    Io {
+        /// What we were doing.
+        op: &'static str,
+        /// The pool file.
+        path: PathBuf,
+        /// The system's error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file does not start with a valid pool header.
+    #[error("{path} is not an nvmos PMO pool: {reason}")]
+    NotAPool {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The file is shorter than its header says.
+    #[error("pool {path} is truncated: {actual} bytes, its header says {expected}")]
+    Truncated {
+        /// The file.
+        path: PathBuf,
+        /// Bytes the header promises.
+        expected: u64,
+        /// Bytes the file has.
+        actual: u64,
+    },
+    /// A pool cannot be created at this size.
+    #[error("pool size {size} bytes is invalid: {reason}")]
+    BadPoolSize {
+        /// The size asked for.
+        size: u64,
+        /// Why not.
+        reason: String,
+    },
+    /// The pool file already exists (create never overwrites).
+    #[error("{path} already exists; remove it first to create a new pool there")]
+    PoolExists {
+        /// The file.
+        path: PathBuf,
+    },
+    /// Another open of the pool holds the lock this open needs.
+    #[error("pool {path} is open {held} elsewhere (lock held): {wanted} access refused")]
+    PoolBusy {
+        /// The pool file.
+        path: PathBuf,
+        /// "for writing" or "for reading".
+        held: &'static str,
+        /// "write" or "read".
+        wanted: &'static str,
+    },
+    /// The pool was opened read-only and the call changes it.
+    #[error("pool {path} is open read-only; {op} needs it open for writing")]
+    PoolReadOnly {
+        /// The pool file.
+        path: PathBuf,
+        /// The refused operation.
+        op: &'static str,
+    },
+    /// No object of that name in the pool.
+    #[error("no object named {name:?} in the pool")]
+    UnknownObject {
+        /// The name asked for.
+        name: String,
+    },
+    /// pcreate of a name that exists.
+    #[error("an object named {name:?} already exists in the pool")]
+    ObjectExists {
+        /// The name.
+        name: String,
+    },
+    /// An object name that is empty, too long or not printable.
+    #[error("invalid object name {name:?}: {reason}")]
+    BadName {
+        /// The name.
+        name: String,
+        /// Why.
+        reason: &'static str,
+    },
+    /// pcreate with size zero (or a size the layout cannot hold).
+    #[error("invalid size {size} bytes for object {name:?}: {reason}")]
+    BadObjectSize {
+        /// The object.
+        name: String,
+        /// The size asked for.
+        size: u64,
+        /// Why.
+        reason: String,
+    },
+    /// The key does not open this object.
+    #[error("wrong key for object {name:?}")]
+    WrongKey {
+        /// The object.
+        name: String,
+    },
+    /// The object is encrypted and no key was given.
+    #[error("object {name:?} is encrypted: a key is needed")]
+    KeyRequired {
+        /// The object.
+        name: String,
+    },
+    /// A key was given for an object stored without encryption.
+    #[error("object {name:?} is not encrypted; it takes no key")]
+    KeyNotExpected {
+        /// The object.
+        name: String,
+    },
+    /// The object is already attached for writing.
+    #[error("object {name:?} is already attached for writing")]
+    AlreadyAttached {
+        /// The object.
+        name: String,
+    },
+    /// A write to an object attached read-only.
+    #[error("object {name:?} is attached read-only")]
+    ReadOnly {
+        /// The object.
+        name: String,
+    },
+    /// A page index past the end of the object.
+    #[error("page {page} is outside object {name:?} ({pages} pages)")]
+    PageOutOfRange {
+        /// The object.
+        name: String,
+        /// The index asked for.
+        page: usize,
+        /// Pages in the object.
+        pages: usize,
+    },
+    /// A buffer that is not exactly one page.
+    #[error(
+        "buffer of {len} bytes for page {page} of object {name:?}: a page is {page_size} bytes"
+    )]
+    BadBuffer {
+        /// The object.
+        name: String,
+        /// The page.
+        page: usize,
+        /// The buffer's length.
+        len: usize,
+        /// Bytes per page.
+        page_size: usize,
+    },
+    /// No room: not enough free frames (or directory slots, or address plan).
+    #[error("pool is full: {what}")]
+    PoolFull {
+        /// What ran out.
+        what: String,
+    },
+    /// A sealed page failed authentication: tampered, swapped, moved or rolled back.
+    #[error("object {name:?} page {page}: authentication failed (page tampered with, swapped, moved or rolled back)")]
+    PageAuth {
+        /// The object.
+        name: String,
+        /// The page.
+        page: usize,
+    },
+    /// A page-table page does not match the hash the root holds for it.
+    #[error("object {name:?} page table {table} (pages {first}..{end}): hash does not match the root (table tampered with or rolled back)")]
+    TableAuth {
+        /// The object.
+        name: String,
+        /// The table page index.
+        table: usize,
+        /// First object page it maps.
+        first: usize,
+        /// One past the last.
+        end: usize,
+    },
+    /// The object's root failed its check (MAC with the key, or hash without encryption).
+    #[error("object {name:?} root: {reason}")]
+    RootAuth {
+        /// The object.
+        name: String,
+        /// What failed.
+        reason: String,
+    },
+    /// The root is authentic but older than the epoch the pool directory records.
+    #[error("object {name:?} rolled back: its root is epoch {root_epoch}, the pool records epoch {pool_epoch}")]
+    RolledBack {
+        /// The object.
+        name: String,
+        /// Epoch in the (authentic) root.
+        root_epoch: u64,
+        /// Epoch in the directory.
+        pool_epoch: u64,
+    },
+    /// Pool metadata that cannot be right (a frame used twice, a pointer out of the pool).
+    #[error("pool {path} is inconsistent: {what}")]
+    Inconsistent {
+        /// The pool file.
+        path: PathBuf,
+        /// What is wrong.
+        what: String,
+    },
+    /// Argon2 refused the KDF parameters.
+    #[error("key derivation parameters refused: {0}")]
+    Kdf(String),
+}
+
+/// Results of this crate.
+pub type Result<T> = std::result::Result<T, PmoError>;

@@ -1,0 +1,344 @@
+//! The pool file's layout. All integers little-endian; a frame is 4 KiB.
+//!
+//! ```text
+//! frame 0            pool header (magic, geometry, address plan, CRC)
+//! frames 1..9        directory: 256 slots × two 64-byte records (shadow pair)
+//! frames 9..         data frames, handed out by the frame allocator:
+//!                    object roots, page-table pages, sealed data pages
+//! ```
+//!
+//! An object is a tree: directory record → root (one or more frames) →
+//! page-table pages (128 entries of 32 bytes each) → data frames. Nothing
+//! reachable from a committed record is ever written in place; a psync
+//! writes new data frames, new table pages and a new root, then flips the
+//! slot's older record to point at them (the one atomic update). The set
+//! of frames reachable from the current records *is* the allocation map:
+//! opening a pool rebuilds the allocator from it, so a crash cannot leak or
+//! double-allocate a frame.
+
+use crate::crypto::KdfParams;
+
+/// Bytes per page and per frame.
+pub const PAGE: usize = 4096;
+/// Directory slots (objects a pool can hold at once).
+pub const SLOTS: usize = 256;
+/// Bytes per directory record.
+pub const RECORD: usize = 64;
+/// First directory frame.
+pub const DIR_START: u64 = 1;
+/// Directory frames.
+pub const DIR_PAGES: u64 = (SLOTS * 2 * RECORD / PAGE) as u64;
+/// First data frame.
+pub const DATA_START: u64 = DIR_START + DIR_PAGES;
+/// Page-table entries per table page.
+pub const ENTRIES_PER_TABLE: usize = PAGE / ENTRY;
+/// Bytes per page-table entry: pfn, version, GCM tag.
+pub const ENTRY: usize = 32;
+/// Longest object name in bytes.
+pub const MAX_NAME: usize = 64;
+
+pub const POOL_MAGIC: &[u8; 8] = b"NVMOSPL1";
+pub const ROOT_MAGIC: &[u8; 8] = b"NVMOSRT1";
+pub const FORMAT_VERSION: u32 = 1;
+
+fn u32_at(b: &[u8], o: usize) -> u32 {
+    u32::from_le_bytes(b[o..o + 4].try_into().expect("4 bytes"))
+}
+fn u64_at(b: &[u8], o: usize) -> u64 {
+    u64::from_le_bytes(b[o..o + 8].try_into().expect("8 bytes"))
+}
+fn put32(b: &mut [u8], o: usize, v: u32) {
+    b[o..o + 4].copy_from_slice(&v.to_le_bytes());
+}
+fn put64(b: &mut [u8], o: usize, v: u64) {
+    b[o..o + 8].copy_from_slice(&v.to_le_bytes());
+}
+
+/// Frame 0.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Header {
+    pub total_pages: u64,
+    /// Start of the virtual address range objects of this pool are placed in.
+    pub plan_base: u64,
+    /// Its length.
+    pub plan_len: u64,
+    pub pool_id: u64,
+}
+
+const HEADER_CRC_AT: usize = 76;
+
+impl Header {
+    pub fn encode(&self) -> [u8; 80] {
+        let mut b = [0u8; 80];
+        b[..8].copy_from_slice(POOL_MAGIC);
+        put32(&mut b, 8, FORMAT_VERSION);
+        put32(&mut b, 12, PAGE as u32);
+        put64(&mut b, 16, self.total_pages);
+        put64(&mut b, 24, DIR_START);
+        put32(&mut b, 32, SLOTS as u32);
+        put64(&mut b, 36, DATA_START);
+        put64(&mut b, 44, self.plan_base);
+        put64(&mut b, 52, self.plan_len);
+        put64(&mut b, 60, self.pool_id);
+        let crc = crc32fast::hash(&b[..HEADER_CRC_AT]);
+        put32(&mut b, HEADER_CRC_AT, crc);
+        b
+    }
+
+    /// Parse frame 0; the error says what is wrong.
+    pub fn decode(b: &[u8]) -> Result<Header, String> {
+        if b.len() < 80 {
+            return Err(format!("{} bytes, shorter than a pool header", b.len()));
+        }
+        if &b[..8] != POOL_MAGIC {
+            return Err("no pool magic at offset 0".into());
+        }
+        if crc32fast::hash(&b[..HEADER_CRC_AT]) != u32_at(b, HEADER_CRC_AT) {
+            return Err("header checksum mismatch at offset 76".into());
+        }
+        let version = u32_at(b, 8);
+        if version != FORMAT_VERSION {
+            return Err(format!(
+                "format version {version}, this build reads {FORMAT_VERSION}"
+            ));
+        }
+        if u32_at(b, 12) as usize != PAGE
+            || u64_at(b, 24) != DIR_START
+            || u32_at(b, 32) as usize != SLOTS
+            || u64_at(b, 36) != DATA_START
+        {
+            return Err("geometry (page size, directory) differs from this build's".into());
+        }
+        let h = Header {
+            total_pages: u64_at(b, 16),
+            plan_base: u64_at(b, 44),
+            plan_len: u64_at(b, 52),
+            pool_id: u64_at(b, 60),
+        };
+        if h.total_pages <= DATA_START {
+            return Err(format!("{} pages leave no data frames", h.total_pages));
+        }
+        Ok(h)
+    }
+}
+
+/// State of a directory slot's record.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum SlotState {
+    Live = 1,
+    Destroyed = 2,
+}
+
+/// One directory record: the committed root of an object, or a tombstone.
+/// A slot holds two; the valid one with the higher `seq` is current, and
+/// an update always overwrites the other, so a torn write (caught by the
+/// CRC) leaves the current one intact.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Record {
+    /// Sequence number = the object's epoch (never reused within a slot).
+    pub seq: u64,
+    pub state: SlotState,
+    pub root_len: u32,
+    pub root_pfn: u64,
+    pub obj_id: u64,
+    /// First 16 bytes of SHA-256 of the stored root (frame list and blob).
+    pub root_sha: [u8; 16],
+}
+
+impl Record {
+    pub fn encode(&self) -> [u8; RECORD] {
+        let mut b = [0u8; RECORD];
+        put64(&mut b, 0, self.seq);
+        put32(&mut b, 8, self.state as u32);
+        put32(&mut b, 12, self.root_len);
+        put64(&mut b, 16, self.root_pfn);
+        put64(&mut b, 24, self.obj_id);
+        b[40..56].copy_from_slice(&self.root_sha);
+        let crc = crc32fast::hash(&b[..56]);
+        put32(&mut b, 56, crc);
+        b
+    }
+
+    /// `None` for an empty or torn record.
+    pub fn decode(b: &[u8]) -> Option<Record> {
+        let seq = u64_at(b, 0);
+        if seq == 0 || crc32fast::hash(&b[..56]) != u32_at(b, 56) {
+            return None;
+        }
+        let state = match u32_at(b, 8) {
+            1 => SlotState::Live,
+            2 => SlotState::Destroyed,
+            _ => return None,
+        };
+        Some(Record {
+            seq,
+            state,
+            root_len: u32_at(b, 12),
+            root_pfn: u64_at(b, 16),
+            obj_id: u64_at(b, 24),
+            root_sha: b[40..56].try_into().expect("16 bytes"),
+        })
+    }
+}
+
+/// Byte offset of record `which` (0 or 1) of `slot` in the file.
+pub fn record_offset(slot: usize, which: usize) -> usize {
+    DIR_START as usize * PAGE + (slot * 2 + which) * RECORD
+}
+
+/// An object's root: identity, key material, and the hash of every
+/// page-table page. MAC'd with the object's key (SHA-256 without one).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Root {
+    pub obj_id: u64,
+    /// Equals the directory record's `seq` when the root is current.
+    pub epoch: u64,
+    /// Page versions (GCM nonce counters) below this may have been used.
+    pub nonce_hw: u64,
+    pub encrypted: bool,
+    pub name: String,
+    pub pages: u64,
+    pub base: u64,
+    pub salt: [u8; 16],
+    pub verifier: [u8; 32],
+    pub kdf: KdfParams,
+    /// Per table page: its frame (0 = all entries empty) and SHA-256.
+    pub tables: Vec<(u64, [u8; 32])>,
+}
+
+pub const ROOT_FIXED: usize = 192;
+pub const ROOT_TABLE: usize = 40;
+pub const ROOT_MAC: usize = 32;
+/// Continuation frames a root can list in its first frame.
+pub const MAX_ROOT_FRAMES: usize = (PAGE - 8) / 8;
+
+impl Root {
+    pub fn blob_len(tables: usize) -> usize {
+        ROOT_FIXED + ROOT_TABLE * tables + ROOT_MAC
+    }
+
+    /// Frames to store a root with `tables` table pages: the first holds
+    /// the list of the others, then the blob runs across all of them.
+    pub fn frames_for(tables: usize) -> usize {
+        let blob = Self::blob_len(tables);
+        let mut n = 1;
+        while n * PAGE < 8 + 8 * (n - 1) + blob {
+            n += 1;
+        }
+        n
+    }
+
+    /// The blob without its MAC.
+    pub fn encode_body(&self) -> Vec<u8> {
+        let mut b = vec![0u8; ROOT_FIXED + ROOT_TABLE * self.tables.len()];
+        b[..8].copy_from_slice(ROOT_MAGIC);
+        put64(&mut b, 8, self.obj_id);
+        put64(&mut b, 16, self.epoch);
+        put64(&mut b, 24, self.nonce_hw);
+        put32(&mut b, 32, u32::from(self.encrypted));
+        put32(&mut b, 36, self.name.len() as u32);
+        b[40..40 + self.name.len()].copy_from_slice(self.name.as_bytes());
+        put64(&mut b, 104, self.pages);
+        put64(&mut b, 112, self.base);
+        b[120..136].copy_from_slice(&self.salt);
+        b[136..168].copy_from_slice(&self.verifier);
+        put32(&mut b, 168, self.kdf.m_cost);
+        put32(&mut b, 172, self.kdf.t_cost);
+        put32(&mut b, 176, self.kdf.p_cost);
+        put32(&mut b, 180, self.tables.len() as u32);
+        for (i, (pfn, sha)) in self.tables.iter().enumerate() {
+            let o = ROOT_FIXED + i * ROOT_TABLE;
+            put64(&mut b, o, *pfn);
+            b[o + 8..o + 40].copy_from_slice(sha);
+        }
+        b
+    }
+
+    /// Parse a blob (body and MAC); returns the root and its MAC. Checks
+    /// structure only: the MAC is the caller's.
+    pub fn decode(blob: &[u8]) -> Result<(Root, [u8; 32]), String> {
+        if blob.len() < ROOT_FIXED + ROOT_MAC {
+            return Err(format!("{} bytes, shorter than a root", blob.len()));
+        }
+        if &blob[..8] != ROOT_MAGIC {
+            return Err("no root magic".into());
+        }
+        let name_len = u32_at(blob, 36) as usize;
+        if name_len == 0 || name_len > MAX_NAME {
+            return Err(format!("name length {name_len}"));
+        }
+        let name = std::str::from_utf8(&blob[40..40 + name_len])
+            .map_err(|_| "name is not UTF-8".to_string())?
+            .to_string();
+        let tables = u32_at(blob, 180) as usize;
+        if blob.len() != Self::blob_len(tables) {
+            return Err(format!("{} bytes for {tables} table pages", blob.len()));
+        }
+        let pages = u64_at(blob, 104);
+        if pages == 0 || pages.div_ceil(ENTRIES_PER_TABLE as u64) != tables as u64 {
+            return Err(format!("{pages} pages with {tables} table pages"));
+        }
+        let tables = (0..tables)
+            .map(|i| {
+                let o = ROOT_FIXED + i * ROOT_TABLE;
+                (u64_at(blob, o), blob[o + 8..o + 40].try_into().expect("32"))
+            })
+            .collect();
+        let body_len = blob.len() - ROOT_MAC;
+        Ok((
+            Root {
+                obj_id: u64_at(blob, 8),
+                epoch: u64_at(blob, 16),
+                nonce_hw: u64_at(blob, 24),
+                encrypted: u32_at(blob, 32) & 1 == 1,
+                name,
+                pages,
+                base: u64_at(blob, 112),
+                salt: blob[120..136].try_into().expect("16"),
+                verifier: blob[136..168].try_into().expect("32"),
+                kdf: KdfParams {
+                    m_cost: u32_at(blob, 168),
+                    t_cost: u32_at(blob, 172),
+                    p_cost: u32_at(blob, 176),
+                },
+                tables,
+            },
+            blob[body_len..].try_into().expect("32"),
+        ))
+    }
+}
+
+/// One page-table entry: where the page's current version lives.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct Entry {
+    /// Data frame; 0 = never written (reads as zeros).
+    pub pfn: u64,
+    /// The page's version: its GCM nonce counter, in the associated data.
+    pub version: u64,
+    /// GCM tag (zero without encryption).
+    pub tag: [u8; 16],
+}
+
+impl Entry {
+    pub fn encode_into(&self, b: &mut [u8]) {
+        put64(b, 0, self.pfn);
+        put64(b, 8, self.version);
+        b[16..32].copy_from_slice(&self.tag);
+    }
+    pub fn decode(b: &[u8]) -> Entry {
+        Entry {
+            pfn: u64_at(b, 0),
+            version: u64_at(b, 8),
+            tag: b[16..32].try_into().expect("16"),
+        }
+    }
+}
+
+/// Read a u64 from a byte slice (for the root's frame list).
+pub fn read_u64(b: &[u8], o: usize) -> u64 {
+    u64_at(b, o)
+}
+/// Write a u64.
+pub fn write_u64(b: &mut [u8], o: usize, v: u64) {
+    put64(b, o, v)
+}

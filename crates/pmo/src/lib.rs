@@ -1,0 +1,66 @@
+//! # nvmos-pmo: persistent memory objects (seed 001, PD-LOaPP)
+//!
+//! Persistent memory organised as named objects (PMOs) holding
+//! pointer-rich data, with no file behind each object: a *pool* (one file
+//! standing for persistent memory, on a DAX file system or `/dev/shm`, or
+//! any file) holds a directory of objects whose pages are handed out by an
+//! nvmos [`FrameAllocator`](nvmos_frames::FrameAllocator) (iBuddy, so
+//! writes spread over the medium).
+//!
+//! This crate is the *storage half*: the seed's primitives `pcreate`,
+//! `attach` (here [`Pool::open_object`], the mapping is built on its
+//! [`PageBacking`]), `psync` and `pdestroy`, with
+//!
+//! - **security**: the user's key stretched with Argon2id and never
+//!   stored (a separately derived verifier tells a wrong key); every page
+//!   sealed with AES-256-GCM under a nonce never reused, the object id,
+//!   page index and page version in the associated data (swapped, moved or
+//!   rolled-back pages fail); a per-object root, a Merkle tree of
+//!   page-table hashes MAC'd with the key, carries an epoch the pool
+//!   directory also records (a rolled-back object fails);
+//! - **crash consistency**: psync writes new page versions, new table
+//!   pages and a new root out of place, then flips one 64-byte directory
+//!   record (a shadow pair with sequence numbers and CRCs), ordered with
+//!   cache-line flushes and fences on persistent memory or `msync`
+//!   elsewhere. A crash at any point leaves every object exactly as at its
+//!   previous psync or the new one.
+//!
+//! ```
+//! use nvmos_pmo::{KdfParams, PageBacking, Perm, Pool};
+//! let dir = tempfile::tempdir()?;
+//! let pool = Pool::create(&dir.path().join("pool"), 4 << 20)?;
+//! // Cheap key stretching for the example; real keys use the default.
+//! pool.pcreate_with("list", 64 << 10, Some(b"secret"), KdfParams::INSECURE_FAST)?;
+//! let obj = pool.open_object("list", Perm::Write, Some(b"secret"))?;
+//! obj.write_at(100, b"hello")?;
+//! obj.psync()?; // durable, all or nothing
+//! drop(obj);
+//! drop(pool);
+//!
+//! let pool = Pool::open(&dir.path().join("pool"), nvmos_pmo::Access::ReadOnly)?;
+//! assert!(pool.open_object("list", Perm::Read, Some(b"wrong")).is_err());
+//! let obj = pool.open_object("list", Perm::Read, Some(b"secret"))?;
+//! let mut page = vec![0u8; obj.page_size()];
+//! obj.read_page(0, &mut page).unwrap();
+//! assert_eq!(&page[100..105], b"hello");
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+#![warn(missing_docs)]
+
+pub mod backing;
+pub mod crypto;
+pub mod error;
+#[allow(missing_docs)] // format internals, described in the module text
+pub mod layout;
+pub mod medium;
+mod object;
+mod pool;
+pub mod pptr;
+
+pub use backing::PageBacking;
+pub use crypto::KdfParams;
+pub use error::{PmoError, Result};
+pub use medium::{CrashPoint, Durability};
+pub use object::{ObjectHandle, Perm};
+pub use pool::{Access, ObjectInfo, Pool, PoolInfo, PoolOptions, VerifyReport, MIN_POOL_SIZE};
+pub use pptr::PPtr;

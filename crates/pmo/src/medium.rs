@@ -1,0 +1,282 @@
+//! The medium under a pool: the pool file mapped shared, and how a store is
+//! made durable on it.
+//!
+//! - **Persistent memory** (a file on a DAX file system, or on tmpfs such as
+//!   `/dev/shm`, which stands for emulated pmem as PMDK's
+//!   `PMEM_IS_PMEM_FORCE` does): a store is durable once its cache lines are
+//!   written back (`clwb`, else `clflushopt`, else `clflush`) and an `sfence`
+//!   orders the write-backs before whatever follows.
+//! - **Any other file**: the kernel's page cache stands between us and the
+//!   disk, so written ranges are remembered and `msync(MS_SYNC)`ed at the
+//!   next drain.
+//!
+//! Ordering invariant the pool relies on: everything persisted before a
+//! `drain` is durable before anything stored after it.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use memmap2::MmapRaw;
+use parking_lot::Mutex;
+use serde::{Deserialize, Serialize};
+
+use crate::error::{PmoError, Result};
+
+/// How stores are made durable.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Durability {
+    /// Cache-line write-back and a fence (DAX, or tmpfs as emulated pmem).
+    CacheLineFlush,
+    /// `msync(MS_SYNC)` of the written ranges (a file on a block device).
+    Msync,
+}
+
+/// The cache-line write-back instruction in use.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+enum FlushInsn {
+    Clwb,
+    Clflushopt,
+    Clflush,
+}
+
+/// `TMPFS_MAGIC` from `linux/magic.h`.
+const TMPFS_MAGIC: i64 = 0x0102_1994;
+
+/// Which durability a pool file gets: cache-line flushes on tmpfs and on a
+/// file system mounted with `dax`, `msync` elsewhere.
+pub fn detect_durability(path: &Path, file: &File) -> Durability {
+    use std::os::fd::AsRawFd;
+    // SAFETY: fstatfs writes into the struct we pass; the fd is open.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::fstatfs(file.as_raw_fd(), &mut st) } == 0 && st.f_type as i64 == TMPFS_MAGIC {
+        return Durability::CacheLineFlush;
+    }
+    if on_dax_mount(path) {
+        Durability::CacheLineFlush
+    } else {
+        Durability::Msync
+    }
+}
+
+/// Whether `path` lies on a mount whose options include `dax`.
+fn on_dax_mount(path: &Path) -> bool {
+    let Ok(abs) = path.canonicalize() else {
+        return false;
+    };
+    let Ok(mounts) = std::fs::read_to_string("/proc/mounts") else {
+        return false;
+    };
+    // The longest mount point that prefixes the path is the one it is on.
+    let mut best: Option<(usize, bool)> = None;
+    for line in mounts.lines() {
+        let mut f = line.split_whitespace();
+        let (Some(_dev), Some(mnt), Some(_fs), Some(opts)) =
+            (f.next(), f.next(), f.next(), f.next())
+        else {
+            continue;
+        };
+        if abs.starts_with(mnt) && best.is_none_or(|(len, _)| mnt.len() >= len) {
+            let dax = opts.split(',').any(|o| o == "dax" || o == "dax=always");
+            best = Some((mnt.len(), dax));
+        }
+    }
+    best.is_some_and(|(_, dax)| dax)
+}
+
+fn flush_insn() -> FlushInsn {
+    // CPUID leaf 7, EBX bit 24 = CLWB, bit 23 = CLFLUSHOPT.
+    #[cfg(target_arch = "x86_64")]
+    {
+        let leaf0 = core::arch::x86_64::__cpuid(0);
+        if leaf0.eax >= 7 {
+            let l7 = core::arch::x86_64::__cpuid_count(7, 0);
+            if l7.ebx & (1 << 24) != 0 {
+                return FlushInsn::Clwb;
+            }
+            if l7.ebx & (1 << 23) != 0 {
+                return FlushInsn::Clflushopt;
+            }
+        }
+    }
+    FlushInsn::Clflush
+}
+
+/// Fault injection for crash tests: after this many persisted ranges the
+/// process kills itself with SIGKILL, as a power cut would stop it.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct CrashPoint {
+    /// Die at the `n`-th call to `persist` (1-based); 0 = never.
+    pub after_persists: u64,
+}
+
+/// The mapped pool file.
+pub(crate) struct Medium {
+    pub path: PathBuf,
+    map: MmapRaw,
+    len: usize,
+    pub durability: Durability,
+    insn: FlushInsn,
+    /// Ranges written since the last drain (msync media only).
+    pending: Mutex<Vec<(usize, usize)>>,
+    persists: AtomicU64,
+    crash: CrashPoint,
+}
+
+// SAFETY: the mapping is shared memory; every access goes through raw
+// pointers with the pool's own locking deciding who writes which frame.
+unsafe impl Send for Medium {}
+unsafe impl Sync for Medium {}
+
+const LINE: usize = 64;
+
+impl Medium {
+    pub fn map(path: &Path, file: &File, len: usize, crash: CrashPoint) -> Result<Medium> {
+        let map = memmap2::MmapOptions::new()
+            .len(len)
+            .map_raw(file)
+            .map_err(|source| PmoError::Io {
+                op: "mapping",
+                path: path.to_owned(),
+                source,
+            })?;
+        Ok(Medium {
+            path: path.to_owned(),
+            map,
+            len,
+            durability: detect_durability(path, file),
+            insn: flush_insn(),
+            pending: Mutex::new(Vec::new()),
+            persists: AtomicU64::new(0),
+            crash,
+        })
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// The bytes at `off..off+len`. The caller makes sure nobody writes
+    /// them meanwhile (committed frames are never written in place).
+    pub fn slice(&self, off: usize, len: usize) -> &[u8] {
+        assert!(off + len <= self.len, "medium read out of range");
+        // SAFETY: in range of the live mapping; see the caller's contract.
+        unsafe { std::slice::from_raw_parts(self.map.as_ptr().add(off), len) }
+    }
+
+    /// Mutable bytes at `off..off+len`. The caller owns them exclusively
+    /// (a frame it allocated and has not published, or a directory record
+    /// under the directory lock).
+    #[allow(clippy::mut_from_ref)]
+    pub fn slice_mut(&self, off: usize, len: usize) -> &mut [u8] {
+        assert!(off + len <= self.len, "medium write out of range");
+        // SAFETY: as above; exclusive by the caller's contract.
+        unsafe { std::slice::from_raw_parts_mut(self.map.as_mut_ptr().add(off), len) }
+    }
+
+    /// Write back `off..off+len` (pmem: cache-line flushes now; file:
+    /// remember the range for the next drain). Not ordered until `drain`.
+    pub fn persist(&self, off: usize, len: usize) {
+        if self.crash.after_persists != 0 {
+            let n = self.persists.fetch_add(1, Ordering::Relaxed) + 1;
+            if n >= self.crash.after_persists {
+                // SAFETY: plain syscalls; the process dies here.
+                unsafe {
+                    libc::kill(libc::getpid(), libc::SIGKILL);
+                }
+            }
+        }
+        if len == 0 {
+            return;
+        }
+        match self.durability {
+            Durability::CacheLineFlush => self.flush_lines(off, len),
+            Durability::Msync => self.pending.lock().push((off, len)),
+        }
+    }
+
+    /// Order: everything persisted so far is durable before any later store.
+    pub fn drain(&self) -> Result<()> {
+        match self.durability {
+            Durability::CacheLineFlush => {
+                #[cfg(target_arch = "x86_64")]
+                // SAFETY: sfence has no preconditions.
+                unsafe {
+                    core::arch::x86_64::_mm_sfence()
+                };
+                Ok(())
+            }
+            Durability::Msync => {
+                let mut ranges = std::mem::take(&mut *self.pending.lock());
+                ranges.sort_unstable();
+                let page = 4096;
+                let mut merged: Vec<(usize, usize)> = Vec::new();
+                for (off, len) in ranges {
+                    let start = off / page * page;
+                    let end = (off + len).div_ceil(page) * page;
+                    match merged.last_mut() {
+                        Some(last) if start <= last.1 => last.1 = last.1.max(end),
+                        _ => merged.push((start, end)),
+                    }
+                }
+                for (start, end) in merged {
+                    // SAFETY: a page-aligned range inside our live mapping.
+                    let rc = unsafe {
+                        libc::msync(
+                            self.map.as_mut_ptr().add(start).cast(),
+                            end.min(self.len) - start,
+                            libc::MS_SYNC,
+                        )
+                    };
+                    if rc != 0 {
+                        return Err(PmoError::Io {
+                            op: "msync",
+                            path: self.path.clone(),
+                            source: std::io::Error::last_os_error(),
+                        });
+                    }
+                }
+                Ok(())
+            }
+        }
+    }
+
+    fn flush_lines(&self, off: usize, len: usize) {
+        #[cfg(target_arch = "x86_64")]
+        {
+            let base = self.map.as_ptr() as usize;
+            let mut p = (base + off) & !(LINE - 1);
+            let end = base + off + len;
+            // SAFETY: every address lies inside our mapping; the flush
+            // instructions only write back cache lines.
+            unsafe {
+                match self.insn {
+                    FlushInsn::Clwb => {
+                        while p < end {
+                            std::arch::asm!("clwb [{0}]", in(reg) p, options(nostack, preserves_flags));
+                            p += LINE;
+                        }
+                    }
+                    FlushInsn::Clflushopt => {
+                        while p < end {
+                            std::arch::asm!("clflushopt [{0}]", in(reg) p, options(nostack, preserves_flags));
+                            p += LINE;
+                        }
+                    }
+                    FlushInsn::Clflush => {
+                        while p < end {
+                            core::arch::x86_64::_mm_clflush(p as *const u8);
+                            p += LINE;
+                        }
+                    }
+                }
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            // Elsewhere: fall back to msync of the range at once.
+            let _ = (off, len);
+            self.pending.lock().push((off, len));
+        }
+    }
+}

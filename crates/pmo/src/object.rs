@@ -1,0 +1,576 @@
+//! An attached object: its committed state (page table in memory), the
+//! pages staged for the next psync, and the commit that makes them durable.
+
+use std::collections::BTreeMap;
+use std::error::Error as StdError;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
+
+use parking_lot::{Mutex, RwLock};
+use serde::{Deserialize, Serialize};
+
+use crate::backing::PageBacking;
+use crate::crypto::{sha256, KdfParams, ObjectKeys};
+use crate::error::{PmoError, Result};
+use crate::layout::{Entry, Root, SlotState, ENTRIES_PER_TABLE, ENTRY, PAGE};
+use crate::pool::PoolInner;
+
+/// Nonce counter values reserved in the root ahead of use. A crash loses
+/// at most this many unused values; none is ever used twice.
+pub(crate) const NONCE_RESERVE: u64 = 1 << 20;
+
+/// How an object is attached (the seed's `perm`).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Perm {
+    /// Read the committed state.
+    Read,
+    /// Read, stage and psync. At most one attachment for writing at a time.
+    Write,
+}
+
+/// What the fixed part of an object's root says, shared by its handles.
+pub(crate) struct ObjectShared {
+    pub slot: usize,
+    pub name: String,
+    pub obj_id: u64,
+    pub pages: usize,
+    pub base: u64,
+    pub encrypted: bool,
+    pub salt: [u8; 16],
+    pub verifier: [u8; 32],
+    pub kdf: KdfParams,
+    /// Derived by the first attach with the right key.
+    pub keys: OnceLock<ObjectKeys>,
+    pub committed: RwLock<Committed>,
+    staged: Mutex<Staged>,
+    /// One psync at a time.
+    commit_lock: Mutex<()>,
+    pub writer: AtomicBool,
+    pub handles: AtomicUsize,
+    /// Set when the object is destroyed: handles still around fail.
+    pub destroyed: AtomicBool,
+}
+
+/// The committed state: what readers see.
+pub(crate) struct Committed {
+    /// Epoch = seq of the current directory record.
+    pub epoch: u64,
+    /// Which of the slot's two records is current.
+    pub which: usize,
+    pub nonce_hw: u64,
+    pub root_frames: Vec<u64>,
+    pub root_body: Vec<u8>,
+    pub root_mac: [u8; 32],
+    pub tables: Vec<(u64, [u8; 32])>,
+    pub entries: Vec<Entry>,
+}
+
+#[derive(Default)]
+struct Staged {
+    pages: BTreeMap<usize, Entry>,
+    /// Next page version (nonce counter); valid while attached for writing.
+    next_version: u64,
+}
+
+impl ObjectShared {
+    pub fn new(slot: usize, root: &Root, committed: Committed) -> ObjectShared {
+        ObjectShared {
+            slot,
+            name: root.name.clone(),
+            obj_id: root.obj_id,
+            pages: root.pages as usize,
+            base: root.base,
+            encrypted: root.encrypted,
+            salt: root.salt,
+            verifier: root.verifier,
+            kdf: root.kdf,
+            keys: OnceLock::new(),
+            committed: RwLock::new(committed),
+            staged: Mutex::new(Staged::default()),
+            commit_lock: Mutex::new(()),
+            writer: AtomicBool::new(false),
+            handles: AtomicUsize::new(0),
+            destroyed: AtomicBool::new(false),
+        }
+    }
+
+    /// Every frame the committed state holds: root, tables, data.
+    pub fn frames(&self) -> Vec<u64> {
+        let c = self.committed.read();
+        let mut v = c.root_frames.clone();
+        v.extend(c.tables.iter().map(|t| t.0).filter(|&p| p != 0));
+        v.extend(c.entries.iter().map(|e| e.pfn).filter(|&p| p != 0));
+        v
+    }
+
+    /// Check the key (if any), the root's MAC or hash, and its epoch.
+    pub fn authenticate(&self, key: Option<&[u8]>) -> Result<()> {
+        match (self.encrypted, key) {
+            (true, None) => {
+                return Err(PmoError::KeyRequired {
+                    name: self.name.clone(),
+                })
+            }
+            (false, Some(_)) => {
+                return Err(PmoError::KeyNotExpected {
+                    name: self.name.clone(),
+                })
+            }
+            _ => {}
+        }
+        let c = self.committed.read();
+        if let Some(key) = key {
+            let derived = ObjectKeys::derive(key, &self.salt, self.kdf)?;
+            if !derived.mac_matches(
+                &[crate::crypto::VERIFIER_LABEL, &self.obj_id.to_le_bytes()],
+                &self.verifier,
+            ) {
+                return Err(PmoError::WrongKey {
+                    name: self.name.clone(),
+                });
+            }
+            if !derived.mac_matches(&[&c.root_body], &c.root_mac) {
+                return Err(PmoError::RootAuth {
+                    name: self.name.clone(),
+                    reason: "MAC does not match (root tampered with)".into(),
+                });
+            }
+            let _ = self.keys.set(derived);
+        } else if sha256(&[&c.root_body]) != c.root_mac {
+            return Err(PmoError::RootAuth {
+                name: self.name.clone(),
+                reason: "hash does not match (root corrupted)".into(),
+            });
+        }
+        let (root, _) =
+            Root::decode(&[&c.root_body[..], &c.root_mac[..]].concat()).map_err(|reason| {
+                PmoError::RootAuth {
+                    name: self.name.clone(),
+                    reason,
+                }
+            })?;
+        if root.epoch != c.epoch {
+            return Err(PmoError::RolledBack {
+                name: self.name.clone(),
+                root_epoch: root.epoch,
+                pool_epoch: c.epoch,
+            });
+        }
+        Ok(())
+    }
+
+    /// Check each table page against the hash in the (authenticated) root.
+    pub fn check_tables(&self, pool: &PoolInner) -> Result<()> {
+        let c = self.committed.read();
+        for (t, (pfn, sha)) in c.tables.iter().enumerate() {
+            let bytes: &[u8] = if *pfn == 0 {
+                &ZERO_PAGE
+            } else {
+                pool.frame(*pfn)
+            };
+            // The in-memory entries came from these bytes at pool open;
+            // check both the medium and that copy.
+            let mut copy = vec![0u8; PAGE];
+            let first = t * ENTRIES_PER_TABLE;
+            let end = (first + ENTRIES_PER_TABLE).min(self.pages);
+            for (i, e) in c.entries[first..end].iter().enumerate() {
+                e.encode_into(&mut copy[i * ENTRY..(i + 1) * ENTRY]);
+            }
+            if sha256(&[bytes]) != *sha || sha256(&[&copy]) != *sha {
+                return Err(PmoError::TableAuth {
+                    name: self.name.clone(),
+                    table: t,
+                    first,
+                    end,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    fn check_index(&self, index: usize, len: usize) -> Result<()> {
+        if self.destroyed.load(Ordering::Acquire) {
+            return Err(PmoError::UnknownObject {
+                name: self.name.clone(),
+            });
+        }
+        if index >= self.pages {
+            return Err(PmoError::PageOutOfRange {
+                name: self.name.clone(),
+                page: index,
+                pages: self.pages,
+            });
+        }
+        if len != PAGE {
+            return Err(PmoError::BadBuffer {
+                name: self.name.clone(),
+                page: index,
+                len,
+                page_size: PAGE,
+            });
+        }
+        Ok(())
+    }
+
+    pub fn read_page(&self, pool: &PoolInner, index: usize, out: &mut [u8]) -> Result<()> {
+        self.check_index(index, out.len())?;
+        // Held across the copy: a commit frees old frames only under the
+        // write lock, so the frame read here is not reused meanwhile.
+        let c = self.committed.read();
+        let e = c.entries[index];
+        if e.pfn == 0 {
+            out.fill(0);
+            return Ok(());
+        }
+        out.copy_from_slice(pool.frame(e.pfn));
+        if self.encrypted {
+            let keys = self.keys.get().expect("attached with a key");
+            if !keys.open(self.obj_id, index as u64, e.version, &e.tag, out) {
+                return Err(PmoError::PageAuth {
+                    name: self.name.clone(),
+                    page: index,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    pub fn stage_page(&self, pool: &PoolInner, index: usize, data: &[u8]) -> Result<()> {
+        self.check_index(index, data.len())?;
+        let version = {
+            let mut s = self.staged.lock();
+            if self.encrypted && s.next_version >= self.committed.read().nonce_hw {
+                drop(s);
+                // The reserved nonces are used up: commit the *old* state
+                // with a higher reservation (staged pages stay staged).
+                self.commit_inner(pool, BTreeMap::new())?;
+                s = self.staged.lock();
+            }
+            s.next_version += 1;
+            s.next_version - 1
+        };
+        let pfn = pool.alloc_frame(&self.name)?;
+        let dst = pool.frame_mut(pfn);
+        dst.copy_from_slice(data);
+        let tag = match self.keys.get() {
+            Some(keys) if self.encrypted => keys.seal(self.obj_id, index as u64, version, dst),
+            _ => [0u8; 16],
+        };
+        pool.medium.persist(pfn as usize * PAGE, PAGE);
+        let old = self
+            .staged
+            .lock()
+            .pages
+            .insert(index, Entry { pfn, version, tag });
+        if let Some(old) = old {
+            pool.free_frames(&[old.pfn]);
+        }
+        Ok(())
+    }
+
+    pub fn commit(&self, pool: &PoolInner) -> Result<()> {
+        if self.destroyed.load(Ordering::Acquire) {
+            return Err(PmoError::UnknownObject {
+                name: self.name.clone(),
+            });
+        }
+        let pages = std::mem::take(&mut self.staged.lock().pages);
+        if pages.is_empty() {
+            return Ok(());
+        }
+        self.commit_inner(pool, pages)
+    }
+
+    /// Start a write attachment: reserve nonce values in a commit of the
+    /// unchanged state, so none used by this attachment can have been used
+    /// before (by a session that crashed before its psync).
+    pub fn begin_write(&self, pool: &PoolInner) -> Result<()> {
+        let hw = self.committed.read().nonce_hw;
+        self.staged.lock().next_version = hw;
+        if self.encrypted {
+            self.commit_inner(pool, BTreeMap::new())?;
+        }
+        Ok(())
+    }
+
+    /// Drop staged pages (detach without psync).
+    pub fn discard_staged(&self, pool: &PoolInner) {
+        let pages = std::mem::take(&mut self.staged.lock().pages);
+        let frames: Vec<u64> = pages.values().map(|e| e.pfn).collect();
+        pool.free_frames(&frames);
+    }
+
+    /// The psync: new table pages and a new root out of place, then one
+    /// record flip. On an error before the flip, the staged pages are put
+    /// back and every new frame freed: the committed state is untouched.
+    fn commit_inner(&self, pool: &PoolInner, pages: BTreeMap<usize, Entry>) -> Result<()> {
+        let _one = self.commit_lock.lock();
+        let mut new_frames: Vec<u64> = Vec::new();
+        let result = self.build_and_flip(pool, &pages, &mut new_frames);
+        match result {
+            Ok(old_frames) => {
+                pool.free_frames(&old_frames);
+                Ok(())
+            }
+            Err(e) => {
+                pool.free_frames(&new_frames);
+                let mut s = self.staged.lock();
+                for (i, entry) in pages {
+                    // A page staged again meanwhile is newer: keep that one.
+                    if let std::collections::btree_map::Entry::Vacant(v) = s.pages.entry(i) {
+                        v.insert(entry);
+                    } else {
+                        pool.free_frames(&[entry.pfn]);
+                    }
+                }
+                Err(e)
+            }
+        }
+    }
+
+    fn build_and_flip(
+        &self,
+        pool: &PoolInner,
+        pages: &BTreeMap<usize, Entry>,
+        new_frames: &mut Vec<u64>,
+    ) -> Result<Vec<u64>> {
+        let (epoch, which, hw, mut tables) = {
+            let c = self.committed.read();
+            (c.epoch, c.which, c.nonce_hw, c.tables.clone())
+        };
+        let next_version = self.staged.lock().next_version;
+        // Keep at least half a reserve ahead of the counter.
+        let new_hw = if next_version + NONCE_RESERVE / 2 >= hw {
+            next_version + NONCE_RESERVE
+        } else {
+            hw
+        };
+        // 1. New table pages for every table a staged page falls in.
+        let mut touched: BTreeMap<usize, Vec<(usize, Entry)>> = BTreeMap::new();
+        for (&i, &e) in pages {
+            touched
+                .entry(i / ENTRIES_PER_TABLE)
+                .or_default()
+                .push((i, e));
+        }
+        let mut old_frames = Vec::new();
+        {
+            let c = self.committed.read();
+            for (&t, updates) in &touched {
+                let pfn = pool.alloc_frame(&self.name)?;
+                new_frames.push(pfn);
+                let buf = pool.frame_mut(pfn);
+                buf.fill(0);
+                let first = t * ENTRIES_PER_TABLE;
+                let end = (first + ENTRIES_PER_TABLE).min(self.pages);
+                for (k, e) in c.entries[first..end].iter().enumerate() {
+                    e.encode_into(&mut buf[k * ENTRY..(k + 1) * ENTRY]);
+                }
+                for (i, e) in updates {
+                    let k = i - first;
+                    e.encode_into(&mut buf[k * ENTRY..(k + 1) * ENTRY]);
+                    let old = c.entries[*i].pfn;
+                    if old != 0 {
+                        old_frames.push(old);
+                    }
+                }
+                pool.medium.persist(pfn as usize * PAGE, PAGE);
+                if tables[t].0 != 0 {
+                    old_frames.push(tables[t].0);
+                }
+                tables[t] = (pfn, sha256(&[buf]));
+            }
+            old_frames.extend(c.root_frames.iter().copied());
+        }
+        // 2. The new root, MAC'd with the key (hashed without one).
+        let root = Root {
+            obj_id: self.obj_id,
+            epoch: epoch + 1,
+            nonce_hw: new_hw,
+            encrypted: self.encrypted,
+            name: self.name.clone(),
+            pages: self.pages as u64,
+            base: self.base,
+            salt: self.salt,
+            verifier: self.verifier,
+            kdf: self.kdf,
+            tables,
+        };
+        let body = root.encode_body();
+        let mac = match self.keys.get() {
+            Some(k) if self.encrypted => k.mac(&[&body]),
+            _ => sha256(&[&body]),
+        };
+        let (root_frames, root_pfn, root_sha, root_len) =
+            pool.write_root(&self.name, &body, &mac, new_frames)?;
+        // 3. Data, tables and root durable before the record that names them.
+        pool.medium.drain()?;
+        // 4. The one atomic update: the slot's other record.
+        let record = crate::layout::Record {
+            seq: epoch + 1,
+            state: SlotState::Live,
+            root_len,
+            root_pfn,
+            obj_id: self.obj_id,
+            root_sha,
+        };
+        pool.write_record(self.slot, 1 - which, &record)?;
+        // 5. Visible to readers of the committed state.
+        let mut c = self.committed.write();
+        c.epoch = epoch + 1;
+        c.which = 1 - which;
+        c.nonce_hw = new_hw;
+        c.root_frames = root_frames;
+        c.root_body = body;
+        c.root_mac = mac;
+        c.tables = root.tables;
+        for (&i, &e) in pages {
+            c.entries[i] = e;
+        }
+        Ok(old_frames)
+    }
+}
+
+pub(crate) static ZERO_PAGE: [u8; PAGE] = [0u8; PAGE];
+
+/// An object attached for reading or writing: the seed's `attach` minus
+/// the mapping (which the fault engine builds on this as a [`PageBacking`]).
+/// Dropping the handle detaches: pages staged and not psynced are dropped.
+pub struct ObjectHandle {
+    pub(crate) shared: Arc<ObjectShared>,
+    pub(crate) pool: Arc<PoolInner>,
+    pub(crate) perm: Perm,
+}
+
+impl std::fmt::Debug for ObjectHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ObjectHandle")
+            .field("name", &self.shared.name)
+            .field("perm", &self.perm)
+            .finish()
+    }
+}
+
+impl ObjectHandle {
+    /// The object's name.
+    pub fn name(&self) -> &str {
+        &self.shared.name
+    }
+    /// How it is attached.
+    pub fn perm(&self) -> Perm {
+        self.perm
+    }
+    /// Size in bytes (pages × 4096).
+    pub fn size(&self) -> usize {
+        self.shared.pages * PAGE
+    }
+    /// Where page `index`'s committed version lives on the medium: its
+    /// data frame (`None` if never written) and its page-table frame
+    /// (`None` while the table is all empty). For inspection tools and
+    /// tamper tests.
+    pub fn page_location(&self, index: usize) -> Option<(Option<u64>, Option<u64>)> {
+        let c = self.shared.committed.read();
+        let e = c.entries.get(index)?;
+        let t = c.tables[index / ENTRIES_PER_TABLE].0;
+        Some(((e.pfn != 0).then_some(e.pfn), (t != 0).then_some(t)))
+    }
+    /// The committed epoch (one more after every psync).
+    pub fn epoch(&self) -> u64 {
+        self.shared.committed.read().epoch
+    }
+
+    fn writable(&self) -> Result<()> {
+        if self.perm == Perm::Write {
+            Ok(())
+        } else {
+            Err(PmoError::ReadOnly {
+                name: self.shared.name.clone(),
+            })
+        }
+    }
+
+    /// [`PageBacking::read_page`] with this crate's error type.
+    pub fn read(&self, index: usize, out: &mut [u8]) -> Result<()> {
+        self.shared.read_page(&self.pool, index, out)
+    }
+    /// [`PageBacking::stage_page`] with this crate's error type.
+    pub fn stage(&self, index: usize, data: &[u8]) -> Result<()> {
+        self.writable()?;
+        self.shared.stage_page(&self.pool, index, data)
+    }
+    /// psync: [`PageBacking::commit`] with this crate's error type.
+    pub fn psync(&self) -> Result<()> {
+        self.writable()?;
+        self.shared.commit(&self.pool)
+    }
+    /// Read the whole object (committed state).
+    pub fn read_all(&self) -> Result<Vec<u8>> {
+        let mut out = vec![0u8; self.size()];
+        for (i, page) in out.chunks_exact_mut(PAGE).enumerate() {
+            self.read(i, page)?;
+        }
+        Ok(out)
+    }
+    /// Stage `bytes` at byte offset `offset` (read-modify-write of partial
+    /// pages from the committed state); psync makes it durable.
+    pub fn write_at(&self, offset: usize, bytes: &[u8]) -> Result<()> {
+        self.writable()?;
+        if offset + bytes.len() > self.size() {
+            return Err(PmoError::PageOutOfRange {
+                name: self.shared.name.clone(),
+                page: (offset + bytes.len()).div_ceil(PAGE),
+                pages: self.shared.pages,
+            });
+        }
+        let mut page = vec![0u8; PAGE];
+        let mut done = 0;
+        while done < bytes.len() {
+            let at = offset + done;
+            let (index, within) = (at / PAGE, at % PAGE);
+            let n = (PAGE - within).min(bytes.len() - done);
+            if n < PAGE {
+                self.read(index, &mut page)?;
+            }
+            page[within..within + n].copy_from_slice(&bytes[done..done + n]);
+            self.stage(index, &page)?;
+            done += n;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for ObjectHandle {
+    fn drop(&mut self) {
+        if self.perm == Perm::Write {
+            self.shared.discard_staged(&self.pool);
+            self.shared.writer.store(false, Ordering::Release);
+        }
+        self.shared.handles.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+type BoxError = Box<dyn StdError + Send + Sync>;
+
+impl PageBacking for ObjectHandle {
+    fn page_size(&self) -> usize {
+        PAGE
+    }
+    fn page_count(&self) -> usize {
+        self.shared.pages
+    }
+    fn base_address(&self) -> usize {
+        self.shared.base as usize
+    }
+    fn encrypted(&self) -> bool {
+        self.shared.encrypted
+    }
+    fn read_page(&self, index: usize, out: &mut [u8]) -> std::result::Result<(), BoxError> {
+        Ok(self.read(index, out)?)
+    }
+    fn stage_page(&self, index: usize, data: &[u8]) -> std::result::Result<(), BoxError> {
+        Ok(self.stage(index, data)?)
+    }
+    fn commit(&self) -> std::result::Result<(), BoxError> {
+        Ok(self.psync()?)
+    }
+}
