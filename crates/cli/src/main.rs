@@ -3,6 +3,7 @@
 
 mod bench;
 mod evaluate_cmd;
+mod pmo_cmd;
 mod render;
 mod report;
 mod trace_cmd;
@@ -46,6 +47,8 @@ enum Command {
     /// Run a command and record the kernel's page-allocation events into a
     /// `.nvt` trace (needs root and tracefs).
     Record(trace_cmd::RecordArgs),
+    /// Persistent memory objects (seed 001): pools, objects, verify.
+    Pmo(pmo_cmd::PmoArgs),
     /// Look at and convert traces.
     Trace {
         #[command(subcommand)]
@@ -210,6 +213,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Evaluate(args) => evaluate_cmd::evaluate(args),
         Command::Replay(args) => evaluate_cmd::replay(args),
         Command::Record(args) => trace_cmd::record(args),
+        Command::Pmo(args) => pmo_cmd::run(args),
         Command::Trace {
             trace: TraceCommand::Info(args),
         } => trace_cmd::info(args),
