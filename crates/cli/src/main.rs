@@ -71,6 +71,9 @@ enum BenchCommand {
     /// Table 2 (iBuddy) on this machine, one table per pattern and
     /// operation, rows = allocators, columns = thread counts.
     Alloc(AllocArgs),
+    /// psync throughput of a persistent memory object (AES-256-GCM, one
+    /// core) beside PMDK's libpmemobj on /dev/shm and on disk.
+    Psync(bench::psync::PsyncArgs),
 }
 
 #[derive(Args, Debug)]
@@ -210,6 +213,9 @@ fn run(cli: Cli) -> Result<()> {
         Command::Bench {
             bench: BenchCommand::Alloc(args),
         } => bench_alloc(&args),
+        Command::Bench {
+            bench: BenchCommand::Psync(args),
+        } => bench::psync::main(&args),
         Command::Evaluate(args) => evaluate_cmd::evaluate(args),
         Command::Replay(args) => evaluate_cmd::replay(args),
         Command::Record(args) => trace_cmd::record(args),

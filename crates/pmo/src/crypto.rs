@@ -100,13 +100,21 @@ impl ObjectKeys {
         self.mac(&[VERIFIER_LABEL, &obj_id.to_le_bytes()])
     }
 
-    /// Encrypt `buf` in place; returns the tag.
-    pub fn seal(&self, obj_id: u64, page: u64, version: u64, buf: &mut [u8]) -> [u8; 16] {
+    /// Encrypt `src` into `dst` (same length) in one pass; returns the tag.
+    pub fn seal_into(
+        &self,
+        obj_id: u64,
+        page: u64,
+        version: u64,
+        src: &[u8],
+        dst: &mut [u8],
+    ) -> [u8; 16] {
         let nonce = nonce(version);
         let aad = aad(obj_id, page, version);
+        let buf = aes_gcm::aead::inout::InOutBuf::new(src, dst).expect("equal lengths");
         let tag = self
             .aead
-            .encrypt_inout_detached(&nonce, &aad, buf.into())
+            .encrypt_inout_detached(&nonce, &aad, buf)
             .expect("a 4 KiB page is within AES-GCM's limits");
         tag.into()
     }

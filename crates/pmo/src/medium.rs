@@ -132,19 +132,25 @@ const LINE: usize = 64;
 
 impl Medium {
     pub fn map(path: &Path, file: &File, len: usize, crash: CrashPoint) -> Result<Medium> {
-        let map = memmap2::MmapOptions::new()
-            .len(len)
-            .map_raw(file)
-            .map_err(|source| PmoError::Io {
-                op: "mapping",
-                path: path.to_owned(),
-                source,
-            })?;
+        let durability = detect_durability(path, file);
+        let mut opts = memmap2::MmapOptions::new();
+        opts.len(len);
+        if durability == Durability::CacheLineFlush {
+            // Persistent memory is memory: fault the whole pool in now
+            // (MAP_POPULATE) rather than on first store to each frame,
+            // as a DAX mapping of real pmem would behave.
+            opts.populate();
+        }
+        let map = opts.map_raw(file).map_err(|source| PmoError::Io {
+            op: "mapping",
+            path: path.to_owned(),
+            source,
+        })?;
         Ok(Medium {
             path: path.to_owned(),
             map,
             len,
-            durability: detect_durability(path, file),
+            durability,
             insn: flush_insn(),
             pending: Mutex::new(Vec::new()),
             persists: AtomicU64::new(0),
@@ -174,9 +180,33 @@ impl Medium {
         unsafe { std::slice::from_raw_parts_mut(self.map.as_mut_ptr().add(off), len) }
     }
 
-    /// Write back `off..off+len` (pmem: cache-line flushes now; file:
-    /// remember the range for the next drain). Not ordered until `drain`.
-    pub fn persist(&self, off: usize, len: usize) {
+    /// Store `src` at `off` and write it back: on persistent memory with
+    /// non-temporal stores (they bypass the cache, so no line needs
+    /// flushing; the next `drain`'s fence orders them), as PMDK's
+    /// `pmem_memcpy` does for large copies; elsewhere a plain copy and a
+    /// range for the next msync. The caller owns the bytes (see
+    /// `slice_mut`). Counts as one persist for crash injection.
+    pub fn write_persist(&self, off: usize, src: &[u8]) {
+        #[cfg(target_arch = "x86_64")]
+        if self.durability == Durability::CacheLineFlush && off % 16 == 0 && src.len() % 64 == 0 {
+            self.crash_hook();
+            use core::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_stream_si128};
+            let dst = self.slice_mut(off, src.len()).as_mut_ptr() as *mut __m128i;
+            let s = src.as_ptr() as *const __m128i;
+            // SAFETY: dst is 16-byte aligned and in our mapping (checked by
+            // slice_mut); src is read unaligned; both are src.len() bytes.
+            unsafe {
+                for i in 0..src.len() / 16 {
+                    _mm_stream_si128(dst.add(i), _mm_loadu_si128(s.add(i)));
+                }
+            }
+            return;
+        }
+        self.slice_mut(off, src.len()).copy_from_slice(src);
+        self.persist(off, src.len());
+    }
+
+    fn crash_hook(&self) {
         if self.crash.after_persists != 0 {
             let n = self.persists.fetch_add(1, Ordering::Relaxed) + 1;
             if n >= self.crash.after_persists {
@@ -186,6 +216,12 @@ impl Medium {
                 }
             }
         }
+    }
+
+    /// Write back `off..off+len` (pmem: cache-line flushes now; file:
+    /// remember the range for the next drain). Not ordered until `drain`.
+    pub fn persist(&self, off: usize, len: usize) {
+        self.crash_hook();
         if len == 0 {
             return;
         }

@@ -250,13 +250,21 @@ impl ObjectShared {
             s.next_version - 1
         };
         let pfn = pool.alloc_frame(&self.name)?;
-        let dst = pool.frame_mut(pfn);
-        dst.copy_from_slice(data);
+        let off = pfn as usize * PAGE;
         let tag = match self.keys.get() {
-            Some(keys) if self.encrypted => keys.seal(self.obj_id, index as u64, version, dst),
-            _ => [0u8; 16],
+            Some(keys) if self.encrypted => SCRATCH.with(|scratch| {
+                // Sealed into a cache-resident scratch page, then streamed
+                // to the frame: the ciphertext is written to the medium once.
+                let mut scratch = scratch.borrow_mut();
+                let tag = keys.seal_into(self.obj_id, index as u64, version, data, &mut scratch.0);
+                pool.medium.write_persist(off, &scratch.0);
+                tag
+            }),
+            _ => {
+                pool.medium.write_persist(off, data);
+                [0u8; 16]
+            }
         };
-        pool.medium.persist(pfn as usize * PAGE, PAGE);
         let old = self
             .staged
             .lock()
@@ -432,6 +440,13 @@ impl ObjectShared {
 }
 
 pub(crate) static ZERO_PAGE: [u8; PAGE] = [0u8; PAGE];
+
+#[repr(align(64))]
+struct Scratch([u8; PAGE]);
+
+thread_local! {
+    static SCRATCH: std::cell::RefCell<Box<Scratch>> = std::cell::RefCell::new(Box::new(Scratch([0u8; PAGE])));
+}
 
 /// An object attached for reading or writing: the seed's `attach` minus
 /// the mapping (which the fault engine builds on this as a [`PageBacking`]).
