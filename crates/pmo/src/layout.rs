@@ -342,3 +342,82 @@ pub fn read_u64(b: &[u8], o: usize) -> u64 {
 pub fn write_u64(b: &mut [u8], o: usize, v: u64) {
     put64(b, o, v)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn root(tables: usize) -> Root {
+        Root {
+            obj_id: 7,
+            epoch: 9,
+            nonce_hw: 1 << 20,
+            encrypted: true,
+            name: "obj".into(),
+            pages: (tables * ENTRIES_PER_TABLE) as u64,
+            base: 0x2000_0000_0000,
+            salt: [3; 16],
+            verifier: [4; 32],
+            kdf: KdfParams::INSECURE_FAST,
+            tables: (0..tables)
+                .map(|t| (t as u64 + 100, [t as u8; 32]))
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn root_round_trips_and_rejects_bad_lengths() {
+        for tables in [1, 2, 200] {
+            let r = root(tables);
+            let mut blob = r.encode_body();
+            blob.extend_from_slice(&[9u8; 32]);
+            assert_eq!(blob.len(), Root::blob_len(tables));
+            let (back, mac) = Root::decode(&blob).unwrap();
+            assert_eq!(back, r);
+            assert_eq!(mac, [9u8; 32]);
+            assert!(Root::decode(&blob[..blob.len() - 1]).is_err());
+            let frames = Root::frames_for(tables);
+            assert!(frames * PAGE >= 8 * frames + blob.len());
+        }
+        let mut blob = root(1).encode_body();
+        blob.extend_from_slice(&[0u8; 32]);
+        blob[0] ^= 1;
+        assert!(Root::decode(&blob).unwrap_err().contains("magic"));
+    }
+
+    #[test]
+    fn a_torn_or_empty_record_is_not_valid() {
+        let r = Record {
+            seq: 5,
+            state: SlotState::Live,
+            root_len: 300,
+            root_pfn: 12,
+            obj_id: 99,
+            root_sha: [1; 16],
+        };
+        let b = r.encode();
+        assert_eq!(Record::decode(&b), Some(r));
+        for i in 0..56 {
+            let mut t = b;
+            t[i] ^= 0x40;
+            assert_eq!(Record::decode(&t), None, "byte {i}");
+        }
+        assert_eq!(Record::decode(&[0u8; RECORD]), None);
+    }
+
+    #[test]
+    fn header_round_trips_and_names_what_is_wrong() {
+        let h = Header {
+            total_pages: 1024,
+            plan_base: 0x2000_4000_0000,
+            plan_len: 1 << 30,
+            pool_id: 5,
+        };
+        let b = h.encode();
+        assert_eq!(Header::decode(&b).unwrap(), h);
+        let mut bad = b;
+        bad[17] ^= 1;
+        assert!(Header::decode(&bad).unwrap_err().contains("checksum"));
+        assert!(Header::decode(&b[..40]).unwrap_err().contains("shorter"));
+    }
+}

@@ -188,7 +188,10 @@ impl Medium {
     /// `slice_mut`). Counts as one persist for crash injection.
     pub fn write_persist(&self, off: usize, src: &[u8]) {
         #[cfg(target_arch = "x86_64")]
-        if self.durability == Durability::CacheLineFlush && off % 16 == 0 && src.len() % 64 == 0 {
+        if self.durability == Durability::CacheLineFlush
+            && off.is_multiple_of(16)
+            && src.len().is_multiple_of(64)
+        {
             self.crash_hook();
             use core::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_stream_si128};
             let dst = self.slice_mut(off, src.len()).as_mut_ptr() as *mut __m128i;

@@ -158,7 +158,7 @@ impl Pool {
 
     /// [`Pool::create`] with options.
     pub fn create_with(path: &Path, size: u64, opts: PoolOptions) -> Result<Pool> {
-        if size < MIN_POOL_SIZE || size % PAGE as u64 != 0 {
+        if size < MIN_POOL_SIZE || !size.is_multiple_of(PAGE as u64) {
             return Err(PmoError::BadPoolSize {
                 size,
                 reason: format!("must be a multiple of 4096 and at least {MIN_POOL_SIZE}"),
