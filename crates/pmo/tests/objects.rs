@@ -492,3 +492,17 @@ fn torn_record_falls_back_to_the_previous_psync() {
     h.read(2, &mut buf).unwrap();
     assert_eq!(buf, page_of(1, 2));
 }
+
+#[test]
+fn a_frame_reachable_twice_is_refused_at_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = setup(&dir, 8, 8);
+    // Copy object 0's current record into slot 1: two objects would share
+    // every frame. Opening must refuse rather than build an allocator that
+    // hands shared frames out.
+    let (_, rec) = current_record(&path, 0);
+    patch(&path, record_offset(1, 0) as u64, &rec.encode());
+    let e = Pool::open(&path, Access::ReadOnly).unwrap_err();
+    assert!(matches!(e, PmoError::Inconsistent { .. }), "{e}");
+    assert!(e.to_string().contains("referenced twice"), "{e}");
+}

@@ -397,7 +397,7 @@ pub struct PsyncArgs {
     /// Bytes psynced per timed run on persistent memory [default: 1GiB, 256MiB with --quick].
     #[arg(long, value_parser = crate::units::parse_memory)]
     pmem_total: Option<u64>,
-    /// Bytes psynced per timed run on disk [default: 256MiB, 32MiB with --quick].
+    /// Bytes psynced per timed run on disk [default: 64MiB, 8MiB with --quick].
     #[arg(long, value_parser = crate::units::parse_memory)]
     disk_total: Option<u64>,
     /// Pages per psync (and per PMDK transaction).
@@ -426,9 +426,9 @@ pub struct PsyncArgs {
 /// Run `nvmos bench psync` and print its table (or JSON).
 pub fn main(args: &PsyncArgs) -> Result<()> {
     let (pmem, disk, rounds) = if args.quick {
-        (256u64 << 20, 32u64 << 20, 1)
+        (256u64 << 20, 8u64 << 20, 1)
     } else {
-        (1u64 << 30, 256u64 << 20, 3)
+        (1u64 << 30, 64u64 << 20, 3)
     };
     let frames = |f: Option<u64>, d: u64| f.map_or(d, |f| f * PAGE as u64);
     let cfg = Config {
