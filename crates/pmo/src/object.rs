@@ -314,11 +314,17 @@ impl ObjectShared {
     fn commit_inner(&self, pool: &PoolInner, pages: BTreeMap<usize, Entry>) -> Result<()> {
         let _one = self.commit_lock.lock();
         let mut new_frames: Vec<u64> = Vec::new();
-        let result = self.build_and_flip(pool, &pages, &mut new_frames);
+        let mut record_attempted = false;
+        let result = self.build_and_flip(pool, &pages, &mut new_frames, &mut record_attempted);
         match result {
             Ok(old_frames) => {
                 pool.free_frames(&old_frames);
                 Ok(())
+            }
+            Err(e) if record_attempted => {
+                // Failed at the record flip (see build_and_flip): nothing
+                // can be safely reused.
+                Err(e)
             }
             Err(e) => {
                 pool.free_frames(&new_frames);
@@ -341,6 +347,7 @@ impl ObjectShared {
         pool: &PoolInner,
         pages: &BTreeMap<usize, Entry>,
         new_frames: &mut Vec<u64>,
+        record_attempted: &mut bool,
     ) -> Result<Vec<u64>> {
         let (epoch, which, hw, mut tables) = {
             let c = self.committed.read();
@@ -422,6 +429,11 @@ impl ObjectShared {
             obj_id: self.obj_id,
             root_sha,
         };
+        // If the record write fails it may or may not have reached the
+        // medium: the new frames may be live after a reopen, so they are
+        // not freed (at worst leaked until the pool is reopened and the
+        // allocator rebuilt), and the staged pages are not put back.
+        *record_attempted = true;
         pool.write_record(self.slot, 1 - which, &record)?;
         // 5. Visible to readers of the committed state.
         let mut c = self.committed.write();

@@ -990,14 +990,13 @@ impl PoolInner {
             root_sha,
         };
         let which = which.map_or(0, |w| 1 - w);
-        let flipped = self
-            .medium
-            .drain()
-            .and_then(|()| self.write_record_locked(slot_index, which, &record));
-        if let Err(e) = flipped {
+        if let Err(e) = self.medium.drain() {
             self.free_frames(&new_frames);
             return Err(e);
         }
+        // If the record write fails it may still have reached the medium:
+        // the root's frames are then left allocated, not reused.
+        self.write_record_locked(slot_index, which, &record)?;
         let committed = Committed {
             epoch: seq + 1,
             which,

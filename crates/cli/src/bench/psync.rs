@@ -138,6 +138,41 @@ fn nvmos_run(cfg: &Config, dir: &Path, bytes: u64, encrypted: bool) -> Result<Sa
     result
 }
 
+/// The cipher alone: AES-256-GCM sealing 4 KiB pages from one buffer into
+/// another, both in cache, with the page's associated data: the ceiling
+/// for psync with encryption on this core.
+fn seal_only(bytes: u64) -> Result<Sample> {
+    use aes_gcm::aead::array::Array;
+    use aes_gcm::aead::inout::InOutBuf;
+    use aes_gcm::{AeadInOut, Aes256Gcm, KeyInit};
+    let cipher = Aes256Gcm::new_from_slice(&[0x5a; 32]).expect("32-byte key");
+    let src = vec![0x11u8; PAGE];
+    let mut dst = vec![0u8; PAGE];
+    let pages = (bytes as usize / PAGE).max(1);
+    let t0 = Instant::now();
+    let c0 = thread_cpu_s();
+    let mut sink = 0u8;
+    for v in 0..pages as u64 {
+        let mut nonce = [0u8; 12];
+        nonce[4..].copy_from_slice(&v.to_le_bytes());
+        let mut aad = [0u8; 24];
+        aad[16..].copy_from_slice(&v.to_le_bytes());
+        let buf = InOutBuf::new(&src, &mut dst).expect("equal lengths");
+        let tag = cipher
+            .encrypt_inout_detached(&Array::from(nonce), &aad, buf)
+            .map_err(|_| anyhow::anyhow!("AES-GCM refused a 4 KiB page"))?;
+        sink ^= tag[0];
+    }
+    let secs = t0.elapsed().as_secs_f64();
+    let cpu = thread_cpu_s() - c0;
+    std::hint::black_box(sink);
+    let b = (pages * PAGE) as u64;
+    Ok(Sample {
+        wall: gib(b, secs),
+        cpu: gib(b, cpu),
+    })
+}
+
 /// Build the PMDK program (both variants) in `dir`.
 fn build_pmdk(dir: &Path) -> Result<(PathBuf, PathBuf)> {
     let src = dir.join("pmdk_psync.c");
@@ -285,6 +320,13 @@ pub fn run(cfg: &Config, on_row: &mut dyn FnMut(&str)) -> Result<Report> {
     ];
     let mut rows = Vec::new();
     let mut ratios = Vec::new();
+    on_row("AES-256-GCM seal only");
+    rows.push(row(
+        "AES-256-GCM seal only (ceiling)",
+        "cache",
+        cfg.rounds,
+        || seal_only(cfg.pmem_bytes),
+    ));
     for (medium, dir, bytes, pmem) in &media {
         type Measure<'a> = Box<dyn Fn() -> Result<Sample> + 'a>;
         let systems: [(&str, Measure); 4] = [
@@ -441,7 +483,7 @@ pub fn main(args: &PsyncArgs) -> Result<()> {
         disk_dir: args.disk_dir.clone().unwrap_or_else(std::env::temp_dir),
         cpu: args.cpu,
     };
-    let bar = crate::progress_bar(8);
+    let bar = crate::progress_bar(9);
     let report = run(&cfg, &mut |name| {
         bar.set_message(name.to_string());
         bar.inc(1);
