@@ -142,10 +142,10 @@ fn nvmos_run(cfg: &Config, dir: &Path, bytes: u64, encrypted: bool) -> Result<Sa
 /// another, both in cache, with the page's associated data: the ceiling
 /// for psync with encryption on this core.
 fn seal_only(bytes: u64) -> Result<Sample> {
-    use aes_gcm::aead::array::Array;
-    use aes_gcm::aead::inout::InOutBuf;
-    use aes_gcm::{AeadInOut, Aes256Gcm, KeyInit};
-    let cipher = Aes256Gcm::new_from_slice(&[0x5a; 32]).expect("32-byte key");
+    use ring::aead::{Aad, LessSafeKey, Nonce, UnboundKey, AES_256_GCM};
+    let cipher = LessSafeKey::new(
+        UnboundKey::new(&AES_256_GCM, &[0x5a; 32]).expect("AES-256 takes a 32-byte key"),
+    );
     let src = vec![0x11u8; PAGE];
     let mut dst = vec![0u8; PAGE];
     let pages = (bytes as usize / PAGE).max(1);
@@ -157,11 +157,12 @@ fn seal_only(bytes: u64) -> Result<Sample> {
         nonce[4..].copy_from_slice(&v.to_le_bytes());
         let mut aad = [0u8; 24];
         aad[16..].copy_from_slice(&v.to_le_bytes());
-        let buf = InOutBuf::new(&src, &mut dst).expect("equal lengths");
+        // As the pool does: copy the page into the output, seal in place.
+        dst.copy_from_slice(&src);
         let tag = cipher
-            .encrypt_inout_detached(&Array::from(nonce), &aad, buf)
+            .seal_in_place_separate_tag(Nonce::assume_unique_for_key(nonce), Aad::from(aad), &mut dst)
             .map_err(|_| anyhow::anyhow!("AES-GCM refused a 4 KiB page"))?;
-        sink ^= tag[0];
+        sink ^= tag.as_ref()[0];
     }
     let secs = t0.elapsed().as_secs_f64();
     let cpu = thread_cpu_s() - c0;
