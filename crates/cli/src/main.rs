@@ -5,6 +5,8 @@ mod bench;
 mod evaluate_cmd;
 mod render;
 mod report;
+mod study;
+mod study_banks;
 mod trace_cmd;
 mod units;
 
@@ -50,6 +52,12 @@ enum Command {
     Trace {
         #[command(subcommand)]
         trace: TraceCommand,
+    },
+    /// The studies of the seeds, each printing its results beside the
+    /// seed's.
+    Study {
+        #[command(subcommand)]
+        study: study::Study,
     },
 }
 
@@ -216,6 +224,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Trace {
             trace: TraceCommand::Convert(args),
         } => trace_cmd::convert(args),
+        Command::Study { study } => study::run(study),
     }
 }
 
