@@ -85,7 +85,7 @@ fn random_requests_over_b_banks_conflict_as_the_closed_form_says() {
                     bank_group: bank % per_rank / org.banks,
                     bank: bank % org.banks,
                     row: (r >> 32) as u32 % rows,
-                    column: (r >> 40) as u32 % org.columns & !7,
+                    column: ((r >> 40) as u32 % org.columns) & !7,
                     offset: 0,
                 };
                 read(m.encode(&c).unwrap(), 0)

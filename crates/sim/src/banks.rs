@@ -178,7 +178,7 @@ struct Llc {
 impl Llc {
     fn new(spec: LlcSpec) -> Result<Self, BanksError> {
         let lines = spec.bytes / LINE;
-        if spec.ways == 0 || lines == 0 || lines % u64::from(spec.ways) != 0 {
+        if spec.ways == 0 || lines == 0 || !lines.is_multiple_of(u64::from(spec.ways)) {
             return Err(BanksError::Spec(
                 "llc: bytes must be a non-zero multiple of ways x 64",
             ));
@@ -243,7 +243,11 @@ pub fn run_workload(
     spec: &WorkloadSpec,
 ) -> Result<WorkloadResult, BanksError> {
     let page = machine.page_size();
-    if spec.cores == 0 || spec.mlp == 0 || spec.array_bytes < page || spec.array_bytes % page != 0 {
+    if spec.cores == 0
+        || spec.mlp == 0
+        || spec.array_bytes < page
+        || !spec.array_bytes.is_multiple_of(page)
+    {
         return Err(BanksError::Spec(
             "cores and mlp must be positive and array_bytes a non-zero multiple of the page size",
         ));
@@ -772,7 +776,7 @@ pub fn analyse(machine: &Machine, frames: u64) -> Result<Analysis, BanksError> {
     let mut strides = Vec::new();
     let mut k = 0;
     loop {
-        let stride = unit_lines * LINE << k;
+        let stride = (unit_lines * LINE) << k;
         let a = conflicting + stride;
         if a >= machine.memory_bytes() || k > 40 {
             break;
