@@ -235,7 +235,7 @@ struct ChannelQ {
     /// Local banks with at least one queued hit.
     hit_banks: Vec<u64>,
     last_col: u64,
-    /// When a slot last freed (column command of the request leaving).
+    /// When the last decision's slot freed (its column command).
     freed_at: u64,
     bus_free: u64,
     last_read_end: u64,
@@ -395,9 +395,15 @@ impl Controller {
                 size: self.decoder.size(),
             })?;
         let c = (at.bank >> self.bpc_shift) as usize;
+        // The request enters the queue when it arrives, or, if the queue
+        // is full then, when a decision frees a slot.
+        let mut entered = req.arrival;
         while let Some(t) = self.decision_time(c) {
-            if t < req.arrival || self.channels[c].len == self.depth {
+            if t < req.arrival {
                 done.push(self.decide(c));
+            } else if self.channels[c].len == self.depth {
+                done.push(self.decide(c));
+                entered = entered.max(self.channels[c].freed_at);
             } else {
                 break;
             }
@@ -405,7 +411,6 @@ impl Controller {
         let id = self.next_id;
         self.next_id += 1;
         self.first_arrival.get_or_insert(req.arrival);
-        let entered = req.arrival.max(self.channels[c].freed_at);
         let bank = &mut self.banks[at.bank as usize];
         let ch = &mut self.channels[c];
         let s = ch.free.pop().expect("the queue has room");
