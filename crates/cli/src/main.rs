@@ -6,6 +6,8 @@ mod evaluate_cmd;
 mod pmo_cmd;
 mod render;
 mod report;
+mod study;
+mod study_banks;
 mod trace_cmd;
 mod units;
 
@@ -53,6 +55,12 @@ enum Command {
     Trace {
         #[command(subcommand)]
         trace: TraceCommand,
+    },
+    /// The studies of the seeds, each printing its results beside the
+    /// seed's.
+    Study {
+        #[command(subcommand)]
+        study: study::Study,
     },
 }
 
@@ -226,6 +234,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Trace {
             trace: TraceCommand::Convert(args),
         } => trace_cmd::convert(args),
+        Command::Study { study } => study::run(study),
     }
 }
 

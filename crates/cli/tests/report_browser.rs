@@ -197,7 +197,11 @@ fn report_renders_in_chromium_and_shows_the_results() {
             .unwrap();
     let trace = &results["traces"][0];
     let rows = trace["rows"].as_array().unwrap();
-    assert_eq!(rows.len(), 8, "Linux (as recorded) and seven allocators");
+    assert_eq!(
+        rows.len(),
+        nvmos_sim::AllocatorKind::ALL.len() + 1,
+        "Linux (as recorded) and every allocator of the registry"
+    );
     let cells = number_cells(&dom);
     assert_eq!(
         cells.len(),

@@ -16,6 +16,9 @@
 //!   multi-frame requests that need it, per-core buddy spaces with their
 //!   own locks. Single-frame allocation and free are O(1), and frames are
 //!   reused least recently freed first so SCM wear evens out.
+//! - [`M3`]: the bank-aware allocator of seed 002: frames at random across
+//!   the banks (colours the caller computes from a memory model),
+//!   optionally with the colours partitioned among the CPUs.
 //!
 //! The crate is `no_std` + `alloc`. Locks come in through [`lock_api`]: a
 //! kernel plugs in its spin lock, user space a sleeping mutex such as
@@ -54,6 +57,7 @@ mod bitmap;
 mod buddy;
 mod error;
 mod ibuddy;
+mod m3;
 mod meta;
 mod percpu;
 mod stats;
@@ -65,6 +69,7 @@ mod zones;
 pub use buddy::Buddy;
 pub use error::{AllocError, ConfigError, ValidationError};
 pub use ibuddy::IBuddy;
+pub use m3::{M3Policy, M3};
 pub use percpu::{PcpPolicy, PerCpu};
 pub use stats::Stats;
 pub use types::{InvalidOrder, MigrateType, Order, Pfn, Request, Zone, MAX_ORDER, ORDERS};

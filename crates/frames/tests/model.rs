@@ -119,6 +119,16 @@ proptest! {
     fn lazy_ibuddy_31(zones in zones(), cpus in 1u32..=3, ops in prop::collection::vec(op(3), 1..300)) {
         run(Config::Lis31, &zones, cpus, &clamp(ops, cpus))?;
     }
+
+    #[test]
+    fn m3_random(zones in zones(), cpus in 1u32..=3, ops in prop::collection::vec(op(3), 1..300)) {
+        run(Config::M3Random, &zones, cpus, &clamp(ops, cpus))?;
+    }
+
+    #[test]
+    fn m3_partitioned(zones in zones(), cpus in 1u32..=3, ops in prop::collection::vec(op(3), 1..300)) {
+        run(Config::M3Partitioned, &zones, cpus, &clamp(ops, cpus))?;
+    }
 }
 
 /// Map every op's CPU into `0..cpus`.

@@ -151,6 +151,12 @@ fn lazy_ibuddy_under_stress() {
 }
 
 #[test]
+fn m3_under_stress() {
+    stress(Config::M3Random);
+    stress(Config::M3Partitioned);
+}
+
+#[test]
 fn spin_yield_lock_under_stress() {
     use nvmos_frames::sync::SpinYield;
     for config in [Config::Lbs31, Config::Lis31, Config::IBuddy] {

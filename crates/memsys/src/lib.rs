@@ -24,8 +24,15 @@
 //! [`bank`] holds the per-bank part of the timing model: each bank's open
 //! row ([`BankState`]) under an open- or closed-page [`PagePolicy`], and
 //! when a request's data is done given `tRCD`/`tCL`/`tRP`/`tRAS`/`tWR`
-//! ([`BankState::access`], [`Timing::unloaded_latency`]). Request queues,
-//! scheduling and bus contention are not here yet.
+//! ([`BankState::access`], [`Timing::unloaded_latency`]).
+//!
+//! [`controller`] is the whole timing model: per-bank request queues under
+//! a bounded queue per channel, FR-FCFS scheduling (row hits first, then
+//! the oldest), every command timing per bank, rank and channel, data-bus
+//! contention with read/write turnaround; event driven, one decision per
+//! request, and an assertion mode whose [`checker`] verifies every timing
+//! constraint between the commands issued. [`lookup`] decodes addresses to
+//! banks with byte-wise lookup tables for it.
 //!
 //! ```
 //! use nvmos_memsys::{Coordinates, Machine, Technology};
@@ -44,18 +51,35 @@
 //! let pcm = Machine::preset("pcm-lee2009")?;
 //! assert_eq!(pcm.technology_of(0), Some(Technology::Pcm));
 //! assert!(pcm.timing(Technology::Pcm).unwrap().rp > pcm.timing(Technology::Pcm).unwrap().rcd);
+//!
+//! // The timing model: a sequential read stream hits the open row.
+//! use nvmos_memsys::{AccessKind, Controller, ControllerConfig, MemRequest};
+//! let ddr4 = Machine::preset("ddr4-2400")?;
+//! let mut mc = Controller::new(&ddr4, ControllerConfig::default())?;
+//! let stream = (0..1024u64).map(|line| MemRequest { paddr: line * 64, kind: AccessKind::Read, core: 0, arrival: 0 });
+//! let report = mc.run(stream)?;
+//! assert_eq!(report.rows.hits, 1024 - 8); // 128 lines per 8 KB row
+//! assert_eq!(mc.verify(), Ok(0)); // assertion mode is off by default
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 #![warn(missing_docs)]
 
 pub mod bank;
+pub mod checker;
+pub mod controller;
 mod error;
+pub mod lookup;
 mod machine;
 pub mod mapping;
 mod timing;
 
 pub use bank::{AccessKind, BankState, PagePolicy, RowOutcome, RowStats, Served};
+pub use controller::{
+    Completion, Controller, ControllerConfig, ControllerError, ControllerReport, CoreLatency,
+    MemRequest,
+};
 pub use error::{LoadError, MachineError};
+pub use lookup::{BankDecoder, BankRow};
 pub use machine::{Machine, MachineSpec, Organisation, Zone};
 pub use mapping::{
     AddressError, AddressMapping, BitSpec, ChannelModulo, Coordinates, Field, MappingError,

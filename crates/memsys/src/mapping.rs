@@ -588,6 +588,13 @@ impl AddressMapping {
         }
     }
 
+    /// The address-bit mask of each output bit of a field, least
+    /// significant output bit first: output bit `i` is the parity of
+    /// `local & masks(field)[i]`, `local` the channel-local address.
+    pub fn masks(&self, field: Field) -> &[u64] {
+        &self.masks[field as usize]
+    }
+
     /// The modulo channel interleave, if any.
     pub fn channel_modulo(&self) -> Option<ChannelModulo> {
         self.spec.channel_modulo

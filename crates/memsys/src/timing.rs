@@ -60,6 +60,27 @@ pub struct Timing {
     pub wr: u32,
     /// Transfers per burst (8 for DDR3/DDR4 BL8).
     pub burst_length: u32,
+    /// Write command to first write data (CAS write latency).
+    #[serde(rename = "tCWL")]
+    pub cwl: u32,
+    /// Read command to precharge of the same bank.
+    #[serde(rename = "tRTP")]
+    pub rtp: u32,
+    /// End of write data to a read command in the same rank (write-to-read
+    /// turnaround).
+    #[serde(rename = "tWTR")]
+    pub wtr: u32,
+    /// Column command to column command in the same rank.
+    #[serde(rename = "tCCD")]
+    pub ccd: u32,
+    /// Activate to activate of another bank in the same rank.
+    #[serde(rename = "tRRD")]
+    pub rrd: u32,
+    /// Four-activate window: at most four ACTs to a rank within any `tFAW`
+    /// cycles; 0 where the technology has no such limit (Lee et al.'s PCM
+    /// as Ramulator encodes it).
+    #[serde(rename = "tFAW")]
+    pub faw: u32,
 }
 
 /// Why a timing table was refused.
@@ -82,6 +103,16 @@ pub enum TimingError {
         ras: u32,
         /// tRCD.
         rcd: u32,
+    },
+    /// Four ACTs cannot fit in a window shorter than the gap between two.
+    #[error("timing.{technology}.tFAW = {faw} is shorter than timing.{technology}.tRRD = {rrd} (use 0 for no four-activate window)")]
+    FawShorterThanRrd {
+        /// Technology.
+        technology: Technology,
+        /// tFAW.
+        faw: u32,
+        /// tRRD.
+        rrd: u32,
     },
     /// DDR moves two transfers a clock, so a burst is an even number.
     #[error(
@@ -106,6 +137,11 @@ impl Timing {
             ("tRAS", self.ras),
             ("tWR", self.wr),
             ("burst_length", self.burst_length),
+            ("tCWL", self.cwl),
+            ("tRTP", self.rtp),
+            ("tWTR", self.wtr),
+            ("tCCD", self.ccd),
+            ("tRRD", self.rrd),
         ] {
             if value == 0 {
                 return Err(TimingError::Zero { technology, field });
@@ -116,6 +152,13 @@ impl Timing {
                 technology,
                 ras: self.ras,
                 rcd: self.rcd,
+            });
+        }
+        if self.faw != 0 && self.faw < self.rrd {
+            return Err(TimingError::FawShorterThanRrd {
+                technology,
+                faw: self.faw,
+                rrd: self.rrd,
             });
         }
         if self.burst_length & 1 == 1 {
@@ -175,6 +218,12 @@ pub(crate) mod fixtures {
         ras: 39,
         wr: 18,
         burst_length: 8,
+        cwl: 12,
+        rtp: 9,
+        wtr: 9,
+        ccd: 4,
+        rrd: 4,
+        faw: 26,
     };
 
     /// Lee et al. 2009 PCM, as the `pcm-lee2009` preset.
@@ -186,6 +235,12 @@ pub(crate) mod fixtures {
         ras: 22,
         wr: 6,
         burst_length: 8,
+        cwl: 5,
+        rtp: 3,
+        wtr: 3,
+        ccd: 4,
+        rrd: 2,
+        faw: 0,
     };
 }
 
@@ -226,6 +281,15 @@ mod tests {
                 field: "tCK_ps"
             }
         );
+        let e = Timing { faw: 3, ..DDR4 }
+            .validate(Technology::Dram)
+            .unwrap_err();
+        assert!(e.to_string().contains("timing.dram.tFAW = 3"), "{e}");
+        assert_eq!(Timing { faw: 0, ..DDR4 }.validate(Technology::Dram), Ok(()));
+        let e = Timing { cwl: 0, ..DDR4 }
+            .validate(Technology::Dram)
+            .unwrap_err();
+        assert!(e.to_string().contains("tCWL"), "{e}");
         let e = Timing {
             burst_length: 7,
             ..DDR4

@@ -231,7 +231,10 @@ fn toml_syntax_errors_name_the_file_line_and_column() {
 fn unknown_keys_are_refused_by_name() {
     let e = ddr4_with(|t| t.replace("ranks = 2", "ranks = 2\nrankz = 2")).unwrap_err();
     assert!(e.to_string().contains("rankz"), "{e}");
-    let e = ddr4_with(|t| t.replace("tCL = 17", "tCL = 17\ntCWL = 12")).unwrap_err();
+    let e = ddr4_with(|t| t.replace("tCL = 17", "tCL = 17\ntCAS = 12")).unwrap_err();
+    assert!(e.to_string().contains("tCAS"), "{e}");
+    // A missing timing is named too.
+    let e = ddr4_with(|t| t.replace("tCWL = 12\n", "")).unwrap_err();
     assert!(e.to_string().contains("tCWL"), "{e}");
 }
 

@@ -2,7 +2,9 @@
 //! benchmarks, replay and the report build them from.
 
 use lock_api::RawMutex;
-use nvmos_frames::{Buddy, ConfigError, FrameAllocator, IBuddy, PcpPolicy, PerCpu, Zone};
+use nvmos_frames::{
+    Buddy, ConfigError, FrameAllocator, IBuddy, M3Policy, PcpPolicy, PerCpu, Pfn, Zone, M3,
+};
 
 /// An allocator configuration, named as seed 000's Table 2 names it.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
@@ -21,12 +23,17 @@ pub enum AllocatorKind {
     Lis1,
     /// (f) lazy iBuddy, lists of 31.
     Lis31,
+    /// Seed 002's M³: frames at random over the banks of the seed's Xeon
+    /// (`xeon-3ch`: 32 rank x bank colours, a bank every three frames).
+    M3,
+    /// M³ with those banks partitioned among the CPUs.
+    M3Part,
 }
 
 impl AllocatorKind {
     /// Every configuration, in Table 2's order with Linux's default after
     /// the lazy buddies.
-    pub const ALL: [AllocatorKind; 7] = [
+    pub const ALL: [AllocatorKind; 9] = [
         AllocatorKind::Buddy,
         AllocatorKind::Lbs1,
         AllocatorKind::Lbs31,
@@ -34,6 +41,8 @@ impl AllocatorKind {
         AllocatorKind::IBuddy,
         AllocatorKind::Lis1,
         AllocatorKind::Lis31,
+        AllocatorKind::M3,
+        AllocatorKind::M3Part,
     ];
 
     /// Short name, as `--alloc` takes it.
@@ -46,6 +55,8 @@ impl AllocatorKind {
             AllocatorKind::IBuddy => "iBuddy",
             AllocatorKind::Lis1 => "LiS-1",
             AllocatorKind::Lis31 => "LiS-31",
+            AllocatorKind::M3 => "M3",
+            AllocatorKind::M3Part => "M3-part",
         }
     }
 
@@ -59,6 +70,8 @@ impl AllocatorKind {
             AllocatorKind::IBuddy => "(d) iBuddy",
             AllocatorKind::Lis1 => "(e) lazy iBuddy, list of 1",
             AllocatorKind::Lis31 => "(f) lazy iBuddy, lists of 31",
+            AllocatorKind::M3 => "M3, random over the Xeon's banks (seed 002)",
+            AllocatorKind::M3Part => "M3, banks partitioned among CPUs (seed 002)",
         }
     }
 
@@ -89,6 +102,24 @@ impl AllocatorKind {
             AllocatorKind::IBuddy => job.run(ibuddy()?),
             AllocatorKind::Lis1 => job.run(PerCpu::<_, L>::new(ibuddy()?, PcpPolicy::LIS_1)?),
             AllocatorKind::Lis31 => job.run(PerCpu::<_, L>::new(ibuddy()?, PcpPolicy::LIS_31)?),
+            AllocatorKind::M3 | AllocatorKind::M3Part => {
+                // The default colouring: the seed's own machine.
+                let xeon = nvmos_memsys::Machine::preset("xeon-3ch")
+                    .expect("the built-in xeon-3ch preset loads");
+                let colouring = crate::banks::BankColouring::new(&xeon);
+                let policy = if self == AllocatorKind::M3 {
+                    M3Policy::RANDOM
+                } else {
+                    M3Policy::PARTITIONED
+                };
+                job.run(M3::<L>::new(
+                    zones,
+                    cpus,
+                    colouring.colours(),
+                    |pfn: Pfn| colouring.colour(pfn),
+                    policy,
+                )?)
+            }
         })
     }
 

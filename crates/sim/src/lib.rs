@@ -5,6 +5,11 @@
 //! to the memory: today, wear and lifetime of storage-class memory (seed
 //! 000). Results are plain data (serde); the CLI renders them.
 //!
+//! [`banks`] is seed 002's study: cores running STREAM kernels over frames
+//! an allocator placed, through the `nvmos-memsys` timing model, and the
+//! seed's analysing program that recovers a machine's bank interleaving
+//! from access latencies alone.
+//!
 //! ```
 //! use nvmos_frames::{IBuddy, MigrateType, Order, Pfn, Zone};
 //! use nvmos_sim::{replay, WriteModel};
@@ -23,6 +28,7 @@
 //! ```
 
 pub mod allocators;
+pub mod banks;
 pub mod evaluate;
 pub mod replay;
 pub mod wear;

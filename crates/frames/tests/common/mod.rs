@@ -5,8 +5,8 @@
 use std::collections::{BTreeMap, HashSet};
 
 use nvmos_frames::{
-    AllocError, Buddy, FrameAllocator, IBuddy, MigrateType, Order, PcpPolicy, PerCpu, Pfn, Request,
-    Zone,
+    AllocError, Buddy, FrameAllocator, IBuddy, M3Policy, MigrateType, Order, PcpPolicy, PerCpu,
+    Pfn, Request, Zone, M3,
 };
 
 pub type Lock = parking_lot::RawMutex;
@@ -21,10 +21,20 @@ pub enum Config {
     IBuddy,
     Lis1,
     Lis31,
+    /// M³, random placement (8 colours of 3 frames, like a bank every
+    /// three frames on seed 002's Xeon).
+    M3Random,
+    /// M³ with the colours partitioned among the CPUs.
+    M3Partitioned,
+}
+
+/// The test colouring of M³: 8 colours, a new one every three frames.
+pub fn m3_colour(pfn: Pfn) -> u32 {
+    (pfn.0 / 3 % 8) as u32
 }
 
 impl Config {
-    pub const ALL: [Config; 7] = [
+    pub const ALL: [Config; 9] = [
         Config::Buddy,
         Config::Lbs1,
         Config::Lbs31,
@@ -32,6 +42,8 @@ impl Config {
         Config::IBuddy,
         Config::Lis1,
         Config::Lis31,
+        Config::M3Random,
+        Config::M3Partitioned,
     ];
 
     pub fn build(self, zones: &[Zone], cpus: u32) -> Box<dyn FrameAllocator> {
@@ -56,6 +68,12 @@ impl Config {
             Config::IBuddy => Box::new(ibuddy()),
             Config::Lis1 => Box::new(PerCpu::<_, Lock>::new(ibuddy(), PcpPolicy::LIS_1).unwrap()),
             Config::Lis31 => Box::new(PerCpu::<_, Lock>::new(ibuddy(), PcpPolicy::LIS_31).unwrap()),
+            Config::M3Random => {
+                Box::new(M3::<Lock>::new(zones, cpus, 8, m3_colour, M3Policy::RANDOM).unwrap())
+            }
+            Config::M3Partitioned => {
+                Box::new(M3::<Lock>::new(zones, cpus, 8, m3_colour, M3Policy::PARTITIONED).unwrap())
+            }
         }
     }
 }

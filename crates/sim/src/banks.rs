@@ -1,0 +1,905 @@
+//! Seed 002's study: how frame placement decides row-buffer conflicts.
+//!
+//! - [`run_workload`]: N cores, each running a STREAM kernel (copy, scale,
+//!   add, triad) or the same kernel over its lines in random order, over
+//!   its own arrays. Each core's virtual pages are backed by frames a
+//!   [`FrameAllocator`] returns, faulted in the order STREAM's
+//!   initialisation loop touches them (a, b, c page by page), one core
+//!   after the other. Every access is a cache line; a core keeps at most
+//!   `mlp` misses outstanding (Westmere's ten line-fill buffers by
+//!   default) and issues the next when one completes, `gap` cycles after
+//!   its previous issue; an optional shared last-level cache (set
+//!   associative, LRU, write-back, write-allocate) filters the accesses.
+//!   The cores' requests meet in one [`Controller`], in time order.
+//! - [`study`]: the seed's experiment: 1, 2 and 4 cores; sequential
+//!   (buddy), random and M³ placement; sequential and random access.
+//! - [`analyse`]: the seed's analysing program, on the model: the access
+//!   latency of address pairs accessed alternately (a row conflict shows
+//!   as a long latency), and from those latencies alone which address
+//!   strides change the bank — the machine's interleaving — checked
+//!   against its mapping.
+
+use nvmos_frames::{Buddy, FrameAllocator, M3Policy, MigrateType, Order, Pfn, Request, Zone, M3};
+use nvmos_memsys::{
+    AccessKind, BankDecoder, Completion, Controller, ControllerConfig, ControllerError,
+    ControllerReport, Machine, MemRequest, PagePolicy,
+};
+use serde::{Deserialize, Serialize};
+
+type Lock = nvmos_frames::sync::SpinYield;
+
+/// Cache-line size, bytes.
+pub const LINE: u64 = 64;
+
+/// The colour of each frame by bank: the bank (rank, bank group, bank)
+/// within its channel of the frame's first byte. On seed 002's Xeon a
+/// frame lies in one bank of each of the three channels, the same one.
+#[derive(Clone, Debug)]
+pub struct BankColouring {
+    decoder: BankDecoder,
+    page_size: u64,
+    frames: u64,
+}
+
+impl BankColouring {
+    /// The colouring of `machine`.
+    pub fn new(machine: &Machine) -> Self {
+        Self {
+            decoder: BankDecoder::new(machine),
+            page_size: machine.page_size(),
+            frames: machine.memory_bytes() / machine.page_size(),
+        }
+    }
+
+    /// Number of colours: banks per channel.
+    pub fn colours(&self) -> u32 {
+        self.decoder.banks_per_channel()
+    }
+
+    /// The colour of `pfn` (frames beyond the machine wrap around).
+    pub fn colour(&self, pfn: Pfn) -> u32 {
+        let paddr = (pfn.0 % self.frames) * self.page_size;
+        let at = self.decoder.decode(paddr).expect("inside the machine");
+        at.bank % self.colours()
+    }
+}
+
+/// A STREAM kernel: which arrays it reads and which it writes.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kernel {
+    /// c = a
+    Copy,
+    /// b = s·c
+    Scale,
+    /// c = a + b
+    Add,
+    /// a = b + s·c
+    Triad,
+}
+
+impl Kernel {
+    /// (arrays read, array written), arrays numbered a = 0, b = 1, c = 2.
+    fn arrays(self) -> (&'static [u64], u64) {
+        match self {
+            Kernel::Copy => (&[0], 2),
+            Kernel::Scale => (&[2], 1),
+            Kernel::Add => (&[0, 1], 2),
+            Kernel::Triad => (&[1, 2], 0),
+        }
+    }
+}
+
+/// In which order a core visits its lines.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Access {
+    /// Line after line, as STREAM does.
+    Sequential,
+    /// Lines of the arrays in random order.
+    Random,
+}
+
+/// A shared last-level cache.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LlcSpec {
+    /// Capacity in bytes.
+    pub bytes: u64,
+    /// Ways per set.
+    pub ways: u32,
+}
+
+/// What the cores run.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkloadSpec {
+    /// Cores, each with its own arrays.
+    pub cores: u32,
+    /// The kernel.
+    pub kernel: Kernel,
+    /// Line order.
+    pub access: Access,
+    /// Bytes of each of the three arrays (a multiple of the page size).
+    pub array_bytes: u64,
+    /// Kernel steps per core (one step: a line of each array it touches).
+    pub steps: u64,
+    /// Misses a core keeps outstanding.
+    pub mlp: u32,
+    /// Memory cycles between two issues of one core (its compute).
+    pub gap: u64,
+    /// Optional last-level cache.
+    pub llc: Option<LlcSpec>,
+    /// Seed of the random line order.
+    pub seed: u64,
+}
+
+/// Why a workload could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum BanksError {
+    /// The allocator ran out of frames for the arrays.
+    #[error("the allocator ran out of frames after {allocated} of the {needed} the arrays need")]
+    OutOfFrames {
+        /// Frames allocated.
+        allocated: u64,
+        /// Frames needed.
+        needed: u64,
+    },
+    /// A bad request or configuration of the timing model.
+    #[error(transparent)]
+    Controller(#[from] ControllerError),
+    /// A workload parameter out of range.
+    #[error("workload: {0}")]
+    Spec(&'static str),
+    /// An allocator could not be built.
+    #[error("building the allocator: {0}")]
+    Allocator(#[from] nvmos_frames::ConfigError),
+}
+
+/// What a workload run measured.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct WorkloadResult {
+    /// The timing model's report.
+    pub memory: ControllerReport,
+    /// Accesses the LLC served.
+    pub llc_hits: u64,
+    /// When each core finished its last access, nanoseconds.
+    pub core_finish_ns: Vec<f64>,
+    /// When the last core finished, nanoseconds: the run time.
+    pub run_ns: f64,
+}
+
+struct Llc {
+    sets: u64,
+    ways: usize,
+    /// Per set: (line tag + 1, last use, dirty); tag 0 = empty.
+    lines: Vec<(u64, u64, bool)>,
+    clock: u64,
+}
+
+impl Llc {
+    fn new(spec: LlcSpec) -> Result<Self, BanksError> {
+        let lines = spec.bytes / LINE;
+        if spec.ways == 0 || lines == 0 || !lines.is_multiple_of(u64::from(spec.ways)) {
+            return Err(BanksError::Spec(
+                "llc: bytes must be a non-zero multiple of ways x 64",
+            ));
+        }
+        Ok(Self {
+            sets: lines / u64::from(spec.ways),
+            ways: spec.ways as usize,
+            lines: vec![(0, 0, false); lines as usize],
+            clock: 0,
+        })
+    }
+
+    /// Look `line` up; on a miss, fill it. Returns (hit, dirty line
+    /// evicted).
+    fn access(&mut self, line: u64, write: bool) -> (bool, Option<u64>) {
+        self.clock += 1;
+        let set = (line % self.sets) as usize * self.ways;
+        let ways = &mut self.lines[set..set + self.ways];
+        if let Some(w) = ways.iter_mut().find(|w| w.0 == line + 1) {
+            w.1 = self.clock;
+            w.2 |= write;
+            return (true, None);
+        }
+        let victim = ways
+            .iter_mut()
+            .min_by_key(|w| w.1)
+            .expect("at least one way");
+        let evicted = (victim.0 != 0 && victim.2).then(|| victim.0 - 1);
+        *victim = (line + 1, self.clock, write);
+        (false, evicted)
+    }
+}
+
+struct Core {
+    /// Frame of each virtual page (a, b, c arrays back to back).
+    pages: Vec<Pfn>,
+    /// Per outstanding-miss slot: when it frees; `u64::MAX` while its
+    /// request waits for the scheduler.
+    slots: Vec<u64>,
+    next_issue: u64,
+    step: u64,
+    /// Position within the step: reads, then the write.
+    part: usize,
+    line: u64,
+    rng: u64,
+    finish: u64,
+}
+
+impl Core {
+    fn ready(&self) -> u64 {
+        let free = self.slots.iter().copied().min().unwrap_or(0);
+        self.next_issue.max(free)
+    }
+}
+
+/// Back each core's arrays with frames from `alloc` and run the workload
+/// on `machine`'s timing model.
+pub fn run_workload(
+    machine: &Machine,
+    controller: ControllerConfig,
+    alloc: &dyn FrameAllocator,
+    spec: &WorkloadSpec,
+) -> Result<WorkloadResult, BanksError> {
+    let page = machine.page_size();
+    if spec.cores == 0
+        || spec.mlp == 0
+        || spec.array_bytes < page
+        || !spec.array_bytes.is_multiple_of(page)
+    {
+        return Err(BanksError::Spec(
+            "cores and mlp must be positive and array_bytes a non-zero multiple of the page size",
+        ));
+    }
+    let pages_per_array = spec.array_bytes / page;
+    let needed = 3 * pages_per_array * u64::from(spec.cores);
+    let mut cores = Vec::new();
+    let mut allocated = 0;
+    for cpu in 0..spec.cores {
+        // STREAM's initialisation loop writes a[j], b[j], c[j] together:
+        // the pages fault a, b, c, a, b, c, ...
+        let mut pages = vec![Pfn(0); 3 * pages_per_array as usize];
+        for p in 0..pages_per_array {
+            for array in 0..3 {
+                let req = Request::new(Order::ZERO, cpu, MigrateType::Movable);
+                let pfn = alloc
+                    .alloc(req)
+                    .map_err(|_| BanksError::OutOfFrames { allocated, needed })?;
+                allocated += 1;
+                pages[(array * pages_per_array + p) as usize] = pfn;
+            }
+        }
+        cores.push(Core {
+            pages,
+            slots: vec![0; spec.mlp as usize],
+            next_issue: 0,
+            step: 0,
+            part: 0,
+            line: 0,
+            rng: spec.seed ^ (u64::from(cpu) + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1,
+            finish: 0,
+        });
+    }
+    let mut mc = Controller::new(machine, controller)?;
+    let mut llc = spec.llc.map(Llc::new).transpose()?;
+    let mut llc_hits = 0;
+    let (reads, write) = spec.kernel.arrays();
+    let lines_per_array = spec.array_bytes / LINE;
+    let mut done: Vec<Completion> = Vec::new();
+    // Which core each request id belongs to (posted write-backs: none).
+    let mut owner: Vec<Option<u32>> = Vec::new();
+    loop {
+        let next_core = cores
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| c.step < spec.steps)
+            .map(|(i, c)| (c.ready(), i))
+            .min();
+        let next_decision = mc.next_decision();
+        match (next_core, next_decision) {
+            (Some((t, i)), d) if t != u64::MAX && d.is_none_or(|(_, dt)| t < dt) => {
+                let core = &mut cores[i];
+                if core.part == 0 {
+                    core.line = match spec.access {
+                        Access::Sequential => core.step % lines_per_array,
+                        Access::Random => {
+                            core.rng ^= core.rng << 13;
+                            core.rng ^= core.rng >> 7;
+                            core.rng ^= core.rng << 17;
+                            core.rng % lines_per_array
+                        }
+                    };
+                }
+                let (array, kind) = match reads.get(core.part) {
+                    Some(&a) => (a, AccessKind::Read),
+                    None => (write, AccessKind::Write),
+                };
+                let vaddr = array * spec.array_bytes + core.line * LINE;
+                let pfn = core.pages[(vaddr / page) as usize];
+                let paddr = pfn.0 * page + vaddr % page;
+                // A core whose channel queue is full stalls until the
+                // channel's next decision frees a slot (later than t:
+                // nothing decides before t).
+                let channel = mc.channel_of(paddr)?;
+                if !mc.has_space(channel) {
+                    let d = mc.decision_time(channel).expect("a full queue decides");
+                    core.next_issue = core.next_issue.max(d + 1);
+                    continue;
+                }
+                // Through the LLC: a hit costs the core only its gap; a
+                // miss (write-allocate: a write misses as a read for
+                // ownership) goes to memory; a dirty victim is written
+                // back, posted (if its channel is full, that channel
+                // decides at once to make room).
+                let mut to_memory = Some(kind);
+                if let Some(llc) = llc.as_mut() {
+                    let (hit, evicted) = llc.access(paddr / LINE, kind == AccessKind::Write);
+                    if hit {
+                        llc_hits += 1;
+                        to_memory = None;
+                    } else {
+                        to_memory = Some(AccessKind::Read);
+                    }
+                    if let Some(victim) = evicted {
+                        let wb = MemRequest {
+                            paddr: victim * LINE,
+                            kind: AccessKind::Write,
+                            core: i as u32,
+                            arrival: t,
+                        };
+                        let id = mc.submit(wb, &mut done)?;
+                        record(id, None, &mut owner);
+                    }
+                }
+                let core = &mut cores[i];
+                match to_memory {
+                    Some(kind) => {
+                        let req = MemRequest {
+                            paddr,
+                            kind,
+                            core: i as u32,
+                            arrival: t,
+                        };
+                        let id = mc.submit(req, &mut done)?;
+                        record(id, Some(i as u32), &mut owner);
+                        claim_slot(core);
+                    }
+                    None => core.finish = core.finish.max(t),
+                }
+                advance(core, t, spec, reads.len());
+            }
+            (_, Some(_)) => {
+                let c = mc.decide_next().expect("a decision is due");
+                done.push(c);
+            }
+            _ => break,
+        }
+        for c in done.drain(..) {
+            if let Some(Some(core)) = owner.get(c.id as usize) {
+                let core = &mut cores[*core as usize];
+                let slot = core
+                    .slots
+                    .iter_mut()
+                    .find(|s| **s == u64::MAX)
+                    .expect("a completion frees a waiting slot");
+                *slot = c.done;
+                core.finish = core.finish.max(c.done);
+            }
+        }
+    }
+    mc.drain(&mut done);
+    let memory = mc.report();
+    let tck = f64::from(mc.timing().tck_ps) / 1000.0;
+    let core_finish_ns: Vec<f64> = cores.iter().map(|c| c.finish as f64 * tck).collect();
+    Ok(WorkloadResult {
+        run_ns: core_finish_ns.iter().copied().fold(0.0, f64::max),
+        core_finish_ns,
+        memory,
+        llc_hits,
+    })
+}
+
+fn record(id: u64, core: Option<u32>, owner: &mut Vec<Option<u32>>) {
+    debug_assert_eq!(id as usize, owner.len());
+    owner.push(core);
+}
+
+fn claim_slot(core: &mut Core) {
+    let slot = core
+        .slots
+        .iter_mut()
+        .min()
+        .expect("a core has at least one slot");
+    *slot = u64::MAX;
+}
+
+fn advance(core: &mut Core, t: u64, spec: &WorkloadSpec, reads: usize) {
+    core.next_issue = t + spec.gap;
+    core.part += 1;
+    if core.part > reads {
+        core.part = 0;
+        core.step += 1;
+    }
+}
+
+/// Where frames come from in the study.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Placement {
+    /// The buddy system: consecutive frames.
+    Sequential,
+    /// M³ without partitions: frames at random over all banks.
+    Random,
+    /// M³ with the banks partitioned among the cores by colour (on the
+    /// seed's Xeon each of four cores gets one rank: the 3 MB partition).
+    M3,
+}
+
+impl Placement {
+    /// Every placement, in the study's order.
+    pub const ALL: [Placement; 3] = [Placement::Sequential, Placement::Random, Placement::M3];
+
+    /// Build the allocator over `zones` for `cpus` CPUs.
+    pub fn build(
+        self,
+        machine: &Machine,
+        zones: &[Zone],
+        cpus: u32,
+        seed: u64,
+    ) -> Result<Box<dyn FrameAllocator>, BanksError> {
+        let colouring = BankColouring::new(machine);
+        let colours = colouring.colours();
+        let colour = |pfn| colouring.colour(pfn);
+        Ok(match self {
+            Placement::Sequential => Box::new(Buddy::<Lock>::new(zones, cpus)?),
+            Placement::Random => Box::new(M3::<Lock>::new(
+                zones,
+                cpus,
+                colours,
+                colour,
+                M3Policy {
+                    seed,
+                    ..M3Policy::RANDOM
+                },
+            )?),
+            Placement::M3 => Box::new(M3::<Lock>::new(
+                zones,
+                cpus,
+                colours,
+                colour,
+                M3Policy {
+                    seed,
+                    ..M3Policy::PARTITIONED
+                },
+            )?),
+        })
+    }
+}
+
+/// The study's settings.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BanksOptions {
+    /// Core counts.
+    pub cores: Vec<u32>,
+    /// Placements.
+    pub placements: Vec<Placement>,
+    /// Access orders.
+    pub accesses: Vec<Access>,
+    /// The kernel.
+    pub kernel: Kernel,
+    /// Bytes per array per core.
+    pub array_bytes: u64,
+    /// Passes over the arrays (sequential access); random access makes as
+    /// many steps.
+    pub passes: u64,
+    /// Outstanding misses per core.
+    pub mlp: u32,
+    /// Cycles between issues of a core.
+    pub gap: u64,
+    /// Page policy.
+    pub policy: PagePolicy,
+    /// Queue per channel.
+    pub queue_depth: usize,
+    /// Seed.
+    pub seed: u64,
+}
+
+impl Default for BanksOptions {
+    fn default() -> Self {
+        Self {
+            cores: vec![1, 2, 4],
+            placements: Placement::ALL.to_vec(),
+            accesses: vec![Access::Sequential, Access::Random],
+            kernel: Kernel::Copy,
+            array_bytes: 4 << 20,
+            passes: 1,
+            mlp: 10,
+            gap: 2,
+            policy: PagePolicy::Open,
+            queue_depth: 32,
+            seed: 2012,
+        }
+    }
+}
+
+/// One cell of the study.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BanksRow {
+    /// Cores.
+    pub cores: u32,
+    /// Placement.
+    pub placement: Placement,
+    /// Access order.
+    pub access: Access,
+    /// Row-buffer hit rate.
+    pub hit_rate: f64,
+    /// Miss (closed bank) rate.
+    pub miss_rate: f64,
+    /// Conflict rate.
+    pub conflict_rate: f64,
+    /// Mean banks busy.
+    pub blp: f64,
+    /// Run time: until the last core finished, ns.
+    pub run_ns: f64,
+    /// Bandwidth, GB/s.
+    pub bandwidth_gbs: f64,
+    /// Mean memory latency over the cores, ns.
+    pub latency_ns: f64,
+    /// Run time relative to sequential placement with the same cores and
+    /// access (below 1: faster).
+    pub vs_sequential: f64,
+}
+
+/// The whole study.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BanksStudy {
+    /// The machine's name.
+    pub machine: String,
+    /// Settings.
+    pub options: BanksOptions,
+    /// One row per cores × placement × access.
+    pub rows: Vec<BanksRow>,
+    /// What seed 002 reports, in its words.
+    pub seed_reports: Vec<String>,
+}
+
+/// The zone the study allocates from: the machine's last zone, cut to
+/// what the arrays need plus room, so building an allocator stays cheap.
+fn study_zone(machine: &Machine, options: &BanksOptions) -> Zone {
+    let zone = machine.zones().last().expect("a machine has zones");
+    let max_cores = u64::from(options.cores.iter().copied().max().unwrap_or(1));
+    let need = 3 * options.array_bytes / machine.page_size() * max_cores;
+    // Twice what is needed, rounded to the 12 MB round (3072 frames) of
+    // the seed's machine, at least 64 MiB.
+    let frames = (2 * need).max(16384).next_multiple_of(3072);
+    let start = zone.start_pfn.next_multiple_of(3072);
+    Zone::new(start, (start + frames).min(zone.end_pfn))
+}
+
+/// Run seed 002's experiment; `progress` is called after each cell.
+pub fn study(
+    machine: &Machine,
+    options: &BanksOptions,
+    progress: &mut dyn FnMut(&BanksRow),
+) -> Result<BanksStudy, BanksError> {
+    let zone = study_zone(machine, options);
+    let controller = ControllerConfig {
+        policy: options.policy,
+        queue_depth: options.queue_depth,
+        check: false,
+    };
+    let mut rows: Vec<BanksRow> = Vec::new();
+    for &cores in &options.cores {
+        for &access in &options.accesses {
+            for &placement in &options.placements {
+                let alloc = placement.build(machine, &[zone], cores, options.seed)?;
+                let spec = WorkloadSpec {
+                    cores,
+                    kernel: options.kernel,
+                    access,
+                    array_bytes: options.array_bytes,
+                    steps: options.passes * options.array_bytes / LINE,
+                    mlp: options.mlp,
+                    gap: options.gap,
+                    llc: None,
+                    seed: options.seed,
+                };
+                let r = run_workload(machine, controller, &*alloc, &spec)?;
+                let m = &r.memory;
+                let latency = if m.cores.is_empty() {
+                    0.0
+                } else {
+                    m.cores.iter().map(|c| c.mean_ns).sum::<f64>() / m.cores.len() as f64
+                };
+                let baseline = rows
+                    .iter()
+                    .find(|row| {
+                        row.cores == cores
+                            && row.access == access
+                            && row.placement == Placement::Sequential
+                    })
+                    .map(|row| row.run_ns);
+                let row = BanksRow {
+                    cores,
+                    placement,
+                    access,
+                    hit_rate: m.hit_rate,
+                    miss_rate: m.miss_rate,
+                    conflict_rate: m.conflict_rate,
+                    blp: m.blp,
+                    run_ns: r.run_ns,
+                    bandwidth_gbs: m.bandwidth_gbs,
+                    latency_ns: latency,
+                    vs_sequential: baseline.map_or(1.0, |b| r.run_ns / b),
+                };
+                progress(&row);
+                rows.push(row);
+            }
+        }
+    }
+    Ok(BanksStudy {
+        machine: machine.name().to_owned(),
+        options: options.clone(),
+        rows,
+        seed_reports: SEED_REPORTS.iter().map(|s| (*s).to_owned()).collect(),
+    })
+}
+
+/// What seed 002 reports (it gives its results as charts; these are its
+/// words, and the direction of each finding).
+pub const SEED_REPORTS: [&str; 5] = [
+    "Stream benchmark on an Intel Xeon (quad-core), 32 GB DRAM: page frame allocation policy affects performance, especially on multicore.",
+    "Sequential allocation is slower than random allocation; the difference is due to row-buffer conflicts.",
+    "Conflict probability, random and sequential alike: 1/n; but sequential conflicts are correlated: a set of successive conflicts, amplified among multiple cores.",
+    "Regularities (such as sequential) considered harmful; allocating three successive frames obtains prefetching effects.",
+    "12 MB (or 3 MB) is a good candidate for partitioning to reduce the row-buffer conflicts among cores.",
+];
+
+/// The analysing program's result.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Analysis {
+    /// The machine's name.
+    pub machine: String,
+    /// The reference address every probe is paired with.
+    pub reference: u64,
+    /// The first address found to conflict with the reference.
+    pub conflicting: u64,
+    /// Latency of each cache line of the first frames after
+    /// `conflicting`, paired with the reference: (offset, ns).
+    pub line_latency_ns: Vec<(u64, f64)>,
+    /// The latency threshold between "same bank, other row" and the rest.
+    pub threshold_ns: f64,
+    /// The smallest stride, in lines, that stays in the conflicting bank.
+    pub unit_lines: u64,
+    /// For each stride `unit_lines · 64 · 2^k` bytes: (stride, whether the
+    /// latencies say it leaves the bank, whether the mapping says so).
+    pub strides: Vec<(u64, bool, bool)>,
+    /// Lines among the first frames whose latency says "other bank" but
+    /// the mapping says otherwise, or the reverse.
+    pub line_mismatches: u64,
+    /// Every stride and line agrees with the mapping.
+    pub agrees: bool,
+}
+
+/// Mean latency in ns of `a` when accessed alternately with `b`, one
+/// access outstanding at a time (the data dependency of the seed's
+/// program), on a fresh controller.
+fn pair_latency(machine: &Machine, a: u64, b: u64) -> Result<f64, BanksError> {
+    let mut mc = Controller::new(
+        machine,
+        ControllerConfig {
+            queue_depth: 1,
+            ..ControllerConfig::default()
+        },
+    )?;
+    let mut done = Vec::new();
+    let mut t = 0;
+    let mut sum = 0;
+    let rounds = 6;
+    for i in 0..2 * rounds {
+        let paddr = if i % 2 == 0 { b } else { a };
+        mc.submit(
+            MemRequest {
+                paddr,
+                kind: AccessKind::Read,
+                core: 0,
+                arrival: t,
+            },
+            &mut done,
+        )?;
+        mc.drain(&mut done);
+        let c = done.pop().expect("one request, one completion");
+        // The first round warms the banks up.
+        if i >= 2 && paddr == a {
+            sum += c.done - c.arrival;
+        }
+        t = c.done;
+    }
+    let tck = f64::from(mc.timing().tck_ps) / 1000.0;
+    Ok(sum as f64 / f64::from(rounds - 1) * tck)
+}
+
+/// Seed 002's analysing program on the model. Only latencies decide the
+/// result; the mapping is consulted afterwards, to check it.
+pub fn analyse(machine: &Machine, frames: u64) -> Result<Analysis, BanksError> {
+    let page = machine.page_size();
+    let reference = 0;
+    // The two latencies a pair can show: both rows stay open (hits), or
+    // each access closes the other's row. Find the first conflict by
+    // scanning frame by frame, then line by line before it.
+    let limit = (machine.memory_bytes() / page).min(1 << 16);
+    let mut lat = Vec::new();
+    for f in 1..limit {
+        let l = pair_latency(machine, f * page, reference)?;
+        lat.push((f * page, l));
+        let lo = lat.iter().map(|x| x.1).fold(f64::MAX, f64::min);
+        if l > lo * 1.5 {
+            break;
+        }
+    }
+    let (lo, hi) = lat
+        .iter()
+        .fold((f64::MAX, 0.0f64), |(lo, hi), x| (lo.min(x.1), hi.max(x.1)));
+    let threshold = (lo + hi) / 2.0;
+    let conflicting = lat
+        .iter()
+        .find(|x| x.1 > threshold)
+        .map(|x| x.0)
+        .ok_or(BanksError::Spec("no address conflicts with the reference"))?;
+    let conflicts = |a: u64| -> Result<bool, BanksError> {
+        Ok(pair_latency(machine, a, reference)? > threshold)
+    };
+    let same_bank = |a: u64, b: u64| {
+        let (x, y) = (machine.decode(a).unwrap(), machine.decode(b).unwrap());
+        machine.bank_index(&x) == machine.bank_index(&y)
+    };
+    // The latency of each line of the first frames after the conflict.
+    let mut line_latency_ns = Vec::new();
+    let mut line_mismatches = 0;
+    for off in (0..frames * page).step_by(LINE as usize) {
+        let a = conflicting + off;
+        if a >= machine.memory_bytes() {
+            break;
+        }
+        let l = pair_latency(machine, a, reference)?;
+        line_latency_ns.push((off, l));
+        let model_says = same_bank(a, reference)
+            && machine.decode(a).unwrap().row != machine.decode(reference).unwrap().row;
+        if (l > threshold) != model_says {
+            line_mismatches += 1;
+        }
+    }
+    let unit_lines = (1..=64)
+        .find(|&k| conflicts(conflicting + k * LINE).unwrap_or(false))
+        .ok_or(BanksError::Spec("no nearby line stays in the bank"))?;
+    let mut strides = Vec::new();
+    let mut k = 0;
+    loop {
+        let stride = (unit_lines * LINE) << k;
+        let a = conflicting + stride;
+        if a >= machine.memory_bytes() || k > 40 {
+            break;
+        }
+        let leaves = !conflicts(a)?;
+        strides.push((stride, leaves, !same_bank(a, conflicting)));
+        k += 1;
+    }
+    let agrees = line_mismatches == 0 && strides.iter().all(|s| s.1 == s.2);
+    Ok(Analysis {
+        machine: machine.name().to_owned(),
+        reference,
+        conflicting,
+        line_latency_ns,
+        threshold_ns: threshold,
+        unit_lines,
+        strides,
+        line_mismatches,
+        agrees,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bank_colouring_follows_the_xeon_bank_every_three_frames() {
+        let m = Machine::preset("xeon-3ch").unwrap();
+        let c = BankColouring::new(&m);
+        assert_eq!(c.colours(), 32);
+        let colours: Vec<u32> = (0..9).map(|f| c.colour(Pfn(f))).collect();
+        assert_eq!(colours, [0, 0, 0, 1, 1, 1, 2, 2, 2]);
+        // Ranks every 3 MB = 768 frames: colour 8 is rank 1, bank 0.
+        assert_eq!(c.colour(Pfn(768)), 8);
+    }
+
+    #[test]
+    fn the_analysing_program_recovers_the_xeon_interleaving() {
+        let m = Machine::preset("xeon-3ch").unwrap();
+        let a = analyse(&m, 1).unwrap();
+        assert!(a.agrees, "{a:?}");
+        // Same bank every third line: three channels by cache line.
+        assert_eq!(a.unit_lines, 3);
+        let leaving: Vec<u64> = a.strides.iter().filter(|s| s.1).map(|s| s.0).collect();
+        // Banks at 12, 24, 48 KB; ranks at 3 and 6 MB.
+        assert_eq!(leaving, [12 << 10, 24 << 10, 48 << 10, 3 << 20, 6 << 20]);
+    }
+
+    /// The seed's finding, in direction: four concurrent STREAM copies
+    /// on its Xeon run faster with random or bank-aware placement than
+    /// with the buddy's sequential frames, because more banks work at
+    /// once.
+    #[test]
+    fn random_and_m3_placement_beat_sequential_for_four_stream_copies() {
+        let m = Machine::preset("xeon-3ch").unwrap();
+        let options = BanksOptions {
+            cores: vec![4],
+            accesses: vec![Access::Sequential],
+            array_bytes: 1 << 20,
+            ..BanksOptions::default()
+        };
+        let s = study(&m, &options, &mut |_| {}).unwrap();
+        let row = |p| s.rows.iter().find(|r| r.placement == p).unwrap();
+        let (seq, random, m3) = (
+            row(Placement::Sequential),
+            row(Placement::Random),
+            row(Placement::M3),
+        );
+        assert!(random.run_ns < 0.8 * seq.run_ns, "{random:?} vs {seq:?}");
+        assert!(m3.run_ns < seq.run_ns, "{m3:?} vs {seq:?}");
+        assert!(random.blp > 1.5 * seq.blp, "{random:?} vs {seq:?}");
+        assert_eq!(s.seed_reports.len(), SEED_REPORTS.len());
+    }
+
+    #[test]
+    fn workloads_run_and_every_access_is_counted() {
+        let m = Machine::preset("xeon-3ch").unwrap();
+        let zones = [Zone::new(1 << 20, (1 << 20) + 8192)];
+        let spec = WorkloadSpec {
+            cores: 2,
+            kernel: Kernel::Add,
+            access: Access::Random,
+            array_bytes: 64 << 10,
+            steps: 500,
+            mlp: 4,
+            gap: 2,
+            llc: None,
+            seed: 1,
+        };
+        let config = ControllerConfig {
+            check: true,
+            ..ControllerConfig::default()
+        };
+        for placement in Placement::ALL {
+            let alloc = placement.build(&m, &zones, 2, 7).unwrap();
+            let r = run_workload(&m, config, &*alloc, &spec).unwrap();
+            // Add reads two lines and writes one per step.
+            assert_eq!(r.memory.requests, 2 * 500 * 3, "{placement:?}");
+            assert_eq!(r.memory.reads, 2 * 500 * 2);
+            assert_eq!(r.memory.cores.len(), 2);
+            assert!(r.run_ns > 0.0);
+        }
+        // With an LLC that holds everything, the second pass hits.
+        let spec = WorkloadSpec {
+            access: Access::Sequential,
+            steps: 2 * 1024,
+            llc: Some(LlcSpec {
+                bytes: 1 << 20,
+                ways: 16,
+            }),
+            ..spec
+        };
+        let alloc = Placement::Sequential.build(&m, &zones, 2, 7).unwrap();
+        let r = run_workload(&m, config, &*alloc, &spec).unwrap();
+        assert_eq!(r.llc_hits, 2 * 1024 * 3);
+        assert_eq!(r.memory.requests, 2 * 1024 * 3);
+        // Too little memory is an error, not a panic.
+        let tiny = [Zone::new(1 << 20, (1 << 20) + 8)];
+        let alloc = Placement::Random.build(&m, &tiny, 2, 7).unwrap();
+        assert!(matches!(
+            run_workload(&m, config, &*alloc, &spec),
+            Err(BanksError::OutOfFrames { allocated: 8, .. })
+        ));
+    }
+}
