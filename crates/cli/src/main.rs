@@ -4,7 +4,10 @@
 mod bench;
 mod evaluate_cmd;
 mod render;
+mod record_swap;
 mod report;
+mod study;
+mod study_swap;
 mod trace_cmd;
 mod units;
 
@@ -46,6 +49,14 @@ enum Command {
     /// Run a command and record the kernel's page-allocation events into a
     /// `.nvt` trace (needs root and tracefs).
     Record(trace_cmd::RecordArgs),
+    /// Run a command in a memory cgroup with a swap file of its own and
+    /// record the block requests to that swap file (needs root).
+    RecordSwap(record_swap::RecordSwapArgs),
+    /// The seeds' studies.
+    Study {
+        #[command(subcommand)]
+        study: study::Study,
+    },
     /// Look at and convert traces.
     Trace {
         #[command(subcommand)]
@@ -210,6 +221,8 @@ fn run(cli: Cli) -> Result<()> {
         Command::Evaluate(args) => evaluate_cmd::evaluate(args),
         Command::Replay(args) => evaluate_cmd::replay(args),
         Command::Record(args) => trace_cmd::record(args),
+        Command::RecordSwap(args) => record_swap::run(args),
+        Command::Study { study } => study::run(study),
         Command::Trace {
             trace: TraceCommand::Info(args),
         } => trace_cmd::info(args),

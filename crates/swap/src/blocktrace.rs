@@ -66,6 +66,20 @@ pub struct SwapTrace {
     pub throttles: Vec<Throttle>,
     /// The issuing task of each request (same index), where recorded.
     pub tasks: Vec<String>,
+    /// Phase marks: (time ns, name); a phase runs to the next mark.
+    pub phases: Vec<(u64, String)>,
+}
+
+impl SwapTrace {
+    /// The requests between the mark named `name` and the next mark.
+    pub fn phase_requests(&self, name: &str) -> Option<&[SwapRequest]> {
+        let i = self.phases.iter().position(|(_, n)| n == name)?;
+        let from = self.phases[i].0;
+        let to = self.phases.get(i + 1).map_or(u64::MAX, |p| p.0);
+        let a = self.requests.partition_point(|r| r.time_ns < from);
+        let b = self.requests.partition_point(|r| r.time_ns < to);
+        Some(&self.requests[a..b])
+    }
 }
 
 impl SwapTrace {
@@ -141,6 +155,14 @@ impl SwapTrace {
                     });
                     trace.tasks.push(task);
                 }
+                "P" => {
+                    let time_ns = num("time_ns")?;
+                    let name = f.collect::<Vec<_>>().join(" ");
+                    if name.is_empty() {
+                        return Err(err("field `name` is missing".into()));
+                    }
+                    trace.phases.push((time_ns, name));
+                }
                 "T" => {
                     let time_ns = num("time_ns")?;
                     let delayed_us = num("delayed_us")?;
@@ -155,7 +177,7 @@ impl SwapTrace {
                 }
                 other => {
                     return Err(err(format!(
-                        "field `kind`: '{other}' is not R, W or T"
+                        "field `kind`: '{other}' is not R, W, T or P"
                     )))
                 }
             }
@@ -173,6 +195,9 @@ impl SwapTrace {
             let d = if r.dir == Dir::Read { 'R' } else { 'W' };
             let task = self.tasks.get(i).map(String::as_str).unwrap_or("");
             writeln!(out, "{d} {} {} {} {task}", r.time_ns, r.offset, r.size)?;
+        }
+        for (t, name) in &self.phases {
+            writeln!(out, "P {t} {name}")?;
         }
         for t in &self.throttles {
             writeln!(
@@ -204,7 +229,7 @@ mod tests {
 
     #[test]
     fn round_trip() {
-        let text = format!("{MAGIC}\n# command: x y\nR 10 4096 32768 a b\nW 20 0 4096 kswapd0\nT 30 100 100000 WRITEBACK\n");
+        let text = format!("{MAGIC}\n# command: x y\nR 10 4096 32768 a b\nW 20 0 4096 kswapd0\nT 30 100 100000 WRITEBACK\nP 0 clean\nP 15 aged-1\n");
         let t = parse(&text).unwrap();
         assert_eq!(t.requests.len(), 2);
         assert_eq!(t.tasks[0], "a b");
@@ -212,6 +237,8 @@ mod tests {
         let mut out = Vec::new();
         t.write_text(&mut out).unwrap();
         assert_eq!(parse(std::str::from_utf8(&out).unwrap()).unwrap(), t);
+        assert_eq!(t.phase_requests("clean").unwrap().len(), 1);
+        assert_eq!(t.phase_requests("aged-1").unwrap().len(), 1);
     }
 
     #[test]
