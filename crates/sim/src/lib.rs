@@ -25,6 +25,7 @@
 pub mod allocators;
 pub mod evaluate;
 pub mod replay;
+pub mod swap_study;
 pub mod wear;
 
 pub use allocators::{AllocatorJob, AllocatorKind};

@@ -132,8 +132,8 @@ pub fn distributions(requests: &[SwapRequest]) -> (Distributions, Distributions)
 pub struct DeviceReplay {
     /// The device.
     pub device: String,
-    /// Sum of the read requests' latencies (queueing included), ns: the
-    /// time processes waited for swap-ins.
+    /// Device time of the reads, ns (the seed's method: each request's
+    /// service time, summed).
     pub swap_in_ns: u64,
     /// Device time of the writes, ns.
     pub write_busy_ns: u64,
@@ -166,7 +166,7 @@ pub fn replay(requests: &[SwapRequest], spec: &DeviceSpec) -> Result<DeviceRepla
         let ns = device.service(r.dir, r.offset, r.size);
         free_at = start + ns;
         match r.dir {
-            Dir::Read => out.swap_in_ns += free_at - r.time_ns,
+            Dir::Read => out.swap_in_ns += ns,
             Dir::Write => {
                 first_write.get_or_insert(r.time_ns);
                 last_write_issue = r.time_ns;

@@ -318,8 +318,12 @@ pub struct FaultBreakdown {
     pub lookup_swap_cache_ns: u64,
     /// Swap page read (OS).
     pub swap_page_read_ns: u64,
-    /// Device read (the device model, queueing included).
+    /// Device read: the device model's service time of the request
+    /// holding the faulting page.
     pub device_read_ns: u64,
+    /// Waiting in the device queue behind earlier requests (not a seed
+    /// stage; kept apart).
+    pub queue_wait_ns: u64,
     /// Swap page reuse.
     pub swap_page_reuse_ns: u64,
     /// Page mapping.
@@ -661,7 +665,9 @@ impl PagingSystem {
 
     // ---- the device queue --------------------------------------------------
 
-    fn submit(&mut self, dir: Dir, slot: u32, pages: u32, at: u64) -> u64 {
+    /// Queues a request at `at`; returns its completion time and service
+    /// time.
+    fn submit(&mut self, dir: Dir, slot: u32, pages: u32, at: u64) -> (u64, u64) {
         let start = at.max(self.device_free);
         let ns = self
             .device
@@ -675,7 +681,7 @@ impl PagingSystem {
                 size: u64::from(pages) * PAGE_SIZE,
             });
         }
-        self.device_free
+        (self.device_free, ns)
     }
 
     /// Completes the writes done by `t`: their pages are clean and rotate
@@ -813,6 +819,7 @@ impl PagingSystem {
         // faulting page.
         let issue = self.clock;
         let mut wait_until = issue;
+        let mut service = 0;
         let mut i = 0;
         while i < batch.len() {
             let mut j = i + 1;
@@ -822,13 +829,15 @@ impl PagingSystem {
             {
                 j += 1;
             }
-            let done = self.submit(Dir::Read, batch[i].0, (j - i) as u32, issue);
+            let (done, ns) = self.submit(Dir::Read, batch[i].0, (j - i) as u32, issue);
             if batch[i..j].iter().any(|&(_, p)| p == id) {
                 wait_until = done;
+                service = ns;
             }
             i = j;
         }
-        self.stats.breakdown.device_read_ns += wait_until - issue;
+        self.stats.breakdown.device_read_ns += service;
+        self.stats.breakdown.queue_wait_ns += (wait_until - issue).saturating_sub(service);
         self.clock = wait_until;
         self.clock += c.swap_page_reuse_ns + c.page_mapping_ns + c.swap_slot_free_ns + c.update_mmu_cache_ns;
         let b = &mut self.stats.breakdown;
@@ -1058,7 +1067,7 @@ impl PagingSystem {
                 {
                     j += 1;
                 }
-                let done = self.submit(Dir::Write, writes[i].0, (j - i) as u32, now);
+                let (done, _) = self.submit(Dir::Write, writes[i].0, (j - i) as u32, now);
                 r.requests += 1;
                 self.inflight.push_back(InFlight {
                     done,

@@ -83,6 +83,15 @@ pub fn hog(pages: u32) -> Workload {
     w
 }
 
+/// `pages` pages written once, in order: pure swap-out beyond the memory
+/// limit (the swap-out benchmark of the congestion figure).
+pub fn hog_write_only(pages: u32) -> Workload {
+    let refs: Vec<u32> = (0..pages).map(|p| p | REF_WRITE).collect();
+    let mut w = Workload::from_refs("write-only hog", refs, pages, vec![false; pages as usize]);
+    w.phases[0].name = "write".into();
+    w
+}
+
 /// Builds a reference string from regions.
 struct Builder {
     rng: SmallRng,
