@@ -15,7 +15,7 @@ use crate::report::{escape, format_value, CHECK_SCRIPT, PALETTE, STYLE};
 pub struct SwapArgs {
     /// Folder with recorded swap traces (`*.swt.zst`) and lackey traces
     /// (`*.lackey.zst`).
-    #[arg(long, value_name = "DIR", default_value = "traces")]
+    #[arg(long, value_name = "DIR", default_value = "traces/swap")]
     pub traces: PathBuf,
 
     /// Report folder: `swap.html` and `swap.json` are written there.

@@ -48,7 +48,7 @@ pub struct SwapStudyOptions {
 impl Default for SwapStudyOptions {
     fn default() -> Self {
         SwapStudyOptions {
-            traces: PathBuf::from("traces"),
+            traces: PathBuf::from("traces/swap"),
             pc_scale: 0.25,
             aging_rounds: 4,
             lackey_limit: 0.5,
