@@ -324,12 +324,13 @@ fn svg_open(out: &mut String, kind: &str, title: &str, h: f64) {
 fn bars(out: &mut String, kind: &str, title: &str, series: &[String], rows: &[(String, Vec<f64>)], unit: &str) {
     let bar_h = 12.0;
     let group_h = bar_h * series.len() as f64 + 8.0;
-    let top = 30.0 + 16.0;
+    let top = 30.0 + 14.0 * series.len() as f64 + 6.0;
     let left = 250.0;
     let h = top + group_h * rows.len() as f64 + 10.0;
     svg_open(out, kind, title, h);
     for (i, s) in series.iter().enumerate() {
-        write!(out, "<rect x=\"{}\" y=\"26\" width=\"10\" height=\"10\" fill=\"{}\"/><text x=\"{}\" y=\"35\" font-size=\"11\">{}</text>", 10.0 + 130.0 * i as f64, PALETTE[(i + 1) % PALETTE.len()], 24.0 + 130.0 * i as f64, escape(s)).unwrap();
+        let y = 26.0 + 14.0 * i as f64;
+        write!(out, "<rect x=\"{left}\" y=\"{y}\" width=\"10\" height=\"10\" fill=\"{}\"/><text x=\"{}\" y=\"{}\" font-size=\"11\">{}</text>", PALETTE[(i + 1) % PALETTE.len()], left + 14.0, y + 9.0, escape(s)).unwrap();
     }
     let max = rows.iter().flat_map(|r| r.1.iter().copied()).filter(|v| v.is_finite()).fold(0.0, f64::max).max(f64::MIN_POSITIVE);
     let plot = W - left - 90.0;
