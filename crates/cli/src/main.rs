@@ -3,8 +3,8 @@
 
 mod bench;
 mod evaluate_cmd;
-mod render;
 mod record_swap;
+mod render;
 mod report;
 mod study;
 mod study_swap;

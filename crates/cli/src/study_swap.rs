@@ -93,7 +93,8 @@ pub fn run(args: SwapArgs) -> Result<()> {
     });
     bar.finish_and_clear();
     let study = study?;
-    std::fs::create_dir_all(&args.out).with_context(|| format!("creating {}", args.out.display()))?;
+    std::fs::create_dir_all(&args.out)
+        .with_context(|| format!("creating {}", args.out.display()))?;
     let json = serde_json::to_string_pretty(&study)?;
     std::fs::write(args.out.join("swap.json"), &json).context("writing swap.json")?;
     std::fs::write(args.out.join("swap.html"), html(&study)).context("writing swap.html")?;
@@ -109,7 +110,13 @@ pub fn run(args: SwapArgs) -> Result<()> {
 fn align(rows: &[Vec<String>]) -> String {
     let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
     let widths: Vec<usize> = (0..cols)
-        .map(|c| rows.iter().filter_map(|r| r.get(c)).map(|s| s.chars().count()).max().unwrap_or(0))
+        .map(|c| {
+            rows.iter()
+                .filter_map(|r| r.get(c))
+                .map(|s| s.chars().count())
+                .max()
+                .unwrap_or(0)
+        })
         .collect();
     let mut out = String::new();
     for r in rows {
@@ -128,7 +135,11 @@ fn align(rows: &[Vec<String>]) -> String {
 
 /// Every stream's patterns: (name, pattern).
 fn patterns(s: &SwapStudy) -> Vec<(String, &Pattern)> {
-    let mut v: Vec<(String, &Pattern)> = s.model.iter().map(|m| (format!("{} (model)", m.workload), &m.pattern)).collect();
+    let mut v: Vec<(String, &Pattern)> = s
+        .model
+        .iter()
+        .map(|m| (format!("{} (model)", m.workload), &m.pattern))
+        .collect();
     for r in &s.recorded {
         for p in &r.patterns {
             v.push((format!("recorded {} · {}", r.trace, p.name), p));
@@ -137,10 +148,21 @@ fn patterns(s: &SwapStudy) -> Vec<(String, &Pattern)> {
     v
 }
 
-fn histogram_table(s: &SwapStudy, title: &str, pick: fn(&Pattern) -> &nvmos_swap::analysis::Distributions, ird: bool) -> String {
+fn histogram_table(
+    s: &SwapStudy,
+    title: &str,
+    pick: fn(&Pattern) -> &nvmos_swap::analysis::Distributions,
+    ird: bool,
+) -> String {
     let ps = patterns(s);
-    let Some((_, first)) = ps.first() else { return String::new() };
-    let labels = if ird { &pick(first).ird.labels } else { &pick(first).size.labels };
+    let Some((_, first)) = ps.first() else {
+        return String::new();
+    };
+    let labels = if ird {
+        &pick(first).ird.labels
+    } else {
+        &pick(first).size.labels
+    };
     let mut rows = vec![std::iter::once(format!("{title} (% of requests)"))
         .chain(std::iter::once("requests".to_owned()))
         .chain(labels.iter().cloned())
@@ -226,11 +248,31 @@ fn tables(s: &SwapStudy) -> String {
         rows.push(row);
     }
     let mut queue = vec!["(queue wait, not a seed stage)".to_owned(), "-".into()];
-    queue.extend(s.model.iter().map(|m| format!("{:.1}", m.stats.breakdown.queue_wait_ns as f64 / 1e3 / m.stats.breakdown.faults.max(1) as f64)));
-    let mut reclaim = vec!["(reclaim for the frame, not a seed stage)".to_owned(), "-".into()];
-    reclaim.extend(s.model.iter().map(|m| format!("{:.1}", m.stats.breakdown.reclaim_ns as f64 / 1e3 / m.stats.breakdown.faults.max(1) as f64)));
-    let mut total = vec!["total".to_owned(), format!("{:.1}", s.seed_breakdown.iter().map(|x| x.1).sum::<f64>())];
-    total.extend(s.model.iter().map(|m| format!("{:.1}", m.breakdown.iter().map(|x| x.1).sum::<f64>())));
+    queue.extend(s.model.iter().map(|m| {
+        format!(
+            "{:.1}",
+            m.stats.breakdown.queue_wait_ns as f64 / 1e3 / m.stats.breakdown.faults.max(1) as f64
+        )
+    }));
+    let mut reclaim = vec![
+        "(reclaim for the frame, not a seed stage)".to_owned(),
+        "-".into(),
+    ];
+    reclaim.extend(s.model.iter().map(|m| {
+        format!(
+            "{:.1}",
+            m.stats.breakdown.reclaim_ns as f64 / 1e3 / m.stats.breakdown.faults.max(1) as f64
+        )
+    }));
+    let mut total = vec![
+        "total".to_owned(),
+        format!("{:.1}", s.seed_breakdown.iter().map(|x| x.1).sum::<f64>()),
+    ];
+    total.extend(
+        s.model
+            .iter()
+            .map(|m| format!("{:.1}", m.breakdown.iter().map(|x| x.1).sum::<f64>())),
+    );
     rows.push(total);
     rows.push(queue);
     rows.push(reclaim);
@@ -272,15 +314,30 @@ fn tables(s: &SwapStudy) -> String {
         }));
         rows.push(row);
     }
-    let mut printed = vec!["seed's table as printed".to_owned(), "2".into(), "163177".into(), "4".into(), "1.32".into()];
-    printed.extend(s.seed_lifetime_printed.iter().map(|(_, a, b)| format!("{a} / {b} / -")));
+    let mut printed = vec![
+        "seed's table as printed".to_owned(),
+        "2".into(),
+        "163177".into(),
+        "4".into(),
+        "1.32".into(),
+    ];
+    printed.extend(
+        s.seed_lifetime_printed
+            .iter()
+            .map(|(_, a, b)| format!("{a} / {b} / -")),
+    );
     rows.push(printed);
     out.push_str(&align(&rows));
     out.push_str("  The seed's SCM 'with WL' cell reads 1,000,000 h = 11.4 y: 1,000,000 h is 114.2 y; its whole WL row is the formula at 2 writes/page (1.32 gives 173.0 / 17.3 / 1.73 y).\n");
 
     let f = &s.findings;
     out.push_str("\nFindings\n");
-    let list = |v: &[f64], digits: usize| v.iter().map(|x| format!("{x:.digits$}")).collect::<Vec<_>>().join(" ");
+    let list = |v: &[f64], digits: usize| {
+        v.iter()
+            .map(|x| format!("{x:.digits$}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
     writeln!(
         out,
         "  model, write IOPS {}:\n    congestion control on:  {}x as fast as at the slowest (congestion waits {}% of the time)\n    congestion control off: {}x",
@@ -299,7 +356,11 @@ fn tables(s: &SwapStudy) -> String {
         )
         .unwrap();
     }
-    for ((name, c, a), ((_, rc, ra), (_, mc, ma))) in f.small_writes.iter().zip(f.random_writes.iter().zip(&f.mean_write_kib)) {
+    for ((name, c, a), ((_, rc, ra), (_, mc, ma))) in f
+        .small_writes
+        .iter()
+        .zip(f.random_writes.iter().zip(&f.mean_write_kib))
+    {
         writeln!(
             out,
             "  {name}: 4 KiB writes {c:.1}% clean → {a:.1}% aged; non-sequential {rc:.1}% → {ra:.1}%; mean write {mc:.1} → {ma:.1} KiB"
@@ -321,7 +382,14 @@ fn svg_open(out: &mut String, kind: &str, title: &str, h: f64) {
 }
 
 /// Grouped horizontal bars: one group per row, one bar per series.
-fn bars(out: &mut String, kind: &str, title: &str, series: &[String], rows: &[(String, Vec<f64>)], unit: &str) {
+fn bars(
+    out: &mut String,
+    kind: &str,
+    title: &str,
+    series: &[String],
+    rows: &[(String, Vec<f64>)],
+    unit: &str,
+) {
     let bar_h = 12.0;
     let group_h = bar_h * series.len() as f64 + 8.0;
     let top = 30.0 + 14.0 * series.len() as f64 + 6.0;
@@ -332,11 +400,23 @@ fn bars(out: &mut String, kind: &str, title: &str, series: &[String], rows: &[(S
         let y = 26.0 + 14.0 * i as f64;
         write!(out, "<rect x=\"{left}\" y=\"{y}\" width=\"10\" height=\"10\" fill=\"{}\"/><text x=\"{}\" y=\"{}\" font-size=\"11\">{}</text>", PALETTE[(i + 1) % PALETTE.len()], left + 14.0, y + 9.0, escape(s)).unwrap();
     }
-    let max = rows.iter().flat_map(|r| r.1.iter().copied()).filter(|v| v.is_finite()).fold(0.0, f64::max).max(f64::MIN_POSITIVE);
+    let max = rows
+        .iter()
+        .flat_map(|r| r.1.iter().copied())
+        .filter(|v| v.is_finite())
+        .fold(0.0, f64::max)
+        .max(f64::MIN_POSITIVE);
     let plot = W - left - 90.0;
     for (g, (name, vals)) in rows.iter().enumerate() {
         let y0 = top + group_h * g as f64;
-        write!(out, "<text x=\"{}\" y=\"{}\" font-size=\"11\" text-anchor=\"end\">{}</text>", left - 6.0, y0 + group_h / 2.0, escape(name)).unwrap();
+        write!(
+            out,
+            "<text x=\"{}\" y=\"{}\" font-size=\"11\" text-anchor=\"end\">{}</text>",
+            left - 6.0,
+            y0 + group_h / 2.0,
+            escape(name)
+        )
+        .unwrap();
         for (i, &v) in vals.iter().enumerate() {
             let w = if v.is_finite() { plot * v / max } else { plot };
             let y = y0 + bar_h * i as f64;
@@ -359,27 +439,65 @@ fn bars(out: &mut String, kind: &str, title: &str, series: &[String], rows: &[(S
 }
 
 /// Lines over a log2 x axis.
-fn lines(out: &mut String, kind: &str, title: &str, xs: &[f64], series: &[(String, Vec<f64>)], ylabel: &str) {
+fn lines(
+    out: &mut String,
+    kind: &str,
+    title: &str,
+    xs: &[f64],
+    series: &[(String, Vec<f64>)],
+    ylabel: &str,
+) {
     let h = 300.0;
     let (left, right, top, bottom) = (70.0, 200.0, 30.0, 40.0);
     svg_open(out, kind, title, h);
-    let ymax = series.iter().flat_map(|s| s.1.iter().copied()).filter(|v| v.is_finite()).fold(0.0, f64::max).max(f64::MIN_POSITIVE);
-    let (x0, x1) = (xs[0].log2(), xs[xs.len() - 1].log2().max(xs[0].log2() + 1.0));
+    let ymax = series
+        .iter()
+        .flat_map(|s| s.1.iter().copied())
+        .filter(|v| v.is_finite())
+        .fold(0.0, f64::max)
+        .max(f64::MIN_POSITIVE);
+    let (x0, x1) = (
+        xs[0].log2(),
+        xs[xs.len() - 1].log2().max(xs[0].log2() + 1.0),
+    );
     let px = |x: f64| left + (W - left - right) * (x.log2() - x0) / (x1 - x0);
     let py = |y: f64| top + (h - top - bottom) * (1.0 - y / ymax);
     write!(out, "<line x1=\"{left}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"#999\"/><line x1=\"{left}\" y1=\"{top}\" x2=\"{left}\" y2=\"{}\" stroke=\"#999\"/>", h - bottom, W - right, h - bottom, h - bottom).unwrap();
     for &x in xs {
-        write!(out, "<text x=\"{:.1}\" y=\"{}\" font-size=\"10\" text-anchor=\"middle\">{:.1}K</text>", px(x), h - bottom + 14.0, x / 1000.0).unwrap();
+        write!(
+            out,
+            "<text x=\"{:.1}\" y=\"{}\" font-size=\"10\" text-anchor=\"middle\">{:.1}K</text>",
+            px(x),
+            h - bottom + 14.0,
+            x / 1000.0
+        )
+        .unwrap();
     }
     write!(out, "<text x=\"{}\" y=\"{}\" font-size=\"11\" text-anchor=\"middle\">device random-write IOPS (4 KiB)</text><text x=\"8\" y=\"{}\" font-size=\"10\">{} (max {})</text>", (left + W - right) / 2.0, h - 8.0, top - 6.0, escape(ylabel), format_value(ymax)).unwrap();
     for (i, (name, ys)) in series.iter().enumerate() {
         let color = PALETTE[(i + 1) % PALETTE.len()];
-        let pts: Vec<String> = xs.iter().zip(ys).map(|(&x, &y)| format!("{:.1},{:.1}", px(x), py(y))).collect();
-        write!(out, "<polyline fill=\"none\" stroke=\"{color}\" stroke-width=\"2\" points=\"{}\"/>", pts.join(" ")).unwrap();
+        let pts: Vec<String> = xs
+            .iter()
+            .zip(ys)
+            .map(|(&x, &y)| format!("{:.1},{:.1}", px(x), py(y)))
+            .collect();
+        write!(
+            out,
+            "<polyline fill=\"none\" stroke=\"{color}\" stroke-width=\"2\" points=\"{}\"/>",
+            pts.join(" ")
+        )
+        .unwrap();
         for (&x, &y) in xs.iter().zip(ys) {
             write!(out, "<circle class=\"mark\" cx=\"{:.1}\" cy=\"{:.1}\" r=\"3\" fill=\"{color}\"><title>{}: {}</title></circle>", px(x), py(y), escape(name), format_value(y)).unwrap();
         }
-        write!(out, "<text x=\"{}\" y=\"{}\" font-size=\"11\" fill=\"{color}\">{}</text>", W - right + 8.0, top + 14.0 * i as f64 + 10.0, escape(name)).unwrap();
+        write!(
+            out,
+            "<text x=\"{}\" y=\"{}\" font-size=\"11\" fill=\"{color}\">{}</text>",
+            W - right + 8.0,
+            top + 14.0 * i as f64 + 10.0,
+            escape(name)
+        )
+        .unwrap();
     }
     out.push_str("</svg>");
 }
@@ -388,10 +506,20 @@ fn html(s: &SwapStudy) -> String {
     let mut out = String::new();
     write!(out, "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>nvmos study swap</title><style>{STYLE}</style></head><body><h1>nvmos study swap: SCM as a fast paging device (seed 003)</h1><p class=\"note\">Modelled workloads run through the paging model (watermarks, kswapd, direct reclaim, LRU, swap cache, read-ahead, SSD slot policy); recorded traces are real Linux swap traffic from <code>nvmos record-swap</code>. <a href=\"index.html\">wear report</a></p>").unwrap();
     let ps = patterns(s);
-    for (dir, pick) in [("reads", (|p: &Pattern| &p.reads) as fn(&Pattern) -> &nvmos_swap::analysis::Distributions), ("writes", |p: &Pattern| &p.writes)] {
+    for (dir, pick) in [
+        (
+            "reads",
+            (|p: &Pattern| &p.reads) as fn(&Pattern) -> &nvmos_swap::analysis::Distributions,
+        ),
+        ("writes", |p: &Pattern| &p.writes),
+    ] {
         for ird in [false, true] {
             let Some((_, first)) = ps.first() else { break };
-            let labels = if ird { &pick(first).ird.labels } else { &pick(first).size.labels };
+            let labels = if ird {
+                &pick(first).ird.labels
+            } else {
+                &pick(first).size.labels
+            };
             let rows: Vec<(String, Vec<f64>)> = labels
                 .iter()
                 .enumerate()
@@ -404,44 +532,107 @@ fn html(s: &SwapStudy) -> String {
                 })
                 .collect();
             let series: Vec<String> = ps.iter().map(|(n, _)| n.clone()).collect();
-            let what = if ird { "inter-request distance" } else { "request size" };
+            let what = if ird {
+                "inter-request distance"
+            } else {
+                "request size"
+            };
             write!(out, "<h2>{dir}: {what}</h2>").unwrap();
-            bars(&mut out, &format!("{dir}-{}", if ird { "ird" } else { "size" }), &format!("{dir}: {what} (% of requests)"), &series, &rows, "%");
+            bars(
+                &mut out,
+                &format!("{dir}-{}", if ird { "ird" } else { "size" }),
+                &format!("{dir}: {what} (% of requests)"),
+                &series,
+                &rows,
+                "%",
+            );
         }
     }
     out.push_str("<h2>Swap-in and swap-out time per device</h2>");
     let mut rows = Vec::new();
     for m in &s.model {
-        rows.push((format!("{} (model)", m.workload), m.devices.iter().map(|d| d.swap_in_s).collect()));
+        rows.push((
+            format!("{} (model)", m.workload),
+            m.devices.iter().map(|d| d.swap_in_s).collect(),
+        ));
     }
     for r in &s.recorded {
-        rows.push((format!("recorded {}", r.trace), r.devices.iter().map(|d| d.swap_in_s).collect()));
+        rows.push((
+            format!("recorded {}", r.trace),
+            r.devices.iter().map(|d| d.swap_in_s).collect(),
+        ));
     }
     let series: Vec<String> = DEVICES.iter().map(|d| d.to_string()).collect();
-    bars(&mut out, "swap-in", "swap-in time (s)", &series, &rows, " s");
+    bars(
+        &mut out,
+        "swap-in",
+        "swap-in time (s)",
+        &series,
+        &rows,
+        " s",
+    );
     let mut rows = Vec::new();
     for m in &s.model {
-        rows.push((format!("{} (model)", m.workload), m.devices.iter().map(|d| d.swap_out_s).collect()));
+        rows.push((
+            format!("{} (model)", m.workload),
+            m.devices.iter().map(|d| d.swap_out_s).collect(),
+        ));
     }
     for r in &s.recorded {
-        rows.push((format!("recorded {}", r.trace), r.devices.iter().map(|d| d.swap_out_s).collect()));
+        rows.push((
+            format!("recorded {}", r.trace),
+            r.devices.iter().map(|d| d.swap_out_s).collect(),
+        ));
     }
-    bars(&mut out, "swap-out", "swap-out time (s)", &series, &rows, " s");
+    bars(
+        &mut out,
+        "swap-out",
+        "swap-out time (s)",
+        &series,
+        &rows,
+        " s",
+    );
     out.push_str("<h2>Congestion control on (c) and off (nc) as the device gets faster</h2>");
     let xs: Vec<f64> = s.congestion.iter().map(|p| p.iops).collect();
     if !xs.is_empty() {
         let mut series = vec![
-            ("c (model hog)".to_owned(), s.congestion.iter().map(|p| p.on_s).collect::<Vec<_>>()),
-            ("c: congestion wait".to_owned(), s.congestion.iter().map(|p| p.on_idle_s).collect()),
-            ("nc (model hog)".to_owned(), s.congestion.iter().map(|p| p.off_s).collect()),
+            (
+                "c (model hog)".to_owned(),
+                s.congestion.iter().map(|p| p.on_s).collect::<Vec<_>>(),
+            ),
+            (
+                "c: congestion wait".to_owned(),
+                s.congestion.iter().map(|p| p.on_idle_s).collect(),
+            ),
+            (
+                "nc (model hog)".to_owned(),
+                s.congestion.iter().map(|p| p.off_s).collect(),
+            ),
         ];
-        lines(&mut out, "congestion", "swap-out time of a write-only hog (model), s", &xs, &series, "seconds");
+        lines(
+            &mut out,
+            "congestion",
+            "swap-out time of a write-only hog (model), s",
+            &xs,
+            &series,
+            "seconds",
+        );
         series.clear();
         for (i, r) in s.recorded.iter().enumerate() {
-            series.push((format!("recorded {}", r.trace), s.congestion.iter().map(|p| p.recorded_span_s[i]).collect()));
+            series.push((
+                format!("recorded {}", r.trace),
+                s.congestion.iter().map(|p| p.recorded_span_s[i]).collect(),
+            ));
         }
         if !series.is_empty() {
-            lines(&mut out, "recorded-pace", "recorded swap-outs replayed at the OS's pace: span, s", &xs, &series, "seconds");
+            lines(
+                &mut out,
+                "recorded-pace",
+                "recorded swap-outs replayed at the OS's pace: span, s",
+                &xs,
+                &series,
+                "seconds",
+            );
         }
     }
     out.push_str("<h2>Tables</h2><pre>");

@@ -44,7 +44,9 @@ fn snapshot() -> Vec<(String, String)> {
 /// (three levels deep is where they are made).
 fn leftover_cgroups() -> Vec<PathBuf> {
     fn walk(dir: &Path, depth: u32, out: &mut Vec<PathBuf>) {
-        let Ok(entries) = std::fs::read_dir(dir) else { return };
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
         for e in entries.flatten() {
             let p = e.path();
             if !p.is_dir() {
@@ -64,7 +66,10 @@ fn leftover_cgroups() -> Vec<PathBuf> {
 
 fn assert_clean(dir: &Path, before: &[(String, String)], what: &str) {
     let swaps = std::fs::read_to_string("/proc/swaps").unwrap();
-    assert!(!swaps.contains(PREFIX), "{what}: a swap file is still enabled:\n{swaps}");
+    assert!(
+        !swaps.contains(PREFIX),
+        "{what}: a swap file is still enabled:\n{swaps}"
+    );
     let files: Vec<_> = std::fs::read_dir(dir)
         .unwrap()
         .flatten()
@@ -134,7 +139,8 @@ fn interrupted_anywhere_leaves_nothing_behind() {
     }
     let before = snapshot();
     // The swap file must live on a disk-backed filesystem: the target dir.
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("record-swap-{}", std::process::id()));
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("record-swap-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
 
     // Interrupted at many points: during set-up (0–100 ms), while the
@@ -154,12 +160,17 @@ fn interrupted_anywhere_leaves_nothing_behind() {
     .enumerate()
     {
         let what = format!("signal {signal} after {delay_ms} ms");
-        let child = nvmos(&dir, &format!("int{i}.swt.zst"), &SWAPPER).spawn().unwrap();
+        let child = nvmos(&dir, &format!("int{i}.swt.zst"), &SWAPPER)
+            .spawn()
+            .unwrap();
         std::thread::sleep(Duration::from_millis(delay_ms));
         // SAFETY: kill has no memory-safety preconditions; the pid is our child's.
         unsafe { libc::kill(child.id() as i32, signal) };
         let (status, stderr) = wait(child, &what);
-        assert!(!status.success(), "{what}: an interrupted recording reports failure");
+        assert!(
+            !status.success(),
+            "{what}: an interrupted recording reports failure"
+        );
         assert!(!stderr.contains("panicked"), "{what}: {stderr}");
         // Killed by the signal itself only if it came before the handlers
         // were installed, which is before anything is created.
@@ -173,7 +184,9 @@ fn interrupted_anywhere_leaves_nothing_behind() {
 
     // A command that cannot start: a clear error, nothing left.
     let (status, stderr) = wait(
-        nvmos(&dir, "bad.swt.zst", &["/nonexistent/program"]).spawn().unwrap(),
+        nvmos(&dir, "bad.swt.zst", &["/nonexistent/program"])
+            .spawn()
+            .unwrap(),
         "bad command",
     );
     assert!(!status.success());

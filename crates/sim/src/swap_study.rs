@@ -15,14 +15,18 @@ use nvmos_swap::analysis::{distributions, replay, Distributions};
 use nvmos_swap::lifetime::{lifetime_table, Lifetime, WriteProfile, SEED_TABLE};
 use nvmos_swap::system::SEED_FAULT_TABLE;
 use nvmos_swap::workload::{hog_write_only, pc_scenario, PcScenario};
-use nvmos_swap::{lackey, run_workload, DeviceSpec, SwapConfig, SwapError, SwapRequest, SwapTrace, Workload};
+use nvmos_swap::{
+    lackey, run_workload, DeviceSpec, SwapConfig, SwapError, SwapRequest, SwapTrace, Workload,
+};
 use serde::{Deserialize, Serialize};
 
 /// The devices compared (the seed's four).
 pub const DEVICES: [&str; 4] = ["SCM-133", "SCM-400", "SLC", "MLC"];
 
 /// Random-write IOPS of the congestion sweep.
-pub const IOPS: [f64; 8] = [2_500.0, 5_000.0, 10_000.0, 20_000.0, 40_000.0, 80_000.0, 160_000.0, 320_000.0];
+pub const IOPS: [f64; 8] = [
+    2_500.0, 5_000.0, 10_000.0, 20_000.0, 40_000.0, 80_000.0, 160_000.0, 320_000.0,
+];
 
 /// How to run the study.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -274,7 +278,10 @@ fn run_model(
     let mut main = None;
     for name in DEVICES {
         progress(&format!("{} on {name}", w.name));
-        let r = ctx(format!("{} on {name}", w.name), run_workload(&cfg, &device(name), w))?;
+        let r = ctx(
+            format!("{} on {name}", w.name),
+            run_workload(&cfg, &device(name), w),
+        )?;
         let s = &r.stats;
         devices.push(DeviceTime {
             device: name.into(),
@@ -298,13 +305,21 @@ fn run_model(
         pattern: Pattern::of(&w.name, &r.requests),
         devices,
         breakdown: r.stats.breakdown.mean_us(),
-        write_profile: WriteProfile::from_counts(&r.writes_per_page, 4096, hours, Some(u64::from(swap_pages))),
+        write_profile: WriteProfile::from_counts(
+            &r.writes_per_page,
+            4096,
+            hours,
+            Some(u64::from(swap_pages)),
+        ),
         stats: r.stats,
     })
 }
 
 /// Runs the study. `progress` is told what runs next.
-pub fn run(opts: &SwapStudyOptions, progress: &mut dyn FnMut(&str)) -> Result<SwapStudy, SwapStudyError> {
+pub fn run(
+    opts: &SwapStudyOptions,
+    progress: &mut dyn FnMut(&str),
+) -> Result<SwapStudy, SwapStudyError> {
     let mut model = Vec::new();
     // The PC scenario, clean and aged, on a machine with memory and swap of
     // the seed's 1 GB scaled.
@@ -314,7 +329,9 @@ pub fn run(opts: &SwapStudyOptions, progress: &mut dyn FnMut(&str)) -> Result<Sw
             aging_rounds,
             seed: opts.seed,
         };
-        progress(&format!("generating the PC scenario ({aging_rounds} aging rounds)"));
+        progress(&format!(
+            "generating the PC scenario ({aging_rounds} aging rounds)"
+        ));
         let w = pc_scenario(&s);
         let mem = s.memory_pages();
         model.push(run_model(opts, &w, mem, mem as u32, progress)?);
@@ -360,7 +377,10 @@ pub fn run(opts: &SwapStudyOptions, progress: &mut dyn FnMut(&str)) -> Result<Sw
                 ..opts.config.clone()
             };
             cfg.congestion.enabled = on;
-            let r = ctx(format!("hog at {iops} IOPS"), run_workload(&cfg, &dev, &hog))?;
+            let r = ctx(
+                format!("hog at {iops} IOPS"),
+                run_workload(&cfg, &dev, &hog),
+            )?;
             let t = r.stats.run_ns as f64 / 1e9;
             if on {
                 point.on_s = t;
@@ -371,7 +391,9 @@ pub fn run(opts: &SwapStudyOptions, progress: &mut dyn FnMut(&str)) -> Result<Sw
         }
         for (p, t) in &recorded_traces {
             let rep = ctx(p.display().to_string(), replay(&t.requests, &dev))?;
-            point.recorded_span_s.push(rep.swap_out_span_ns as f64 / 1e9);
+            point
+                .recorded_span_s
+                .push(rep.swap_out_span_ns as f64 / 1e9);
         }
         congestion.push(point);
     }
@@ -379,7 +401,10 @@ pub fn run(opts: &SwapStudyOptions, progress: &mut dyn FnMut(&str)) -> Result<Sw
     // Recorded traffic.
     let mut recorded = Vec::new();
     for (path, t) in &recorded_traces {
-        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
         let mut patterns = vec![Pattern::of("whole trace", &t.requests)];
         if let Some(clean) = t.phase_requests("clean") {
             patterns.push(Pattern::of("clean", clean));
@@ -411,11 +436,19 @@ pub fn run(opts: &SwapStudyOptions, progress: &mut dyn FnMut(&str)) -> Result<Sw
         }
         let rep = ctx(name.clone(), replay(&t.requests, &device("SCM-400")))?;
         let duration_h = t.requests.last().map_or(0.0, |r| r.time_ns as f64 / 3.6e12);
-        let swap_bytes: u64 = t.header.get("swap_bytes").and_then(|v| v.parse().ok()).unwrap_or(0);
+        let swap_bytes: u64 = t
+            .header
+            .get("swap_bytes")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
         recorded.push(Recorded {
             trace: name,
             command: t.header.get("command").cloned().unwrap_or_default(),
-            limit_bytes: t.header.get("limit_bytes").and_then(|v| v.parse().ok()).unwrap_or(0),
+            limit_bytes: t
+                .header
+                .get("limit_bytes")
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0),
             requests: t.requests.len() as u64,
             patterns,
             devices,
@@ -445,7 +478,11 @@ pub fn run(opts: &SwapStudyOptions, progress: &mut dyn FnMut(&str)) -> Result<Sw
         mean.push((name, clean.mean_size / 1024.0, aged.mean_size / 1024.0));
     };
     if model.len() >= 2 {
-        compare("PC scenario (model)".into(), &model[0].pattern.writes, &model[1].pattern.writes);
+        compare(
+            "PC scenario (model)".into(),
+            &model[0].pattern.writes,
+            &model[1].pattern.writes,
+        );
     }
     for r in &recorded {
         let c = r.patterns.iter().find(|p| p.name == "clean");
@@ -475,21 +512,36 @@ pub fn run(opts: &SwapStudyOptions, progress: &mut dyn FnMut(&str)) -> Result<Sw
         random_writes: random,
         mean_write_kib: mean,
     };
-    let mut lifetimes = vec![("seed inputs".to_owned(), lifetime_table(&WriteProfile::seed()))];
+    let mut lifetimes = vec![(
+        "seed inputs".to_owned(),
+        lifetime_table(&WriteProfile::seed()),
+    )];
     for m in &model {
-        lifetimes.push((format!("{} (model)", m.workload), lifetime_table(&m.write_profile)));
+        lifetimes.push((
+            format!("{} (model)", m.workload),
+            lifetime_table(&m.write_profile),
+        ));
     }
     for r in &recorded {
-        lifetimes.push((format!("recorded {}", r.trace), lifetime_table(&r.write_profile)));
+        lifetimes.push((
+            format!("recorded {}", r.trace),
+            lifetime_table(&r.write_profile),
+        ));
     }
     Ok(SwapStudy {
         options: opts.clone(),
         model,
         recorded,
         congestion,
-        seed_breakdown: SEED_FAULT_TABLE.iter().map(|&(n, v)| (n.to_owned(), v)).collect(),
+        seed_breakdown: SEED_FAULT_TABLE
+            .iter()
+            .map(|&(n, v)| (n.to_owned(), v))
+            .collect(),
         seed_lifetime: lifetime_table(&WriteProfile::seed()),
-        seed_lifetime_printed: SEED_TABLE.iter().map(|&(n, a, b)| (n.to_owned(), a, b)).collect(),
+        seed_lifetime_printed: SEED_TABLE
+            .iter()
+            .map(|&(n, a, b)| (n.to_owned(), a, b))
+            .collect(),
         lifetimes,
         findings,
     })

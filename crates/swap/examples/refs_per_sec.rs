@@ -32,7 +32,10 @@ fn model(w: &Workload, memory_pages: u64, swap_pages: u32) -> (f64, u64) {
     let t = Instant::now();
     let r = run_workload(&cfg, &DeviceSpec::preset("SCM-400").unwrap(), w).expect("the model runs");
     let secs = t.elapsed().as_secs_f64();
-    (w.refs.len() as f64 / secs, r.stats.major_faults + r.stats.minor_faults)
+    (
+        w.refs.len() as f64 / secs,
+        r.stats.major_faults + r.stats.minor_faults,
+    )
 }
 
 fn main() {
@@ -43,7 +46,12 @@ fn main() {
     match lackey::read_lackey(std::path::Path::new(&lackey_path)) {
         Ok(w) => {
             let mem = (u64::from(w.pages) / 2).max(1024);
-            rows.push((w.name.clone(), w.clone(), mem, (w.anon_pages() * 2 + 1024) as u32));
+            rows.push((
+                w.name.clone(),
+                w.clone(),
+                mem,
+                (w.anon_pages() * 2 + 1024) as u32,
+            ));
         }
         Err(e) => eprintln!("skipping the lackey trace: {e}"),
     }
@@ -53,7 +61,12 @@ fn main() {
         seed: 3,
     };
     let pc = pc_scenario(&s);
-    rows.push((pc.name.clone(), pc, s.memory_pages(), s.memory_pages() as u32));
+    rows.push((
+        pc.name.clone(),
+        pc,
+        s.memory_pages(),
+        s.memory_pages() as u32,
+    ));
     println!("workload                refs        faults   model M refs/s   baseline M refs/s   model/baseline");
     for (name, w, mem, swap) in rows {
         // Best of three of each, interleaved, so both see the same machine.

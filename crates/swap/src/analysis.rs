@@ -37,7 +37,11 @@ pub struct Histogram {
 impl Histogram {
     fn new(bounds: &[u64], label: impl Fn(usize, u64) -> String) -> Histogram {
         Histogram {
-            labels: bounds.iter().enumerate().map(|(i, &b)| label(i, b)).collect(),
+            labels: bounds
+                .iter()
+                .enumerate()
+                .map(|(i, &b)| label(i, b))
+                .collect(),
             counts: vec![0; bounds.len()],
         }
     }
@@ -72,7 +76,10 @@ fn ird_label(i: usize, b: u64) -> String {
 }
 
 fn bucket(bounds: &[u64], v: u64) -> usize {
-    bounds.iter().position(|&b| v <= b).unwrap_or(bounds.len() - 1)
+    bounds
+        .iter()
+        .position(|&b| v <= b)
+        .unwrap_or(bounds.len() - 1)
 }
 
 /// Distributions of one direction of a stream.
@@ -219,7 +226,10 @@ mod tests {
     fn replay_is_paced_by_the_recording() {
         // Two 4 KiB writes 1 s apart: a fast device finishes each at once,
         // so the span is the recorded second plus one service time.
-        let rs = [req(0, Dir::Write, 0, 4096), req(1_000_000_000, Dir::Write, 4096, 4096)];
+        let rs = [
+            req(0, Dir::Write, 0, 4096),
+            req(1_000_000_000, Dir::Write, 4096, 4096),
+        ];
         let r = replay(&rs, &DeviceSpec::preset("SCM-400").unwrap()).unwrap();
         assert_eq!(r.swap_out_span_ns, 1_000_000_000 + 102_400);
         assert_eq!(r.recorded_write_span_ns, 1_000_000_000);

@@ -119,7 +119,9 @@ impl SwapTrace {
             }
             if let Some(rest) = line.strip_prefix('#') {
                 if let Some((k, v)) = rest.split_once(':') {
-                    trace.header.insert(k.trim().to_owned(), v.trim().to_owned());
+                    trace
+                        .header
+                        .insert(k.trim().to_owned(), v.trim().to_owned());
                 }
                 continue;
             }
@@ -175,11 +177,7 @@ impl SwapTrace {
                         reason,
                     });
                 }
-                other => {
-                    return Err(err(format!(
-                        "field `kind`: '{other}' is not R, W, T or P"
-                    )))
-                }
+                other => return Err(err(format!("field `kind`: '{other}' is not R, W, T or P"))),
             }
         }
         Ok(trace)
@@ -213,7 +211,8 @@ impl SwapTrace {
     pub fn write(&self, path: &Path) -> Result<(), SwapError> {
         let file = std::fs::File::create(path).map_err(|e| SwapError::io(path, e))?;
         let mut enc = zstd::Encoder::new(file, 19).map_err(|e| SwapError::io(path, e))?;
-        self.write_text(&mut enc).map_err(|e| SwapError::io(path, e))?;
+        self.write_text(&mut enc)
+            .map_err(|e| SwapError::io(path, e))?;
         enc.finish().map_err(|e| SwapError::io(path, e))?;
         Ok(())
     }
@@ -243,13 +242,21 @@ mod tests {
 
     #[test]
     fn malformed_lines_name_line_and_field() {
-        let e = parse(&format!("{MAGIC}\nR 10 4096\n")).unwrap_err().to_string();
+        let e = parse(&format!("{MAGIC}\nR 10 4096\n"))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("t.swt:2") && e.contains("`size`"), "{e}");
-        let e = parse(&format!("{MAGIC}\nR 10 x 4096\n")).unwrap_err().to_string();
+        let e = parse(&format!("{MAGIC}\nR 10 x 4096\n"))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("`offset`"), "{e}");
-        let e = parse(&format!("{MAGIC}\nQ 1 2 3\n")).unwrap_err().to_string();
+        let e = parse(&format!("{MAGIC}\nQ 1 2 3\n"))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("`kind`"), "{e}");
-        let e = parse(&format!("{MAGIC}\nW 10 0 4096\nW 5 0 4096\n")).unwrap_err().to_string();
+        let e = parse(&format!("{MAGIC}\nW 10 0 4096\nW 5 0 4096\n"))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains(":3:") && e.contains("before"), "{e}");
         let e = parse("hello\n").unwrap_err().to_string();
         assert!(e.contains(":1:"), "{e}");

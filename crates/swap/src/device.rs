@@ -441,7 +441,10 @@ mod tests {
             *write_mb_s = 0.0;
         }
         let err = Device::new(spec).unwrap_err().to_string();
-        assert!(err.contains("SCM-400") && err.contains("write_mb_s"), "{err}");
+        assert!(
+            err.contains("SCM-400") && err.contains("write_mb_s"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -470,7 +473,7 @@ mod tests {
         let mut d = Device::new(slc.clone()).unwrap();
         d.service(Dir::Write, 0, 4096);
         for i in 1..=5u64 {
-            d.service(Dir::Write, i * 10 << 20, 4096);
+            d.service(Dir::Write, (i * 10) << 20, 4096);
         }
         assert_eq!(d.stats().merges, 5);
         // Partial random: 4 KiB writes 60 KiB apart, N = 512 / 64 = 8.

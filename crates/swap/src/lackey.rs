@@ -82,12 +82,18 @@ pub fn parse_lackey(input: impl BufRead, path: &Path, name: &str) -> Result<Work
             .trim()
             .split_once(',')
             .ok_or_else(|| err("expected `address,size`".into()))?;
-        let addr = u64::from_str_radix(addr.trim(), 16)
-            .map_err(|_| err(format!("field `address`: '{}' is not hexadecimal", addr.trim())))?;
-        let size: u64 = size
-            .trim()
-            .parse()
-            .map_err(|_| err(format!("field `size`: '{}' is not a whole number", size.trim())))?;
+        let addr = u64::from_str_radix(addr.trim(), 16).map_err(|_| {
+            err(format!(
+                "field `address`: '{}' is not hexadecimal",
+                addr.trim()
+            ))
+        })?;
+        let size: u64 = size.trim().parse().map_err(|_| {
+            err(format!(
+                "field `size`: '{}' is not a whole number",
+                size.trim()
+            ))
+        })?;
         if size == 0 || size > 4096 {
             return Err(err(format!("field `size`: {size} is not 1..=4096 bytes")));
         }
@@ -122,7 +128,9 @@ mod tests {
 
     #[test]
     fn pages_writes_and_text() {
-        let w = parse("==1== Lackey\nI  00400000,4\n L 7ff000ffc,8\n S 00601000,4\n M 00601004,4\n").unwrap();
+        let w =
+            parse("==1== Lackey\nI  00400000,4\n L 7ff000ffc,8\n S 00601000,4\n M 00601004,4\n")
+                .unwrap();
         // The load at ...ffc of 8 bytes crosses a page: two references.
         assert_eq!(w.refs.len(), 5);
         assert_eq!(w.pages, 4);

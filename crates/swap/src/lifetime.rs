@@ -57,7 +57,12 @@ impl WriteProfile {
     }
 
     /// The profile of per-page write counts over a test of `hours`.
-    pub fn from_counts(counts: &[u32], page_bytes: u64, hours: f64, device_pages: Option<u64>) -> Self {
+    pub fn from_counts(
+        counts: &[u32],
+        page_bytes: u64,
+        hours: f64,
+        device_pages: Option<u64>,
+    ) -> Self {
         let written = counts.iter().filter(|&&c| c > 0).count() as u64;
         let writes: u64 = counts.iter().map(|&c| u64::from(c)).sum();
         WriteProfile {
@@ -163,10 +168,15 @@ mod tests {
     #[test]
     fn profile_from_counts() {
         let p = WriteProfile::from_counts(&[0, 1, 4, 1, 0], 4096, 2.0, Some(5));
-        assert_eq!((p.writes, p.written_pages, p.max_writes_per_page), (6, 3, 4));
+        assert_eq!(
+            (p.writes, p.written_pages, p.max_writes_per_page),
+            (6, 3, 4)
+        );
         assert_eq!(p.mean_writes_per_page, 2.0);
-        assert!(lifetime("x", 1.0, &WriteProfile::from_counts(&[], 4096, 1.0, None))
-            .years_without_wl
-            .is_infinite());
+        assert!(
+            lifetime("x", 1.0, &WriteProfile::from_counts(&[], 4096, 1.0, None))
+                .years_without_wl
+                .is_infinite()
+        );
     }
 }

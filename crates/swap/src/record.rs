@@ -183,7 +183,10 @@ fn remove_cgroup(cg: &Path) -> std::io::Result<()> {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let procs = std::fs::read_to_string(cg.join("cgroup.procs")).unwrap_or_default();
-        let pids: Vec<i32> = procs.lines().filter_map(|l| l.trim().parse().ok()).collect();
+        let pids: Vec<i32> = procs
+            .lines()
+            .filter_map(|l| l.trim().parse().ok())
+            .collect();
         if pids.is_empty() {
             match std::fs::remove_dir(cg) {
                 Ok(()) => return Ok(()),
@@ -316,7 +319,11 @@ fn run(
     if unsafe { libc::swapon(c.as_ptr(), flags) } != 0 {
         return Err(SwapError::Setup {
             step: "swapon",
-            message: format!("{}: {}", swap_path.display(), std::io::Error::last_os_error()),
+            message: format!(
+                "{}: {}",
+                swap_path.display(),
+                std::io::Error::last_os_error()
+            ),
         });
     }
     cleanup.swap_on = true;
@@ -332,13 +339,22 @@ fn run(
     tracefs.set("trace_clock", "mono")?;
     tracefs.set("buffer_size_kb", &opts.buffer_kb_per_cpu.to_string())?;
     let kdev = (u64::from(disk.0) << 20) | u64::from(disk.1);
-    tracefs.set("events/block/block_rq_issue/filter", &format!("dev == {kdev}"))?;
+    tracefs.set(
+        "events/block/block_rq_issue/filter",
+        &format!("dev == {kdev}"),
+    )?;
     tracefs.set("events/block/block_rq_issue/enable", "1")?;
     // A requeued request is issued again: the second issue is the one
     // that reaches the device.
-    tracefs.set("events/block/block_rq_requeue/filter", &format!("dev == {kdev}"))?;
+    tracefs.set(
+        "events/block/block_rq_requeue/filter",
+        &format!("dev == {kdev}"),
+    )?;
     tracefs.set("events/block/block_rq_requeue/enable", "1")?;
-    let throttle_event = tracefs.root.join("events/vmscan/mm_vmscan_throttled/enable").exists();
+    let throttle_event = tracefs
+        .root
+        .join("events/vmscan/mm_vmscan_throttled/enable")
+        .exists();
     if throttle_event {
         tracefs.set("events/vmscan/mm_vmscan_throttled/enable", "1")?;
     }
@@ -422,7 +438,13 @@ fn run(
             Some(Event::Phase { ts_ns, name }) => {
                 trace.phases.push((ts_ns.saturating_sub(t0), name));
             }
-            Some(Event::Request { ts_ns, dir, sector, bytes, task }) => {
+            Some(Event::Request {
+                ts_ns,
+                dir,
+                sector,
+                bytes,
+                task,
+            }) => {
                 let phys = (sector.saturating_sub(part_start)) * 512;
                 match to_file_offset(&extents, phys) {
                     Some(offset) if offset >= page_size() => {
@@ -465,7 +487,11 @@ fn run(
     let h = &mut trace.header;
     h.insert(
         "command".into(),
-        command.iter().map(|a| a.to_string_lossy()).collect::<Vec<_>>().join(" "),
+        command
+            .iter()
+            .map(|a| a.to_string_lossy())
+            .collect::<Vec<_>>()
+            .join(" "),
     );
     h.insert("limit_bytes".into(), opts.limit_bytes.to_string());
     h.insert("swap_bytes".into(), opts.swap_bytes.to_string());
@@ -486,7 +512,14 @@ fn run(
     );
     trace.write(out)?;
     let count = |d: Dir| trace.requests.iter().filter(|r| r.dir == d).count() as u64;
-    let bytes = |d: Dir| trace.requests.iter().filter(|r| r.dir == d).map(|r| r.size).sum();
+    let bytes = |d: Dir| {
+        trace
+            .requests
+            .iter()
+            .filter(|r| r.dir == d)
+            .map(|r| r.size)
+            .sum()
+    };
     Ok(RecordSwapSummary {
         reads: count(Dir::Read),
         writes: count(Dir::Write),
@@ -514,7 +547,10 @@ fn page_size() -> u64 {
 }
 
 fn mono_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: a valid timespec to fill.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
@@ -528,7 +564,11 @@ fn kernel_release() -> String {
 
 /// Waits for the command; on Ctrl-C forwards SIGINT, and kills the
 /// cgroup if it is still running 5 s later.
-fn wait(mut child: std::process::Child, flag: &AtomicBool, cg: &Path) -> Result<(ChildExit, bool), SwapError> {
+fn wait(
+    mut child: std::process::Child,
+    flag: &AtomicBool,
+    cg: &Path,
+) -> Result<(ChildExit, bool), SwapError> {
     let mut seen: Option<Instant> = None;
     let mut forwarded = false;
     loop {
@@ -597,7 +637,11 @@ fn read_pipe(mut pipe: File, stop: &AtomicBool) -> std::io::Result<Vec<String>> 
 }
 
 fn trace_index_of(issued: &[(u64, usize)], sector: u64) -> Option<usize> {
-    issued.iter().rev().find(|&&(s, _)| s == sector).map(|&(_, i)| i)
+    issued
+        .iter()
+        .rev()
+        .find(|&&(s, _)| s == sector)
+        .map(|&(_, i)| i)
 }
 
 enum Event {
@@ -638,7 +682,9 @@ fn parse_line(line: &str) -> Option<Event> {
     }
     if let Some(i) = line.find(": tracing_mark_write: nvmos-phase ") {
         let ts_ns = timestamp_ns(&line[..i])?;
-        let name = line[i + ": tracing_mark_write: nvmos-phase ".len()..].trim().to_owned();
+        let name = line[i + ": tracing_mark_write: nvmos-phase ".len()..]
+            .trim()
+            .to_owned();
         return Some(Event::Phase { ts_ns, name });
     }
     if let Some(i) = line.find(": block_rq_issue: ") {
@@ -751,16 +797,23 @@ fn disk_of(dev: u64) -> Result<((u32, u32), u64), SwapError> {
 }
 
 /// Creates the cgroup with its limits.
-fn make_cgroup(pid: u32, opts: &RecordSwapOptions, cleanup: &mut Cleanup) -> Result<(PathBuf, String), SwapError> {
-    let mounts = std::fs::read_to_string("/proc/mounts").map_err(|e| SwapError::io("/proc/mounts", e))?;
-    let own = std::fs::read_to_string("/proc/self/cgroup").map_err(|e| SwapError::io("/proc/self/cgroup", e))?;
+fn make_cgroup(
+    pid: u32,
+    opts: &RecordSwapOptions,
+    cleanup: &mut Cleanup,
+) -> Result<(PathBuf, String), SwapError> {
+    let mounts =
+        std::fs::read_to_string("/proc/mounts").map_err(|e| SwapError::io("/proc/mounts", e))?;
+    let own = std::fs::read_to_string("/proc/self/cgroup")
+        .map_err(|e| SwapError::io("/proc/self/cgroup", e))?;
     let name = format!("{NAME_PREFIX}{pid}");
     // cgroup v2 with the memory controller at its root.
     for line in mounts.lines() {
         let f: Vec<&str> = line.split_whitespace().collect();
         if f.len() >= 3 && f[2] == "cgroup2" {
             let root = PathBuf::from(f[1]);
-            let controllers = std::fs::read_to_string(root.join("cgroup.subtree_control")).unwrap_or_default();
+            let controllers =
+                std::fs::read_to_string(root.join("cgroup.subtree_control")).unwrap_or_default();
             if controllers.split_whitespace().any(|c| c == "memory") {
                 let cg = root.join(&name);
                 std::fs::create_dir(&cg).map_err(|e| SwapError::io(&cg, e))?;
@@ -779,7 +832,8 @@ fn make_cgroup(pid: u32, opts: &RecordSwapOptions, cleanup: &mut Cleanup) -> Res
     // cgroup v1's memory controller, under our own cgroup.
     let mount = mounts.lines().find_map(|line| {
         let f: Vec<&str> = line.split_whitespace().collect();
-        (f.len() >= 4 && f[2] == "cgroup" && f[3].split(',').any(|o| o == "memory")).then(|| PathBuf::from(f[1]))
+        (f.len() >= 4 && f[2] == "cgroup" && f[3].split(',').any(|o| o == "memory"))
+            .then(|| PathBuf::from(f[1]))
     });
     let Some(mount) = mount else {
         return Err(SwapError::Unsupported(
@@ -791,7 +845,9 @@ fn make_cgroup(pid: u32, opts: &RecordSwapOptions, cleanup: &mut Cleanup) -> Res
         .find_map(|l| {
             let mut p = l.splitn(3, ':');
             let (_, ctl, path) = (p.next()?, p.next()?, p.next()?);
-            ctl.split(',').any(|c| c == "memory").then(|| path.trim_start_matches('/').to_owned())
+            ctl.split(',')
+                .any(|c| c == "memory")
+                .then(|| path.trim_start_matches('/').to_owned())
         })
         .unwrap_or_default();
     let cg = mount.join(own_path).join(&name);
@@ -900,7 +956,10 @@ fn fiemap(path: &Path) -> Result<Vec<Extent>, SwapError> {
         }
     }
     if out.is_empty() {
-        return Err(SwapError::Unsupported(format!("{}: no extents", path.display())));
+        return Err(SwapError::Unsupported(format!(
+            "{}: no extents",
+            path.display()
+        )));
     }
     Ok(out)
 }
@@ -913,7 +972,13 @@ mod tests {
     fn parses_block_and_throttle_lines() {
         let l = "     kswapd0-45      [001] d..1.  1234.567890: block_rq_issue: 254,0 WS 131072 () 2048 + 256 none,0,0 [kswapd0]";
         match parse_line(l) {
-            Some(Event::Request { ts_ns, dir, sector, bytes, task }) => {
+            Some(Event::Request {
+                ts_ns,
+                dir,
+                sector,
+                bytes,
+                task,
+            }) => {
                 assert_eq!(ts_ns, 1_234_567_890_000);
                 assert_eq!((dir, sector, bytes), (Dir::Write, 2048, 131_072));
                 assert_eq!(task, "kswapd0");
@@ -921,9 +986,14 @@ mod tests {
             _ => panic!("not parsed"),
         }
         let l = " python3-99 [000] ..... 10.000001: block_rq_issue: 254,0 RA 32768 () 16 + 64 be,0,4 [python3]";
-        assert!(matches!(parse_line(l), Some(Event::Request { dir: Dir::Read, .. })));
+        assert!(matches!(
+            parse_line(l),
+            Some(Event::Request { dir: Dir::Read, .. })
+        ));
         let l = " x-1 [000] ..... 12.25: tracing_mark_write: nvmos-phase aged-1";
-        assert!(matches!(parse_line(l), Some(Event::Phase { ts_ns: 12_250_000_000, ref name }) if name == "aged-1"));
+        assert!(
+            matches!(parse_line(l), Some(Event::Phase { ts_ns: 12_250_000_000, ref name }) if name == "aged-1")
+        );
         let l = " k-1 [000] ..... 12.5: block_rq_requeue: 254,0 W 4096 () 77 + 8 none,0,0 [0]";
         assert!(matches!(parse_line(l), Some(Event::Requeue { sector: 77 })));
         let l = " x-1 [000] ..... 10.5: block_rq_issue: 254,0 FF 0 () 0 + 0 none,0,0 [x]";
@@ -931,7 +1001,10 @@ mod tests {
         let l = " p-1 [000] ..... 11.000002: mm_vmscan_throttled: nid=0 usec_timeout=100000 usect_delayed=2000 reason=VMSCAN_THROTTLE_WRITEBACK";
         match parse_line(l) {
             Some(Event::Throttle(t)) => {
-                assert_eq!((t.time_ns, t.timeout_us, t.delayed_us), (11_000_002_000, 100_000, 2000));
+                assert_eq!(
+                    (t.time_ns, t.timeout_us, t.delayed_us),
+                    (11_000_002_000, 100_000, 2000)
+                );
             }
             _ => panic!("not parsed"),
         }
@@ -940,8 +1013,16 @@ mod tests {
     #[test]
     fn extents_map_sectors_back() {
         let ex = [
-            Extent { logical: 0, physical: 1 << 20, length: 4096 * 4 },
-            Extent { logical: 4096 * 4, physical: 8 << 20, length: 4096 * 4 },
+            Extent {
+                logical: 0,
+                physical: 1 << 20,
+                length: 4096 * 4,
+            },
+            Extent {
+                logical: 4096 * 4,
+                physical: 8 << 20,
+                length: 4096 * 4,
+            },
         ];
         assert_eq!(to_file_offset(&ex, (1 << 20) + 4096), Some(4096));
         assert_eq!(to_file_offset(&ex, (8 << 20) + 8192), Some(4096 * 6));

@@ -276,13 +276,19 @@ impl SwapMap {
             let hi = lo + self.cluster_len(c) as usize;
             let n = self.used[lo..hi].iter().filter(|&&u| u).count();
             if n != usize::from(self.used_in[c as usize]) {
-                return Err(format!("cluster {c}: {n} used, counted {}", self.used_in[c as usize]));
+                return Err(format!(
+                    "cluster {c}: {n} used, counted {}",
+                    self.used_in[c as usize]
+                ));
             }
             touched += u32::from(n > 0);
             in_use += n as u32;
         }
         if touched != self.touched || in_use != self.in_use + HEADER_SLOTS {
-            return Err(format!("touched {touched}/{}, in use {in_use}/{}", self.touched, self.in_use));
+            return Err(format!(
+                "touched {touched}/{}, in use {in_use}/{}",
+                self.touched, self.in_use
+            ));
         }
         Ok(())
     }

@@ -266,7 +266,10 @@ impl SwapConfig {
         if !(wm.min <= wm.low && wm.low <= wm.high) {
             return bad(
                 "watermarks",
-                format!("must be min ≤ low ≤ high, not {}/{}/{}", wm.min, wm.low, wm.high),
+                format!(
+                    "must be min ≤ low ≤ high, not {}/{}/{}",
+                    wm.min, wm.low, wm.high
+                ),
             );
         }
         // A fault must always be able to take a frame and its read-ahead
@@ -291,10 +294,16 @@ impl SwapConfig {
             );
         }
         if self.swap_pages <= HEADER_SLOTS {
-            return bad("swap_pages", format!("{} slots hold no page", self.swap_pages));
+            return bad(
+                "swap_pages",
+                format!("{} slots hold no page", self.swap_pages),
+            );
         }
         if self.page_cluster > 10 {
-            return bad("page_cluster", format!("{} is more than 10 (1024 pages)", self.page_cluster));
+            return bad(
+                "page_cluster",
+                format!("{} is more than 10 (1024 pages)", self.page_cluster),
+            );
         }
         if self.batch == 0 {
             return bad("batch", "must be at least 1".into());
@@ -352,7 +361,11 @@ impl FaultBreakdown {
         .iter()
         .zip(SEED_FAULT_TABLE)
         .map(|(&ns, (name, _))| {
-            let name = if name == "SCM read" { "device read" } else { name };
+            let name = if name == "SCM read" {
+                "device read"
+            } else {
+                name
+            };
             (name.to_owned(), ns as f64 / n)
         })
         .collect()
@@ -471,7 +484,11 @@ pub struct PagingSystem {
 impl PagingSystem {
     /// A system with every frame free, for a workload of `pages` pages
     /// (`file[i]`: page `i` is file-backed).
-    pub fn new(cfg: SwapConfig, device: DeviceSpec, workload: &Workload) -> Result<Self, SwapError> {
+    pub fn new(
+        cfg: SwapConfig,
+        device: DeviceSpec,
+        workload: &Workload,
+    ) -> Result<Self, SwapError> {
         cfg.validate()?;
         let device = Device::new(device)?;
         let wm = cfg.watermarks();
@@ -567,7 +584,10 @@ impl PagingSystem {
 
     /// Finishes: waits for writes in flight and returns the results.
     pub fn finish(mut self) -> RunResult {
-        let end = self.inflight.back().map_or(self.clock, |f| f.done.max(self.clock));
+        let end = self
+            .inflight
+            .back()
+            .map_or(self.clock, |f| f.done.max(self.clock));
         self.complete_until(end);
         self.stats.run_ns = end - self.epoch;
         RunResult {
@@ -659,7 +679,8 @@ impl PagingSystem {
         self.pages[id as usize].flags &= !WRITEBACK;
         self.slot_owner[slot as usize] = NONE;
         if let (_, Some(_cluster)) = self.swap.free(slot) {
-            self.device.discard(crate::slots::CLUSTER as u64 * PAGE_SIZE);
+            self.device
+                .discard(crate::slots::CLUSTER as u64 * PAGE_SIZE);
         }
     }
 
@@ -669,9 +690,11 @@ impl PagingSystem {
     /// time.
     fn submit(&mut self, dir: Dir, slot: u32, pages: u32, at: u64) -> (u64, u64) {
         let start = at.max(self.device_free);
-        let ns = self
-            .device
-            .service(dir, u64::from(slot) * PAGE_SIZE, u64::from(pages) * PAGE_SIZE);
+        let ns = self.device.service(
+            dir,
+            u64::from(slot) * PAGE_SIZE,
+            u64::from(pages) * PAGE_SIZE,
+        );
         self.device_free = start + ns;
         if self.cfg.record_requests {
             self.requests.push(SwapRequest {
@@ -839,7 +862,8 @@ impl PagingSystem {
         self.stats.breakdown.device_read_ns += service;
         self.stats.breakdown.queue_wait_ns += (wait_until - issue).saturating_sub(service);
         self.clock = wait_until;
-        self.clock += c.swap_page_reuse_ns + c.page_mapping_ns + c.swap_slot_free_ns + c.update_mmu_cache_ns;
+        self.clock +=
+            c.swap_page_reuse_ns + c.page_mapping_ns + c.swap_slot_free_ns + c.update_mmu_cache_ns;
         let b = &mut self.stats.breakdown;
         b.swap_page_reuse_ns += c.swap_page_reuse_ns;
         b.page_mapping_ns += c.page_mapping_ns;
@@ -1091,7 +1115,11 @@ impl PagingSystem {
 }
 
 /// Runs a whole workload on a fresh system and returns the results.
-pub fn run_workload(cfg: &SwapConfig, device: &DeviceSpec, workload: &Workload) -> Result<RunResult, SwapError> {
+pub fn run_workload(
+    cfg: &SwapConfig,
+    device: &DeviceSpec,
+    workload: &Workload,
+) -> Result<RunResult, SwapError> {
     let mut sys = PagingSystem::new(cfg.clone(), device.clone(), workload)?;
     for phase in &workload.phases {
         if phase.measured {
@@ -1120,14 +1148,21 @@ mod tests {
         let w = Workload::from_refs("x", vec![0, 1], 2, vec![false; 2]);
         let c = SwapConfig {
             memory_pages: 10,
-            watermarks: Some(Watermarks { min: 32, low: 40, high: 48 }),
+            watermarks: Some(Watermarks {
+                min: 32,
+                low: 40,
+                high: 48,
+            }),
             ..cfg(10)
         };
         let e = PagingSystem::new(c, DeviceSpec::preset("SCM-400").unwrap(), &w)
             .err()
             .unwrap()
             .to_string();
-        assert!(e.contains("memory_pages") && e.contains("min watermark"), "{e}");
+        assert!(
+            e.contains("memory_pages") && e.contains("min watermark"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -1147,7 +1182,10 @@ mod tests {
         // Every write request is in the log and in the device counters.
         let writes = r.requests.iter().filter(|q| q.dir == Dir::Write).count() as u64;
         assert_eq!(writes, r.device.writes);
-        assert_eq!(r.writes_per_page.iter().map(|&c| u64::from(c)).sum::<u64>(), s.pages_swapped_out);
+        assert_eq!(
+            r.writes_per_page.iter().map(|&c| u64::from(c)).sum::<u64>(),
+            s.pages_swapped_out
+        );
         // The breakdown's stages add up to the faults' time less reclaim.
         let b = &s.breakdown;
         assert_eq!(b.faults, s.major_faults);

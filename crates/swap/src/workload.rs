@@ -111,7 +111,10 @@ impl Builder {
     fn region(&mut self, len: u32, file: bool) -> Region {
         let start = self.file.len() as u32;
         self.file.extend(std::iter::repeat_n(file, len as usize));
-        Region { start, len: len.max(1) }
+        Region {
+            start,
+            len: len.max(1),
+        }
     }
 
     fn visit(&mut self, page: u32, write: bool) {
@@ -208,7 +211,14 @@ pub fn pc_scenario(s: &PcScenario) -> Workload {
             if step < 7 {
                 let img = viewer.len / 7;
                 b.sequential(viewer, step * img, img, true);
-                b.hot_cold(Region { start: viewer.start + step * img, len: img }, img, 0.0);
+                b.hot_cold(
+                    Region {
+                        start: viewer.start + step * img,
+                        len: img,
+                    },
+                    img,
+                    0.0,
+                );
             }
             // Browser: open or revisit tabs, browse and scroll.
             let tab = tabs[(step as usize) % 8];

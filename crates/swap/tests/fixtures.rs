@@ -51,5 +51,8 @@ fn recorded_swap_trace_has_clean_and_aged_phases() {
     assert!(t.requests.iter().any(|r| r.dir == Dir::Read));
     // Offsets fall inside the swap file, after its header page.
     let size: u64 = t.header["swap_bytes"].parse().unwrap();
-    assert!(t.requests.iter().all(|r| r.offset >= 4096 && r.offset + r.size <= size));
+    assert!(t
+        .requests
+        .iter()
+        .all(|r| r.offset >= 4096 && r.offset + r.size <= size));
 }

@@ -647,7 +647,10 @@ mod tests {
         assert_eq!(restorable("buffer_size_kb", "65536"), "65536");
         assert_eq!(restorable("events/kmem/mm_page_free/enable", "1*"), "1");
         assert_eq!(restorable("tracing_on", "1"), "1");
-        assert_eq!(restorable("events/block/block_rq_issue/filter", "none"), "0");
+        assert_eq!(
+            restorable("events/block/block_rq_issue/filter", "none"),
+            "0"
+        );
         assert_eq!(restorable("trace_clock", "[local] global mono"), "local");
     }
 }
