@@ -4,10 +4,12 @@
 mod bench;
 mod evaluate_cmd;
 mod pmo_cmd;
+mod record_swap;
 mod render;
 mod report;
 mod study;
 mod study_banks;
+mod study_swap;
 mod trace_cmd;
 mod units;
 
@@ -51,6 +53,9 @@ enum Command {
     Record(trace_cmd::RecordArgs),
     /// Persistent memory objects (seed 001): pools, objects, verify.
     Pmo(pmo_cmd::PmoArgs),
+    /// Run a command in a memory cgroup with a swap file of its own and
+    /// record the block requests to that swap file (needs root).
+    RecordSwap(record_swap::RecordSwapArgs),
     /// Look at and convert traces.
     Trace {
         #[command(subcommand)]
@@ -228,6 +233,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Replay(args) => evaluate_cmd::replay(args),
         Command::Record(args) => trace_cmd::record(args),
         Command::Pmo(args) => pmo_cmd::run(args),
+        Command::RecordSwap(args) => record_swap::run(args),
         Command::Trace {
             trace: TraceCommand::Info(args),
         } => trace_cmd::info(args),

@@ -1,11 +1,11 @@
-//! `nvmos study …`: one subcommand per study. Each study keeps its own
+//! `nvmos study …`: one subcommand per seed study. Each study keeps its own
 //! arguments and rendering in its own file; add a variant here and an arm
 //! in [`run`].
 
 use anyhow::Result;
 use clap::Subcommand;
 
-use crate::study_banks;
+use crate::{study_banks, study_swap};
 
 /// The studies.
 #[derive(Subcommand, Debug)]
@@ -15,11 +15,16 @@ pub enum Study {
     /// and the seed's analysing program recovering the bank interleaving
     /// from latencies.
     Banks(study_banks::BanksArgs),
+    /// Seed 003: SCM as a fast paging device — swap request patterns,
+    /// swap-in/out time on SCM and NAND, congestion control, the per-fault
+    /// breakdown and device lifetime.
+    Swap(study_swap::SwapArgs),
 }
 
 /// Run a study.
 pub fn run(study: Study) -> Result<()> {
     match study {
         Study::Banks(args) => study_banks::run(args),
+        Study::Swap(args) => study_swap::run(args),
     }
 }

@@ -31,6 +31,7 @@ pub mod allocators;
 pub mod banks;
 pub mod evaluate;
 pub mod replay;
+pub mod swap_study;
 pub mod wear;
 
 pub use allocators::{AllocatorJob, AllocatorKind};

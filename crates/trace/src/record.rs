@@ -379,10 +379,15 @@ impl Read for TracePipe {
     }
 }
 
-/// The mounted tracefs and the values of every file changed in it.
-struct Tracefs {
-    root: PathBuf,
-    mounted: bool,
+/// The mounted tracefs and the values of every file changed in it: every
+/// file written through [`Tracefs::set`] is read first and written back by
+/// [`Tracefs::restore`] (also on drop, so a panic restores too). Shared by
+/// the recorders (this one and `nvmos-swap`'s block recorder).
+pub struct Tracefs {
+    /// Where tracefs is mounted.
+    pub root: PathBuf,
+    /// Whether we mounted it (and unmount it on restore).
+    pub mounted: bool,
     /// Files in the order first written, with their values before.
     saved: Vec<(String, String)>,
     restored: bool,
@@ -390,7 +395,7 @@ struct Tracefs {
 
 impl Tracefs {
     /// Finds tracefs in `/proc/mounts`, or mounts it at [`TRACEFS`].
-    fn find_or_mount() -> Result<Tracefs, TraceError> {
+    pub fn find_or_mount() -> Result<Tracefs, TraceError> {
         let mounts = std::fs::read_to_string("/proc/mounts")
             .map_err(|e| TraceError::io("/proc/mounts", e))?;
         if let Some(root) = tracefs_mount(&mounts) {
@@ -438,7 +443,8 @@ impl Tracefs {
         Ok(fs)
     }
 
-    fn read(&self, file: &str) -> Result<String, TraceError> {
+    /// Reads a file, trimmed.
+    pub fn read(&self, file: &str) -> Result<String, TraceError> {
         let path = self.root.join(file);
         std::fs::read_to_string(&path)
             .map(|s| s.trim().to_owned())
@@ -446,13 +452,13 @@ impl Tracefs {
     }
 
     /// Writes without saving (for files already saved).
-    fn write(&self, file: &str, value: &str) -> Result<(), TraceError> {
+    pub fn write(&self, file: &str, value: &str) -> Result<(), TraceError> {
         let path = self.root.join(file);
         std::fs::write(&path, value).map_err(|e| TraceError::io(path, e))
     }
 
     /// Saves `file`'s value the first time, then writes `value`.
-    fn set(&mut self, file: &str, value: &str) -> Result<(), TraceError> {
+    pub fn set(&mut self, file: &str, value: &str) -> Result<(), TraceError> {
         if !self.saved.iter().any(|(f, _)| f == file) {
             let old = restorable(file, &self.read(file)?);
             self.saved.push((file.to_owned(), old));
@@ -461,7 +467,7 @@ impl Tracefs {
     }
 
     /// Empties the ring buffer (opening `trace` for writing with truncation).
-    fn clear(&self) -> Result<(), TraceError> {
+    pub fn clear(&self) -> Result<(), TraceError> {
         let path = self.root.join("trace");
         OpenOptions::new()
             .write(true)
@@ -473,7 +479,7 @@ impl Tracefs {
 
     /// Events lost so far over all CPUs: overruns (overwritten before they
     /// were read), commit overruns and dropped events.
-    fn lost_events(&self) -> Result<u64, TraceError> {
+    pub fn lost_events(&self) -> Result<u64, TraceError> {
         let dir = self.root.join("per_cpu");
         let entries = std::fs::read_dir(&dir).map_err(|e| TraceError::io(&dir, e))?;
         let mut lost = 0;
@@ -492,7 +498,7 @@ impl Tracefs {
     /// Writes every saved value back, newest first, and unmounts what was
     /// mounted. Tries everything even after a failure, and names what it
     /// could not restore.
-    fn restore(&mut self) -> Result<(), TraceError> {
+    pub fn restore(&mut self) -> Result<(), TraceError> {
         if self.restored {
             return Ok(());
         }
@@ -541,6 +547,19 @@ fn restorable(file: &str, value: &str) -> String {
         {
             return expanded.to_owned();
         }
+    }
+    if file == "trace_clock" {
+        // "[local] global counter ...": the bracketed one is in force.
+        if let Some(current) = value
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix('[').and_then(|w| w.strip_suffix(']')))
+        {
+            return current.to_owned();
+        }
+    }
+    if file.ends_with("/filter") && value == "none" {
+        // No filter reads "none"; writing "0" clears one.
+        return "0".to_owned();
     }
     if file.ends_with("/enable") {
         // "1*": enabled but soft-disabled by a trigger; the trigger keeps
@@ -628,5 +647,10 @@ mod tests {
         assert_eq!(restorable("buffer_size_kb", "65536"), "65536");
         assert_eq!(restorable("events/kmem/mm_page_free/enable", "1*"), "1");
         assert_eq!(restorable("tracing_on", "1"), "1");
+        assert_eq!(
+            restorable("events/block/block_rq_issue/filter", "none"),
+            "0"
+        );
+        assert_eq!(restorable("trace_clock", "[local] global mono"), "local");
     }
 }

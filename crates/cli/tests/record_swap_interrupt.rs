@@ -1,0 +1,223 @@
+//! `nvmos record-swap` interrupted at any point (SIGINT or SIGTERM, during
+//! set-up, while the command runs, near its end) leaves no swap file
+//! enabled or on disk, no cgroup, and the tracing state as it was; a
+//! completed recording is a readable trace; a command that cannot start
+//! is a clear error with everything removed. Needs root (CI runs as root).
+
+#![cfg(target_os = "linux")]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const TRACEFS: &str = "/sys/kernel/tracing";
+const PREFIX: &str = "nvmos-swap-";
+
+fn tracefs_mounted() -> bool {
+    std::fs::read_to_string("/proc/mounts")
+        .unwrap_or_default()
+        .lines()
+        .any(|l| l.split_whitespace().nth(2) == Some("tracefs"))
+}
+
+/// The tracing files the recorder changes.
+fn snapshot() -> Vec<(String, String)> {
+    [
+        "tracing_on",
+        "current_tracer",
+        "trace_clock",
+        "events/block/block_rq_issue/enable",
+        "events/block/block_rq_issue/filter",
+        "events/block/block_rq_requeue/enable",
+        "events/block/block_rq_requeue/filter",
+        "events/vmscan/mm_vmscan_throttled/enable",
+    ]
+    .iter()
+    .map(|f| {
+        let v = std::fs::read_to_string(Path::new(TRACEFS).join(f)).unwrap_or_default();
+        (f.to_string(), v.trim().to_owned())
+    })
+    .collect()
+}
+
+/// Cgroup directories named like ours anywhere under /sys/fs/cgroup
+/// (three levels deep is where they are made).
+fn leftover_cgroups() -> Vec<PathBuf> {
+    fn walk(dir: &Path, depth: u32, out: &mut Vec<PathBuf>) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for e in entries.flatten() {
+            let p = e.path();
+            if !p.is_dir() {
+                continue;
+            }
+            if e.file_name().to_string_lossy().starts_with(PREFIX) {
+                out.push(p);
+            } else if depth > 0 {
+                walk(&p, depth - 1, out);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(Path::new("/sys/fs/cgroup"), 4, &mut out);
+    out
+}
+
+fn assert_clean(dir: &Path, before: &[(String, String)], what: &str) {
+    let swaps = std::fs::read_to_string("/proc/swaps").unwrap();
+    assert!(
+        !swaps.contains(PREFIX),
+        "{what}: a swap file is still enabled:\n{swaps}"
+    );
+    let files: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().contains(PREFIX))
+        .map(|e| e.path())
+        .collect();
+    assert!(files.is_empty(), "{what}: swap file left: {files:?}");
+    let cgroups = leftover_cgroups();
+    assert!(cgroups.is_empty(), "{what}: cgroup left: {cgroups:?}");
+    assert_eq!(snapshot(), before, "{what}: tracing state changed");
+}
+
+fn nvmos(dir: &Path, out: &str, cmd: &[&str]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_nvmos"));
+    c.arg("record-swap")
+        .arg("-o")
+        .arg(dir.join(out))
+        .args(["--limit", "32MiB", "--swap-size", "256MiB", "--swap-dir"])
+        .arg(dir)
+        .arg("--")
+        .args(cmd)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    c
+}
+
+/// A command that swaps for as long as it is left running.
+const SWAPPER: [&str; 3] = [
+    "python3",
+    "-c",
+    "import itertools\nbufs=[bytearray(8<<20) for _ in range(12)]\nfor i in itertools.count():\n    b=bufs[i%12]; b[0:len(b):4096]=bytes([i%250+1])*(len(b)//4096)\n",
+];
+
+fn wait(mut child: std::process::Child, what: &str) -> (std::process::ExitStatus, String) {
+    let start = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            let out = child.wait_with_output().unwrap();
+            return (status, String::from_utf8_lossy(&out.stderr).into_owned());
+        }
+        if start.elapsed() > Duration::from_secs(60) {
+            let _ = child.kill();
+            panic!("{what}: nvmos record-swap did not stop within 60 s");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn interrupted_anywhere_leaves_nothing_behind() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        println!("skipped: record-swap needs root");
+        return;
+    }
+    if !Path::new(TRACEFS).is_dir() {
+        println!("skipped: no {TRACEFS}");
+        return;
+    }
+    let mounted_here = !tracefs_mounted();
+    if mounted_here {
+        assert!(Command::new("mount")
+            .args(["-t", "tracefs", "nodev", TRACEFS])
+            .status()
+            .unwrap()
+            .success());
+    }
+    let before = snapshot();
+    // The swap file must live on a disk-backed filesystem: the target dir.
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("record-swap-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+
+    // Interrupted at many points: during set-up (0–100 ms), while the
+    // command swaps, and with SIGTERM.
+    for (i, (delay_ms, signal)) in [
+        (0, libc::SIGINT),
+        (5, libc::SIGINT),
+        (15, libc::SIGINT),
+        (30, libc::SIGINT),
+        (60, libc::SIGINT),
+        (120, libc::SIGINT),
+        (250, libc::SIGTERM),
+        (600, libc::SIGINT),
+        (1500, libc::SIGTERM),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let what = format!("signal {signal} after {delay_ms} ms");
+        let child = nvmos(&dir, &format!("int{i}.swt.zst"), &SWAPPER)
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(delay_ms));
+        // SAFETY: kill has no memory-safety preconditions; the pid is our child's.
+        unsafe { libc::kill(child.id() as i32, signal) };
+        let (status, stderr) = wait(child, &what);
+        assert!(
+            !status.success(),
+            "{what}: an interrupted recording reports failure"
+        );
+        assert!(!stderr.contains("panicked"), "{what}: {stderr}");
+        // Killed by the signal itself only if it came before the handlers
+        // were installed, which is before anything is created.
+        use std::os::unix::process::ExitStatusExt;
+        assert!(
+            stderr.contains("interrupted") || status.signal() == Some(signal),
+            "{what}: {status:?} {stderr}"
+        );
+        assert_clean(&dir, &before, &what);
+    }
+
+    // A command that cannot start: a clear error, nothing left.
+    let (status, stderr) = wait(
+        nvmos(&dir, "bad.swt.zst", &["/nonexistent/program"])
+            .spawn()
+            .unwrap(),
+        "bad command",
+    );
+    assert!(!status.success());
+    assert!(stderr.contains("/nonexistent/program"), "{stderr}");
+    assert_clean(&dir, &before, "bad command");
+
+    // A short complete recording: swap-outs in a readable trace.
+    let (status, stderr) = wait(
+        nvmos(
+            &dir,
+            "ok.swt.zst",
+            &["python3", "-c", "b=bytearray(64<<20); b[0:len(b):4096]=b'x'*(len(b)//4096); print(sum(b[0:len(b):4096]))"],
+        )
+        .spawn()
+        .unwrap(),
+        "complete",
+    );
+    assert!(status.success(), "{stderr}");
+    assert_clean(&dir, &before, "complete");
+    let trace = nvmos_swap::SwapTrace::read(&dir.join("ok.swt.zst")).unwrap();
+    let written: u64 = trace
+        .requests
+        .iter()
+        .filter(|r| r.dir == nvmos_swap::Dir::Write)
+        .map(|r| r.size)
+        .sum();
+    // 64 MiB through a 32 MiB limit: at least 16 MiB must have gone out.
+    assert!(written >= 16 << 20, "{written} bytes written to swap");
+
+    let _ = std::fs::remove_dir_all(&dir);
+    if mounted_here {
+        let _ = Command::new("umount").arg(TRACEFS).status();
+    }
+}

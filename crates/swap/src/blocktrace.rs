@@ -1,0 +1,264 @@
+//! Swap block traces: the requests a swap device saw.
+//!
+//! One text line per event, zstd-compressed on disk (`.swt.zst`), with
+//! `# key: value` header lines first:
+//!
+//! ```text
+//! # nvmos swap trace 1
+//! # command: sh -c ...
+//! R 1200345 65536 32768 python3
+//! W 1300999 1048576 131072 kswapd0
+//! T 1400000 9960 100000 VMSCAN_THROTTLE_WRITEBACK
+//! ```
+//!
+//! `R`/`W`: time (ns since the start), byte offset in the swap area,
+//! size in bytes, the task that issued it. `T`: reclaim was throttled
+//! (Linux's `mm_vmscan_throttled`, the successor of 2.6.32's congestion
+//! wait): time, µs slept, µs timeout, reason. The model writes the same
+//! format, so recorded and modelled traffic go through one analysis.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::device::Dir;
+use crate::SwapError;
+
+/// The first header line.
+pub const MAGIC: &str = "# nvmos swap trace 1";
+
+/// One request to the swap device.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SwapRequest {
+    /// When it was issued, ns since the start of the trace.
+    pub time_ns: u64,
+    /// Swap-in or swap-out.
+    pub dir: Dir,
+    /// Byte offset in the swap area.
+    pub offset: u64,
+    /// Bytes.
+    pub size: u64,
+}
+
+/// Reclaim throttled (congestion wait).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Throttle {
+    /// When, ns since the start.
+    pub time_ns: u64,
+    /// How long it slept, µs.
+    pub delayed_us: u64,
+    /// Its timeout, µs.
+    pub timeout_us: u64,
+    /// Why (Linux's reason flags).
+    pub reason: String,
+}
+
+/// A whole trace.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SwapTrace {
+    /// Header keys and values.
+    pub header: BTreeMap<String, String>,
+    /// Requests in time order.
+    pub requests: Vec<SwapRequest>,
+    /// Throttling events in time order.
+    pub throttles: Vec<Throttle>,
+    /// The issuing task of each request (same index), where recorded.
+    pub tasks: Vec<String>,
+    /// Phase marks: (time ns, name); a phase runs to the next mark.
+    pub phases: Vec<(u64, String)>,
+}
+
+impl SwapTrace {
+    /// The requests between the mark named `name` and the next mark.
+    pub fn phase_requests(&self, name: &str) -> Option<&[SwapRequest]> {
+        let i = self.phases.iter().position(|(_, n)| n == name)?;
+        let from = self.phases[i].0;
+        let to = self.phases.get(i + 1).map_or(u64::MAX, |p| p.0);
+        let a = self.requests.partition_point(|r| r.time_ns < from);
+        let b = self.requests.partition_point(|r| r.time_ns < to);
+        Some(&self.requests[a..b])
+    }
+}
+
+impl SwapTrace {
+    /// Reads a trace, zstd-compressed or plain.
+    pub fn read(path: &Path) -> Result<SwapTrace, SwapError> {
+        let mut file = std::fs::File::open(path).map_err(|e| SwapError::io(path, e))?;
+        let mut magic = [0u8; 4];
+        let n = file.read(&mut magic).map_err(|e| SwapError::io(path, e))?;
+        drop(file);
+        let file = std::fs::File::open(path).map_err(|e| SwapError::io(path, e))?;
+        if n == 4 && magic == [0x28, 0xb5, 0x2f, 0xfd] {
+            let dec = zstd::Decoder::new(file).map_err(|e| SwapError::io(path, e))?;
+            Self::parse(BufReader::new(dec), path)
+        } else {
+            Self::parse(BufReader::new(file), path)
+        }
+    }
+
+    /// Parses the text form; `path` names the source in errors.
+    pub fn parse(input: impl BufRead, path: &Path) -> Result<SwapTrace, SwapError> {
+        let mut trace = SwapTrace::default();
+        let mut last_time = 0u64;
+        for (i, line) in input.lines().enumerate() {
+            let line_no = i as u64 + 1;
+            let err = |message: String| SwapError::Parse {
+                path: path.to_owned(),
+                line: line_no,
+                message,
+            };
+            let line = line.map_err(|e| err(format!("unreadable: {e}")))?;
+            if line_no == 1 && line.trim() != MAGIC {
+                return Err(err(format!("expected the header line `{MAGIC}`")));
+            }
+            let line = line.trim();
+            if line.is_empty() {
+                continue;
+            }
+            if let Some(rest) = line.strip_prefix('#') {
+                if let Some((k, v)) = rest.split_once(':') {
+                    trace
+                        .header
+                        .insert(k.trim().to_owned(), v.trim().to_owned());
+                }
+                continue;
+            }
+            let mut f = line.split_whitespace();
+            let kind = f.next().unwrap_or_default();
+            let mut num = |name: &str| -> Result<u64, SwapError> {
+                let text = f
+                    .next()
+                    .ok_or_else(|| err(format!("field `{name}` is missing")))?;
+                text.parse::<u64>()
+                    .map_err(|_| err(format!("field `{name}`: '{text}' is not a whole number")))
+            };
+            match kind {
+                "R" | "W" => {
+                    let time_ns = num("time_ns")?;
+                    let offset = num("offset")?;
+                    let size = num("size")?;
+                    if size == 0 {
+                        return Err(err("field `size`: a request of 0 bytes".into()));
+                    }
+                    if time_ns < last_time {
+                        return Err(err(format!(
+                            "field `time_ns`: {time_ns} is before the previous event's {last_time}"
+                        )));
+                    }
+                    last_time = time_ns;
+                    let task = f.collect::<Vec<_>>().join(" ");
+                    trace.requests.push(SwapRequest {
+                        time_ns,
+                        dir: if kind == "R" { Dir::Read } else { Dir::Write },
+                        offset,
+                        size,
+                    });
+                    trace.tasks.push(task);
+                }
+                "P" => {
+                    let time_ns = num("time_ns")?;
+                    let name = f.collect::<Vec<_>>().join(" ");
+                    if name.is_empty() {
+                        return Err(err("field `name` is missing".into()));
+                    }
+                    trace.phases.push((time_ns, name));
+                }
+                "T" => {
+                    let time_ns = num("time_ns")?;
+                    let delayed_us = num("delayed_us")?;
+                    let timeout_us = num("timeout_us")?;
+                    let reason = f.collect::<Vec<_>>().join(" ");
+                    trace.throttles.push(Throttle {
+                        time_ns,
+                        delayed_us,
+                        timeout_us,
+                        reason,
+                    });
+                }
+                other => return Err(err(format!("field `kind`: '{other}' is not R, W, T or P"))),
+            }
+        }
+        Ok(trace)
+    }
+
+    /// Writes the text form.
+    pub fn write_text(&self, out: &mut impl Write) -> std::io::Result<()> {
+        writeln!(out, "{MAGIC}")?;
+        for (k, v) in &self.header {
+            writeln!(out, "# {k}: {}", v.replace('\n', " "))?;
+        }
+        for (i, r) in self.requests.iter().enumerate() {
+            let d = if r.dir == Dir::Read { 'R' } else { 'W' };
+            let task = self.tasks.get(i).map(String::as_str).unwrap_or("");
+            writeln!(out, "{d} {} {} {} {task}", r.time_ns, r.offset, r.size)?;
+        }
+        for (t, name) in &self.phases {
+            writeln!(out, "P {t} {name}")?;
+        }
+        for t in &self.throttles {
+            writeln!(
+                out,
+                "T {} {} {} {}",
+                t.time_ns, t.delayed_us, t.timeout_us, t.reason
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Writes a zstd-compressed file.
+    pub fn write(&self, path: &Path) -> Result<(), SwapError> {
+        let file = std::fs::File::create(path).map_err(|e| SwapError::io(path, e))?;
+        let mut enc = zstd::Encoder::new(file, 19).map_err(|e| SwapError::io(path, e))?;
+        self.write_text(&mut enc)
+            .map_err(|e| SwapError::io(path, e))?;
+        enc.finish().map_err(|e| SwapError::io(path, e))?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<SwapTrace, SwapError> {
+        SwapTrace::parse(text.as_bytes(), Path::new("t.swt"))
+    }
+
+    #[test]
+    fn round_trip() {
+        let text = format!("{MAGIC}\n# command: x y\nR 10 4096 32768 a b\nW 20 0 4096 kswapd0\nT 30 100 100000 WRITEBACK\nP 0 clean\nP 15 aged-1\n");
+        let t = parse(&text).unwrap();
+        assert_eq!(t.requests.len(), 2);
+        assert_eq!(t.tasks[0], "a b");
+        assert_eq!(t.header["command"], "x y");
+        let mut out = Vec::new();
+        t.write_text(&mut out).unwrap();
+        assert_eq!(parse(std::str::from_utf8(&out).unwrap()).unwrap(), t);
+        assert_eq!(t.phase_requests("clean").unwrap().len(), 1);
+        assert_eq!(t.phase_requests("aged-1").unwrap().len(), 1);
+    }
+
+    #[test]
+    fn malformed_lines_name_line_and_field() {
+        let e = parse(&format!("{MAGIC}\nR 10 4096\n"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("t.swt:2") && e.contains("`size`"), "{e}");
+        let e = parse(&format!("{MAGIC}\nR 10 x 4096\n"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("`offset`"), "{e}");
+        let e = parse(&format!("{MAGIC}\nQ 1 2 3\n"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("`kind`"), "{e}");
+        let e = parse(&format!("{MAGIC}\nW 10 0 4096\nW 5 0 4096\n"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(":3:") && e.contains("before"), "{e}");
+        let e = parse("hello\n").unwrap_err().to_string();
+        assert!(e.contains(":1:"), "{e}");
+    }
+}
