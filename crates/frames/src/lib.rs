@@ -16,6 +16,11 @@
 //!   multi-frame requests that need it, per-core buddy spaces with their
 //!   own locks. Single-frame allocation and free are O(1), and frames are
 //!   reused least recently freed first so SCM wear evens out.
+//! - [`BankBuddy`]: the power-aware allocators of seed 004, which keep
+//!   allocations on as few memory banks as possible so the rest can be
+//!   powered down: the Array-based and List-based Bank-Buddy and the
+//!   Adaptive-Buddy ([`BankPolicy`]), with migration of movable pages out
+//!   of sparsely used banks ([`BankBuddy::migrate`]).
 //!
 //! The crate is `no_std` + `alloc`. Locks come in through [`lock_api`]: a
 //! kernel plugs in its spin lock, user space a sleeping mutex such as
@@ -50,6 +55,7 @@ extern crate alloc;
 #[cfg(any(test, feature = "std"))]
 extern crate std;
 
+mod bankbuddy;
 mod bitmap;
 mod buddy;
 mod error;
@@ -62,6 +68,9 @@ pub mod sync;
 mod types;
 mod zones;
 
+pub use bankbuddy::{
+    BankBuddy, BankPolicy, BankRole, BankUsage, MigrateError, Migration, Move,
+};
 pub use buddy::Buddy;
 pub use error::{AllocError, ConfigError, ValidationError};
 pub use ibuddy::IBuddy;
