@@ -27,6 +27,11 @@
 //! ([`BankState::access`], [`Timing::unloaded_latency`]). Request queues,
 //! scheduling and bus contention are not here yet.
 //!
+//! [`power`] is the memory power model of seed 004: per-bank power states
+//! (Read/Write, Active-Idle, Self-Refresh, Deep-Power-Down) from the
+//! seed's relative table or from published IDD currents (DDR4, LPDDR4),
+//! and the energy of banks up and down over time plus migration copies.
+//!
 //! ```
 //! use nvmos_memsys::{Coordinates, Machine, Technology};
 //!
@@ -52,6 +57,7 @@ pub mod bank;
 mod error;
 mod machine;
 pub mod mapping;
+pub mod power;
 mod timing;
 
 pub use bank::{AccessKind, BankState, PagePolicy, RowOutcome, RowStats, Served};
