@@ -3,7 +3,9 @@
 //! Drives [`nvmos_frames::FrameAllocator`]s with recorded page-allocation
 //! traces ([`nvmos_trace::Event`]s) and measures what their placement does
 //! to the memory: today, wear and lifetime of storage-class memory (seed
-//! 000). Results are plain data (serde); the CLI renders them.
+//! 000), and how many memory banks their placement keeps powered up and
+//! at what energy ([`power`], seed 004). Results are plain data (serde);
+//! the CLI renders them.
 //!
 //! ```
 //! use nvmos_frames::{IBuddy, MigrateType, Order, Pfn, Zone};
@@ -24,6 +26,7 @@
 
 pub mod allocators;
 pub mod evaluate;
+pub mod power;
 pub mod replay;
 pub mod wear;
 
