@@ -5,6 +5,8 @@ mod bench;
 mod evaluate_cmd;
 mod render;
 mod report;
+mod study;
+mod study_power;
 mod trace_cmd;
 mod units;
 
@@ -46,6 +48,11 @@ enum Command {
     /// Run a command and record the kernel's page-allocation events into a
     /// `.nvt` trace (needs root and tracefs).
     Record(trace_cmd::RecordArgs),
+    /// The seeds' studies (`study power`: seed 004, memory power).
+    Study {
+        #[command(subcommand)]
+        study: study::Study,
+    },
     /// Look at and convert traces.
     Trace {
         #[command(subcommand)]
@@ -210,6 +217,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Evaluate(args) => evaluate_cmd::evaluate(args),
         Command::Replay(args) => evaluate_cmd::replay(args),
         Command::Record(args) => trace_cmd::record(args),
+        Command::Study { study } => study::run(study),
         Command::Trace {
             trace: TraceCommand::Info(args),
         } => trace_cmd::info(args),
