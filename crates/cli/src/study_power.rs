@@ -15,8 +15,8 @@ use clap::Args;
 use nvmos_frames::sync::SpinYield;
 use nvmos_frames::{MigrateType, Order, Pfn, Request, Zone};
 use nvmos_sim::power::{
-    run_synthetic, run_trace, PowerAllocator, PowerModel, PowerRow, SyntheticMachine,
-    TraceMachine, TracePlacement, Workload,
+    run_synthetic, run_trace, PowerAllocator, PowerModel, PowerRow, SyntheticMachine, TraceMachine,
+    TracePlacement, Workload,
 };
 use serde::Serialize;
 
@@ -39,7 +39,12 @@ pub struct PowerArgs {
 
     /// Workloads: light (footprint 10–50%), medium (30–80%), or
     /// NAME:MIN-MAX for another footprint range in percent.
-    #[arg(long, value_name = "NAME,...", value_delimiter = ',', default_value = "light,medium")]
+    #[arg(
+        long,
+        value_name = "NAME,...",
+        value_delimiter = ',',
+        default_value = "light,medium"
+    )]
     workloads: Vec<String>,
 
     /// Epochs (simulated seconds) per synthetic run [default: 200, 40 with --quick].
@@ -65,8 +70,12 @@ pub struct PowerArgs {
 
     /// Power models: presets (seed004-relative, ddr4-2400-micron,
     /// lpddr4-3200-micron) or TOML files.
-    #[arg(long, value_name = "NAME,...", value_delimiter = ',',
-          default_value = "seed004-relative,ddr4-2400-micron,lpddr4-3200-micron")]
+    #[arg(
+        long,
+        value_name = "NAME,...",
+        value_delimiter = ',',
+        default_value = "seed004-relative,ddr4-2400-micron,lpddr4-3200-micron"
+    )]
     power: Vec<String>,
 
     /// Folder of traces to replay; every file in it.
@@ -119,7 +128,9 @@ fn parse_mem(text: &str) -> Result<u64, String> {
 
 fn parse_alloc(text: &str) -> Result<PowerAllocator, String> {
     PowerAllocator::parse(text).ok_or_else(|| {
-        format!("unknown allocator '{text}': use buddy, lazy-buddy, array-bank, list-bank, adaptive")
+        format!(
+            "unknown allocator '{text}': use buddy, lazy-buddy, array-bank, list-bank, adaptive"
+        )
     })
 }
 
@@ -285,10 +296,7 @@ pub fn run(args: PowerArgs) -> Result<()> {
         println!("{json}");
     } else {
         print!("{}", tables(&study));
-        println!(
-            "\nreport: {}",
-            args.out.join("power.html").display()
-        );
+        println!("\nreport: {}", args.out.join("power.html").display());
     }
     Ok(())
 }
@@ -350,9 +358,17 @@ fn study(args: &PowerArgs) -> Result<PowerStudy> {
                     if migrate && !a.migrates() {
                         continue;
                     }
-                    bar.set_message(format!("{} {} {}{}", w.name, machine.name, a.key(), if migrate { " +migration" } else { "" }));
-                    let row = run_synthetic(a, migrate, w, &machine, &models)
-                        .with_context(|| format!("{} on {} through {}", w.name, machine.name, a.name()))?;
+                    bar.set_message(format!(
+                        "{} {} {}{}",
+                        w.name,
+                        machine.name,
+                        a.key(),
+                        if migrate { " +migration" } else { "" }
+                    ));
+                    let row =
+                        run_synthetic(a, migrate, w, &machine, &models).with_context(|| {
+                            format!("{} on {} through {}", w.name, machine.name, a.name())
+                        })?;
                     rows.push(row);
                     bar.inc(1);
                 }
@@ -384,7 +400,10 @@ fn study(args: &PowerArgs) -> Result<PowerStudy> {
         };
         let frames = memory_frames / bank_frames * bank_frames;
         if frames == 0 {
-            bail!("{}: the recorded machine is smaller than one bank", path.display());
+            bail!(
+                "{}: the recorded machine is smaller than one bank",
+                path.display()
+            );
         }
         let machine = TraceMachine {
             frames,
@@ -410,8 +429,14 @@ fn study(args: &PowerArgs) -> Result<PowerStudy> {
             let events =
                 nvmos_trace::open(path).with_context(|| format!("opening {}", path.display()))?;
             rows.push(
-                run_trace(TracePlacement::AsRecorded, false, events, &recorded, &models)
-                    .with_context(|| format!("{}: the recorded placement", path.display()))?,
+                run_trace(
+                    TracePlacement::AsRecorded,
+                    false,
+                    events,
+                    &recorded,
+                    &models,
+                )
+                .with_context(|| format!("{}: the recorded placement", path.display()))?,
             );
         }
         for &a in &args.alloc {
@@ -419,11 +444,21 @@ fn study(args: &PowerArgs) -> Result<PowerStudy> {
                 if migrate && !a.migrates() {
                     continue;
                 }
-                bar.set_message(format!("{name} {}{}", a.key(), if migrate { " +migration" } else { "" }));
-                let events =
-                    nvmos_trace::open(path).with_context(|| format!("opening {}", path.display()))?;
-                let row = run_trace(TracePlacement::Allocator(a), migrate, events, &machine, &models)
-                    .with_context(|| format!("{}: replaying through {}", path.display(), a.name()))?;
+                bar.set_message(format!(
+                    "{name} {}{}",
+                    a.key(),
+                    if migrate { " +migration" } else { "" }
+                ));
+                let events = nvmos_trace::open(path)
+                    .with_context(|| format!("opening {}", path.display()))?;
+                let row = run_trace(
+                    TracePlacement::Allocator(a),
+                    migrate,
+                    events,
+                    &machine,
+                    &models,
+                )
+                .with_context(|| format!("{}: replaying through {}", path.display(), a.name()))?;
                 rows.push(row);
                 bar.inc(1);
             }
@@ -450,7 +485,13 @@ fn study(args: &PowerArgs) -> Result<PowerStudy> {
                 vec![10_000, 100_000, 1_000_000, 2_000_000, 4_000_000]
             }
         });
-        Some(latency(&args.alloc, &pages, frames, bank_frames, args.latency_rounds)?)
+        Some(latency(
+            &args.alloc,
+            &pages,
+            frames,
+            bank_frames,
+            args.latency_rounds,
+        )?)
     };
 
     let mut study = PowerStudy {
@@ -489,7 +530,10 @@ fn trace_files(dir: &Path) -> Result<Vec<PathBuf>> {
     }
     files.sort();
     if files.is_empty() {
-        bail!("no traces in {} (give --no-traces to skip them)", dir.display());
+        bail!(
+            "no traces in {} (give --no-traces to skip them)",
+            dir.display()
+        );
     }
     Ok(files)
 }
@@ -533,7 +577,9 @@ fn latency(
                 // structure it touches, which no allocator in a running
                 // system does (it is reported as `first_ns`).
                 let t0 = ticks();
-                let warm = alloc.alloc(req).with_context(|| format!("{}: out of memory", a.name()))?;
+                let warm = alloc
+                    .alloc(req)
+                    .with_context(|| format!("{}: out of memory", a.name()))?;
                 let t1 = ticks();
                 first_call = first_call.min(t1.wrapping_sub(t0));
                 alloc.free(warm, req).context("freeing the warm-up page")?;
@@ -671,7 +717,11 @@ fn tables(study: &PowerStudy) -> String {
             "allocator", "offline%", "optimum%", "off-by", "max-off%", "migrated", "pinned"
         );
         for m in &model_names {
-            let _ = write!(out, " {:>18}", format!("E {m}").chars().take(18).collect::<String>());
+            let _ = write!(
+                out,
+                " {:>18}",
+                format!("E {m}").chars().take(18).collect::<String>()
+            );
         }
         let _ = writeln!(out);
         for r in rows {
@@ -723,7 +773,10 @@ fn tables(study: &PowerStudy) -> String {
             &mut out,
         );
     }
-    let _ = writeln!(out, "\nseed 004 Table 2 (average offline memory %) beside ours:");
+    let _ = writeln!(
+        out,
+        "\nseed 004 Table 2 (average offline memory %) beside ours:"
+    );
     let _ = writeln!(
         out,
         "{:<8} {:<8} {:>10} {:>10} {:>12} {:>10} {:>12}",
@@ -756,7 +809,17 @@ fn tables(study: &PowerStudy) -> String {
         let _ = writeln!(
             out,
             "{:<24} {:>9} {:>8} {:>8} {:>9} {:>9} {:>7} {:>9} {:>7} | {:>10} {:>10}",
-            "allocator", "pages", "mean ns", "p99", "p99.99", "worst", "w/mean", "raw max", "r/mean", "seed mean", "seed worst"
+            "allocator",
+            "pages",
+            "mean ns",
+            "p99",
+            "p99.99",
+            "worst",
+            "w/mean",
+            "raw max",
+            "r/mean",
+            "seed mean",
+            "seed worst"
         );
         for r in &l.rows {
             let seed = study.seed.table5.iter().find(|s| s.0 == r.pages);
@@ -782,17 +845,23 @@ fn tables(study: &PowerStudy) -> String {
             t.measured
         );
     }
-    let _ = writeln!(out, "\nenergy units: {}", study
-        .models
-        .iter()
-        .map(|(n, u, _)| format!("{n} in {u}"))
-        .collect::<Vec<_>>()
-        .join("; "));
+    let _ = writeln!(
+        out,
+        "\nenergy units: {}",
+        study
+            .models
+            .iter()
+            .map(|(n, u, _)| format!("{n} in {u}"))
+            .collect::<Vec<_>>()
+            .join("; ")
+    );
     out
 }
 
 fn esc(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
 }
 
 /// The bank map (seed 004's Fig. 9) as an SVG grid: black banks are
@@ -831,7 +900,12 @@ fn bank_map_svg(r: &PowerRow) -> String {
 fn html_table(rows: &[PowerRow], models: &[(String, String, String)]) -> String {
     let mut t = String::from("<table><tr><th>allocator</th><th>offline %</th><th>optimum %</th><th>points off</th><th>max offline %</th><th>pages migrated</th><th>pinned banks</th>");
     for (name, unit, _) in models {
-        let _ = write!(t, "<th>energy {} ({})</th><th>saving %</th>", esc(name), esc(unit));
+        let _ = write!(
+            t,
+            "<th>energy {} ({})</th><th>saving %</th>",
+            esc(name),
+            esc(unit)
+        );
     }
     t.push_str("</tr>");
     for r in rows {
@@ -919,7 +993,9 @@ fn html(study: &PowerStudy) -> String {
         let ours = study
             .synthetic
             .iter()
-            .find(|s| s.workload.name == w && s.machine.name.replace(" GiB", "") == m.replace(" GB", ""))
+            .find(|s| {
+                s.workload.name == w && s.machine.name.replace(" GiB", "") == m.replace(" GB", "")
+            })
             .and_then(|s| find(&s.rows, "Adaptive-Buddy", true));
         let (o, a) = ours.map_or(("-".into(), "-".into()), |r| {
             (

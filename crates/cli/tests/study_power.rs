@@ -92,22 +92,67 @@ fn bad_input_is_refused_clearly() {
     let out = out_dir.to_str().unwrap();
     // A bank size that does not divide the machine.
     refused(
-        &nvmos(&["study", "power", "--sizes", "1GiB", "--bank", "96MiB", "--no-traces", "--no-latency", "--out", out]),
+        &nvmos(&[
+            "study",
+            "power",
+            "--sizes",
+            "1GiB",
+            "--bank",
+            "96MiB",
+            "--no-traces",
+            "--no-latency",
+            "--out",
+            out,
+        ]),
         &["bank size 96 MiB does not divide the machine size 1 GiB"],
     );
     // A footprint above 100%.
     refused(
-        &nvmos(&["study", "power", "--workloads", "huge:50-120", "--no-traces", "--no-latency", "--out", out]),
-        &["workload \"huge\"", "footprint_max_percent = 120% is outside 0–100%"],
+        &nvmos(&[
+            "study",
+            "power",
+            "--workloads",
+            "huge:50-120",
+            "--no-traces",
+            "--no-latency",
+            "--out",
+            out,
+        ]),
+        &[
+            "workload \"huge\"",
+            "footprint_max_percent = 120% is outside 0–100%",
+        ],
     );
     // A power model that is not there.
     refused(
-        &nvmos(&["study", "power", "--power", "/nonexistent/p.toml", "--no-traces", "--no-latency", "--out", out]),
+        &nvmos(&[
+            "study",
+            "power",
+            "--power",
+            "/nonexistent/p.toml",
+            "--no-traces",
+            "--no-latency",
+            "--out",
+            out,
+        ]),
         &["power model '/nonexistent/p.toml'", "reading power model"],
     );
     // More latency pages than memory.
     refused(
-        &nvmos(&["study", "power", "--quick", "--epochs", "1", "--no-traces", "--latency-memory", "16MiB", "--latency-pages", "10000", "--out", out]),
+        &nvmos(&[
+            "study",
+            "power",
+            "--quick",
+            "--epochs",
+            "1",
+            "--no-traces",
+            "--latency-memory",
+            "16MiB",
+            "--latency-pages",
+            "10000",
+            "--out",
+            out,
+        ]),
         &["10000 pages do not fit in 16 MiB"],
     );
 }

@@ -206,7 +206,9 @@ pub enum MigrateError {
         bank: usize,
     },
     /// The target bank has no free block of the order.
-    #[error("migration target bank {bank} is full: no free block of order {order} ({free} frames free)")]
+    #[error(
+        "migration target bank {bank} is full: no free block of order {order} ({free} frames free)"
+    )]
     TargetFull {
         /// The bank named.
         bank: usize,
@@ -373,7 +375,9 @@ impl BankZone {
     /// Whether list `l` holds a free block of at least `order`.
     #[inline]
     fn list_fits(&self, l: usize, order: Order) -> bool {
-        self.lists[l][order.index()..].iter().any(|list| list.len() > 0)
+        self.lists[l][order.index()..]
+            .iter()
+            .any(|list| list.len() > 0)
     }
 
     /// Take the smallest free block of at least `order` from list `l` and
@@ -406,7 +410,11 @@ impl BankZone {
             Some(i) => Some((i, order)),
             None if self.policy == BankPolicy::Adaptive && l < PARKED as usize => {
                 let offline = &self.roles[BankRole::Offline.index()];
-                let bank = if l == 0 { offline.front() } else { offline.back() };
+                let bank = if l == 0 {
+                    offline.front()
+                } else {
+                    offline.back()
+                };
                 bank.and_then(|b| {
                     // What bringing the bank in touches besides the split.
                     let parked = &self.lists[PARKED as usize + b as usize];
@@ -584,7 +592,11 @@ impl BankZone {
     /// back) that is not isolated and has a block of `order`.
     fn find_on_list(&self, role: BankRole, order: Order, from_back: bool) -> Option<usize> {
         let list = &self.roles[role.index()];
-        let mut cur = if from_back { list_tail(list) } else { list_head(list) };
+        let mut cur = if from_back {
+            list_tail(list)
+        } else {
+            list_head(list)
+        };
         while let Some(b) = cur {
             let bank = &self.banks[b as usize];
             if !bank.isolated && self.list_fits(self.home[b as usize] as usize, order) {
@@ -879,7 +891,10 @@ impl BankZone {
                 "zone {z} bank {b}: counters (free, unmovable, movable) = {:?} but the blocks hold {counted:?}",
                 (bank.free, bank.unmovable, bank.movable)
             );
-            ensure!(!bank.isolated, "zone {z} bank {b}: isolated outside migration");
+            ensure!(
+                !bank.isolated,
+                "zone {z} bank {b}: isolated outside migration"
+            );
             ensure!(
                 (bank.allocated() == 0) == (bank.role == BankRole::Offline),
                 "zone {z} bank {b}: role {:?} with {} frames allocated",

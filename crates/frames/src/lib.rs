@@ -68,9 +68,7 @@ pub mod sync;
 mod types;
 mod zones;
 
-pub use bankbuddy::{
-    BankBuddy, BankPolicy, BankRole, BankUsage, MigrateError, Migration, Move,
-};
+pub use bankbuddy::{BankBuddy, BankPolicy, BankRole, BankUsage, MigrateError, Migration, Move};
 pub use buddy::Buddy;
 pub use error::{AllocError, ConfigError, ValidationError};
 pub use ibuddy::IBuddy;

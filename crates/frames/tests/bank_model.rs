@@ -16,13 +16,21 @@ use proptest::prelude::*;
 
 #[derive(Clone, Debug)]
 enum Op {
-    Alloc { order: u8, kind: MigrateType },
+    Alloc {
+        order: u8,
+        kind: MigrateType,
+    },
     /// Free the live block at this position (modulo the live count).
-    Free { pick: usize },
+    Free {
+        pick: usize,
+    },
     /// One migration pass.
     Migrate,
     /// Move the live block at this position into this bank.
-    Move { pick: usize, bank: usize },
+    Move {
+        pick: usize,
+        bank: usize,
+    },
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -74,7 +82,9 @@ impl Owners {
         self.next += 1;
         for f in pfn.0..pfn.0 + order.frames() {
             if let Some(other) = self.pages.insert(f, owner) {
-                return Err(format!("page {f:#x} handed to owner {owner} while owner {other} holds it"));
+                return Err(format!(
+                    "page {f:#x} handed to owner {owner} while owner {other} holds it"
+                ));
             }
         }
         self.blocks.insert(owner, (pfn.0, order, kind));
@@ -97,7 +107,9 @@ impl Owners {
             .ok_or_else(|| format!("move from {} which no one owns", m.old))?;
         let (pfn, order, kind) = self.blocks[&owner];
         if pfn != m.old.0 || order != m.order {
-            return Err(format!("move {m:?} does not match owner {owner}'s block {pfn:#x} order {order}"));
+            return Err(format!(
+                "move {m:?} does not match owner {owner}'s block {pfn:#x} order {order}"
+            ));
         }
         if kind != MigrateType::Movable {
             return Err(format!("move {m:?} moved {kind:?} data"));
@@ -120,7 +132,9 @@ impl Owners {
         for (&owner, &(pfn, order, _)) in &self.blocks {
             for f in pfn..pfn + order.frames() {
                 if self.pages.get(&f) != Some(&owner) {
-                    return Err(format!("page {f:#x} of owner {owner} is not recorded as theirs"));
+                    return Err(format!(
+                        "page {f:#x} of owner {owner} is not recorded as theirs"
+                    ));
                 }
             }
             pages += order.frames();
@@ -128,11 +142,16 @@ impl Owners {
                 .map_err(|e| format!("owner {owner}'s block {pfn:#x}: {e}"))?;
         }
         if pages != self.pages.len() as u64 {
-            return Err(format!("{} pages recorded, blocks cover {pages}", self.pages.len()));
+            return Err(format!(
+                "{} pages recorded, blocks cover {pages}",
+                self.pages.len()
+            ));
         }
         let allocated = a.stats().allocated_frames();
         if allocated != pages {
-            return Err(format!("allocator says {allocated} frames allocated, owners hold {pages}"));
+            return Err(format!(
+                "allocator says {allocated} frames allocated, owners hold {pages}"
+            ));
         }
         // Bank counters agree with the owners, kind by kind.
         let usage = a.bank_usage();
@@ -195,14 +214,21 @@ fn run(policy: BankPolicy, bank: u64, zones: &[Zone], ops: &[Op]) -> Result<(), 
                 if owners.blocks.is_empty() {
                     continue;
                 }
-                let owner = *owners.blocks.keys().nth(pick % owners.blocks.len()).unwrap();
+                let owner = *owners
+                    .blocks
+                    .keys()
+                    .nth(pick % owners.blocks.len())
+                    .unwrap();
                 let (pfn, order, kind) = owners.take(owner);
                 let freed = a.free(Pfn(pfn), Request::new(order, 0, kind));
                 prop_assert!(freed.is_ok(), "free of {pfn:#x} order {order}: {freed:?}");
             }
             Op::Migrate => {
                 let before = a.bank_usage();
-                let up_before = before.iter().filter(|b| b.role != BankRole::Offline).count();
+                let up_before = before
+                    .iter()
+                    .filter(|b| b.role != BankRole::Offline)
+                    .count();
                 let m = a.migrate();
                 for mv in &m.moves {
                     owners.follow(mv).map_err(TestCaseError::fail)?;
@@ -210,8 +236,11 @@ fn run(policy: BankPolicy, bank: u64, zones: &[Zone], ops: &[Op]) -> Result<(), 
                 let after = a.bank_usage();
                 let up_after = after.iter().filter(|b| b.role != BankRole::Offline).count();
                 // Migration never brings a bank up, and empties what it says.
-                prop_assert!(up_after + m.banks_emptied as usize == up_before,
-                    "{up_before} banks up before, {up_after} after, {} emptied", m.banks_emptied);
+                prop_assert!(
+                    up_after + m.banks_emptied as usize == up_before,
+                    "{up_before} banks up before, {up_after} after, {} emptied",
+                    m.banks_emptied
+                );
                 // Banks pinned by unmovable pages keep every page.
                 for (b, (x, y)) in before.iter().zip(&after).enumerate() {
                     prop_assert_eq!(x.unmovable, y.unmovable, "bank {}", b);
@@ -221,7 +250,11 @@ fn run(policy: BankPolicy, bank: u64, zones: &[Zone], ops: &[Op]) -> Result<(), 
                 if owners.blocks.is_empty() {
                     continue;
                 }
-                let owner = *owners.blocks.keys().nth(pick % owners.blocks.len()).unwrap();
+                let owner = *owners
+                    .blocks
+                    .keys()
+                    .nth(pick % owners.blocks.len())
+                    .unwrap();
                 let (pfn, order, kind) = owners.blocks[&owner];
                 let stats = a.stats();
                 let usage = a.bank_usage();
@@ -252,7 +285,8 @@ fn run(policy: BankPolicy, bank: u64, zones: &[Zone], ops: &[Op]) -> Result<(), 
     for (_, (pfn, order, kind)) in std::mem::take(&mut owners.blocks) {
         prop_assert!(a.free(Pfn(pfn), Request::new(order, 0, kind)).is_ok());
     }
-    a.validate().map_err(|e| TestCaseError::fail(e.to_string()))?;
+    a.validate()
+        .map_err(|e| TestCaseError::fail(e.to_string()))?;
     prop_assert_eq!(a.stats(), initial);
     prop_assert!(a.bank_usage().iter().all(|b| b.role == BankRole::Offline));
     Ok(())
@@ -293,12 +327,17 @@ proptest! {
 #[test]
 fn bank_sizes_that_do_not_divide_a_zone_are_refused() {
     for policy in BankPolicy::ALL {
-        let err = BankBuddy::<Lock>::new(&[Zone::new(0, 1024), Zone::new(2048, 3000)], 1, 256, policy)
-            .err()
-            .unwrap();
+        let err =
+            BankBuddy::<Lock>::new(&[Zone::new(0, 1024), Zone::new(2048, 3000)], 1, 256, policy)
+                .err()
+                .unwrap();
         assert_eq!(
             err,
-            ConfigError::BankSize { index: 1, frames: 952, bank_frames: 256 }
+            ConfigError::BankSize {
+                index: 1,
+                frames: 952,
+                bank_frames: 256
+            }
         );
         assert!(err.to_string().contains("does not divide zone 1"), "{err}");
         assert!(matches!(
@@ -317,13 +356,22 @@ fn kernel_and_user_pages_grow_from_opposite_ends_and_migration_packs_them() {
         // 16 banks of 256 frames.
         let a = BankBuddy::<Lock>::new(&[Zone::new(0, 4096)], 1, 256, policy).unwrap();
         let kernel: Vec<Pfn> = (0..300)
-            .map(|_| a.alloc(Request::new(Order::ZERO, 0, MigrateType::Unmovable)).unwrap())
+            .map(|_| {
+                a.alloc(Request::new(Order::ZERO, 0, MigrateType::Unmovable))
+                    .unwrap()
+            })
             .collect();
         let user: Vec<Pfn> = (0..1000)
             .map(|_| a.alloc(Request::single(0)).unwrap())
             .collect();
-        assert!(kernel.iter().all(|&p| a.bank_of(p).unwrap() <= 1), "{policy:?}");
-        assert!(user.iter().all(|&p| a.bank_of(p).unwrap() >= 12), "{policy:?}");
+        assert!(
+            kernel.iter().all(|&p| a.bank_of(p).unwrap() <= 1),
+            "{policy:?}"
+        );
+        assert!(
+            user.iter().all(|&p| a.bank_of(p).unwrap() >= 12),
+            "{policy:?}"
+        );
         // Free most user pages, scattered: four user banks stay up.
         let mut kept = Vec::new();
         for (n, &p) in user.iter().enumerate() {
@@ -333,7 +381,12 @@ fn kernel_and_user_pages_grow_from_opposite_ends_and_migration_packs_them() {
                 a.free(p, Request::single(0)).unwrap();
             }
         }
-        let up = |a: &BankBuddy<Lock>| a.bank_usage().iter().filter(|b| b.role != BankRole::Offline).count();
+        let up = |a: &BankBuddy<Lock>| {
+            a.bank_usage()
+                .iter()
+                .filter(|b| b.role != BankRole::Offline)
+                .count()
+        };
         assert_eq!(up(&a), 2 + 4, "{policy:?}");
         let m = a.migrate();
         a.validate().unwrap();
@@ -341,11 +394,17 @@ fn kernel_and_user_pages_grow_from_opposite_ends_and_migration_packs_them() {
         // stays up anyway: all four user banks are emptied into it.
         assert_eq!((m.candidates, m.banks_emptied), (4, 4), "{policy:?}: {m:?}");
         assert_eq!(up(&a), 2, "{policy:?}");
-        assert!(m.moves.iter().all(|mv| a.bank_of(mv.new) == Some(1)), "{policy:?}");
+        assert!(
+            m.moves.iter().all(|mv| a.bank_of(mv.new) == Some(1)),
+            "{policy:?}"
+        );
         assert_eq!(m.pages_moved(), m.moves.len() as u64);
         let mut now: std::collections::HashSet<Pfn> = kept.iter().copied().collect();
         for mv in &m.moves {
-            assert!(now.remove(&mv.old) && now.insert(mv.new), "{policy:?}: {mv:?}");
+            assert!(
+                now.remove(&mv.old) && now.insert(mv.new),
+                "{policy:?}: {mv:?}"
+            );
         }
         for &p in &now {
             a.check_free(p, Order::ZERO).unwrap();
@@ -358,17 +417,31 @@ fn moving_into_a_full_bank_is_a_clear_error_and_changes_nothing() {
     for policy in BankPolicy::ALL {
         let a = BankBuddy::<Lock>::new(&[Zone::new(0, 1024)], 1, 256, policy).unwrap();
         // Fill bank 3 (user side), put one user page in bank 2.
-        let user: Vec<Pfn> = (0..257).map(|_| a.alloc(Request::single(0)).unwrap()).collect();
+        let user: Vec<Pfn> = (0..257)
+            .map(|_| a.alloc(Request::single(0)).unwrap())
+            .collect();
         let lone = *user.last().unwrap();
         assert_eq!(a.bank_of(lone), Some(2), "{policy:?}");
-        let kernel = a.alloc(Request::new(Order::ZERO, 0, MigrateType::Unmovable)).unwrap();
+        let kernel = a
+            .alloc(Request::new(Order::ZERO, 0, MigrateType::Unmovable))
+            .unwrap();
         let before = (a.stats(), a.bank_usage());
         let err = a.move_block(lone, Order::ZERO, 3).unwrap_err();
-        assert_eq!(err, MigrateError::TargetFull { bank: 3, order: Order::ZERO, free: 0 });
+        assert_eq!(
+            err,
+            MigrateError::TargetFull {
+                bank: 3,
+                order: Order::ZERO,
+                free: 0
+            }
+        );
         assert!(err.to_string().contains("bank 3 is full"), "{err}");
         assert_eq!(
             a.move_block(kernel, Order::ZERO, 1).unwrap_err(),
-            MigrateError::Unmovable { pfn: kernel, order: Order::ZERO }
+            MigrateError::Unmovable {
+                pfn: kernel,
+                order: Order::ZERO
+            }
         );
         assert_eq!(
             a.move_block(lone, Order::ZERO, 9).unwrap_err(),
@@ -394,12 +467,20 @@ fn moving_into_a_full_bank_is_a_clear_error_and_changes_nothing() {
 
 #[test]
 fn zones_each_have_their_own_banks_and_moves_stay_in_a_zone() {
-    let a = BankBuddy::<Lock>::new(&[Zone::new(0, 512), Zone::new(1000, 1512)], 1, 256, BankPolicy::Adaptive)
-        .unwrap();
+    let a = BankBuddy::<Lock>::new(
+        &[Zone::new(0, 512), Zone::new(1000, 1512)],
+        1,
+        256,
+        BankPolicy::Adaptive,
+    )
+    .unwrap();
     assert_eq!(a.banks(), 4);
     // The highest zone first, user side from its high end.
     let p = a.alloc(Request::single(0)).unwrap();
     assert_eq!(a.bank_of(p), Some(3));
-    assert_eq!(a.move_block(p, Order::ZERO, 0).unwrap_err(), MigrateError::OtherZone { pfn: p, bank: 0 });
+    assert_eq!(
+        a.move_block(p, Order::ZERO, 0).unwrap_err(),
+        MigrateError::OtherZone { pfn: p, bank: 0 }
+    );
     a.validate().unwrap();
 }

@@ -219,12 +219,14 @@ impl PowerModel {
 
     /// A built-in preset.
     pub fn preset(name: &str) -> Result<PowerModel, PowerError> {
-        let (_, text) = PRESETS.iter().find(|(n, _)| *n == name).ok_or_else(|| {
-            PowerError::UnknownPreset {
-                name: name.to_owned(),
-                known: Self::preset_names().collect::<Vec<_>>().join(", "),
-            }
-        })?;
+        let (_, text) =
+            PRESETS
+                .iter()
+                .find(|(n, _)| *n == name)
+                .ok_or_else(|| PowerError::UnknownPreset {
+                    name: name.to_owned(),
+                    known: Self::preset_names().collect::<Vec<_>>().join(", "),
+                })?;
         Self::from_toml_str(text, &alloc_name(name))
     }
 
@@ -550,9 +552,18 @@ mod tests {
         for name in PowerModel::preset_names() {
             let m = PowerModel::preset(name).unwrap();
             let p = |s| m.bank_power(s, 1 << 27);
-            assert!(p(PowerState::ReadWrite) > p(PowerState::ActiveIdle), "{name}");
-            assert!(p(PowerState::ActiveIdle) > p(PowerState::SelfRefresh), "{name}");
-            assert!(p(PowerState::SelfRefresh) >= p(PowerState::DeepPowerDown), "{name}");
+            assert!(
+                p(PowerState::ReadWrite) > p(PowerState::ActiveIdle),
+                "{name}"
+            );
+            assert!(
+                p(PowerState::ActiveIdle) > p(PowerState::SelfRefresh),
+                "{name}"
+            );
+            assert!(
+                p(PowerState::SelfRefresh) >= p(PowerState::DeepPowerDown),
+                "{name}"
+            );
             assert!(m.copy_energy_per_byte() > 0.0, "{name}");
         }
     }
@@ -595,7 +606,10 @@ mod tests {
         meter.advance(2.0, 5);
         meter.copy(12_800_000_000);
         let r = meter.report();
-        assert_eq!(r.background, 2.0 * 10.0 * 63.0 + 2.0 * (5.0 * 63.0 + 5.0 * 1.0));
+        assert_eq!(
+            r.background,
+            2.0 * 10.0 * 63.0 + 2.0 * (5.0 * 63.0 + 5.0 * 1.0)
+        );
         assert!((r.migration - 2.0 * 37.0).abs() < 1e-9);
         assert_eq!(r.all_up, 4.0 * 10.0 * 63.0);
         assert_eq!(r.mean_down_percent, 25.0);
@@ -606,17 +620,25 @@ mod tests {
         let base = include_str!("../presets/power/seed004-relative.toml");
         let bad = base.replace("active_idle = 63.0", "active_idle = 163.0");
         let err = PowerModel::from_toml_str(&bad, "x.toml").unwrap_err();
-        assert!(err.to_string().contains("x.toml: power must not rise"), "{err}");
+        assert!(
+            err.to_string().contains("x.toml: power must not rise"),
+            "{err}"
+        );
         let bad = base.replace("read_write = 100.0", "read_write = -1.0");
         let err = PowerModel::from_toml_str(&bad, "x.toml").unwrap_err();
-        assert!(err.to_string().contains("relative.read_write = -1"), "{err}");
+        assert!(
+            err.to_string().contains("relative.read_write = -1"),
+            "{err}"
+        );
         let bad = base.replace("[relative]", "[relativ]");
         assert!(matches!(
             PowerModel::from_toml_str(&bad, "x.toml"),
             Err(PowerError::Parse { .. })
         ));
-        let ddr4 = include_str!("../presets/power/ddr4-2400-micron.toml")
-            .replace("offline_state = \"self_refresh\"", "offline_state = \"deep_power_down\"");
+        let ddr4 = include_str!("../presets/power/ddr4-2400-micron.toml").replace(
+            "offline_state = \"self_refresh\"",
+            "offline_state = \"deep_power_down\"",
+        );
         let err = PowerModel::from_toml_str(&ddr4, "d.toml").unwrap_err();
         assert!(err.to_string().contains("no deep power-down"), "{err}");
         assert!(matches!(

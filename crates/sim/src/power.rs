@@ -428,8 +428,7 @@ impl Banks {
         self.seconds += seconds;
         self.offline_s += seconds * offline;
         self.optimum_s += seconds * 100.0 * (n - self.optimum_up() as f64) / n;
-        self.footprint_s +=
-            seconds * 100.0 * self.allocated as f64 / (n * self.bank_frames as f64);
+        self.footprint_s += seconds * 100.0 * self.allocated as f64 / (n * self.bank_frames as f64);
         if seconds > 0.0 {
             self.max_offline = self.max_offline.max(offline);
             self.samples += 1;
@@ -450,7 +449,13 @@ impl Banks {
     }
 
     fn row(self, allocator: &str, migration: bool, m: &MigrationCount, failures: u64) -> PowerRow {
-        let mean = |s: f64| if self.seconds > 0.0 { s / self.seconds } else { 0.0 };
+        let mean = |s: f64| {
+            if self.seconds > 0.0 {
+                s / self.seconds
+            } else {
+                0.0
+            }
+        };
         let offline = mean(self.offline_s);
         let optimum = mean(self.optimum_s);
         let bank_map: Vec<u8> = (0..self.kernel.len())
@@ -875,8 +880,9 @@ where
                         .ok(),
                     // The kernel's own placement, where it lies inside the
                     // machine (a block past its end is counted as refused).
-                    None => (event.pfn.0 + event.order.frames() <= machine.frames)
-                        .then_some(event.pfn),
+                    None => {
+                        (event.pfn.0 + event.order.frames() <= machine.frames).then_some(event.pfn)
+                    }
                 };
                 match placed {
                     Some(ours) => {
@@ -994,7 +1000,12 @@ mod tests {
         // Same requests, so the same footprint and optimum.
         assert_eq!(a.optimum_offline_percent, m.optimum_offline_percent);
         assert!(m.pages_migrated > 0 && m.migration_passes == 40);
-        assert!(m.offline_percent >= a.offline_percent, "{} < {}", m.offline_percent, a.offline_percent);
+        assert!(
+            m.offline_percent >= a.offline_percent,
+            "{} < {}",
+            m.offline_percent,
+            a.offline_percent
+        );
         assert!(m.offline_percent <= m.optimum_offline_percent + 1e-9);
         assert!(m.energy[0].report.migration > 0.0);
         assert_eq!(a.energy[0].report.migration, 0.0);
@@ -1005,7 +1016,8 @@ mod tests {
         let w = small(Workload::light(3));
         let buddy = run_synthetic(PowerAllocator::Buddy, true, &w, &machine(), &models()).unwrap();
         assert!(!buddy.migration && buddy.pages_migrated == 0);
-        let adaptive = run_synthetic(PowerAllocator::Adaptive, true, &w, &machine(), &models()).unwrap();
+        let adaptive =
+            run_synthetic(PowerAllocator::Adaptive, true, &w, &machine(), &models()).unwrap();
         assert!(adaptive.migration);
         assert!(adaptive.offline_percent > buddy.offline_percent);
         assert!(adaptive.pinned_banks <= buddy.pinned_banks);
@@ -1015,14 +1027,26 @@ mod tests {
     fn bad_workloads_and_layouts_are_clear_errors() {
         let mut w = Workload::medium(1);
         w.footprint_max_percent = 120.0;
-        let err = run_synthetic(PowerAllocator::Buddy, false, &w, &machine(), &models()).unwrap_err();
-        assert!(err.to_string().contains("footprint_max_percent = 120% is outside 0–100%"), "{err}");
+        let err =
+            run_synthetic(PowerAllocator::Buddy, false, &w, &machine(), &models()).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("footprint_max_percent = 120% is outside 0–100%"),
+            "{err}"
+        );
         let mut w = Workload::medium(1);
         w.footprint_min_percent = 90.0;
         assert!(run_synthetic(PowerAllocator::Buddy, false, &w, &machine(), &models()).is_err());
         let mut m = machine();
         m.bank_frames = 1000;
-        let err = run_synthetic(PowerAllocator::Buddy, false, &Workload::light(1), &m, &models()).unwrap_err();
+        let err = run_synthetic(
+            PowerAllocator::Buddy,
+            false,
+            &Workload::light(1),
+            &m,
+            &models(),
+        )
+        .unwrap_err();
         let chain = format!("{err}: {}", std::error::Error::source(&err).unwrap());
         assert!(chain.contains("does not divide zone 0"), "{chain}");
     }
@@ -1031,7 +1055,13 @@ mod tests {
     fn trace_replay_follows_migrated_blocks() {
         use std::convert::Infallible;
         let ev = |t: u64, op: Op, pfn: u64| -> Result<Event, Infallible> {
-            Ok(Event { time_ns: t, cpu: 0, op, pfn: Pfn(pfn), order: Order::ZERO })
+            Ok(Event {
+                time_ns: t,
+                cpu: 0,
+                op,
+                pfn: Pfn(pfn),
+                order: Order::ZERO,
+            })
         };
         // Fill two banks' worth of user pages, free most, migrate, free the rest.
         let mut trace = Vec::new();
@@ -1046,13 +1076,29 @@ mod tests {
         for p in (0..2048u64).step_by(16) {
             trace.push(ev(2_000_000_000 + p, Op::Free, 100_000 + p));
         }
-        let m = TraceMachine { frames: 16384, bank_frames: 1024, page_size: 4096, cpus: 1, migrate_every_ns: 1_000_000_000 };
-        let row = run_trace(TracePlacement::Allocator(PowerAllocator::Adaptive), true, trace.clone(), &m, &models()).unwrap();
+        let m = TraceMachine {
+            frames: 16384,
+            bank_frames: 1024,
+            page_size: 4096,
+            cpus: 1,
+            migrate_every_ns: 1_000_000_000,
+        };
+        let row = run_trace(
+            TracePlacement::Allocator(PowerAllocator::Adaptive),
+            true,
+            trace.clone(),
+            &m,
+            &models(),
+        )
+        .unwrap();
         assert!(row.pages_migrated > 0, "{row:?}");
         assert_eq!(row.up_banks, 0, "every block freed through its new place");
         // The kernel's own placement: pfns 100000.. lie in banks 97 and 98
         // of a machine large enough.
-        let big = TraceMachine { frames: 1 << 17, ..m };
+        let big = TraceMachine {
+            frames: 1 << 17,
+            ..m
+        };
         let linux = run_trace(TracePlacement::AsRecorded, true, trace, &big, &models()).unwrap();
         assert!(!linux.migration && linux.pages_migrated == 0);
         assert_eq!(linux.up_banks, 0);
