@@ -579,7 +579,11 @@ impl BankZone {
 
     fn alloc_array(&mut self, order: Order, side: BankRole) -> Option<u32> {
         let n = self.banks.len();
-        let pick = |z: &BankZone, b: usize| !z.banks[b].isolated && z.list_fits(b, order);
+        // The free count first: one read skips a full bank.
+        let pick = |z: &BankZone, b: usize| {
+            let bank = &z.banks[b];
+            bank.free >= order.frames() && !bank.isolated && z.list_fits(b, order)
+        };
         let b = if side == BankRole::Kernel {
             (0..n).find(|&b| pick(self, b))
         } else {
@@ -599,7 +603,10 @@ impl BankZone {
         };
         while let Some(b) = cur {
             let bank = &self.banks[b as usize];
-            if !bank.isolated && self.list_fits(self.home[b as usize] as usize, order) {
+            if bank.free >= order.frames()
+                && !bank.isolated
+                && self.list_fits(self.home[b as usize] as usize, order)
+            {
                 return Some(b as usize);
             }
             let link = self.links[b as usize];
@@ -742,7 +749,10 @@ impl BankZone {
             BankPolicy::Array => {
                 let b = (0..self.banks.len()).rev().find(|&b| {
                     let bank = &self.banks[b];
-                    !bank.isolated && bank.role != BankRole::Offline && self.list_fits(b, order)
+                    bank.free >= order.frames()
+                        && !bank.isolated
+                        && bank.role != BankRole::Offline
+                        && self.list_fits(b, order)
                 })?;
                 self.take_from_list(b, order)
             }
