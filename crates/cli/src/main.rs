@@ -9,6 +9,7 @@ mod render;
 mod report;
 mod study;
 mod study_banks;
+mod study_power;
 mod study_swap;
 mod trace_cmd;
 mod units;

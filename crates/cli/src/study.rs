@@ -5,7 +5,7 @@
 use anyhow::Result;
 use clap::Subcommand;
 
-use crate::{study_banks, study_swap};
+use crate::{study_banks, study_power, study_swap};
 
 /// The studies.
 #[derive(Subcommand, Debug)]
@@ -19,6 +19,11 @@ pub enum Study {
     /// swap-in/out time on SCM and NAND, congestion control, the per-fault
     /// breakdown and device lifetime.
     Swap(study_swap::SwapArgs),
+    /// Seed 004 (Adaptive-Buddy): memory offline (banks powered down)
+    /// against the optimum, energy, migration, pinned banks, allocation
+    /// latency; for Buddy, lazy buddy, the bank-buddy allocators and
+    /// Adaptive-Buddy, with and without migration.
+    Power(study_power::PowerArgs),
 }
 
 /// Run a study.
@@ -26,5 +31,6 @@ pub fn run(study: Study) -> Result<()> {
     match study {
         Study::Banks(args) => study_banks::run(args),
         Study::Swap(args) => study_swap::run(args),
+        Study::Power(args) => study_power::run(args),
     }
 }

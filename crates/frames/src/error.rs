@@ -114,6 +114,17 @@ pub enum ConfigError {
         /// Limit.
         max: u32,
     },
+    /// A bank (the power-management unit of the bank-aware allocators)
+    /// must be at least one frame and divide every zone exactly.
+    #[error("bank size of {bank_frames} frames does not divide zone {index} ({frames} frames): give a bank size that divides every zone")]
+    BankSize {
+        /// Position in the zone list.
+        index: usize,
+        /// The zone's size in frames.
+        frames: u64,
+        /// The bank size given, in frames.
+        bank_frames: u64,
+    },
     /// A policy parameter is out of range.
     #[error("invalid policy: {0}")]
     Policy(&'static str),

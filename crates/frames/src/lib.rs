@@ -19,6 +19,11 @@
 //! - [`M3`]: the bank-aware allocator of seed 002: frames at random across
 //!   the banks (colours the caller computes from a memory model),
 //!   optionally with the colours partitioned among the CPUs.
+//! - [`BankBuddy`]: the power-aware allocators of seed 004, which keep
+//!   allocations on as few memory banks as possible so the rest can be
+//!   powered down: the Array-based and List-based Bank-Buddy and the
+//!   Adaptive-Buddy ([`BankPolicy`]), with migration of movable pages out
+//!   of sparsely used banks ([`BankBuddy::migrate`]).
 //!
 //! The crate is `no_std` + `alloc`. Locks come in through [`lock_api`]: a
 //! kernel plugs in its spin lock, user space a sleeping mutex such as
@@ -53,6 +58,7 @@ extern crate alloc;
 #[cfg(any(test, feature = "std"))]
 extern crate std;
 
+mod bankbuddy;
 mod bitmap;
 mod buddy;
 mod error;
@@ -66,6 +72,7 @@ pub mod sync;
 mod types;
 mod zones;
 
+pub use bankbuddy::{BankBuddy, BankPolicy, BankRole, BankUsage, MigrateError, Migration, Move};
 pub use buddy::Buddy;
 pub use error::{AllocError, ConfigError, ValidationError};
 pub use ibuddy::IBuddy;

@@ -122,6 +122,18 @@ impl FrameList {
         self.len
     }
 
+    /// The first member, if any.
+    #[inline]
+    pub(crate) fn front(&self) -> Option<u32> {
+        (self.head != NIL).then_some(self.head)
+    }
+
+    /// The last member, if any.
+    #[inline]
+    pub(crate) fn back(&self) -> Option<u32> {
+        (self.tail != NIL).then_some(self.tail)
+    }
+
     #[inline]
     pub(crate) fn push_front(&mut self, meta: &mut [FrameMeta], i: u32) {
         meta[i as usize].prev = NIL;
@@ -163,6 +175,24 @@ impl FrameList {
         }
         self.len -= 1;
         Some(i)
+    }
+
+    /// Move every member of `other` to the back of this list, in order,
+    /// leaving `other` empty: O(1), two links rewritten.
+    #[inline]
+    pub(crate) fn append(&mut self, meta: &mut [FrameMeta], other: &mut FrameList) {
+        if other.head == NIL {
+            return;
+        }
+        if self.tail == NIL {
+            self.head = other.head;
+        } else {
+            meta[self.tail as usize].next = other.head;
+            meta[other.head as usize].prev = self.tail;
+        }
+        self.tail = other.tail;
+        self.len += other.len;
+        *other = FrameList::EMPTY;
     }
 
     /// Unlink `i`, which must be a member.

@@ -2,7 +2,7 @@
 
 mod common;
 
-use common::{awkward_zones, order, req, Config};
+use common::{order, req, Config};
 use nvmos_frames::{AllocError, FrameAllocator, Order, Pfn, Request, Stats};
 
 /// Run `bad` and check it fails with `expected` and changes nothing: the
@@ -35,8 +35,8 @@ fn refused(
 
 #[test]
 fn every_bad_free_has_its_own_error_and_changes_nothing() {
-    let zones = awkward_zones();
-    for config in Config::ALL {
+    for config in Config::every() {
+        let zones = config.test_zones();
         let a = config.build(&zones, 2);
         let a = &*a;
         let big = a.alloc(req(3, 0)).unwrap();
@@ -195,8 +195,8 @@ fn every_bad_free_has_its_own_error_and_changes_nothing() {
 
 #[test]
 fn a_single_frame_freed_with_a_larger_order_is_refused() {
-    let zones = awkward_zones();
-    for config in Config::ALL {
+    for config in Config::every() {
+        let zones = config.test_zones();
         let a = config.build(&zones, 1);
         // Find a single frame aligned to order 1.
         let mut held = Vec::new();

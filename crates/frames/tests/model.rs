@@ -151,9 +151,9 @@ fn clamp(ops: Vec<Op>, cpus: u32) -> Vec<Op> {
 /// the long sequences proptest's short ones do not reach.
 #[test]
 fn exhaustion_returns_out_of_memory_and_recovers() {
-    let zones = common::awkward_zones();
-    let total: u64 = zones.iter().map(Zone::frames).sum();
-    for config in Config::ALL {
+    for config in Config::every() {
+        let zones = config.test_zones();
+        let total: u64 = zones.iter().map(Zone::frames).sum();
         let a = config.build(&zones, 2);
         let mut model = Model::new(&zones);
         let mut got = Vec::new();

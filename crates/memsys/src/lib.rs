@@ -34,6 +34,11 @@
 //! constraint between the commands issued. [`lookup`] decodes addresses to
 //! banks with byte-wise lookup tables for it.
 //!
+//! [`power`] is the memory power model of seed 004: per-bank power states
+//! (Read/Write, Active-Idle, Self-Refresh, Deep-Power-Down) from the
+//! seed's relative table or from published IDD currents (DDR4, LPDDR4),
+//! and the energy of banks up and down over time plus migration copies.
+//!
 //! ```
 //! use nvmos_memsys::{Coordinates, Machine, Technology};
 //!
@@ -71,6 +76,7 @@ mod error;
 pub mod lookup;
 mod machine;
 pub mod mapping;
+pub mod power;
 mod timing;
 
 pub use bank::{AccessKind, BankState, PagePolicy, RowOutcome, RowStats, Served};

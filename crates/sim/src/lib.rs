@@ -3,7 +3,9 @@
 //! Drives [`nvmos_frames::FrameAllocator`]s with recorded page-allocation
 //! traces ([`nvmos_trace::Event`]s) and measures what their placement does
 //! to the memory: today, wear and lifetime of storage-class memory (seed
-//! 000). Results are plain data (serde); the CLI renders them.
+//! 000), and how many memory banks their placement keeps powered up and
+//! at what energy ([`power`], seed 004). Results are plain data (serde);
+//! the CLI renders them.
 //!
 //! [`banks`] is seed 002's study: cores running STREAM kernels over frames
 //! an allocator placed, through the `nvmos-memsys` timing model, and the
@@ -30,6 +32,7 @@
 pub mod allocators;
 pub mod banks;
 pub mod evaluate;
+pub mod power;
 pub mod replay;
 pub mod swap_study;
 pub mod wear;

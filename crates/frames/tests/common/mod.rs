@@ -5,8 +5,8 @@
 use std::collections::{BTreeMap, HashSet};
 
 use nvmos_frames::{
-    AllocError, Buddy, FrameAllocator, IBuddy, M3Policy, MigrateType, Order, PcpPolicy, PerCpu,
-    Pfn, Request, Zone, M3,
+    AllocError, BankBuddy, BankPolicy, Buddy, FrameAllocator, IBuddy, M3Policy, MigrateType,
+    Order, PcpPolicy, PerCpu, Pfn, Request, Zone, M3,
 };
 
 pub type Lock = parking_lot::RawMutex;
@@ -26,6 +26,11 @@ pub enum Config {
     M3Random,
     /// M³ with the colours partitioned among the CPUs.
     M3Partitioned,
+    /// Seed 004's bank-aware allocators: banks must divide the zones, so
+    /// they run on `test_zones(config)`.
+    ArrayBank,
+    ListBank,
+    Adaptive,
 }
 
 /// The test colouring of M³: 8 colours, a new one every three frames.
@@ -45,6 +50,34 @@ impl Config {
         Config::M3Random,
         Config::M3Partitioned,
     ];
+
+    /// The bank-aware configurations (not in `ALL`: their zones must be
+    /// whole banks).
+    pub const BANKED: [Config; 3] = [Config::ArrayBank, Config::ListBank, Config::Adaptive];
+
+    /// `ALL` and then `BANKED`.
+    pub fn every() -> impl Iterator<Item = Config> {
+        Config::ALL.into_iter().chain(Config::BANKED)
+    }
+
+    /// The bank policy of a bank-aware configuration.
+    pub fn bank_policy(self) -> Option<BankPolicy> {
+        match self {
+            Config::ArrayBank => Some(BankPolicy::Array),
+            Config::ListBank => Some(BankPolicy::List),
+            Config::Adaptive => Some(BankPolicy::Adaptive),
+            _ => None,
+        }
+    }
+
+    /// The fixed zones the configuration is tested on.
+    pub fn test_zones(self) -> Vec<Zone> {
+        if self.bank_policy().is_some() {
+            banked_zones()
+        } else {
+            awkward_zones()
+        }
+    }
 
     pub fn build(self, zones: &[Zone], cpus: u32) -> Box<dyn FrameAllocator> {
         self.build_with::<Lock>(zones, cpus)
@@ -74,6 +107,15 @@ impl Config {
             Config::M3Partitioned => {
                 Box::new(M3::<Lock>::new(zones, cpus, 8, m3_colour, M3Policy::PARTITIONED).unwrap())
             }
+            Config::ArrayBank | Config::ListBank | Config::Adaptive => Box::new(
+                BankBuddy::<Lock>::new(
+                    zones,
+                    cpus,
+                    test_bank_frames(zones),
+                    self.bank_policy().unwrap(),
+                )
+                .unwrap(),
+            ),
         }
     }
 }
@@ -193,4 +235,24 @@ pub fn model_alloc(
 /// Zones used by the fixed-configuration tests: unaligned edges and a hole.
 pub fn awkward_zones() -> Vec<Zone> {
     vec![Zone::new(0x103, 0xa00), Zone::new(0xc00, 0x1c01)]
+}
+
+/// Like `awkward_zones`, but whole banks of `test_bank_frames` (256)
+/// frames: an unaligned start, a hole, an aligned end.
+pub fn banked_zones() -> Vec<Zone> {
+    vec![Zone::new(0x103, 0xa03), Zone::new(0xc00, 0x1c00)]
+}
+
+/// The bank size the fixed tests use: the largest divisor of every zone's
+/// size up to 256 frames.
+pub fn test_bank_frames(zones: &[Zone]) -> u64 {
+    fn gcd(a: u64, b: u64) -> u64 {
+        if b == 0 {
+            a
+        } else {
+            gcd(b, a % b)
+        }
+    }
+    let g = zones.iter().map(Zone::frames).fold(0, gcd);
+    (1..=g.min(256)).rev().find(|d| g % d == 0).unwrap_or(1)
 }
