@@ -291,16 +291,29 @@ fn a_write_to_a_predicted_page_is_seen_as_used_and_dirty() {
     }
     assert_eq!(a.resident_pages(), 5);
     a.as_mut_slice().unwrap()[3 * PAGE_SIZE] = 1;
+    // Written with the value it had: not a change.
+    a.as_mut_slice().unwrap()[2 * PAGE_SIZE] = 0;
     assert_eq!(
         a.dirty_pages(),
         vec![3],
-        "predicted pages are installed write-protected"
+        "a predicted page is dirty when it changed"
     );
+    assert_eq!(
+        a.stats().wp_faults,
+        0,
+        "predicted pages are installed writable"
+    );
+    a.psync().unwrap();
+    assert_eq!(object.last_commit(), vec![3]);
     let s = a.stats();
     assert_eq!(s.predicted_seen_used, 1);
     assert_eq!(a.predicted_pages(), vec![1, 2, 4]);
+    // After psync they are tracked like every page: a write faults.
+    a.as_mut_slice().unwrap()[4 * PAGE_SIZE] = 1;
+    assert_eq!(a.stats().wp_faults, 1);
+    assert_eq!(a.dirty_pages(), vec![4]);
     a.detach().unwrap();
-    assert_eq!(object.last_commit(), vec![3]);
+    assert_eq!(object.last_commit(), vec![4]);
     cache::evict(b);
 }
 

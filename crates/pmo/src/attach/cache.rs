@@ -150,6 +150,16 @@ impl PageCache {
         state.store(READY, Ordering::Release);
     }
 
+    /// The committed plaintext of page `page`, if cached.
+    pub fn frame_if_ready(&self, page: usize) -> Option<&[u8]> {
+        if !self.contains(page) {
+            return None;
+        }
+        // SAFETY: a READY frame changes only by the owning attachment's
+        // psync (module invariant), never while its owner reads it here.
+        Some(unsafe { std::slice::from_raw_parts(self.frame(page), self.page_size) })
+    }
+
     /// Pages cached now.
     pub fn cached_pages(&self) -> usize {
         self.state

@@ -329,6 +329,9 @@ struct Shared {
     state: Box<[AtomicU8]>,
     dirty: PageBits,
     predicted: PageBits,
+    /// Predicted pages installed writable; dirty iff they differ from their
+    /// cache frame (see `install`).
+    maybe_dirty: PageBits,
     cache: Option<Arc<PageCache>>,
     counters: Counters,
     failure: Mutex<Option<FaultFailure>>,
@@ -380,8 +383,13 @@ impl Shared {
 
     /// Resolve page `page`, which this thread moved from ABSENT to INFLIGHT.
     /// `dirty`: the fault is a write, so install it writable and dirty.
+    /// `compare`: a predicted page of a writable attachment, installed
+    /// writable (a write-protect fault at its first write would cost as
+    /// much as the fault prediction saved); psync finds whether it changed
+    /// by comparing it with its cache frame, which holds the committed
+    /// plaintext it was installed from.
     /// Returns whether the page is now mapped.
-    fn install(&self, page: usize, dirty: bool, scratch: &mut Scratch) -> bool {
+    fn install(&self, page: usize, dirty: bool, compare: bool, scratch: &mut Scratch) -> bool {
         let addr = self.addr(page);
         let src = match self.open_page(page, scratch) {
             Ok(src) => src,
@@ -390,11 +398,15 @@ impl Shared {
                 return false;
             }
         };
+        // Before the copy: the woken thread may write and psync at once.
         if dirty {
-            // Before the copy: the woken thread may write and psync at once.
             self.dirty.set(page);
         }
-        let wp = self.writable() && !dirty;
+        let compare = compare && self.writable() && self.cache.is_some();
+        if compare {
+            self.maybe_dirty.set(page);
+        }
+        let wp = self.writable() && !dirty && !compare;
         // SAFETY: `src` is a page of our scratch or a READY cache frame;
         // `addr` is a page of our registered range.
         let r = loop {
@@ -413,6 +425,19 @@ impl Shared {
                 false
             }
         }
+    }
+
+    /// Whether mapped page `page`, installed from its cache frame, differs
+    /// from it now.
+    fn changed(&self, page: usize) -> bool {
+        let Some(frame) = self.cache.as_ref().and_then(|c| c.frame_if_ready(page)) else {
+            return true;
+        };
+        // SAFETY: page `page` is mapped (it was installed) and lies in our
+        // mapping; reading it races only a writer psync documents against.
+        let now =
+            unsafe { std::slice::from_raw_parts(self.addr(page) as *const u8, self.page_size) };
+        now != frame
     }
 
     /// The page could not be opened: record why, and poison it so the
@@ -476,7 +501,7 @@ impl Shared {
                 Ordering::Acquire,
             ) {
                 Ok(_) => {
-                    self.install(page, write && self.writable(), scratch);
+                    self.install(page, write && self.writable(), false, scratch);
                 }
                 Err(INFLIGHT) => {
                     // The prediction worker is installing it; its copy wakes
@@ -589,7 +614,7 @@ impl Shared {
             // Mark before installing so a write-protect fault racing the
             // copy still finds the bit.
             self.predicted.set(page);
-            if self.install(page, false, &mut scratch) {
+            if self.install(page, false, true, &mut scratch) {
                 c.predicted.fetch_add(1, Ordering::Relaxed);
             } else {
                 self.predicted.clear(page);
@@ -811,6 +836,7 @@ impl Attachment {
             state: (0..pages).map(|_| AtomicU8::new(ABSENT)).collect(),
             dirty: PageBits::new(pages),
             predicted: PageBits::new(pages),
+            maybe_dirty: PageBits::new(pages),
             cache,
             counters: Counters::default(),
             failure: Mutex::new(None),
@@ -927,7 +953,17 @@ impl Attachment {
 
     /// Pages written since the last psync, ascending.
     pub fn dirty_pages(&self) -> Vec<usize> {
-        self.shared.dirty.collect(false)
+        let s = &*self.shared;
+        let mut pages = s.dirty.collect(false);
+        pages.extend(
+            s.maybe_dirty
+                .collect(false)
+                .into_iter()
+                .filter(|&p| s.changed(p)),
+        );
+        pages.sort_unstable();
+        pages.dedup();
+        pages
     }
 
     /// Pages the prediction worker installed whose use has not been seen
@@ -982,12 +1018,8 @@ impl Attachment {
             return Ok(PsyncStats::default());
         }
         let _one = s.psync_lock.lock().unwrap_or_else(|e| e.into_inner());
-        let dirty = s.dirty.collect(true);
-        let restore = || {
-            for &p in &dirty {
-                s.dirty.set(p);
-            }
-        };
+        let mut dirty = s.dirty.collect(true);
+        let maybe = s.maybe_dirty.collect(true);
         // A page marked dirty by its first (write) touch may still be on
         // its way in; it is mapped writable, so wait for it before
         // protecting it again.
@@ -996,19 +1028,27 @@ impl Attachment {
                 std::thread::yield_now();
             }
         }
-        // Re-protect in runs of consecutive pages, before copying: a write
-        // after this point faults and marks the page for the next psync.
+        // Re-protect in runs of consecutive pages, before copying or
+        // comparing: a write after this point faults and marks the page for
+        // the next psync. Predicted pages are protected from now on too.
+        let mut protect: Vec<usize> = dirty.iter().chain(&maybe).copied().collect();
+        protect.sort_unstable();
         let mut i = 0;
-        while i < dirty.len() {
+        while i < protect.len() {
             let mut j = i + 1;
-            while j < dirty.len() && dirty[j] == dirty[j - 1] + 1 {
+            while j < protect.len() && protect[j] == protect[j - 1] + 1 {
                 j += 1;
             }
             if let Err(e) = s
                 .uffd
-                .write_protect(s.addr(dirty[i]), (j - i) * s.page_size, true)
+                .write_protect(s.addr(protect[i]), (j - i) * s.page_size, true)
             {
-                restore();
+                for &p in &dirty {
+                    s.dirty.set(p);
+                }
+                for &p in &maybe {
+                    s.maybe_dirty.set(p);
+                }
                 return Err(AttachError::Uffd {
                     base: s.base,
                     op: "write-protect",
@@ -1017,15 +1057,34 @@ impl Attachment {
             }
             i = j;
         }
+        for &p in &maybe {
+            if s.changed(p) {
+                dirty.push(p);
+                if s.predicted.clear(p) {
+                    s.counters
+                        .predicted_seen_used
+                        .fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+        dirty.sort_unstable();
+        dirty.dedup();
+        // From here every page to sync is protected and in `dirty`; on an
+        // error they are marked dirty again so a retry includes them.
+        let restore = || {
+            for &p in &dirty {
+                s.dirty.set(p);
+            }
+        };
         let cache = s.cache.clone().or_else(|| cache::lookup(s.base));
-        let mut buf = vec![0u8; s.page_size];
-        for &p in &dirty {
+        let mut copies = vec![0u8; dirty.len() * s.page_size];
+        for (&p, buf) in dirty.iter().zip(copies.chunks_mut(s.page_size)) {
             // SAFETY: page `p` is mapped (dirty pages are present) and lies
             // in our mapping; the copy tolerates a racing writer (see above).
             unsafe {
                 std::ptr::copy_nonoverlapping(s.addr(p) as *const u8, buf.as_mut_ptr(), s.page_size)
             };
-            if let Err(source) = s.backing.stage_page(p, &buf) {
+            if let Err(source) = s.backing.stage_page(p, buf) {
                 restore();
                 return Err(AttachError::Stage {
                     base: s.base,
@@ -1041,20 +1100,14 @@ impl Attachment {
                 source,
             });
         }
-        // Committed: the DRAM cache now holds the new plaintext.
+        // Committed: the DRAM cache now holds the new plaintext, exactly
+        // what was staged.
         if let Some(cache) = cache {
-            for &p in &dirty {
-                // SAFETY: as above.
-                unsafe {
-                    std::ptr::copy_nonoverlapping(
-                        s.addr(p) as *const u8,
-                        buf.as_mut_ptr(),
-                        s.page_size,
-                    )
-                };
-                cache.update(p, &buf);
+            for (&p, buf) in dirty.iter().zip(copies.chunks(s.page_size)) {
+                cache.update(p, buf);
             }
         }
+        let buf = &mut copies;
         buf.fill(0);
         let ns = start.elapsed().as_nanos() as u64;
         let c = &s.counters;
