@@ -68,6 +68,10 @@ enum BenchCommand {
     /// Table 2 (iBuddy) on this machine, one table per pattern and
     /// operation, rows = allocators, columns = thread counts.
     Alloc(AllocArgs),
+    /// Persistent memory objects (seed 001): seed 001's kernels and a file
+    /// server in every mode and prediction depth, attach and first-touch
+    /// cost; writes pmo.html beside the report.
+    Pmo(bench::pmo::PmoArgs),
 }
 
 #[derive(Args, Debug)]
@@ -207,6 +211,9 @@ fn run(cli: Cli) -> Result<()> {
         Command::Bench {
             bench: BenchCommand::Alloc(args),
         } => bench_alloc(&args),
+        Command::Bench {
+            bench: BenchCommand::Pmo(args),
+        } => bench::pmo::main(&args),
         Command::Evaluate(args) => evaluate_cmd::evaluate(args),
         Command::Replay(args) => evaluate_cmd::replay(args),
         Command::Record(args) => trace_cmd::record(args),

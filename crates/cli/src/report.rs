@@ -133,25 +133,25 @@ fn csv_field(s: &str) -> String {
     }
 }
 
-fn escape(s: &str) -> String {
+pub(crate) fn escape(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
         .replace('"', "&quot;")
 }
 
-const PALETTE: [&str; 10] = [
+pub(crate) const PALETTE: [&str; 10] = [
     "#222222", "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
     "#17becf", "#bcbd22",
 ];
 
-const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:2em;color:#222;max-width:1100px}\
+pub(crate) const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:2em;color:#222;max-width:1100px}\
 table{border-collapse:collapse;margin:1em 0;font-size:13px}td,th{border:1px solid #ccc;padding:3px 6px;text-align:right}\
 th:first-child,td:first-child{text-align:left}svg.chart{display:block;margin:1em 0;background:#fff;border:1px solid #eee}\
 h2{margin-top:2em;border-bottom:1px solid #ddd}.note{color:#555;font-size:13px}.wide{overflow-x:auto}";
 
 /// Marks each chart rendered once it has a laid-out, non-empty box.
-const CHECK_SCRIPT: &str = "document.querySelectorAll('svg.chart').forEach(function(s){\
+pub(crate) const CHECK_SCRIPT: &str = "document.querySelectorAll('svg.chart').forEach(function(s){\
 var b=s.getBBox();var marks=s.querySelectorAll('.mark').length;\
 s.setAttribute('data-marks',String(marks));\
 s.setAttribute('data-rendered',(b.width>0&&b.height>0&&marks>0)?'yes':'no');});\

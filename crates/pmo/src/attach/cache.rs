@@ -96,6 +96,11 @@ impl PageCache {
         unsafe { self.frames.ptr.add(page * self.page_size) }
     }
 
+    /// Page `page`'s frame; frames of consecutive pages are consecutive.
+    pub(crate) fn frame_ptr(&self, page: usize) -> *const u8 {
+        self.frame(page)
+    }
+
     /// Whether page `page` holds committed plaintext.
     pub fn contains(&self, page: usize) -> bool {
         self.state[page].load(Ordering::Acquire) == READY

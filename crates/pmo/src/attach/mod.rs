@@ -48,6 +48,7 @@
 pub mod cache;
 pub mod mem_backing;
 pub mod predict;
+pub mod probe;
 mod uffd;
 
 use std::collections::{BTreeMap, VecDeque};
@@ -590,40 +591,133 @@ impl Shared {
 
     fn worker_loop(self: Arc<Self>, mut scratch: Scratch) {
         let c = &self.counters;
+        let mut batch = Vec::with_capacity(MAX_RUN);
         loop {
-            let page = {
+            batch.clear();
+            {
                 let mut q = self.queue.lock().unwrap_or_else(|e| e.into_inner());
                 loop {
                     if self.stop.load(Ordering::Acquire) {
                         return;
                     }
-                    if let Some(p) = q.pop_front() {
-                        break p;
+                    if !q.is_empty() {
+                        break;
                     }
                     q = self.queue_cv.wait(q).unwrap_or_else(|e| e.into_inner());
                 }
-            };
-            let start = Instant::now();
-            if self.state[page]
-                .compare_exchange(ABSENT, INFLIGHT, Ordering::AcqRel, Ordering::Acquire)
-                .is_err()
-            {
-                c.predicted_skipped.fetch_add(1, Ordering::Relaxed);
-                continue;
+                while batch.len() < MAX_RUN {
+                    match q.pop_front() {
+                        Some(p) => batch.push(p),
+                        None => break,
+                    }
+                }
             }
-            // Mark before installing so a write-protect fault racing the
-            // copy still finds the bit.
-            self.predicted.set(page);
-            if self.install(page, false, true, &mut scratch) {
-                c.predicted.fetch_add(1, Ordering::Relaxed);
-            } else {
-                self.predicted.clear(page);
+            let start = Instant::now();
+            // Claim and open each page into the cache; install runs of
+            // consecutive pages with one UFFDIO_COPY each (their cache frames
+            // are consecutive too). The first page goes in alone, at once:
+            // it is the one the program is most likely to touch next.
+            let mut run: Option<(usize, usize)> = None;
+            for (i, &page) in batch.iter().enumerate() {
+                if self.state[page]
+                    .compare_exchange(ABSENT, INFLIGHT, Ordering::AcqRel, Ordering::Acquire)
+                    .is_err()
+                {
+                    c.predicted_skipped.fetch_add(1, Ordering::Relaxed);
+                    if let Some(r) = run.take() {
+                        self.install_run(r, &mut scratch);
+                    }
+                    continue;
+                }
+                if self.cache.is_none() {
+                    // Prediction always runs with the cache; stay correct
+                    // regardless.
+                    self.predicted.set(page);
+                    if self.install(page, false, true, &mut scratch) {
+                        c.predicted.fetch_add(1, Ordering::Relaxed);
+                    } else {
+                        self.predicted.clear(page);
+                    }
+                    continue;
+                }
+                if let Err(message) = self.open_page(page, &mut scratch) {
+                    self.fail(page, message);
+                    if let Some(r) = run.take() {
+                        self.install_run(r, &mut scratch);
+                    }
+                    continue;
+                }
+                run = match run {
+                    Some((first, len)) if first + len == page => Some((first, len + 1)),
+                    Some(r) => {
+                        self.install_run(r, &mut scratch);
+                        Some((page, 1))
+                    }
+                    None => Some((page, 1)),
+                };
+                if i == 0 {
+                    if let Some(r) = run.take() {
+                        self.install_run(r, &mut scratch);
+                    }
+                }
+            }
+            if let Some(r) = run.take() {
+                self.install_run(r, &mut scratch);
             }
             c.worker_ns
                 .fetch_add(start.elapsed().as_nanos() as u64, Ordering::Relaxed);
         }
     }
+
+    /// Install predicted pages `first..first + len`, claimed (INFLIGHT) and
+    /// READY in the cache, with one copy from their cache frames; page by
+    /// page if that fails.
+    fn install_run(&self, (first, len): (usize, usize), scratch: &mut Scratch) {
+        let Some(cache) = &self.cache else { return };
+        let compare = self.writable();
+        for p in first..first + len {
+            // Before the copy, as in `install`.
+            self.predicted.set(p);
+            if compare {
+                self.maybe_dirty.set(p);
+            }
+        }
+        let src = cache.frame_ptr(first);
+        // SAFETY: frames `first..first+len` are READY and consecutive in the
+        // cache's mapping; the destination pages are in our registered range.
+        let r = loop {
+            match unsafe {
+                self.uffd
+                    .copy(self.addr(first), src, len * self.page_size, false)
+            } {
+                Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => std::thread::yield_now(),
+                r => break r,
+            }
+        };
+        if let Ok(CopyOutcome::Installed) = r {
+            for p in first..first + len {
+                self.state[p].store(PRESENT, Ordering::Release);
+            }
+            self.counters
+                .predicted
+                .fetch_add(len as u64, Ordering::Relaxed);
+            return;
+        }
+        // A partial copy (a page appeared meanwhile): finish page by page;
+        // `install` treats a page already there as installed.
+        for p in first..first + len {
+            if self.install(p, false, true, scratch) {
+                self.counters.predicted.fetch_add(1, Ordering::Relaxed);
+            } else {
+                self.predicted.clear(p);
+                self.maybe_dirty.clear(p);
+            }
+        }
+    }
 }
+
+/// Most pages the prediction worker installs with one copy.
+const MAX_RUN: usize = 16;
 
 /// Objects attached in this process, by base address: at most one
 /// attachment of an object at a time (its range is unique anyway).
