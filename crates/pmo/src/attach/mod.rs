@@ -505,16 +505,14 @@ impl Shared {
                     self.install(page, write && self.writable(), false, scratch);
                 }
                 Err(INFLIGHT) => {
-                    // The prediction worker is installing it; its copy wakes
-                    // the faulting thread. Count the late prediction.
+                    // The prediction worker is installing it. Its copy (or
+                    // its poisoning, if the page fails its check) wakes
+                    // every thread waiting on the page, whether or not
+                    // this message was read yet, so nothing to wait for.
                     c.predicted_late.fetch_add(1, Ordering::Relaxed);
                     if self.predicted.clear(page) {
                         c.predicted_seen_used.fetch_add(1, Ordering::Relaxed);
                     }
-                    while self.state[page].load(Ordering::Acquire) == INFLIGHT {
-                        std::hint::spin_loop();
-                    }
-                    let _ = self.uffd.wake(addr, self.page_size);
                 }
                 Err(_) => {
                     // Mapped (or poisoned) meanwhile: a second thread's fault
