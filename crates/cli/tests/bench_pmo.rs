@@ -31,7 +31,10 @@ fn a_small_run_writes_the_report_with_every_mode() {
     ]);
     let text = String::from_utf8_lossy(&o.stdout);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    assert!(text.contains("convolution of 8 images of 256×1024"), "{text}");
+    assert!(
+        text.contains("convolution of 8 images of 256×1024"),
+        "{text}"
+    );
     assert!(text.contains("seed 001: 1.81×"), "{text}");
     let json: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("pmo.json")).unwrap()).unwrap();
@@ -46,7 +49,14 @@ fn a_small_run_writes_the_report_with_every_mode() {
         .collect();
     assert_eq!(
         modes,
-        ["plain", "decrypt-at-fault", "dram-cache", "stream-0", "stream-4", "stride-4"]
+        [
+            "plain",
+            "decrypt-at-fault",
+            "dram-cache",
+            "stream-0",
+            "stream-4",
+            "stride-4"
+        ]
     );
     // 8 MiB in and 8 MiB out: 4096 pages, each arriving once.
     for c in conv["cells"].as_array().unwrap() {
@@ -55,7 +65,11 @@ fn a_small_run_writes_the_report_with_every_mode() {
             - s["predicted_late"].as_u64().unwrap();
         assert_eq!(arrived, 4096, "{c}");
         let decrypted = s["pages_decrypted"].as_u64().unwrap();
-        assert_eq!(decrypted, if c["mode"] == "plain" { 0 } else { 4096 }, "{c}");
+        assert_eq!(
+            decrypted,
+            if c["mode"] == "plain" { 0 } else { 4096 },
+            "{c}"
+        );
         // Every output page is written and psynced.
         assert_eq!(s["pages_synced"].as_u64().unwrap(), 2048, "{c}");
         let used = c["session"]["predicted_used"].as_u64().unwrap();

@@ -495,3 +495,25 @@ fn bad_objects_are_refused() {
     .unwrap_err();
     assert!(e.to_string().contains("depth"), "{e}");
 }
+
+#[test]
+fn attachments_can_move_between_threads() {
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<Attachment>();
+    let object = Arc::new(MemBacking::with_contents(
+        base(15),
+        &[3u8; 3 * PAGE_SIZE],
+        true,
+    ));
+    let mut a = Attachment::attach(object.clone(), Perm::ReadWrite, Mode::DramCache).unwrap();
+    let a = std::thread::spawn(move || {
+        a.as_mut_slice().unwrap()[PAGE_SIZE] = 4;
+        a
+    })
+    .join()
+    .unwrap();
+    assert_eq!(a.as_slice()[PAGE_SIZE..PAGE_SIZE + 2], [4, 3]);
+    a.detach().unwrap();
+    assert_eq!(object.last_commit(), vec![1]);
+    cache::evict(base(15));
+}

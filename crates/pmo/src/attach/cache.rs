@@ -79,6 +79,12 @@ impl PageCache {
         if ptr == libc::MAP_FAILED {
             return Err(std::io::Error::last_os_error());
         }
+        // SAFETY: our fresh mapping. Plaintext stays out of children and
+        // core dumps.
+        unsafe {
+            libc::madvise(ptr, len.max(page_size), libc::MADV_DONTFORK);
+            libc::madvise(ptr, len.max(page_size), libc::MADV_DONTDUMP);
+        }
         Ok(PageCache {
             page_size,
             pages,

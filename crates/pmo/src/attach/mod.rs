@@ -874,7 +874,16 @@ impl Attachment {
             });
         }
         // SAFETY: our own mapping. Huge pages would defeat per-page faults.
-        unsafe { libc::madvise(ptr, len, libc::MADV_NOHUGEPAGE) };
+        // A child of fork(2) would inherit the range without the
+        // userfaultfd registration and read zero pages where the object has
+        // data, so the range is not inherited at all (the child gets
+        // SIGSEGV: an attachment belongs to one process). Plaintext stays
+        // out of core dumps.
+        unsafe {
+            libc::madvise(ptr, len, libc::MADV_NOHUGEPAGE);
+            libc::madvise(ptr, len, libc::MADV_DONTFORK);
+            libc::madvise(ptr, len, libc::MADV_DONTDUMP);
+        }
 
         let uffd_err = |op, source| AttachError::Uffd { base, op, source };
         let setup = || -> Result<(Uffd, OwnedFd), AttachError> {
