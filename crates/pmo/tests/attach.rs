@@ -517,3 +517,38 @@ fn attachments_can_move_between_threads() {
     assert_eq!(object.last_commit(), vec![1]);
     cache::evict(base(15));
 }
+
+#[test]
+fn markov_learns_an_object_s_fault_order_across_attaches() {
+    let b = base(16);
+    cache::evict(b);
+    let pages = 32;
+    let data = pattern(pages, 5);
+    let object = Arc::new(MemBacking::with_contents(b, &data, true));
+    let order = [9usize, 2, 27, 14, 5, 30, 1];
+    let mode = Mode::Predict {
+        predictor: PredictorKind::Markov,
+        depth: 2,
+    };
+    // First attach: the chain learns the order; nothing to predict yet.
+    let a = Attachment::attach(object.clone(), Perm::ReadOnly, mode).unwrap();
+    for &p in &order {
+        std::hint::black_box(a.as_slice()[p * PAGE_SIZE]);
+    }
+    assert_eq!(a.detach().unwrap().predicted, 0);
+    // The second attach still faults (the DRAM cache serves the faults
+    // without decrypting); its first fault predicts the learnt successors.
+    let a = Attachment::attach(object.clone(), Perm::ReadOnly, mode).unwrap();
+    std::hint::black_box(a.as_slice()[9 * PAGE_SIZE]);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while a.resident_pages() < 3 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(a.predicted_pages(), vec![2, 27]);
+    assert_eq!(
+        a.as_slice()[27 * PAGE_SIZE..28 * PAGE_SIZE],
+        data[27 * PAGE_SIZE..28 * PAGE_SIZE]
+    );
+    a.detach().unwrap();
+    cache::evict(b);
+}

@@ -20,6 +20,8 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
+use super::predict::{Predictor, PredictorKind};
+
 const EMPTY: u8 = 0;
 const FILLING: u8 = 1;
 const READY: u8 = 2;
@@ -52,7 +54,12 @@ pub struct PageCache {
     pages: usize,
     frames: Frames,
     state: Box<[AtomicU8]>,
+    /// A predictor whose history belongs to the object (Markov), kept
+    /// between attaches.
+    predictor: Mutex<Option<KeptPredictor>>,
 }
+
+type KeptPredictor = (PredictorKind, usize, Box<dyn Predictor>);
 
 /// What `PageCache::get_or_fill` found.
 pub enum Lookup {
@@ -93,6 +100,7 @@ impl PageCache {
                 len: len.max(page_size),
             },
             state: (0..pages).map(|_| AtomicU8::new(EMPTY)).collect(),
+            predictor: Mutex::new(None),
         })
     }
 
@@ -169,6 +177,24 @@ impl PageCache {
         // SAFETY: a READY frame changes only by the owning attachment's
         // psync (module invariant), never while its owner reads it here.
         Some(unsafe { std::slice::from_raw_parts(self.frame(page), self.page_size) })
+    }
+
+    /// The kept predictor, if it is of `kind` and `depth`.
+    pub(crate) fn take_predictor(
+        &self,
+        kind: PredictorKind,
+        depth: usize,
+    ) -> Option<Box<dyn Predictor>> {
+        let mut kept = self.predictor.lock().unwrap_or_else(|e| e.into_inner());
+        match kept.take() {
+            Some((k, d, p)) if k == kind && d == depth => Some(p),
+            _ => None,
+        }
+    }
+
+    /// Keep a predictor for the object's next attach.
+    pub(crate) fn keep_predictor(&self, kind: PredictorKind, depth: usize, p: Box<dyn Predictor>) {
+        *self.predictor.lock().unwrap_or_else(|e| e.into_inner()) = Some((kind, depth, p));
     }
 
     /// Pages cached now.

@@ -13,7 +13,10 @@
 //! write-protected (`UFFDIO_COPY_MODE_WP`, atomically with the copy), so the
 //! first write to a clean page is a write-protect fault; the handler marks
 //! the page dirty and lifts the protection. A first touch that is itself a
-//! write installs the page writable and dirty at once. `psync` takes the
+//! write installs the page writable and dirty at once. With the DRAM cache
+//! a page is installed writable instead and, at the next psync, compared
+//! with its cache frame (the committed plaintext it came from): equal means
+//! clean. From that psync on it is write-protected like the others. `psync` takes the
 //! dirty set, write-protects those pages again, copies each out and hands it
 //! to `stage_page`, then `commit`s: the backing makes them durable all or
 //! nothing. A write racing psync from another thread lands either in this
@@ -384,11 +387,12 @@ impl Shared {
 
     /// Resolve page `page`, which this thread moved from ABSENT to INFLIGHT.
     /// `dirty`: the fault is a write, so install it writable and dirty.
-    /// `compare`: a predicted page of a writable attachment, installed
-    /// writable (a write-protect fault at its first write would cost as
-    /// much as the fault prediction saved); psync finds whether it changed
-    /// by comparing it with its cache frame, which holds the committed
-    /// plaintext it was installed from.
+    /// `compare`: in a writable attachment with the DRAM cache, install the
+    /// page writable (no write-protect fault at its first write, which
+    /// would cost as much as a fault prediction saves); psync finds whether
+    /// it changed by comparing it with its cache frame, which holds the
+    /// committed plaintext it was installed from. After that psync the page
+    /// is write-protected and tracked by faults like any other.
     /// Returns whether the page is now mapped.
     fn install(&self, page: usize, dirty: bool, compare: bool, scratch: &mut Scratch) -> bool {
         let addr = self.addr(page);
@@ -502,7 +506,7 @@ impl Shared {
                 Ordering::Acquire,
             ) {
                 Ok(_) => {
-                    self.install(page, write && self.writable(), false, scratch);
+                    self.install(page, write && self.writable(), true, scratch);
                 }
                 Err(INFLIGHT) => {
                     // The prediction worker is installing it. Its copy (or
@@ -543,10 +547,17 @@ impl Shared {
     }
 
     fn handler_loop(self: Arc<Self>, mut scratch: Scratch) {
+        // A Markov chain learns which page faults after which; that history
+        // is the object's, kept with its DRAM cache from one attach to the
+        // next (within one attach a page faults at most once).
         let mut predictor = match self.mode {
-            Mode::Predict { predictor, depth } if depth > 0 => {
-                Some(new_predictor(predictor, depth, self.pages))
-            }
+            Mode::Predict { predictor, depth } if depth > 0 => Some(
+                self.cache
+                    .as_ref()
+                    .filter(|_| predictor == PredictorKind::Markov)
+                    .and_then(|c| c.take_predictor(predictor, depth))
+                    .unwrap_or_else(|| new_predictor(predictor, depth, self.pages)),
+            ),
             _ => None,
         };
         let mut out = Vec::new();
@@ -583,6 +594,19 @@ impl Shared {
                 for msg in &msgs[..n] {
                     self.handle(msg, &mut scratch, &mut predictor, &mut out);
                 }
+            }
+        }
+        if let (
+            Mode::Predict {
+                predictor: kind,
+                depth,
+            },
+            Some(p),
+            Some(c),
+        ) = (self.mode, predictor, &self.cache)
+        {
+            if kind == PredictorKind::Markov {
+                c.keep_predictor(kind, depth, p);
             }
         }
     }
