@@ -54,7 +54,8 @@ pub struct PmoArgs {
           value_parser = clap::value_parser!(u16).range(0..=1024))]
     depths: Vec<u16>,
 
-    /// Runs per cell; the median is kept [default: 3, 1 with --quick].
+    /// Runs per cell, taken in rounds over every mode in turn; the median is
+    /// kept [default: 3, 1 with --quick].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     rounds: Option<u32>,
 
@@ -276,10 +277,11 @@ pub fn run(args: &PmoArgs, on_step: &mut dyn FnMut(&str)) -> Result<PmoReport> {
     let mut chosen = args.workloads.clone();
     chosen.dedup();
     for w in chosen {
-        let mut cells: Vec<Cell> = Vec::new();
-        for &mode in &modes {
-            let mut runs = Vec::new();
-            for round in 0..rounds {
+        // Rounds go over all the modes in turn, so a change in the
+        // machine's other load falls on every mode alike.
+        let mut runs: Vec<Vec<Session>> = vec![Vec::new(); modes.len()];
+        for round in 0..rounds {
+            for (i, &mode) in modes.iter().enumerate() {
                 let s = pmo_kernels::run(w, &sizes, mode, args.seed)
                     .with_context(|| format!("{} in mode {}", w.name(), mode.label()))?;
                 on_step(&format!(
@@ -288,8 +290,11 @@ pub fn run(args: &PmoArgs, on_step: &mut dyn FnMut(&str)) -> Result<PmoReport> {
                     mode.label(),
                     round + 1
                 ));
-                runs.push(s);
+                runs[i].push(s);
             }
+        }
+        let mut cells: Vec<Cell> = Vec::new();
+        for (&mode, mut runs) in modes.iter().zip(runs) {
             let ms: Vec<f64> = runs.iter().map(|s| s.ns as f64 / 1e6).collect();
             let m = median(&ms);
             let (predictor, depth) = match mode {
@@ -332,9 +337,12 @@ pub fn run(args: &PmoArgs, on_step: &mut dyn FnMut(&str)) -> Result<PmoReport> {
                 c.speedup = d / c.ms.max(f64::MIN_POSITIVE);
             }
         }
+        // Only cells whose predictor installed pages can show what
+        // prediction gains; one that predicted nothing (a Markov chain on a
+        // single pass) differs from the DRAM cache by noise alone.
         let best = cells
             .iter()
-            .filter(|c| c.depth.is_some_and(|d| d > 0))
+            .filter(|c| c.depth.is_some_and(|d| d > 0) && c.session.stats.predicted > 0)
             .min_by(|a, b| a.ms.total_cmp(&b.ms))
             .filter(|_| decrypt_ms.is_some())
             .map(|c| Best {
@@ -415,9 +423,10 @@ pub fn table(r: &PmoReport) -> String {
         let _ = writeln!(out, "\n{}: {}", w.name, w.description);
         let _ = writeln!(
             out,
-            "  {:<18} {:>10} {:>9} {:>8} {:>8} {:>8} {:>9} {:>8} {:>8} {:>6} {:>10}",
+            "  {:<18} {:>10} {:>17} {:>9} {:>8} {:>8} {:>8} {:>9} {:>8} {:>8} {:>6} {:>10}",
             "mode",
             "ms",
+            "runs min–max",
             "×decrypt",
             "faults",
             "wp",
@@ -432,9 +441,14 @@ pub fn table(r: &PmoReport) -> String {
             let s = &c.session.stats;
             let _ = writeln!(
                 out,
-                "  {:<18} {:>10.2} {:>9.2} {:>8} {:>8} {:>8} {:>9} {:>8} {:>8} {:>6} {:>10.2}",
+                "  {:<18} {:>10.2} {:>17} {:>9.2} {:>8} {:>8} {:>8} {:>9} {:>8} {:>8} {:>6} {:>10.2}",
                 c.mode,
                 c.ms,
+                format!(
+                    "{:.1}–{:.1}",
+                    c.runs_ms.iter().copied().fold(f64::INFINITY, f64::min),
+                    c.runs_ms.iter().copied().fold(0.0, f64::max)
+                ),
                 c.speedup,
                 s.faults,
                 s.wp_faults,
