@@ -25,7 +25,7 @@ pub fn write(dir: &Path, report: &PmoReport) -> Result<()> {
 }
 
 const W: f64 = 760.0;
-const LEFT: f64 = 150.0;
+const LEFT: f64 = 220.0;
 const RIGHT: f64 = 20.0;
 
 fn page(r: &PmoReport) -> String {
