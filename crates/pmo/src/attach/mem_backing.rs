@@ -65,6 +65,8 @@ pub struct MemBacking {
 impl MemBacking {
     /// An object of `pages` zero pages attached at `base` (page aligned),
     /// sealed with AES-256-GCM under a fresh random key when `encrypted`.
+    /// The nonce holds the page index in 32 bits: at most 2^32 pages (16
+    /// TiB), far beyond any volatile test object.
     pub fn new(base: usize, pages: usize, encrypted: bool) -> MemBacking {
         let cipher = encrypted.then(|| {
             let key: Key<Aes256Gcm> = Aes256Gcm::generate_key(OsRng);
