@@ -552,3 +552,47 @@ fn markov_learns_an_object_s_fault_order_across_attaches() {
     a.detach().unwrap();
     cache::evict(b);
 }
+
+#[test]
+fn threads_faulting_at_once_get_the_right_data_and_each_page_opens_once() {
+    let pages = 256;
+    let data = Arc::new(pattern(pages, 6));
+    for (i, mode) in [
+        Mode::DecryptAtFault,
+        Mode::Predict {
+            predictor: PredictorKind::Stream,
+            depth: 4,
+        },
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let b = base(17) + i * 0x100_0000;
+        cache::evict(b);
+        let object = Arc::new(MemBacking::with_contents(b, &data, true));
+        let a = Arc::new(Attachment::attach(object, Perm::ReadOnly, mode).unwrap());
+        let threads: Vec<_> = (0..4u64)
+            .map(|t| {
+                let (a, data) = (a.clone(), data.clone());
+                std::thread::spawn(move || {
+                    let mut order: Vec<usize> = (0..pages).collect();
+                    let mut rng = rand::rngs::SmallRng::seed_from_u64(t);
+                    for k in (1..order.len()).rev() {
+                        order.swap(k, rng.gen_range(0..=k));
+                    }
+                    for p in order {
+                        let r = p * PAGE_SIZE..(p + 1) * PAGE_SIZE;
+                        assert_eq!(a.as_slice()[r.clone()], data[r], "page {p}");
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        let s = a.stats();
+        assert_eq!(s.pages_decrypted, pages as u64, "{mode:?}: {s:?}");
+        Arc::into_inner(a).unwrap().detach().unwrap();
+        cache::evict(b);
+    }
+}
