@@ -88,6 +88,10 @@ enum BenchCommand {
     /// psync throughput of a persistent memory object (AES-256-GCM, one
     /// core) beside PMDK's libpmemobj on /dev/shm and on disk.
     Psync(bench::psync::PsyncArgs),
+    /// Persistent memory objects (seed 001): seed 001's kernels and a file
+    /// server in every mode and prediction depth, attach and first-touch
+    /// cost; writes pmo.html beside the report.
+    Pmo(bench::pmo::PmoArgs),
 }
 
 #[derive(Args, Debug)]
@@ -230,6 +234,9 @@ fn run(cli: Cli) -> Result<()> {
         Command::Bench {
             bench: BenchCommand::Psync(args),
         } => bench::psync::main(&args),
+        Command::Bench {
+            bench: BenchCommand::Pmo(args),
+        } => bench::pmo::main(&args),
         Command::Evaluate(args) => evaluate_cmd::evaluate(args),
         Command::Replay(args) => evaluate_cmd::replay(args),
         Command::Record(args) => trace_cmd::record(args),

@@ -203,6 +203,14 @@ pub enum PmoError {
         /// What is wrong.
         what: String,
     },
+    /// Mapping the object failed (address range taken, userfaultfd, ...).
+    #[error("attaching object {name:?}: {source}")]
+    Attach {
+        /// The object.
+        name: String,
+        /// What the mapping engine reported.
+        source: Box<crate::attach::AttachError>,
+    },
     /// Argon2 refused the KDF parameters.
     #[error("key derivation parameters refused: {0}")]
     Kdf(String),

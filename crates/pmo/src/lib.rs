@@ -7,26 +7,32 @@
 //! nvmos [`FrameAllocator`](nvmos_frames::FrameAllocator) (iBuddy, so
 //! writes spread over the medium).
 //!
-//! This crate is the *storage half*: the seed's primitives `pcreate`,
-//! `attach` (here [`Pool::open_object`], the mapping is built on its
-//! [`PageBacking`]), `psync` and `pdestroy`, with
+//! The seed's primitives: [`Pool::pcreate`], [`Pool::attach`] (map the
+//! whole object at its fixed virtual address), [`Attachment::psync`],
+//! [`Attachment::detach`] and [`Pool::pdestroy`]. Two halves meet at the
+//! [`PageBacking`] trait:
 //!
-//! - **security**: the user's key stretched with Argon2id and never
-//!   stored (a separately derived verifier tells a wrong key); every page
-//!   sealed with AES-256-GCM under a nonce never reused, the object id,
-//!   page index and page version in the associated data (swapped, moved or
-//!   rolled-back pages fail); a per-object root, a Merkle tree of
-//!   page-table hashes MAC'd with the key, carries an epoch the pool
-//!   directory also records (a rolled-back object fails);
-//! - **crash consistency**: psync writes new page versions, new table
-//!   pages and a new root out of place, then flips one 64-byte directory
-//!   record (a shadow pair with sequence numbers and CRCs), ordered with
-//!   cache-line flushes and fences on persistent memory or `msync`
-//!   elsewhere. A crash at any point leaves every object exactly as at its
-//!   previous psync or the new one.
+//! - **storage** ([`Pool`], [`ObjectHandle`]): **security** — the user's
+//!   key stretched with Argon2id and never stored (a separately derived
+//!   verifier tells a wrong key); every page sealed with AES-256-GCM under
+//!   a nonce never reused, the object id, page index and page version in
+//!   the associated data (swapped, moved or rolled-back pages fail); a
+//!   per-object root, a Merkle tree of page-table hashes MAC'd with the
+//!   key, carries an epoch the pool directory also records (a rolled-back
+//!   object fails). **Crash consistency** — psync writes new page
+//!   versions, new table pages and a new root out of place, then flips one
+//!   64-byte directory record (a shadow pair with sequence numbers and
+//!   CRCs), ordered with cache-line flushes and fences on persistent
+//!   memory or `msync` elsewhere. A crash at any point leaves every object
+//!   exactly as at its previous psync or the new one.
+//! - **mapping** ([`attach`]): the object attached at its fixed address,
+//!   pages arriving through userfaultfd faults (verified and decrypted on
+//!   the way in), writes found with userfaultfd write protection, four
+//!   [`Mode`]s per attach — no encryption, decrypt at fault, DRAM as
+//!   cache, DRAM cache with stream, stride or Markov prediction of depth N.
 //!
 //! ```
-//! use nvmos_pmo::{KdfParams, PageBacking, Perm, Pool};
+//! use nvmos_pmo::{KdfParams, Mode, Perm, Pool};
 //! let dir = tempfile::tempdir()?;
 //! let pool = Pool::create(&dir.path().join("pool"), 4 << 20)?;
 //! // Cheap key stretching for the example; real keys use the default.
@@ -39,14 +45,15 @@
 //!
 //! let pool = Pool::open(&dir.path().join("pool"), nvmos_pmo::Access::ReadOnly)?;
 //! assert!(pool.open_object("list", Perm::Read, Some(b"wrong")).is_err());
-//! let obj = pool.open_object("list", Perm::Read, Some(b"secret"))?;
-//! let mut page = vec![0u8; obj.page_size()];
-//! obj.read_page(0, &mut page).unwrap();
-//! assert_eq!(&page[100..105], b"hello");
+//! // Map it at its fixed address; pages arrive at their first touch.
+//! let a = pool.attach("list", Perm::Read, Some(b"secret"), Mode::DecryptAtFault)?;
+//! assert_eq!(&a.as_slice()[100..105], b"hello");
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 #![warn(missing_docs)]
 
+#[allow(missing_docs)] // error fields and mode parameters: their messages and the module text say what they are
+pub mod attach;
 pub mod backing;
 pub mod crypto;
 pub mod error;
@@ -57,6 +64,7 @@ mod object;
 mod pool;
 pub mod pptr;
 
+pub use attach::{AttachError, AttachStats, Attachment, Mode};
 pub use backing::PageBacking;
 pub use crypto::KdfParams;
 pub use error::{PmoError, Result};

@@ -12,6 +12,7 @@ use parking_lot::Mutex;
 use rand::Rng;
 use serde::{Deserialize, Serialize};
 
+use crate::attach::{Attachment, Mode};
 use crate::crypto::{sha256, KdfParams, ObjectKeys};
 use crate::error::{PmoError, Result};
 use crate::layout::{
@@ -343,7 +344,35 @@ impl Pool {
     /// The seed's `pdestroy(name, key)`: with the right key, delete the
     /// object and give its frames back. Refused while it is attached.
     pub fn pdestroy(&self, name: &str, key: Option<&[u8]>) -> Result<()> {
-        self.inner.pdestroy(name, key)
+        let base = self.inner.find(name).map(|o| o.base as usize);
+        self.inner.pdestroy(name, key)?;
+        // The object's plaintext must not outlive it in this process's
+        // DRAM cache (a later object may be given the same address).
+        if let Ok(base) = base {
+            crate::attach::cache::evict(base);
+        }
+        Ok(())
+    }
+
+    /// The seed's `attach`: open object `name` with `key` as
+    /// [`Pool::open_object`] does, then map it at its fixed virtual address
+    /// in `mode` ([`Attachment`]): pages arrive through userfaultfd faults,
+    /// verified and decrypted on the way in; [`Attachment::psync`] seals
+    /// every page written since the last psync and commits them all or
+    /// nothing; [`Attachment::detach`] psyncs and unmaps. Dropping the
+    /// attachment without psync leaves the object as at its last psync.
+    pub fn attach(
+        &self,
+        name: &str,
+        perm: Perm,
+        key: Option<&[u8]>,
+        mode: Mode,
+    ) -> Result<Attachment> {
+        let handle = self.open_object(name, perm, key)?;
+        Attachment::attach(Arc::new(handle), perm, mode).map_err(|source| PmoError::Attach {
+            name: name.to_string(),
+            source: Box::new(source),
+        })
     }
 
     /// Every object, in directory order.

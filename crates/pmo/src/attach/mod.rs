@@ -1,0 +1,1300 @@
+//! The mapping half of a PMO: attach an object's pages at its fixed virtual
+//! address and serve its page faults from user space with userfaultfd.
+//!
+//! An [`Attachment`] maps `[base, base + pages × 4096)` of an object (a
+//! [`PageBacking`]) as anonymous memory with `MAP_FIXED_NOREPLACE`, so
+//! absolute pointers stored inside the object stay valid on every attach,
+//! and refuses clearly when the range is taken. Nothing is mapped at first:
+//! every first touch of a page is a missing-page fault that the kernel hands
+//! to this attachment's fault-handler thread, which opens the page
+//! (`read_page`: verify and decrypt) and installs it with `UFFDIO_COPY`.
+//!
+//! **Dirty tracking** (writable attachments): pages are installed
+//! write-protected (`UFFDIO_COPY_MODE_WP`, atomically with the copy), so the
+//! first write to a clean page is a write-protect fault; the handler marks
+//! the page dirty and lifts the protection. A first touch that is itself a
+//! write installs the page writable and dirty at once. With the DRAM cache
+//! a page is installed writable instead and, at the next psync, compared
+//! with its cache frame (the committed plaintext it came from): equal means
+//! clean. From that psync on it is write-protected like the others. `psync` takes the
+//! dirty set, write-protects those pages again, copies each out and hands it
+//! to `stage_page`, then `commit`s: the backing makes them durable all or
+//! nothing. A write racing psync from another thread lands either in this
+//! psync or, through a new write-protect fault, in the next one; psync is
+//! meant to be called at a quiescent point, as msync(2) is.
+//!
+//! **A failed integrity check never hands plaintext to the program.** The
+//! page is poisoned (`UFFDIO_POISON`, Linux 6.6): the faulting access, and
+//! every later one to that page, raises SIGBUS with `BUS_MCEERR_AR`, which
+//! is how Linux reports an uncorrectable memory error on persistent memory
+//! too, so a program that already handles media errors handles this one; a
+//! kernel-mode access (a `write(2)` from the page) fails with `EFAULT`. The
+//! failure is also recorded, and every later `psync`, and `detach`, returns
+//! it ([`AttachError::FaultFailed`], naming the object and page) and commits
+//! nothing. Where the kernel lacks `UFFDIO_POISON` the page is made
+//! `PROT_NONE` instead (SIGSEGV). Resolving with a zero page or leaving the
+//! thread blocked is never done.
+//!
+//! **Modes** (chosen per attach, [`Mode`]):
+//! - `Plain`: an object stored without encryption; faults copy the page in.
+//! - `DecryptAtFault`: the prior design: every fault decrypts the page into
+//!   the mapping; a later attach decrypts again.
+//! - `DramCache`: seed 001's DRAM as PM cache: a page is decrypted once into
+//!   a DRAM cache ([`cache`]) and faults, in this attach and later ones in the
+//!   process, are served from it; psync seals dirty pages back and refreshes
+//!   the cache.
+//! - `Predict`: the DRAM cache plus a predictor ([`predict`]) of depth N: at
+//!   each fault a worker thread decrypts the next pages the predictor names
+//!   into the cache and installs them with `UFFDIO_COPY` before they are
+//!   touched, so those pages never fault.
+
+pub mod cache;
+pub mod mem_backing;
+pub mod predict;
+pub mod probe;
+mod uffd;
+
+use std::collections::{BTreeMap, VecDeque};
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+
+use crate::backing::PageBacking;
+use cache::{Lookup, PageCache};
+use predict::{new_predictor, Predictor, PredictorKind};
+use uffd::{CopyOutcome, Msg, Uffd};
+
+/// The largest prediction depth accepted.
+pub const MAX_DEPTH: usize = 1024;
+
+pub use crate::object::Perm;
+
+/// How faults are served; see the module documentation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Mode {
+    /// No encryption (the object must not be sealed).
+    Plain,
+    /// Decrypt each page into the mapping at its fault (the prior design).
+    DecryptAtFault,
+    /// Decrypt once into a process-wide DRAM cache; serve faults from it.
+    DramCache,
+    /// DRAM cache with a predictor of `depth` pages (depth 0: no prediction).
+    Predict {
+        predictor: PredictorKind,
+        depth: usize,
+    },
+}
+
+impl Mode {
+    fn uses_cache(self) -> bool {
+        matches!(self, Mode::DramCache | Mode::Predict { .. })
+    }
+
+    /// A short name for reports: `plain`, `decrypt-at-fault`, `dram-cache`,
+    /// `stream-8`, ...
+    pub fn label(self) -> String {
+        match self {
+            Mode::Plain => "plain".into(),
+            Mode::DecryptAtFault => "decrypt-at-fault".into(),
+            Mode::DramCache => "dram-cache".into(),
+            Mode::Predict { predictor, depth } => format!("{}-{depth}", predictor.name()),
+        }
+    }
+}
+
+/// Counters of one attachment, as plain data.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AttachStats {
+    /// Missing-page faults the handler resolved (first touches).
+    pub faults: u64,
+    /// Write-protect faults: first writes to a clean page.
+    pub wp_faults: u64,
+    /// Pages opened with `read_page` on a sealed object (decryptions).
+    pub pages_decrypted: u64,
+    /// Pages opened with `read_page` in all.
+    pub pages_read: u64,
+    /// Faults and predictions served from the DRAM cache with no decryption.
+    pub cache_hits: u64,
+    /// Pages the prediction worker installed ahead of use.
+    pub predicted: u64,
+    /// Predicted pages whose use was seen: written afterwards (a
+    /// write-protect fault), or touched while the worker was installing
+    /// them (a late prediction). Reads of an installed page cannot be seen
+    /// (they do not fault, which is the point), and this kernel has no
+    /// idle-page tracking; [`Attachment::predicted_pages`] lets a workload
+    /// that knows what it touched count used and wasted exactly.
+    pub predicted_seen_used: u64,
+    /// Late predictions: the program touched the page while the worker was
+    /// still installing it (it waited less than a full fault).
+    pub predicted_late: u64,
+    /// Pages a predictor named that were already mapped or on their way.
+    pub predicted_skipped: u64,
+    /// Nanoseconds the handler spent resolving faults (from reading the
+    /// fault message to the page being installed).
+    pub handler_ns: u64,
+    /// Nanoseconds the prediction worker spent opening and installing pages.
+    pub worker_ns: u64,
+    /// psync calls that committed.
+    pub psyncs: u64,
+    /// Pages staged by psync in all.
+    pub pages_synced: u64,
+    /// Nanoseconds spent in psync.
+    pub psync_ns: u64,
+    /// Pages whose fault failed (integrity or I/O): poisoned.
+    pub failed_pages: u64,
+}
+
+/// What can go wrong attaching, psyncing or detaching.
+#[derive(Debug, thiserror::Error)]
+pub enum AttachError {
+    #[error("cannot attach object at {base:#x}: {reason}")]
+    Invalid { base: usize, reason: String },
+    #[error("object at {base:#x} is already attached in this process ({perm:?})")]
+    AlreadyAttached { base: usize, perm: Perm },
+    #[error(
+        "cannot attach object at {base:#x}..{end:#x}: the range is already mapped ({occupant})"
+    )]
+    RangeTaken {
+        base: usize,
+        end: usize,
+        occupant: String,
+    },
+    #[error("mapping object at {base:#x}..{end:#x}: {source}")]
+    Map {
+        base: usize,
+        end: usize,
+        source: io::Error,
+    },
+    #[error("userfaultfd {op} for object at {base:#x}: {source}")]
+    Uffd {
+        base: usize,
+        op: &'static str,
+        source: io::Error,
+    },
+    #[error("access to {addr:#x} was refused with SIGBUS and nothing is committed: {message}")]
+    FaultFailed {
+        base: usize,
+        page: usize,
+        addr: usize,
+        message: String,
+    },
+    #[error("psync of object at {base:#x}: staging page {page}: {source}")]
+    Stage {
+        base: usize,
+        page: usize,
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    #[error("psync of object at {base:#x}: commit: {source}")]
+    Commit {
+        base: usize,
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+}
+
+/// What psync did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PsyncStats {
+    /// Dirty pages staged and committed.
+    pub pages: u64,
+    /// Wall time of the whole psync.
+    pub ns: u64,
+}
+
+// Per-page mapping state.
+const ABSENT: u8 = 0;
+const INFLIGHT: u8 = 1;
+const PRESENT: u8 = 2;
+const FAILED: u8 = 3;
+
+#[derive(Default)]
+struct Counters {
+    faults: AtomicU64,
+    wp_faults: AtomicU64,
+    pages_decrypted: AtomicU64,
+    pages_read: AtomicU64,
+    cache_hits: AtomicU64,
+    predicted: AtomicU64,
+    predicted_seen_used: AtomicU64,
+    predicted_late: AtomicU64,
+    predicted_skipped: AtomicU64,
+    handler_ns: AtomicU64,
+    worker_ns: AtomicU64,
+    psyncs: AtomicU64,
+    pages_synced: AtomicU64,
+    psync_ns: AtomicU64,
+    failed_pages: AtomicU64,
+}
+
+#[derive(Clone, Debug)]
+struct FaultFailure {
+    page: usize,
+    message: String,
+}
+
+/// A bitmap of pages with atomic set/take.
+struct PageBits(Box<[AtomicU64]>);
+
+impl PageBits {
+    fn new(pages: usize) -> PageBits {
+        PageBits((0..pages.div_ceil(64)).map(|_| AtomicU64::new(0)).collect())
+    }
+    fn set(&self, page: usize) -> bool {
+        let bit = 1u64 << (page % 64);
+        self.0[page / 64].fetch_or(bit, Ordering::AcqRel) & bit == 0
+    }
+    fn clear(&self, page: usize) -> bool {
+        let bit = 1u64 << (page % 64);
+        self.0[page / 64].fetch_and(!bit, Ordering::AcqRel) & bit != 0
+    }
+    fn collect(&self, take: bool) -> Vec<usize> {
+        let mut pages = Vec::new();
+        for (w, word) in self.0.iter().enumerate() {
+            let mut bits = if take {
+                word.swap(0, Ordering::AcqRel)
+            } else {
+                word.load(Ordering::Acquire)
+            };
+            while bits != 0 {
+                pages.push(w * 64 + bits.trailing_zeros() as usize);
+                bits &= bits - 1;
+            }
+        }
+        pages
+    }
+}
+
+/// One page of page-aligned scratch memory (UFFDIO_COPY's source).
+struct Scratch {
+    ptr: *mut u8,
+    len: usize,
+}
+
+impl Scratch {
+    fn new(len: usize) -> io::Result<Scratch> {
+        // SAFETY: a fresh anonymous mapping, checked below.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(Scratch {
+            ptr: ptr.cast(),
+            len,
+        })
+    }
+    fn slice(&mut self) -> &mut [u8] {
+        // SAFETY: our own mapping of `len` bytes, borrowed mutably.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        // SAFETY: our own mapping; scrub plaintext before returning it.
+        unsafe {
+            std::ptr::write_bytes(self.ptr, 0, self.len);
+            libc::munmap(self.ptr.cast(), self.len);
+        }
+    }
+}
+
+// SAFETY: a Scratch is plain memory owned by one thread at a time.
+unsafe impl Send for Scratch {}
+
+struct Shared {
+    backing: Arc<dyn PageBacking>,
+    base: usize,
+    page_size: usize,
+    pages: usize,
+    perm: Perm,
+    mode: Mode,
+    uffd: Uffd,
+    poison: bool,
+    state: Box<[AtomicU8]>,
+    dirty: PageBits,
+    predicted: PageBits,
+    /// Predicted pages installed writable; dirty iff they differ from their
+    /// cache frame (see `install`).
+    maybe_dirty: PageBits,
+    cache: Option<Arc<PageCache>>,
+    counters: Counters,
+    failure: Mutex<Option<FaultFailure>>,
+    stop: AtomicBool,
+    stop_fd: OwnedFd,
+    queue: Mutex<VecDeque<usize>>,
+    queue_cv: Condvar,
+    psync_lock: Mutex<()>,
+}
+
+impl Shared {
+    fn writable(&self) -> bool {
+        self.perm == Perm::Write
+    }
+
+    fn addr(&self, page: usize) -> usize {
+        self.base + page * self.page_size
+    }
+
+    /// Open page `page` for installation: the cache frame or `scratch`
+    /// filled by `read_page`.
+    fn open_page(&self, page: usize, scratch: &mut Scratch) -> Result<*const u8, String> {
+        let c = &self.counters;
+        let read = |out: &mut [u8]| {
+            c.pages_read.fetch_add(1, Ordering::Relaxed);
+            if self.backing.encrypted() {
+                c.pages_decrypted.fetch_add(1, Ordering::Relaxed);
+            }
+            self.backing.read_page(page, out).map_err(|e| e.to_string())
+        };
+        match &self.cache {
+            Some(cache) => match cache.get_or_fill(page, read)? {
+                Lookup::Hit(p) => {
+                    c.cache_hits.fetch_add(1, Ordering::Relaxed);
+                    Ok(p)
+                }
+                Lookup::Filled(p) => Ok(p),
+            },
+            None => {
+                let out = scratch.slice();
+                if let Err(e) = read(out) {
+                    out.fill(0);
+                    return Err(e);
+                }
+                Ok(scratch.ptr)
+            }
+        }
+    }
+
+    /// Resolve page `page`, which this thread moved from ABSENT to INFLIGHT.
+    /// `dirty`: the fault is a write, so install it writable and dirty.
+    /// `compare`: in a writable attachment with the DRAM cache, install the
+    /// page writable (no write-protect fault at its first write, which
+    /// would cost as much as a fault prediction saves); psync finds whether
+    /// it changed by comparing it with its cache frame, which holds the
+    /// committed plaintext it was installed from. After that psync the page
+    /// is write-protected and tracked by faults like any other.
+    /// Returns whether the page is now mapped.
+    fn install(&self, page: usize, dirty: bool, compare: bool, scratch: &mut Scratch) -> bool {
+        let addr = self.addr(page);
+        let src = match self.open_page(page, scratch) {
+            Ok(src) => src,
+            Err(message) => {
+                self.fail(page, message);
+                return false;
+            }
+        };
+        // Before the copy: the woken thread may write and psync at once.
+        if dirty {
+            self.dirty.set(page);
+        }
+        let compare = compare && self.writable() && self.cache.is_some();
+        if compare {
+            self.maybe_dirty.set(page);
+        }
+        let wp = self.writable() && !dirty && !compare;
+        // SAFETY: `src` is a page of our scratch or a READY cache frame;
+        // `addr` is a page of our registered range.
+        let r = loop {
+            match unsafe { self.uffd.copy(addr, src, self.page_size, wp) } {
+                Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => std::thread::yield_now(),
+                r => break r,
+            }
+        };
+        match r {
+            Ok(CopyOutcome::Installed) | Ok(CopyOutcome::Exists) => {
+                self.state[page].store(PRESENT, Ordering::Release);
+                true
+            }
+            Err(e) => {
+                self.fail(page, format!("installing the page: {e}"));
+                false
+            }
+        }
+    }
+
+    /// Whether mapped page `page`, installed from its cache frame, differs
+    /// from it now.
+    fn changed(&self, page: usize) -> bool {
+        let Some(frame) = self.cache.as_ref().and_then(|c| c.frame_if_ready(page)) else {
+            return true;
+        };
+        // SAFETY: page `page` is mapped (it was installed) and lies in our
+        // mapping; reading it races only a writer psync documents against.
+        let now =
+            unsafe { std::slice::from_raw_parts(self.addr(page) as *const u8, self.page_size) };
+        now != frame
+    }
+
+    /// The page could not be opened: record why, and poison it so the
+    /// faulting access (and any later one) fails instead of seeing data.
+    fn fail(&self, page: usize, message: String) {
+        let addr = self.addr(page);
+        self.counters.failed_pages.fetch_add(1, Ordering::Relaxed);
+        {
+            let mut f = self.failure.lock().unwrap_or_else(|e| e.into_inner());
+            if f.is_none() {
+                *f = Some(FaultFailure { page, message });
+            }
+        }
+        let poisoned = self.poison && self.uffd.poison(addr, self.page_size).is_ok();
+        if !poisoned {
+            // SAFETY: `addr` is a page of our own mapping; PROT_NONE makes
+            // the retried access SIGSEGV instead of reaching a missing page.
+            unsafe { libc::mprotect(addr as *mut libc::c_void, self.page_size, libc::PROT_NONE) };
+            let _ = self.uffd.wake(addr, self.page_size);
+        }
+        self.state[page].store(FAILED, Ordering::Release);
+    }
+
+    fn handle(
+        &self,
+        msg: &Msg,
+        scratch: &mut Scratch,
+        predictor: &mut Option<Box<dyn Predictor>>,
+        out: &mut Vec<usize>,
+    ) {
+        if msg.event != uffd::EVENT_PAGEFAULT {
+            return;
+        }
+        let start = Instant::now();
+        let addr = msg.address as usize & !(self.page_size - 1);
+        if addr < self.base || addr >= self.addr(self.pages) {
+            return;
+        }
+        let page = (addr - self.base) / self.page_size;
+        let c = &self.counters;
+        if msg.flags & uffd::PAGEFAULT_FLAG_WP != 0 {
+            c.wp_faults.fetch_add(1, Ordering::Relaxed);
+            self.dirty.set(page);
+            if self.predicted.clear(page) {
+                c.predicted_seen_used.fetch_add(1, Ordering::Relaxed);
+            }
+            if self
+                .uffd
+                .write_protect(addr, self.page_size, false)
+                .is_err()
+            {
+                self.fail(page, "lifting write protection failed".into());
+            }
+        } else {
+            c.faults.fetch_add(1, Ordering::Relaxed);
+            let write = msg.flags & uffd::PAGEFAULT_FLAG_WRITE != 0;
+            match self.state[page].compare_exchange(
+                ABSENT,
+                INFLIGHT,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => {
+                    self.install(page, write && self.writable(), true, scratch);
+                }
+                Err(INFLIGHT) => {
+                    // The prediction worker is installing it. Its copy (or
+                    // its poisoning, if the page fails its check) wakes
+                    // every thread waiting on the page, whether or not
+                    // this message was read yet, so nothing to wait for.
+                    c.predicted_late.fetch_add(1, Ordering::Relaxed);
+                    if self.predicted.clear(page) {
+                        c.predicted_seen_used.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+                Err(_) => {
+                    // Mapped (or poisoned) meanwhile: a second thread's fault
+                    // on the same page. Waking is harmless if nobody waits.
+                    let _ = self.uffd.wake(addr, self.page_size);
+                }
+            }
+            if let Some(p) = predictor.as_mut() {
+                out.clear();
+                p.on_fault(page, out);
+                let mut q = self.queue.lock().unwrap_or_else(|e| e.into_inner());
+                // The newest fault's predictions replace the older ones the
+                // worker has not reached: the stream has moved on.
+                q.clear();
+                for &next in out.iter() {
+                    if self.state[next].load(Ordering::Relaxed) == ABSENT {
+                        q.push_back(next);
+                    } else {
+                        c.predicted_skipped.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+                drop(q);
+                self.queue_cv.notify_one();
+            }
+        }
+        c.handler_ns
+            .fetch_add(start.elapsed().as_nanos() as u64, Ordering::Relaxed);
+    }
+
+    fn handler_loop(self: Arc<Self>, mut scratch: Scratch) {
+        // A Markov chain learns which page faults after which; that history
+        // is the object's, kept with its DRAM cache from one attach to the
+        // next (within one attach a page faults at most once).
+        let mut predictor = match self.mode {
+            Mode::Predict { predictor, depth } if depth > 0 => Some(
+                self.cache
+                    .as_ref()
+                    .filter(|_| predictor == PredictorKind::Markov)
+                    .and_then(|c| c.take_predictor(predictor, depth))
+                    .unwrap_or_else(|| new_predictor(predictor, depth, self.pages)),
+            ),
+            _ => None,
+        };
+        let mut out = Vec::new();
+        let mut msgs = [Msg::default(); 16];
+        let mut fds = [
+            libc::pollfd {
+                fd: self.uffd.raw(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: self.stop_fd.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+        ];
+        loop {
+            // SAFETY: `fds` is a valid array of two pollfds.
+            let rc = unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) };
+            if rc < 0 {
+                if io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
+                    continue;
+                }
+                break;
+            }
+            if self.stop.load(Ordering::Acquire) {
+                break;
+            }
+            loop {
+                let n = self.uffd.read(&mut msgs).unwrap_or_default();
+                if n == 0 {
+                    break;
+                }
+                for msg in &msgs[..n] {
+                    self.handle(msg, &mut scratch, &mut predictor, &mut out);
+                }
+            }
+        }
+        if let (
+            Mode::Predict {
+                predictor: kind,
+                depth,
+            },
+            Some(p),
+            Some(c),
+        ) = (self.mode, predictor, &self.cache)
+        {
+            if kind == PredictorKind::Markov {
+                c.keep_predictor(kind, depth, p);
+            }
+        }
+    }
+
+    fn worker_loop(self: Arc<Self>, mut scratch: Scratch) {
+        let c = &self.counters;
+        let mut batch = Vec::with_capacity(MAX_RUN);
+        loop {
+            batch.clear();
+            {
+                let mut q = self.queue.lock().unwrap_or_else(|e| e.into_inner());
+                loop {
+                    if self.stop.load(Ordering::Acquire) {
+                        return;
+                    }
+                    if !q.is_empty() {
+                        break;
+                    }
+                    q = self.queue_cv.wait(q).unwrap_or_else(|e| e.into_inner());
+                }
+                while batch.len() < MAX_RUN {
+                    match q.pop_front() {
+                        Some(p) => batch.push(p),
+                        None => break,
+                    }
+                }
+            }
+            let start = Instant::now();
+            // Claim and open each page into the cache; install runs of
+            // consecutive pages with one UFFDIO_COPY each (their cache frames
+            // are consecutive too). The first page goes in alone, at once:
+            // it is the one the program is most likely to touch next.
+            let mut run: Option<(usize, usize)> = None;
+            for (i, &page) in batch.iter().enumerate() {
+                if self.state[page]
+                    .compare_exchange(ABSENT, INFLIGHT, Ordering::AcqRel, Ordering::Acquire)
+                    .is_err()
+                {
+                    c.predicted_skipped.fetch_add(1, Ordering::Relaxed);
+                    if let Some(r) = run.take() {
+                        self.install_run(r, &mut scratch);
+                    }
+                    continue;
+                }
+                if self.cache.is_none() {
+                    // Prediction always runs with the cache; stay correct
+                    // regardless.
+                    self.predicted.set(page);
+                    if self.install(page, false, true, &mut scratch) {
+                        c.predicted.fetch_add(1, Ordering::Relaxed);
+                    } else {
+                        self.predicted.clear(page);
+                    }
+                    continue;
+                }
+                if let Err(message) = self.open_page(page, &mut scratch) {
+                    self.fail(page, message);
+                    if let Some(r) = run.take() {
+                        self.install_run(r, &mut scratch);
+                    }
+                    continue;
+                }
+                run = match run {
+                    Some((first, len)) if first + len == page => Some((first, len + 1)),
+                    Some(r) => {
+                        self.install_run(r, &mut scratch);
+                        Some((page, 1))
+                    }
+                    None => Some((page, 1)),
+                };
+                if i == 0 {
+                    if let Some(r) = run.take() {
+                        self.install_run(r, &mut scratch);
+                    }
+                }
+            }
+            if let Some(r) = run.take() {
+                self.install_run(r, &mut scratch);
+            }
+            c.worker_ns
+                .fetch_add(start.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        }
+    }
+
+    /// Install predicted pages `first..first + len`, claimed (INFLIGHT) and
+    /// READY in the cache, with one copy from their cache frames; page by
+    /// page if that fails.
+    fn install_run(&self, (first, len): (usize, usize), scratch: &mut Scratch) {
+        let Some(cache) = &self.cache else { return };
+        let compare = self.writable();
+        for p in first..first + len {
+            // Before the copy, as in `install`.
+            self.predicted.set(p);
+            if compare {
+                self.maybe_dirty.set(p);
+            }
+        }
+        let src = cache.frame_ptr(first);
+        // SAFETY: frames `first..first+len` are READY and consecutive in the
+        // cache's mapping; the destination pages are in our registered range.
+        let r = loop {
+            match unsafe {
+                self.uffd
+                    .copy(self.addr(first), src, len * self.page_size, false)
+            } {
+                Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => std::thread::yield_now(),
+                r => break r,
+            }
+        };
+        if let Ok(CopyOutcome::Installed) = r {
+            for p in first..first + len {
+                self.state[p].store(PRESENT, Ordering::Release);
+            }
+            self.counters
+                .predicted
+                .fetch_add(len as u64, Ordering::Relaxed);
+            return;
+        }
+        // A partial copy (a page appeared meanwhile): finish page by page;
+        // `install` treats a page already there as installed.
+        for p in first..first + len {
+            if self.install(p, false, true, scratch) {
+                self.counters.predicted.fetch_add(1, Ordering::Relaxed);
+            } else {
+                self.predicted.clear(p);
+                self.maybe_dirty.clear(p);
+            }
+        }
+    }
+}
+
+/// Most pages the prediction worker installs with one copy.
+const MAX_RUN: usize = 16;
+
+/// Objects attached in this process, by base address: at most one
+/// attachment of an object at a time (its range is unique anyway).
+fn attached() -> &'static Mutex<BTreeMap<usize, (usize, Perm)>> {
+    static ATTACHED: OnceLock<Mutex<BTreeMap<usize, (usize, Perm)>>> = OnceLock::new();
+    ATTACHED.get_or_init(|| Mutex::new(BTreeMap::new()))
+}
+
+/// The line of /proc/self/maps overlapping `[start, end)`, to say what
+/// holds a taken range.
+fn occupant(start: usize, end: usize) -> String {
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap_or_default();
+    for line in maps.lines() {
+        let Some((range, _)) = line.split_once(' ') else {
+            continue;
+        };
+        let Some((a, b)) = range.split_once('-') else {
+            continue;
+        };
+        let (Ok(a), Ok(b)) = (usize::from_str_radix(a, 16), usize::from_str_radix(b, 16)) else {
+            continue;
+        };
+        if a < end && start < b {
+            return format!(
+                "by {}",
+                line.split_whitespace().collect::<Vec<_>>().join(" ")
+            );
+        }
+    }
+    "by a mapping that is gone now".into()
+}
+
+/// An object attached at its fixed address; see the module documentation.
+///
+/// ```no_run
+/// use std::sync::Arc;
+/// use nvmos_pmo::attach::{Attachment, Mode, Perm, mem_backing::MemBacking};
+/// use nvmos_pmo::attach::predict::PredictorKind;
+///
+/// let object = Arc::new(MemBacking::new(0x6000_0000_0000, 16, true));
+/// let mode = Mode::Predict { predictor: PredictorKind::Stream, depth: 8 };
+/// let mut a = Attachment::attach(object.clone(), Perm::Write, mode)?;
+/// a.as_mut_slice().unwrap()[5000] = 42; // a fault on page 1, served decrypted
+/// a.psync()?;                 // page 1 sealed and committed
+/// let stats = a.detach()?;
+/// assert_eq!(stats.pages_synced, 1);
+/// # Ok::<(), nvmos_pmo::attach::AttachError>(())
+/// ```
+pub struct Attachment {
+    shared: Arc<Shared>,
+    handler: Option<JoinHandle<()>>,
+    worker: Option<JoinHandle<()>>,
+}
+
+impl Attachment {
+    /// Attach `backing` at its base address with `perm` and `mode`.
+    pub fn attach(
+        backing: Arc<dyn PageBacking>,
+        perm: Perm,
+        mode: Mode,
+    ) -> Result<Attachment, AttachError> {
+        let base = backing.base_address();
+        let page_size = backing.page_size();
+        let pages = backing.page_count();
+        let invalid = |reason: String| AttachError::Invalid { base, reason };
+        // SAFETY: sysconf has no preconditions.
+        let system_page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize;
+        if page_size != system_page {
+            return Err(invalid(format!(
+                "its page size is {page_size} bytes, the system's is {system_page}"
+            )));
+        }
+        // `page_size` equals the system's, a power of two.
+        if base == 0 || base & (page_size - 1) != 0 {
+            return Err(invalid(
+                "the base address is not a nonzero multiple of the page size".into(),
+            ));
+        }
+        if pages == 0 {
+            return Err(invalid("the object has no pages".into()));
+        }
+        let len = pages
+            .checked_mul(page_size)
+            .filter(|len| base.checked_add(*len).is_some())
+            .ok_or_else(|| invalid(format!("{pages} pages do not fit in the address space")))?;
+        let end = base + len;
+        match mode {
+            Mode::Plain if backing.encrypted() => {
+                return Err(invalid(
+                    "mode plain needs an object stored without encryption; this one is sealed"
+                        .into(),
+                ))
+            }
+            Mode::Predict { depth, .. } if depth > MAX_DEPTH => {
+                return Err(invalid(format!(
+                    "prediction depth {depth} is above the limit of {MAX_DEPTH}"
+                )))
+            }
+            _ => {}
+        }
+
+        let mut registry = attached().lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((&other, &(_, other_perm))) = registry.range(..end).next_back() {
+            if other == base {
+                return Err(AttachError::AlreadyAttached {
+                    base,
+                    perm: other_perm,
+                });
+            }
+        }
+
+        let prot = match perm {
+            Perm::Read => libc::PROT_READ,
+            Perm::Write => libc::PROT_READ | libc::PROT_WRITE,
+        };
+        // SAFETY: MAP_FIXED_NOREPLACE never replaces an existing mapping.
+        let ptr = unsafe {
+            libc::mmap(
+                base as *mut libc::c_void,
+                len,
+                prot,
+                libc::MAP_PRIVATE
+                    | libc::MAP_ANONYMOUS
+                    | libc::MAP_NORESERVE
+                    | libc::MAP_FIXED_NOREPLACE,
+                -1,
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            let e = io::Error::last_os_error();
+            if e.raw_os_error() == Some(libc::EEXIST) {
+                return Err(AttachError::RangeTaken {
+                    base,
+                    end,
+                    occupant: occupant(base, end),
+                });
+            }
+            return Err(AttachError::Map {
+                base,
+                end,
+                source: e,
+            });
+        }
+        // A kernel older than 4.17 ignores the flag and may map elsewhere.
+        let unmap = || {
+            // SAFETY: the mapping we just made.
+            unsafe { libc::munmap(ptr, len) };
+        };
+        if ptr as usize != base {
+            unmap();
+            return Err(AttachError::RangeTaken {
+                base,
+                end,
+                occupant: "the kernel did not honour MAP_FIXED_NOREPLACE".into(),
+            });
+        }
+        // SAFETY: our own mapping. Huge pages would defeat per-page faults.
+        // A child of fork(2) would inherit the range without the
+        // userfaultfd registration and read zero pages where the object has
+        // data, so the range is not inherited at all (the child gets
+        // SIGSEGV: an attachment belongs to one process). Plaintext stays
+        // out of core dumps.
+        unsafe {
+            libc::madvise(ptr, len, libc::MADV_NOHUGEPAGE);
+            libc::madvise(ptr, len, libc::MADV_DONTFORK);
+            libc::madvise(ptr, len, libc::MADV_DONTDUMP);
+        }
+
+        let uffd_err = |op, source| AttachError::Uffd { base, op, source };
+        let setup = || -> Result<(Uffd, OwnedFd), AttachError> {
+            let wanted = if perm == Perm::Write {
+                uffd::FEATURE_WP
+            } else {
+                0
+            };
+            let u = Uffd::open(wanted, uffd::FEATURE_POISON).map_err(|e| uffd_err("open", e))?;
+            u.register(base, len, perm == Perm::Write)
+                .map_err(|e| uffd_err("register", e))?;
+            // SAFETY: eventfd(2) takes only flags.
+            let efd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+            if efd < 0 {
+                return Err(uffd_err("eventfd", io::Error::last_os_error()));
+            }
+            // SAFETY: a fresh descriptor nothing else owns.
+            Ok((u, unsafe { OwnedFd::from_raw_fd(efd) }))
+        };
+        let (u, stop_fd) = match setup() {
+            Ok(x) => x,
+            Err(e) => {
+                unmap();
+                return Err(e);
+            }
+        };
+        let cache = if mode.uses_cache() {
+            match cache::cache_for(base, pages, page_size) {
+                Ok(c) => Some(c),
+                Err(e) => {
+                    unmap();
+                    return Err(AttachError::Map {
+                        base,
+                        end,
+                        source: e,
+                    });
+                }
+            }
+        } else {
+            None
+        };
+        let shared = Arc::new(Shared {
+            poison: u.features & uffd::FEATURE_POISON != 0,
+            uffd: u,
+            backing,
+            base,
+            page_size,
+            pages,
+            perm,
+            mode,
+            state: (0..pages).map(|_| AtomicU8::new(ABSENT)).collect(),
+            dirty: PageBits::new(pages),
+            predicted: PageBits::new(pages),
+            maybe_dirty: PageBits::new(pages),
+            cache,
+            counters: Counters::default(),
+            failure: Mutex::new(None),
+            stop: AtomicBool::new(false),
+            stop_fd,
+            queue: Mutex::new(VecDeque::new()),
+            queue_cv: Condvar::new(),
+            psync_lock: Mutex::new(()),
+        });
+        // Each thread gets its page of scratch here, so a thread that
+        // starts can always serve faults.
+        let spawn = |name: String, f: fn(Arc<Shared>, Scratch), s: Arc<Shared>| {
+            let scratch = Scratch::new(page_size)?;
+            std::thread::Builder::new()
+                .name(name)
+                .spawn(move || f(s, scratch))
+        };
+        let handler = match spawn(
+            format!("pmo-fault-{base:x}"),
+            Shared::handler_loop,
+            shared.clone(),
+        ) {
+            Ok(h) => h,
+            Err(e) => {
+                unmap();
+                return Err(uffd_err("handler thread", e));
+            }
+        };
+        let mut attachment = Attachment {
+            shared: shared.clone(),
+            handler: Some(handler),
+            worker: None,
+        };
+        if matches!(mode, Mode::Predict { depth, .. } if depth > 0) {
+            match spawn(format!("pmo-predict-{base:x}"), Shared::worker_loop, shared) {
+                Ok(w) => attachment.worker = Some(w),
+                Err(e) => {
+                    // Dropping the attachment stops the handler and unmaps.
+                    drop(registry);
+                    drop(attachment);
+                    return Err(uffd_err("prediction thread", e));
+                }
+            }
+        }
+        registry.insert(base, (len, perm));
+        Ok(attachment)
+    }
+
+    /// The object's first byte (its fixed base address).
+    pub fn as_ptr(&self) -> *mut u8 {
+        self.shared.base as *mut u8
+    }
+
+    /// Bytes mapped (pages × page size).
+    pub fn len(&self) -> usize {
+        self.shared.pages * self.shared.page_size
+    }
+
+    /// Never true: an attachment has at least one page.
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// The whole object. Touching a page whose integrity check fails raises
+    /// SIGBUS (see the module documentation).
+    pub fn as_slice(&self) -> &[u8] {
+        // SAFETY: the mapping lives as long as `self`; pages appear on first
+        // touch through the fault handler.
+        unsafe { std::slice::from_raw_parts(self.as_ptr(), self.len()) }
+    }
+
+    /// The whole object, writable; `None` for a read-only attachment.
+    pub fn as_mut_slice(&mut self) -> Option<&mut [u8]> {
+        if self.shared.perm != Perm::Write {
+            return None;
+        }
+        // SAFETY: as `as_slice`, and `&mut self` makes the view unique.
+        Some(unsafe { std::slice::from_raw_parts_mut(self.as_ptr(), self.len()) })
+    }
+
+    /// Whether only user-mode accesses are served (`UFFD_USER_MODE_ONLY`,
+    /// when the kernel refuses more to this process): then a system call
+    /// that reads an untouched page of the object, such as `write(2)` from
+    /// it, fails with `EFAULT` instead of faulting the page in.
+    pub fn user_mode_only(&self) -> bool {
+        self.shared.uffd.user_mode_only
+    }
+
+    /// The permission it was attached with.
+    pub fn perm(&self) -> Perm {
+        self.shared.perm
+    }
+
+    /// The mode it was attached with.
+    pub fn mode(&self) -> Mode {
+        self.shared.mode
+    }
+
+    /// The first fault-time failure, if any: every later psync and detach
+    /// return it.
+    pub fn fault_error(&self) -> Option<AttachError> {
+        let f = self
+            .shared
+            .failure
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        f.as_ref().map(|f| AttachError::FaultFailed {
+            base: self.shared.base,
+            page: f.page,
+            addr: self.shared.addr(f.page),
+            message: f.message.clone(),
+        })
+    }
+
+    /// Pages written since the last psync, ascending.
+    pub fn dirty_pages(&self) -> Vec<usize> {
+        let s = &*self.shared;
+        let mut pages = s.dirty.collect(false);
+        pages.extend(
+            s.maybe_dirty
+                .collect(false)
+                .into_iter()
+                .filter(|&p| s.changed(p)),
+        );
+        pages.sort_unstable();
+        pages.dedup();
+        pages
+    }
+
+    /// Pages the prediction worker installed whose use has not been seen
+    /// (see [`AttachStats::predicted_seen_used`]), ascending.
+    pub fn predicted_pages(&self) -> Vec<usize> {
+        self.shared.predicted.collect(false)
+    }
+
+    /// Pages mapped now.
+    pub fn resident_pages(&self) -> usize {
+        self.shared
+            .state
+            .iter()
+            .filter(|s| s.load(Ordering::Relaxed) == PRESENT)
+            .count()
+    }
+
+    /// Counters so far.
+    pub fn stats(&self) -> AttachStats {
+        let c = &self.shared.counters;
+        let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        AttachStats {
+            faults: g(&c.faults),
+            wp_faults: g(&c.wp_faults),
+            pages_decrypted: g(&c.pages_decrypted),
+            pages_read: g(&c.pages_read),
+            cache_hits: g(&c.cache_hits),
+            predicted: g(&c.predicted),
+            predicted_seen_used: g(&c.predicted_seen_used),
+            predicted_late: g(&c.predicted_late),
+            predicted_skipped: g(&c.predicted_skipped),
+            handler_ns: g(&c.handler_ns),
+            worker_ns: g(&c.worker_ns),
+            psyncs: g(&c.psyncs),
+            pages_synced: g(&c.pages_synced),
+            psync_ns: g(&c.psync_ns),
+            failed_pages: g(&c.failed_pages),
+        }
+    }
+
+    /// Make every modification since the last psync durable, all or
+    /// nothing: stage each dirty page (sealed, out of place) and commit.
+    /// On error nothing is committed and the pages stay dirty, so psync can
+    /// be retried. A read-only attachment has nothing to do.
+    pub fn psync(&self) -> Result<PsyncStats, AttachError> {
+        let start = Instant::now();
+        if let Some(e) = self.fault_error() {
+            return Err(e);
+        }
+        let s = &*self.shared;
+        if s.perm == Perm::Read {
+            return Ok(PsyncStats::default());
+        }
+        let _one = s.psync_lock.lock().unwrap_or_else(|e| e.into_inner());
+        let mut dirty = s.dirty.collect(true);
+        let maybe = s.maybe_dirty.collect(true);
+        // A page marked dirty by its first (write) touch may still be on
+        // its way in; it is mapped writable, so wait for it before
+        // protecting it again.
+        for &p in &dirty {
+            while s.state[p].load(Ordering::Acquire) == INFLIGHT {
+                std::thread::yield_now();
+            }
+        }
+        // Re-protect in runs of consecutive pages, before copying or
+        // comparing: a write after this point faults and marks the page for
+        // the next psync. Predicted pages are protected from now on too.
+        let mut protect: Vec<usize> = dirty.iter().chain(&maybe).copied().collect();
+        protect.sort_unstable();
+        let mut i = 0;
+        while i < protect.len() {
+            let mut j = i + 1;
+            while j < protect.len() && protect[j] == protect[j - 1] + 1 {
+                j += 1;
+            }
+            if let Err(e) = s
+                .uffd
+                .write_protect(s.addr(protect[i]), (j - i) * s.page_size, true)
+            {
+                for &p in &dirty {
+                    s.dirty.set(p);
+                }
+                for &p in &maybe {
+                    s.maybe_dirty.set(p);
+                }
+                return Err(AttachError::Uffd {
+                    base: s.base,
+                    op: "write-protect",
+                    source: e,
+                });
+            }
+            i = j;
+        }
+        for &p in &maybe {
+            if s.changed(p) {
+                dirty.push(p);
+                if s.predicted.clear(p) {
+                    s.counters
+                        .predicted_seen_used
+                        .fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+        dirty.sort_unstable();
+        dirty.dedup();
+        // From here every page to sync is protected and in `dirty`; on an
+        // error they are marked dirty again so a retry includes them.
+        let restore = || {
+            for &p in &dirty {
+                s.dirty.set(p);
+            }
+        };
+        let cache = s.cache.clone().or_else(|| cache::lookup(s.base));
+        let mut copies = vec![0u8; dirty.len() * s.page_size];
+        for (&p, buf) in dirty.iter().zip(copies.chunks_mut(s.page_size)) {
+            // SAFETY: page `p` is mapped (dirty pages are present) and lies
+            // in our mapping; the copy tolerates a racing writer (see above).
+            unsafe {
+                std::ptr::copy_nonoverlapping(s.addr(p) as *const u8, buf.as_mut_ptr(), s.page_size)
+            };
+            if let Err(source) = s.backing.stage_page(p, buf) {
+                restore();
+                return Err(AttachError::Stage {
+                    base: s.base,
+                    page: p,
+                    source,
+                });
+            }
+        }
+        if let Err(source) = s.backing.commit() {
+            restore();
+            return Err(AttachError::Commit {
+                base: s.base,
+                source,
+            });
+        }
+        // Committed: the DRAM cache now holds the new plaintext, exactly
+        // what was staged.
+        if let Some(cache) = cache {
+            for (&p, buf) in dirty.iter().zip(copies.chunks(s.page_size)) {
+                cache.update(p, buf);
+            }
+        }
+        let buf = &mut copies;
+        buf.fill(0);
+        let ns = start.elapsed().as_nanos() as u64;
+        let c = &s.counters;
+        c.psyncs.fetch_add(1, Ordering::Relaxed);
+        c.pages_synced
+            .fetch_add(dirty.len() as u64, Ordering::Relaxed);
+        c.psync_ns.fetch_add(ns, Ordering::Relaxed);
+        Ok(PsyncStats {
+            pages: dirty.len() as u64,
+            ns,
+        })
+    }
+
+    /// psync (writable attachments), then unmap. The object can be attached
+    /// again at the same address. If psync fails the object is still
+    /// detached and keeps its state as of the last successful psync; call
+    /// `psync` first to be able to retry. Returns the final counters.
+    pub fn detach(mut self) -> Result<AttachStats, AttachError> {
+        let synced = self.psync();
+        self.shutdown();
+        synced.map(|_| self.stats())
+    }
+
+    fn shutdown(&mut self) {
+        let s = &self.shared;
+        if self.handler.is_none() && self.worker.is_none() && s.stop.load(Ordering::Acquire) {
+            return;
+        }
+        s.stop.store(true, Ordering::Release);
+        let one: u64 = 1;
+        // SAFETY: writing 8 bytes to our eventfd.
+        unsafe { libc::write(s.stop_fd.as_raw_fd(), (&one as *const u64).cast(), 8) };
+        {
+            let _q = s.queue.lock().unwrap_or_else(|e| e.into_inner());
+            s.queue_cv.notify_all();
+        }
+        if let Some(h) = self.handler.take() {
+            let _ = h.join();
+        }
+        if let Some(w) = self.worker.take() {
+            let _ = w.join();
+        }
+        let len = self.len();
+        // SAFETY: our mapping; `self` is going away, so no view of it lives.
+        unsafe {
+            libc::munmap(s.base as *mut libc::c_void, len);
+        }
+        attached()
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&s.base);
+    }
+}
+
+impl Drop for Attachment {
+    /// Dropping without `detach` unmaps without psync: the object stays as
+    /// at its last psync, as after a crash.
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+impl std::fmt::Debug for Attachment {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Attachment")
+            .field("base", &format_args!("{:#x}", self.shared.base))
+            .field("pages", &self.shared.pages)
+            .field("perm", &self.shared.perm)
+            .field("mode", &self.shared.mode)
+            .finish()
+    }
+}
