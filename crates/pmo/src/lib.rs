@@ -52,7 +52,8 @@
 //! ```
 #![warn(missing_docs)]
 
-#[allow(missing_docs)] // error fields and mode parameters: their messages and the module text say what they are
+#[allow(missing_docs)]
+// error fields and mode parameters: their messages and the module text say what they are
 pub mod attach;
 pub mod backing;
 pub mod crypto;

@@ -160,7 +160,11 @@ fn seal_only(bytes: u64) -> Result<Sample> {
         // As the pool does: copy the page into the output, seal in place.
         dst.copy_from_slice(&src);
         let tag = cipher
-            .seal_in_place_separate_tag(Nonce::assume_unique_for_key(nonce), Aad::from(aad), &mut dst)
+            .seal_in_place_separate_tag(
+                Nonce::assume_unique_for_key(nonce),
+                Aad::from(aad),
+                &mut dst,
+            )
             .map_err(|_| anyhow::anyhow!("AES-GCM refused a 4 KiB page"))?;
         sink ^= tag.as_ref()[0];
     }

@@ -5,8 +5,8 @@
 use std::collections::{BTreeMap, HashSet};
 
 use nvmos_frames::{
-    AllocError, BankBuddy, BankPolicy, Buddy, FrameAllocator, IBuddy, M3Policy, MigrateType,
-    Order, PcpPolicy, PerCpu, Pfn, Request, Zone, M3,
+    AllocError, BankBuddy, BankPolicy, Buddy, FrameAllocator, IBuddy, M3Policy, MigrateType, Order,
+    PcpPolicy, PerCpu, Pfn, Request, Zone, M3,
 };
 
 pub type Lock = parking_lot::RawMutex;

@@ -65,6 +65,7 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 
 use crate::backing::PageBacking;
+use crate::pptr::PPtr;
 use cache::{Lookup, PageCache};
 use predict::{new_predictor, Predictor, PredictorKind};
 use uffd::{CopyOutcome, Msg, Uffd};
@@ -1033,6 +1034,37 @@ impl Attachment {
         }
         // SAFETY: as `as_slice`, and `&mut self` makes the view unique.
         Some(unsafe { std::slice::from_raw_parts_mut(self.as_ptr(), self.len()) })
+    }
+
+    /// A typed pointer to byte `offset` of this object (see [`PPtr`]).
+    pub fn pptr<T>(&self, offset: usize) -> PPtr<T> {
+        PPtr::from_offset(self.shared.base, offset)
+    }
+
+    /// The `T` that `p` points at, copied out; `None` for a null pointer or
+    /// one that does not lie whole and aligned inside this object (such as
+    /// a pointer read from a damaged object or another object's). `T` is
+    /// plain data (`#[repr(C)]`, no references or heap pointers; [`PPtr`]
+    /// fields are fine).
+    pub fn get<T: Copy>(&self, p: PPtr<T>) -> Option<T> {
+        let offset = p.offset_in(self.shared.base, self.len())?;
+        // SAFETY: `offset_in` checked that a whole, aligned T lies inside
+        // the mapping, which lives as long as `self`; T is Copy plain data.
+        Some(unsafe { std::ptr::read(self.as_ptr().add(offset) as *const T) })
+    }
+
+    /// Store `value` where `p` points. Refused (returns `false`, nothing
+    /// written) for a read-only attachment or a pointer `get` would refuse.
+    pub fn set<T: Copy>(&mut self, p: PPtr<T>, value: T) -> bool {
+        let Some(offset) = p.offset_in(self.shared.base, self.len()) else {
+            return false;
+        };
+        if self.shared.perm != Perm::Write {
+            return false;
+        }
+        // SAFETY: as in `get`, and `&mut self` makes the write unique.
+        unsafe { std::ptr::write(self.as_ptr().add(offset) as *mut T, value) };
+        true
     }
 
     /// Whether only user-mode accesses are served (`UFFD_USER_MODE_ONLY`,
