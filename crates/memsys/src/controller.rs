@@ -437,6 +437,17 @@ impl Controller {
         req: MemRequest,
         done: &mut Vec<Completion>,
     ) -> Result<u64, ControllerError> {
+        self.submit_with(req, |c| done.push(c))
+    }
+
+    /// [`Controller::submit`] handing each completion to `done`: `run`
+    /// drops them without storing them.
+    #[inline(always)]
+    fn submit_with(
+        &mut self,
+        req: MemRequest,
+        mut done: impl FnMut(Completion),
+    ) -> Result<u64, ControllerError> {
         let at = self
             .decoder
             .decode(req.paddr)
@@ -450,9 +461,9 @@ impl Controller {
         let mut entered = req.arrival;
         while let Some(t) = self.decision_time(c) {
             if t < req.arrival {
-                done.push(self.decide(c));
+                done(self.decide_at(c, t));
             } else if self.channels[c].len == self.depth {
-                done.push(self.decide(c));
+                done(self.decide_at(c, t));
                 entered = entered.max(self.channels[c].freed_at);
             } else {
                 break;
@@ -520,12 +531,10 @@ impl Controller {
         &mut self,
         requests: impl IntoIterator<Item = MemRequest>,
     ) -> Result<ControllerReport, ControllerError> {
-        let mut done = Vec::with_capacity(self.depth);
         for req in requests {
-            self.submit(req, &mut done)?;
-            done.clear();
+            self.submit_with(req, |_| ())?;
         }
-        self.drain(&mut done);
+        while self.decide_next().is_some() {}
         Ok(self.report())
     }
 
@@ -533,6 +542,12 @@ impl Controller {
     /// commands.
     fn decide(&mut self, c: usize) -> Completion {
         let now = self.decision_time(c).expect("decide on a non-empty queue");
+        self.decide_at(c, now)
+    }
+
+    /// [`Controller::decide`] with `now` the channel's decision time.
+    #[inline(always)]
+    fn decide_at(&mut self, c: usize, now: u64) -> Completion {
         let first_bank = c * self.banks_per_channel as usize;
         // FR-FCFS: the oldest queued hit (each bank's candidate is its
         // first queued hit), else the oldest request.
@@ -599,7 +614,7 @@ impl Controller {
     /// Take slot `s` (a copy of it in `slot`) off its bank's queue and
     /// the channel's arrival order, keeping the bank's hit count and first
     /// hit, and free it.
-    #[inline]
+    #[inline(always)]
     fn unlink(&mut self, c: usize, s: u32, slot: &Slot) {
         let ch = &mut self.channels[c];
         let bank = &mut self.banks[slot.bank as usize];
@@ -666,7 +681,7 @@ impl Controller {
     /// Place the commands of `slot`, picked at `now`, as early as every
     /// constraint allows. Returns (outcome, column command time, end of
     /// data, first command time).
-    #[inline]
+    #[inline(always)]
     fn issue(
         &mut self,
         c: usize,
