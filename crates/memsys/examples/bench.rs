@@ -1,37 +1,97 @@
-//! Benchmark of the timing model: requests simulated per second of host
-//! time, on every preset, for a sequential and a random request stream,
-//! against a baseline measured in the same run (decoding the same
-//! addresses with the byte-wise lookup tables, the least work a timing
-//! model must do per request).
+//! Benchmark of the timing model: requests simulated per second, on every
+//! preset, for a sequential and a random request stream, against a
+//! baseline measured in the same run (decoding the same addresses with the
+//! byte-wise lookup tables, the least work a timing model must do per
+//! request).
 //!
-//! `cargo run --release -p nvmos-memsys --example bench [requests]`
+//! Two clocks: the calling thread's CPU time
+//! (`CLOCK_THREAD_CPUTIME_ID`), which does not count the time the thread
+//! waited for a core, so it stays honest on a loaded machine, and wall
+//! time. Each figure is the median of `rounds` runs. The thread is pinned
+//! to one CPU (the last one it may use) so it does not migrate mid-run.
+//!
+//! `cargo run --release -p nvmos-memsys --example bench [requests] [rounds]`
 use std::time::Instant;
 
 use nvmos_memsys::{AccessKind, BankDecoder, Controller, ControllerConfig, Machine, MemRequest};
 
-fn best_of<T>(rounds: u32, mut f: impl FnMut() -> T) -> (f64, T) {
-    let mut best = f64::MAX;
+/// This thread's CPU time in seconds.
+fn thread_cpu_secs() -> f64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec for the call's duration.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    assert_eq!(rc, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID) failed");
+    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
+}
+
+/// Pin this thread to the last CPU in its affinity mask; returns it.
+fn pin() -> Option<usize> {
+    // SAFETY: a zeroed cpu_set_t is a valid empty set; the calls only
+    // read and write the set passed to them.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of_val(&set), &mut set) != 0 {
+            return None;
+        }
+        let cpu = (0..libc::CPU_SETSIZE as usize)
+            .rev()
+            .find(|&c| libc::CPU_ISSET(c, &set))?;
+        let mut one: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut one);
+        (libc::sched_setaffinity(0, std::mem::size_of_val(&one), &one) == 0).then_some(cpu)
+    }
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+/// Median (CPU seconds, wall seconds) over `rounds` runs of `f`, and the
+/// last run's result.
+fn measure<T>(rounds: u32, mut f: impl FnMut() -> T) -> (f64, f64, T) {
+    let mut cpu = Vec::new();
+    let mut wall = Vec::new();
     let mut out = None;
     for _ in 0..rounds {
-        let t = Instant::now();
-        let r = f();
-        best = best.min(t.elapsed().as_secs_f64());
+        let (c, w) = (thread_cpu_secs(), Instant::now());
+        let r = std::hint::black_box(f());
+        wall.push(w.elapsed().as_secs_f64());
+        cpu.push(thread_cpu_secs() - c);
         out = Some(r);
     }
-    (best, out.expect("at least one round"))
+    (median(cpu), median(wall), out.expect("at least one round"))
 }
 
 fn main() {
-    let n: u64 = std::env::args()
-        .nth(1)
+    let mut args = std::env::args().skip(1);
+    let n: u64 = args
+        .next()
         .and_then(|a| a.parse().ok())
         .unwrap_or(4_000_000);
+    let rounds: u32 = args.next().and_then(|a| a.parse().ok()).unwrap_or(5).max(1);
+    let cpu = pin();
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     println!(
-        "{n} requests per stream, best of 3 rounds; M/s = million requests per second of host time"
+        "{n} requests per stream, median of {rounds} rounds, pinned to CPU {}, load average {}",
+        cpu.map_or("-".to_owned(), |c| c.to_string()),
+        load.split_whitespace()
+            .take(3)
+            .collect::<Vec<_>>()
+            .join(" ")
     );
+    println!("M/s = million requests per second: per CPU-second of this thread (cpu) and per wall-second (wall)");
     println!(
-        "{:<16} {:<7} {:>10} {:>12} {:>8} {:>7} {:>6}",
-        "machine", "stream", "model M/s", "decode M/s", "ratio", "hit%", "BLP"
+        "{:<16} {:<7} {:>9} {:>9} {:>11} {:>11} {:>7} {:>6} {:>6}",
+        "machine", "stream", "model cpu", "wall", "decode cpu", "wall", "ratio", "hit%", "BLP"
     );
     for name in Machine::preset_names() {
         let m = Machine::preset(name).expect("presets load");
@@ -66,23 +126,25 @@ fn main() {
             .collect();
         let decoder = BankDecoder::new(&m);
         for (label, requests) in [("seq", &sequential), ("random", &random)] {
-            let (base, sum) = best_of(3, || {
+            let (base_cpu, base_wall, _) = measure(rounds, || {
                 requests.iter().fold(0u64, |acc, r| {
                     let b = decoder.decode(r.paddr).expect("inside memory");
                     acc.wrapping_add(u64::from(b.bank ^ b.row))
                 })
             });
-            std::hint::black_box(sum);
-            let (secs, report) = best_of(3, || {
+            let (cpu, wall, report) = measure(rounds, || {
                 let mut mc = Controller::new(&m, ControllerConfig::default()).expect("builds");
                 mc.run(requests.iter().copied())
                     .expect("requests are inside memory")
             });
-            let model = n as f64 / secs / 1e6;
-            let decode = n as f64 / base / 1e6;
+            let rate = |secs: f64| n as f64 / secs / 1e6;
             println!(
-                "{name:<16} {label:<7} {model:>10.1} {decode:>12.1} {:>8.3} {:>7.1} {:>6.2}",
-                model / decode,
+                "{name:<16} {label:<7} {:>9.1} {:>9.1} {:>11.1} {:>11.1} {:>7.3} {:>6.1} {:>6.2}",
+                rate(cpu),
+                rate(wall),
+                rate(base_cpu),
+                rate(base_wall),
+                rate(cpu) / rate(base_cpu),
                 report.hit_rate * 100.0,
                 report.blp
             );

@@ -55,8 +55,6 @@
 //! ([`crate::checker`]) that knows nothing of how they were scheduled and
 //! reports the first timing constraint any pair of commands breaks.
 
-use std::collections::VecDeque;
-
 use serde::{Deserialize, Serialize};
 
 use crate::bank::{AccessKind, PagePolicy, RowOutcome, RowStats};
@@ -72,6 +70,9 @@ pub const READ_TO_WRITE_TURNAROUND: u32 = 2;
 
 /// No row open.
 const CLOSED: u32 = u32::MAX;
+
+/// End of an intrusive list of slots.
+const NIL: u32 = u32::MAX;
 
 /// How the controller runs.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -103,8 +104,8 @@ pub enum ControllerError {
         /// The machine's name.
         machine: String,
     },
-    /// A queue of no requests.
-    #[error("queue_depth must be at least 1")]
+    /// A queue of no requests, or of more than slot numbers can name.
+    #[error("queue_depth must be at least 1 and below 2^32 - 1")]
     QueueDepth,
     /// A request beyond the mapped memory.
     #[error("request for physical address {paddr:#x} lies beyond the {size:#x} bytes mapped")]
@@ -187,19 +188,33 @@ pub struct ControllerReport {
     pub cores: Vec<CoreLatency>,
 }
 
+// Layout of the queues. Each channel owns a fixed array of `queue_depth`
+// slots, allocated once; a queued request lives in one slot until it is
+// picked. Slots are threaded on two intrusive doubly linked lists: the
+// channel's arrival-order list (oldest first, so the FCFS fallback is its
+// head) and its bank's queue (also oldest first). Both unlink in O(1), so
+// neither submitting nor picking allocates or searches a queue. Each bank
+// also keeps its first queued row hit, and each channel a bitmask of the
+// banks that have one, so FR-FCFS looks at one candidate per such bank
+// instead of walking queues.
+
 #[derive(Clone, Debug)]
 struct BankQ {
     open_row: u32,
+    /// Oldest and youngest slot of this bank's queue, or `NIL`.
+    head: u32,
+    tail: u32,
+    /// The oldest queued slot whose row is `open_row`, or `NIL`.
+    /// Invariant: `NIL` exactly when `hits == 0`.
+    first_hit: u32,
+    /// How many queued slots hit `open_row`.
+    hits: u32,
     act_ok: u64,
     pre_ok: u64,
     col_ok: u64,
     /// Union of busy intervals, accumulated: end of the last one.
     busy_until: u64,
     busy: u64,
-    /// Queued (slot, row) of this bank, oldest first.
-    queue: VecDeque<(u32, u32)>,
-    /// How many of them hit `open_row`.
-    hits: u32,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -213,24 +228,50 @@ struct RankQ {
     read_ok: u64,
 }
 
-#[derive(Copy, Clone, Debug, Default)]
+#[derive(Copy, Clone, Debug)]
 struct Slot {
     id: u64,
-    row: u32,
-    bank: u32,
-    kind: Option<AccessKind>,
-    core: u32,
     arrival: u64,
     /// When it entered the queue (after waiting for space).
     entered: u64,
+    row: u32,
+    bank: u32,
+    core: u32,
+    kind: AccessKind,
+    /// Arrival-order list links.
+    older: u32,
+    younger: u32,
+    /// Bank-queue links.
+    bank_older: u32,
+    bank_younger: u32,
+}
+
+impl Default for Slot {
+    fn default() -> Self {
+        Self {
+            id: 0,
+            arrival: 0,
+            entered: 0,
+            row: 0,
+            bank: 0,
+            core: 0,
+            kind: AccessKind::Read,
+            older: NIL,
+            younger: NIL,
+            bank_older: NIL,
+            bank_younger: NIL,
+        }
+    }
 }
 
 #[derive(Clone, Debug)]
 struct ChannelQ {
     slots: Vec<Slot>,
+    /// Free slots, a stack (capacity `queue_depth`, never reallocated).
     free: Vec<u32>,
-    /// (slot, id) in arrival order; stale once the slot's id differs.
-    order: VecDeque<(u32, u64)>,
+    /// Oldest and youngest queued slot, or `NIL`.
+    oldest: u32,
+    youngest: u32,
     len: usize,
     /// Local banks with at least one queued hit.
     hit_banks: Vec<u64>,
@@ -289,18 +330,26 @@ impl Controller {
         let banks_per_rank = org.bank_groups * org.banks;
         let bank = BankQ {
             open_row: CLOSED,
+            head: NIL,
+            tail: NIL,
+            first_hit: NIL,
+            hits: 0,
             act_ok: 0,
             pre_ok: 0,
             col_ok: 0,
             busy_until: 0,
             busy: 0,
-            queue: VecDeque::new(),
-            hits: 0,
         };
+        // Slot numbers are u32 with NIL reserved.
+        let depth = u32::try_from(config.queue_depth)
+            .ok()
+            .filter(|&d| d < NIL)
+            .ok_or(ControllerError::QueueDepth)?;
         let channel = ChannelQ {
             slots: vec![Slot::default(); config.queue_depth],
-            free: (0..config.queue_depth as u32).rev().collect(),
-            order: VecDeque::with_capacity(config.queue_depth),
+            free: (0..depth).rev().collect(),
+            oldest: NIL,
+            youngest: NIL,
             len: 0,
             hit_banks: vec![0; (banks_per_channel as usize).div_ceil(64)],
             last_col: 0,
@@ -364,10 +413,10 @@ impl Controller {
     #[inline]
     pub fn decision_time(&self, channel: usize) -> Option<u64> {
         let ch = &self.channels[channel];
-        // Invariant: the front of `order` is live whenever the queue is
-        // not empty (`decide` pops stale entries off it).
-        let &(s, _) = ch.order.front()?;
-        Some(ch.last_col.max(ch.slots[s as usize].entered))
+        if ch.oldest == NIL {
+            return None;
+        }
+        Some(ch.last_col.max(ch.slots[ch.oldest as usize].entered))
     }
 
     /// The channel that decides next and when.
@@ -382,10 +431,22 @@ impl Controller {
     /// decisions that make room (the request then enters the queue when
     /// the slot frees). Completions of those decisions go to `done`.
     /// Returns the request's id.
+    #[inline]
     pub fn submit(
         &mut self,
         req: MemRequest,
         done: &mut Vec<Completion>,
+    ) -> Result<u64, ControllerError> {
+        self.submit_with(req, |c| done.push(c))
+    }
+
+    /// [`Controller::submit`] handing each completion to `done`: `run`
+    /// drops them without storing them.
+    #[inline(always)]
+    fn submit_with(
+        &mut self,
+        req: MemRequest,
+        mut done: impl FnMut(Completion),
     ) -> Result<u64, ControllerError> {
         let at = self
             .decoder
@@ -400,9 +461,9 @@ impl Controller {
         let mut entered = req.arrival;
         while let Some(t) = self.decision_time(c) {
             if t < req.arrival {
-                done.push(self.decide(c));
+                done(self.decide_at(c, t));
             } else if self.channels[c].len == self.depth {
-                done.push(self.decide(c));
+                done(self.decide_at(c, t));
                 entered = entered.max(self.channels[c].freed_at);
             } else {
                 break;
@@ -416,18 +477,34 @@ impl Controller {
         let s = ch.free.pop().expect("the queue has room");
         ch.slots[s as usize] = Slot {
             id,
-            row: at.row,
-            bank: at.bank,
-            kind: Some(req.kind),
-            core: req.core,
             arrival: req.arrival,
             entered,
+            row: at.row,
+            bank: at.bank,
+            core: req.core,
+            kind: req.kind,
+            older: ch.youngest,
+            younger: NIL,
+            bank_older: bank.tail,
+            bank_younger: NIL,
         };
-        ch.order.push_back((s, id));
+        // Append to the channel's arrival order and to the bank's queue.
+        match ch.youngest {
+            NIL => ch.oldest = s,
+            y => ch.slots[y as usize].younger = s,
+        }
+        ch.youngest = s;
+        match bank.tail {
+            NIL => bank.head = s,
+            t => ch.slots[t as usize].bank_younger = s,
+        }
+        bank.tail = s;
         ch.len += 1;
-        bank.queue.push_back((s, at.row));
         if bank.open_row == at.row {
             bank.hits += 1;
+            if bank.first_hit == NIL {
+                bank.first_hit = s;
+            }
             let local = (at.bank & (self.banks_per_channel - 1)) as usize;
             ch.hit_banks[local / 64] |= 1 << (local % 64);
         }
@@ -454,12 +531,10 @@ impl Controller {
         &mut self,
         requests: impl IntoIterator<Item = MemRequest>,
     ) -> Result<ControllerReport, ControllerError> {
-        let mut done = Vec::with_capacity(self.depth);
         for req in requests {
-            self.submit(req, &mut done)?;
-            done.clear();
+            self.submit_with(req, |_| ())?;
         }
-        self.drain(&mut done);
+        while self.decide_next().is_some() {}
         Ok(self.report())
     }
 
@@ -467,69 +542,35 @@ impl Controller {
     /// commands.
     fn decide(&mut self, c: usize) -> Completion {
         let now = self.decision_time(c).expect("decide on a non-empty queue");
-        let first_bank = c as u32 * self.banks_per_channel;
-        // FR-FCFS: the oldest queued hit, else the oldest request.
-        let mut pick: Option<(u32, usize)> = None; // (slot, index in its bank queue)
+        self.decide_at(c, now)
+    }
+
+    /// [`Controller::decide`] with `now` the channel's decision time.
+    #[inline(always)]
+    fn decide_at(&mut self, c: usize, now: u64) -> Completion {
+        let first_bank = c * self.banks_per_channel as usize;
+        // FR-FCFS: the oldest queued hit (each bank's candidate is its
+        // first queued hit), else the oldest request.
+        let ch = &self.channels[c];
+        let mut pick = NIL;
         let mut pick_id = u64::MAX;
-        {
-            let ch = &self.channels[c];
-            for (w, &word) in ch.hit_banks.iter().enumerate() {
-                let mut word = word;
-                while word != 0 {
-                    let local = w * 64 + word.trailing_zeros() as usize;
-                    word &= word - 1;
-                    let bank = &self.banks[first_bank as usize + local];
-                    for (i, &(s, row)) in bank.queue.iter().enumerate() {
-                        if row == bank.open_row {
-                            let slot = &ch.slots[s as usize];
-                            if slot.entered <= now && slot.id < pick_id {
-                                pick = Some((s, i));
-                                pick_id = slot.id;
-                            }
-                            break;
-                        }
-                    }
+        for (w, &word) in ch.hit_banks.iter().enumerate() {
+            let mut word = word;
+            while word != 0 {
+                let local = w * 64 + word.trailing_zeros() as usize;
+                word &= word - 1;
+                let s = self.banks[first_bank + local].first_hit;
+                let slot = &ch.slots[s as usize];
+                if slot.entered <= now && slot.id < pick_id {
+                    pick = s;
+                    pick_id = slot.id;
                 }
             }
         }
-        let (s, qi) = match pick {
-            Some(p) => p,
-            None => {
-                let ch = &mut self.channels[c];
-                let s = loop {
-                    let (s, id) = ch.order.pop_front().expect("a live entry");
-                    if ch.slots[s as usize].id == id && ch.slots[s as usize].kind.is_some() {
-                        break s;
-                    }
-                };
-                let bank = &self.banks[ch.slots[s as usize].bank as usize];
-                let qi = bank
-                    .queue
-                    .iter()
-                    .position(|&(q, _)| q == s)
-                    .expect("a queued slot is in its bank's queue");
-                (s, qi)
-            }
-        };
-        let slot = self.channels[c].slots[s as usize];
-        let kind = slot.kind.expect("a live slot");
-        self.banks[slot.bank as usize].queue.remove(qi);
-        if slot.row == self.banks[slot.bank as usize].open_row {
-            self.banks[slot.bank as usize].hits -= 1;
-        }
-        {
-            let ch = &mut self.channels[c];
-            ch.slots[s as usize].kind = None;
-            ch.free.push(s);
-            ch.len -= 1;
-            while let Some(&(front, id)) = ch.order.front() {
-                let f = &ch.slots[front as usize];
-                if f.id == id && f.kind.is_some() {
-                    break;
-                }
-                ch.order.pop_front();
-            }
-        }
+        let s = if pick == NIL { ch.oldest } else { pick };
+        let slot = ch.slots[s as usize];
+        let kind = slot.kind;
+        self.unlink(c, s, &slot);
         let (outcome, col, data_end, start) = self.issue(c, &slot, kind, now);
         self.channels[c].freed_at = col;
         if outcome != RowOutcome::Hit || self.policy == PagePolicy::Closed {
@@ -570,12 +611,65 @@ impl Controller {
         }
     }
 
+    /// Take slot `s` (a copy of it in `slot`) off its bank's queue and
+    /// the channel's arrival order, keeping the bank's hit count and first
+    /// hit, and free it.
+    #[inline(always)]
+    fn unlink(&mut self, c: usize, s: u32, slot: &Slot) {
+        let ch = &mut self.channels[c];
+        let bank = &mut self.banks[slot.bank as usize];
+        match slot.bank_older {
+            NIL => bank.head = slot.bank_younger,
+            o => ch.slots[o as usize].bank_younger = slot.bank_younger,
+        }
+        match slot.bank_younger {
+            NIL => bank.tail = slot.bank_older,
+            y => ch.slots[y as usize].bank_older = slot.bank_older,
+        }
+        if slot.row == bank.open_row {
+            bank.hits -= 1;
+            if bank.first_hit == s {
+                // The next hit is younger than this one.
+                let mut next = slot.bank_younger;
+                if bank.hits == 0 {
+                    next = NIL;
+                }
+                while next != NIL && ch.slots[next as usize].row != bank.open_row {
+                    next = ch.slots[next as usize].bank_younger;
+                }
+                bank.first_hit = next;
+            }
+        }
+        match slot.older {
+            NIL => ch.oldest = slot.younger,
+            o => ch.slots[o as usize].younger = slot.younger,
+        }
+        match slot.younger {
+            NIL => ch.youngest = slot.older,
+            y => ch.slots[y as usize].older = slot.older,
+        }
+        ch.free.push(s);
+        ch.len -= 1;
+    }
+
     /// Recount a bank's queued hits after its open row may have changed.
     fn refresh_hits(&mut self, c: usize, bank_index: u32) {
         let ch = &mut self.channels[c];
         let bank = &mut self.banks[bank_index as usize];
         let open = bank.open_row;
-        bank.hits = bank.queue.iter().filter(|&&(_, row)| row == open).count() as u32;
+        bank.hits = 0;
+        bank.first_hit = NIL;
+        let mut s = bank.head;
+        while s != NIL {
+            let slot = &ch.slots[s as usize];
+            if slot.row == open {
+                if bank.first_hit == NIL {
+                    bank.first_hit = s;
+                }
+                bank.hits += 1;
+            }
+            s = slot.bank_younger;
+        }
         let local = (bank_index & (self.banks_per_channel - 1)) as usize;
         if bank.hits > 0 {
             ch.hit_banks[local / 64] |= 1 << (local % 64);
@@ -587,7 +681,7 @@ impl Controller {
     /// Place the commands of `slot`, picked at `now`, as early as every
     /// constraint allows. Returns (outcome, column command time, end of
     /// data, first command time).
-    #[inline]
+    #[inline(always)]
     fn issue(
         &mut self,
         c: usize,
