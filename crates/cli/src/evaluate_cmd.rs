@@ -119,7 +119,9 @@ pub fn replay(args: ReplayArgs) -> Result<()> {
 }
 
 /// Every trace file in `dir`, by name; README and dot files left out.
-fn trace_files(dir: &Path) -> Result<Vec<PathBuf>> {
+/// The trace files in `dir` (not hidden, not Markdown), sorted; possibly
+/// none. Subfolders (such as `traces/swap/`) are not descended into.
+pub(crate) fn trace_files_in(dir: &Path) -> Result<Vec<PathBuf>> {
     let entries = std::fs::read_dir(dir)
         .with_context(|| format!("reading the trace folder {}", dir.display()))?;
     let mut files = Vec::new();
@@ -133,6 +135,11 @@ fn trace_files(dir: &Path) -> Result<Vec<PathBuf>> {
         }
     }
     files.sort();
+    Ok(files)
+}
+
+fn trace_files(dir: &Path) -> Result<Vec<PathBuf>> {
+    let files = trace_files_in(dir)?;
     if files.is_empty() {
         bail!("no traces in {}", dir.display());
     }

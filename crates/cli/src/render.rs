@@ -209,7 +209,7 @@ fn metadata_table(report: &Report) -> String {
 }
 
 /// Lay out rows in columns: the first left-aligned, the rest right.
-fn align(rows: &[Vec<String>]) -> String {
+pub(crate) fn align(rows: &[Vec<String>]) -> String {
     let columns = rows.iter().map(Vec::len).max().unwrap_or(0);
     let widths: Vec<usize> = (0..columns)
         .map(|c| {

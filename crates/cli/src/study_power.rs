@@ -516,19 +516,7 @@ fn study(args: &PowerArgs) -> Result<PowerStudy> {
 }
 
 fn trace_files(dir: &Path) -> Result<Vec<PathBuf>> {
-    let entries = std::fs::read_dir(dir)
-        .with_context(|| format!("reading the trace folder {}", dir.display()))?;
-    let mut files = Vec::new();
-    for entry in entries {
-        let path = entry
-            .with_context(|| format!("reading the trace folder {}", dir.display()))?
-            .path();
-        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
-        if path.is_file() && !name.starts_with('.') && !name.ends_with(".md") {
-            files.push(path);
-        }
-    }
-    files.sort();
+    let files = crate::evaluate_cmd::trace_files_in(dir)?;
     if files.is_empty() {
         bail!(
             "no traces in {} (give --no-traces to skip them)",

@@ -9,6 +9,7 @@ use anyhow::{Context, Result};
 use clap::Args;
 use nvmos_sim::swap_study::{self, Pattern, SwapStudy, SwapStudyOptions, DEVICES};
 
+use crate::render::align;
 use crate::report::{escape, format_value, CHECK_SCRIPT, PALETTE, STYLE};
 
 #[derive(Args, Debug)]
@@ -105,32 +106,6 @@ pub fn run(args: SwapArgs) -> Result<()> {
         println!("\nreport: {}", args.out.join("swap.html").display());
     }
     Ok(())
-}
-
-fn align(rows: &[Vec<String>]) -> String {
-    let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
-    let widths: Vec<usize> = (0..cols)
-        .map(|c| {
-            rows.iter()
-                .filter_map(|r| r.get(c))
-                .map(|s| s.chars().count())
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
-    let mut out = String::new();
-    for r in rows {
-        for (c, cell) in r.iter().enumerate() {
-            let pad = widths[c] - cell.chars().count();
-            if c == 0 {
-                write!(out, "{cell}{}", " ".repeat(pad)).unwrap();
-            } else {
-                write!(out, "  {}{cell}", " ".repeat(pad)).unwrap();
-            }
-        }
-        out.push('\n');
-    }
-    out
 }
 
 /// Every stream's patterns: (name, pattern).

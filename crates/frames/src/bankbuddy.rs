@@ -51,7 +51,7 @@ use core::cmp::Reverse;
 use lock_api::{Mutex, RawMutex};
 
 use crate::error::ensure;
-use crate::meta::{FrameList, FrameMeta, Kind};
+use crate::meta::{check_block_free, FrameList, FrameMeta, Kind};
 use crate::{
     check_cpu, check_cpus, AllocError, CachePadded, ConfigError, FrameAllocator, MigrateType,
     Order, Pfn, Request, Stats, ValidationError, Zone, ZoneMap, MAX_ORDER, ORDERS,
@@ -693,40 +693,12 @@ impl BankZone {
     /// Whether the block at `pfn` (in this zone and aligned) is allocated
     /// with exactly `order`, and if not, which error a free gets.
     fn check_free(&self, pfn: Pfn, order: Order) -> Result<(), AllocError> {
-        let state = self.meta[self.index(pfn) as usize].state;
-        if state.is_allocated(order) {
-            return Ok(());
-        }
-        let freed_before = |pfn| {
-            if state.ever_allocated() {
-                AllocError::DoubleFree { pfn, order }
-            } else {
-                AllocError::NotAllocated { pfn, order }
-            }
-        };
-        match state.kind() {
-            Kind::Allocated(allocated) if allocated == order => Ok(()),
-            Kind::Allocated(allocated) => Err(AllocError::WrongOrder {
-                pfn,
-                order,
-                allocated,
-            }),
-            Kind::Free(_) => Err(freed_before(pfn)),
-            Kind::Tail => {
-                for o in Order::all().skip(1) {
-                    let head = pfn.0 & !(o.frames() - 1);
-                    if head < self.zone.start.0 {
-                        break;
-                    }
-                    match self.meta[self.index(Pfn(head)) as usize].state.kind() {
-                        Kind::Tail => continue,
-                        Kind::Free(_) => return Err(freed_before(pfn)),
-                        Kind::Allocated(_) => break,
-                    }
-                }
-                Err(AllocError::NotAllocated { pfn, order })
-            }
-        }
+        check_block_free(
+            |p| self.meta[self.index(p) as usize].state,
+            self.zone.start,
+            pfn,
+            order,
+        )
     }
 
     /// Relocate the allocated block at `i` to the block `target` (taken

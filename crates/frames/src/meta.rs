@@ -5,7 +5,7 @@
 //! array, a `u32`, so a link costs 4 bytes instead of a pointer's 8.
 
 use crate::error::ensure;
-use crate::{Order, ValidationError};
+use crate::{AllocError, Order, Pfn, ValidationError};
 
 /// "No frame": the end of a list.
 pub(crate) const NIL: u32 = u32::MAX;
@@ -253,5 +253,56 @@ impl FrameList {
             self.tail
         );
         Ok(())
+    }
+}
+
+/// Whether the block at `pfn` (inside the buddy zone starting at
+/// `zone_start`, aligned for `order`) is allocated with exactly `order`,
+/// and if not, which error a free of it gets: `WrongOrder` for a block
+/// allocated with another order, `DoubleFree` for a frame freed since it
+/// was last allocated, `NotAllocated` otherwise (never allocated, or a
+/// tail frame of an allocated block). `state_at` reads a frame's state.
+/// Shared by every buddy that keeps `FrameState`s (`Buddy`, `BankBuddy`).
+pub(crate) fn check_block_free(
+    state_at: impl Fn(Pfn) -> FrameState,
+    zone_start: Pfn,
+    pfn: Pfn,
+    order: Order,
+) -> Result<(), AllocError> {
+    let state = state_at(pfn);
+    if state.is_allocated(order) {
+        return Ok(());
+    }
+    let freed_before = |pfn| {
+        if state.ever_allocated() {
+            AllocError::DoubleFree { pfn, order }
+        } else {
+            AllocError::NotAllocated { pfn, order }
+        }
+    };
+    match state.kind() {
+        Kind::Allocated(allocated) if allocated == order => Ok(()),
+        Kind::Allocated(allocated) => Err(AllocError::WrongOrder {
+            pfn,
+            order,
+            allocated,
+        }),
+        Kind::Free(_) => Err(freed_before(pfn)),
+        Kind::Tail => {
+            // Find the block the frame lies in: its head is the first head
+            // met aligning the pfn down order by order.
+            for o in Order::all().skip(1) {
+                let head = pfn.0 & !(o.frames() - 1);
+                if head < zone_start.0 {
+                    break;
+                }
+                match state_at(Pfn(head)).kind() {
+                    Kind::Tail => continue,
+                    Kind::Free(_) => return Err(freed_before(pfn)),
+                    Kind::Allocated(_) => break,
+                }
+            }
+            Err(AllocError::NotAllocated { pfn, order })
+        }
     }
 }

@@ -513,8 +513,15 @@ impl Shared {
                     }
                 }
                 Err(_) => {
-                    // Mapped (or poisoned) meanwhile: a second thread's fault
-                    // on the same page. Waking is harmless if nobody waits.
+                    // Mapped (or poisoned) meanwhile: either the prediction
+                    // worker's copy landed between the fault and this
+                    // message being read (a late prediction: that copy woke
+                    // the thread), or a second thread's fault on the same
+                    // page. Waking is harmless if nobody waits.
+                    if self.predicted.clear(page) {
+                        c.predicted_late.fetch_add(1, Ordering::Relaxed);
+                        c.predicted_seen_used.fetch_add(1, Ordering::Relaxed);
+                    }
                     let _ = self.uffd.wake(addr, self.page_size);
                 }
             }
