@@ -143,6 +143,19 @@ pub struct SeedFigures {
     pub table5: Vec<(u64, f64, f64, f64, f64)>,
 }
 
+impl SeedFigures {
+    /// The seed's Table 5 mean and worst ns for a latency row, if the seed
+    /// measured that allocator at that number of requests ("-" otherwise).
+    fn table5_cell(&self, row: &LatencyRow) -> (String, String) {
+        let seed = self.table5.iter().find(|s| s.0 == row.pages);
+        match (seed, row.allocator.as_str()) {
+            (Some(s), "Buddy") => (s.1.to_string(), s.3.to_string()),
+            (Some(s), "Adaptive-Buddy") => (s.2.to_string(), s.4.to_string()),
+            _ => ("-".into(), "-".into()),
+        }
+    }
+}
+
 fn seed_figures() -> SeedFigures {
     SeedFigures {
         table2: vec![
@@ -810,12 +823,7 @@ fn tables(study: &PowerStudy) -> String {
             "seed worst"
         );
         for r in &l.rows {
-            let seed = study.seed.table5.iter().find(|s| s.0 == r.pages);
-            let (sm, sw) = match (seed, r.allocator.as_str()) {
-                (Some(s), "Buddy") => (format!("{}", s.1), format!("{}", s.3)),
-                (Some(s), "Adaptive-Buddy") => (format!("{}", s.2), format!("{}", s.4)),
-                _ => ("-".into(), "-".into()),
-            };
+            let (sm, sw) = study.seed.table5_cell(r);
             let _ = writeln!(
                 out,
                 "{:<24} {:>9} {:>8.1} {:>8.0} {:>9.0} {:>9.0} {:>7.1} {:>9.0} {:>7.1} | {:>10} {:>10}",
@@ -1005,12 +1013,7 @@ fn html(study: &PowerStudy) -> String {
             l.rounds
         );
         for r in &l.rows {
-            let seed = study.seed.table5.iter().find(|s| s.0 == r.pages);
-            let (sm, sw) = match (seed, r.allocator.as_str()) {
-                (Some(s), "Buddy") => (format!("{}", s.1), format!("{}", s.3)),
-                (Some(s), "Adaptive-Buddy") => (format!("{}", s.2), format!("{}", s.4)),
-                _ => ("-".into(), "-".into()),
-            };
+            let (sm, sw) = study.seed.table5_cell(r);
             let _ = write!(
                 h,
                 "<tr><td>{}</td><td>{}</td><td>{:.1}</td><td>{:.0}</td><td>{:.0}</td><td>{:.0}</td><td>{:.1}</td><td>{:.0}</td><td>{:.1}</td><td>{sm}</td><td>{sw}</td></tr>",

@@ -5,64 +5,29 @@
 
 #![cfg(target_os = "linux")]
 
-use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-const TRACEFS: &str = "/sys/kernel/tracing";
-
-fn tracefs_mounted() -> bool {
-    std::fs::read_to_string("/proc/mounts")
-        .unwrap_or_default()
-        .lines()
-        .any(|l| l.split_whitespace().nth(2) == Some("tracefs"))
-}
+mod tracefs_common;
+use tracefs_common::tracefs_mounted;
 
 /// What the recorder changes and must put back.
 fn snapshot() -> Vec<(String, String)> {
-    let mut files = vec!["tracing_on", "current_tracer", "buffer_size_kb"]
-        .into_iter()
-        .map(String::from)
-        .collect::<Vec<_>>();
-    for event in ["mm_page_alloc", "mm_page_free", "mm_page_free_batched"] {
-        files.push(format!("events/kmem/{event}/enable"));
-    }
-    files
-        .into_iter()
-        .map(|f| {
-            let v = std::fs::read_to_string(Path::new(TRACEFS).join(&f)).unwrap();
-            let v = v.trim();
-            // A never-used buffer reads "7 (expanded: 1408)"; it comes back as 1408.
-            let v = v
-                .split("expanded:")
-                .nth(1)
-                .map_or(v, |s| s.trim().trim_end_matches(')'));
-            (f, v.to_owned())
-        })
-        .collect()
+    tracefs_common::snapshot(&[
+        "tracing_on",
+        "current_tracer",
+        "buffer_size_kb",
+        "events/kmem/mm_page_alloc/enable",
+        "events/kmem/mm_page_free/enable",
+        "events/kmem/mm_page_free_batched/enable",
+    ])
 }
 
 #[test]
 fn ctrl_c_stops_the_command_keeps_the_events_and_restores_tracing() {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        println!("skipped: recording needs root");
+    let Some(mounted_here) = tracefs_common::ready("recording") else {
         return;
-    }
-    if !Path::new(TRACEFS).is_dir() {
-        println!("skipped: no {TRACEFS}");
-        return;
-    }
-    // Mount tracefs ourselves so the state can be read before and after.
-    let mounted_here = !tracefs_mounted();
-    if mounted_here {
-        let ok = Command::new("mount")
-            .args(["-t", "tracefs", "nodev", TRACEFS])
-            .status()
-            .unwrap()
-            .success();
-        assert!(ok, "mounting tracefs");
-    }
+    };
     let before = snapshot();
 
     let dir = std::env::temp_dir().join(format!("nvmos-record-int-{}", std::process::id()));
@@ -124,7 +89,5 @@ fn ctrl_c_stops_the_command_keeps_the_events_and_restores_tracing() {
     assert!(info["events"].as_u64().unwrap() > 0, "{info}");
 
     let _ = std::fs::remove_dir_all(&dir);
-    if mounted_here {
-        let _ = Command::new("umount").arg(TRACEFS).status();
-    }
+    tracefs_common::unmount_if(mounted_here);
 }

@@ -10,19 +10,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-const TRACEFS: &str = "/sys/kernel/tracing";
+mod tracefs_common;
 const PREFIX: &str = "nvmos-swap-";
-
-fn tracefs_mounted() -> bool {
-    std::fs::read_to_string("/proc/mounts")
-        .unwrap_or_default()
-        .lines()
-        .any(|l| l.split_whitespace().nth(2) == Some("tracefs"))
-}
 
 /// The tracing files the recorder changes.
 fn snapshot() -> Vec<(String, String)> {
-    [
+    tracefs_common::snapshot(&[
         "tracing_on",
         "current_tracer",
         "trace_clock",
@@ -31,13 +24,7 @@ fn snapshot() -> Vec<(String, String)> {
         "events/block/block_rq_requeue/enable",
         "events/block/block_rq_requeue/filter",
         "events/vmscan/mm_vmscan_throttled/enable",
-    ]
-    .iter()
-    .map(|f| {
-        let v = std::fs::read_to_string(Path::new(TRACEFS).join(f)).unwrap_or_default();
-        (f.to_string(), v.trim().to_owned())
-    })
-    .collect()
+    ])
 }
 
 /// Cgroup directories named like ours anywhere under /sys/fs/cgroup
@@ -120,23 +107,9 @@ fn wait(mut child: std::process::Child, what: &str) -> (std::process::ExitStatus
 
 #[test]
 fn interrupted_anywhere_leaves_nothing_behind() {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        println!("skipped: record-swap needs root");
+    let Some(mounted_here) = tracefs_common::ready("record-swap") else {
         return;
-    }
-    if !Path::new(TRACEFS).is_dir() {
-        println!("skipped: no {TRACEFS}");
-        return;
-    }
-    let mounted_here = !tracefs_mounted();
-    if mounted_here {
-        assert!(Command::new("mount")
-            .args(["-t", "tracefs", "nodev", TRACEFS])
-            .status()
-            .unwrap()
-            .success());
-    }
+    };
     let before = snapshot();
     // The swap file must live on a disk-backed filesystem: the target dir.
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
@@ -217,7 +190,5 @@ fn interrupted_anywhere_leaves_nothing_behind() {
     assert!(written >= 16 << 20, "{written} bytes written to swap");
 
     let _ = std::fs::remove_dir_all(&dir);
-    if mounted_here {
-        let _ = Command::new("umount").arg(TRACEFS).status();
-    }
+    tracefs_common::unmount_if(mounted_here);
 }
