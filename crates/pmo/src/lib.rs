@@ -64,12 +64,16 @@ pub mod medium;
 mod object;
 mod pool;
 pub mod pptr;
+pub mod state;
 
 pub use attach::{AttachError, AttachStats, Attachment, Mode};
-pub use backing::PageBacking;
-pub use crypto::KdfParams;
+pub use backing::{CacheIdentity, PageBacking};
+pub use crypto::{read_key_file, KdfParams, KeyBytes, MIN_KEY_LEN};
 pub use error::{PmoError, Result};
 pub use medium::{CrashPoint, Durability};
 pub use object::{ObjectHandle, Perm};
-pub use pool::{Access, ObjectInfo, Pool, PoolInfo, PoolOptions, VerifyReport, MIN_POOL_SIZE};
+pub use pool::{
+    Access, CheckReport, ObjectCheck, ObjectInfo, Pool, PoolInfo, PoolOptions, RepairReport,
+    VerifyReport, MIN_POOL_SIZE,
+};
 pub use pptr::PPtr;
