@@ -676,7 +676,26 @@ impl Pool {
                 let off = record_offset(i, w);
                 let state = Record::classify(inner.medium.slice(off, crate::layout::RECORD));
                 if matches!(state, RecordState::Incomplete | RecordState::Corrupt { .. }) {
-                    inner.medium.slice_mut(off, crate::layout::RECORD).fill(0);
+                    // Rewritten as a whole stale record (epoch n - 1, the
+                    // current fields: if it ever became current the root's
+                    // epoch would not match it) or, for epoch 1, emptied.
+                    let cur = Record::classify(
+                        inner
+                            .medium
+                            .slice(record_offset(i, 1 - w), crate::layout::RECORD),
+                    );
+                    let bytes = match cur {
+                        RecordState::Valid(c) if c.seq > 1 => Record {
+                            seq: c.seq - 1,
+                            ..c
+                        }
+                        .encode(),
+                        _ => [0u8; crate::layout::RECORD],
+                    };
+                    inner
+                        .medium
+                        .slice_mut(off, crate::layout::RECORD)
+                        .copy_from_slice(&bytes);
                     inner.medium.persist(off, crate::layout::RECORD);
                     report.records_cleared.push(format!("slot {i} record {w}"));
                 }
@@ -823,6 +842,17 @@ fn resolve_slot(s: usize, recs: &[RecordState], notes: &mut Vec<String>) -> View
         (R::Valid(a), other) | (other, R::Valid(a)) => {
             let which = if matches!(recs[0], R::Valid(_)) { 0 } else { 1 };
             match other {
+                // Records alternate: epoch n > 1 in one means the other was
+                // written (epoch n - 1) and is never emptied again.
+                R::Empty if a.seq > 1 => View::Bad {
+                    reason: format!(
+                        "directory record {} was erased (record {which} has epoch {}, so it held epoch {}): records do not empty themselves",
+                        1 - which,
+                        a.seq,
+                        a.seq - 1
+                    ),
+                    fields: Some(a.clone()),
+                },
                 R::Empty => View::Current(a.clone(), which),
                 R::Incomplete => {
                     notes.push(format!(

@@ -250,7 +250,7 @@ fn killed_at_random_times_objects_are_old_or_new() {
     let n = runs(210) * 2 / 7;
     for _ in 0..n {
         let mut child = spawn_child(&path, 0, true);
-        std::thread::sleep(Duration::from_micros(rng.gen_range(2_000..40_000)));
+        std::thread::sleep(Duration::from_micros(rng.gen_range(5_000..120_000)));
         // SAFETY: kill(2) on our own child's pid.
         unsafe {
             libc::kill(child.id() as i32, libc::SIGKILL);
