@@ -330,6 +330,20 @@ impl Root {
         b
     }
 
+    /// The name in a blob that may fail [`Root::decode`] (for reports).
+    pub fn peek_name(blob: &[u8]) -> Option<String> {
+        if blob.len() < ROOT_FIXED || &blob[..8] != ROOT_MAGIC {
+            return None;
+        }
+        let n = u32_at(blob, 36) as usize;
+        if n == 0 || n > MAX_NAME {
+            return None;
+        }
+        std::str::from_utf8(&blob[40..40 + n])
+            .ok()
+            .map(String::from)
+    }
+
     /// Parse a blob (body and MAC); returns the root and its MAC. Checks
     /// structure only: the MAC is the caller's.
     pub fn decode(blob: &[u8]) -> Result<(Root, [u8; 32]), String> {

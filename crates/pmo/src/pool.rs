@@ -1026,8 +1026,8 @@ impl PoolInner {
             ));
         }
         let blob = &stored[8 + 8 * n..];
-        let (root, mac) =
-            Root::decode(blob).map_err(|e| (None, format!("root: {e}"), held.clone()))?;
+        let (root, mac) = Root::decode(blob)
+            .map_err(|e| (Root::peek_name(blob), format!("root: {e}"), held.clone()))?;
         let name = Some(root.name.clone());
         if root.obj_id != rec.obj_id {
             return Err((name, "root belongs to another object".into(), held));
@@ -1209,13 +1209,24 @@ impl PoolInner {
             Slot::Damaged { name: Some(n), .. } => format!("{n:?}"),
             _ => format!("in slot {s}"),
         };
+        // Grouped by pair of slots: (first frame, count).
+        let mut pairs: std::collections::BTreeMap<(usize, usize), (u64, usize)> =
+            std::collections::BTreeMap::new();
         for (a, b, f) in conflicts {
+            pairs.entry((a, b)).or_insert((f, 0)).1 += 1;
+        }
+        for ((a, b), (f, count)) in pairs {
             let (na, nb) = (name_of(&slots, a), name_of(&slots, b));
+            let frames = if count == 1 {
+                format!("frame {f} is")
+            } else {
+                format!("{count} frames (first {f}) are")
+            };
             for (me, other, other_slot) in [(a, &nb, b), (b, &na, a)] {
                 let why = if me == other_slot {
-                    format!("frame {f} is referenced twice within the object")
+                    format!("{frames} referenced twice within the object")
                 } else {
-                    format!("frame {f} is also claimed by object {other} (slot {other_slot})")
+                    format!("{frames} also claimed by object {other} (slot {other_slot})")
                 };
                 let other_live = matches!(slots[other_slot], Slot::Live(_));
                 match &mut slots[me] {
@@ -1348,7 +1359,7 @@ impl PoolInner {
                     continue;
                 }
                 match (rec.kind, live, obj) {
-                    (Kind::Live, true, Some(id)) if id != rec.obj_id && seq > rec.epoch => {
+                    (Kind::Live, true, Some(id)) if id != rec.obj_id => {
                         problems.push(format!(
                             "{who} was replaced by another object (id {id:016x}, epoch {seq}) the state store never saw created"
                         ))
