@@ -7,7 +7,7 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 pub enum PmoError {
     /// An operating-system call on the pool file failed.
-    #[error("{op} {path}: {source}")]
+    #[error("{op} {path}")]
     Io {
         /// What we were doing.
         op: &'static str,
@@ -204,7 +204,7 @@ pub enum PmoError {
         what: String,
     },
     /// Mapping the object failed (address range taken, userfaultfd, ...).
-    #[error("attaching object {name:?}: {source}")]
+    #[error("attaching object {name:?}")]
     Attach {
         /// The object.
         name: String,

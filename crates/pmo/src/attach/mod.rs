@@ -165,13 +165,13 @@ pub enum AttachError {
         end: usize,
         occupant: String,
     },
-    #[error("mapping object at {base:#x}..{end:#x}: {source}")]
+    #[error("mapping object at {base:#x}..{end:#x}")]
     Map {
         base: usize,
         end: usize,
         source: io::Error,
     },
-    #[error("userfaultfd {op} for object at {base:#x}: {source}")]
+    #[error("userfaultfd {op} for object at {base:#x}")]
     Uffd {
         base: usize,
         op: &'static str,
@@ -184,13 +184,13 @@ pub enum AttachError {
         addr: usize,
         message: String,
     },
-    #[error("psync of object at {base:#x}: staging page {page}: {source}")]
+    #[error("psync of object at {base:#x}: staging page {page}")]
     Stage {
         base: usize,
         page: usize,
         source: Box<dyn std::error::Error + Send + Sync>,
     },
-    #[error("psync of object at {base:#x}: commit: {source}")]
+    #[error("psync of object at {base:#x}: commit")]
     Commit {
         base: usize,
         source: Box<dyn std::error::Error + Send + Sync>,
