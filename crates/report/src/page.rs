@@ -10,7 +10,7 @@ use crate::{escape, format_value};
 /// The CSS of every page.
 pub const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:2em auto;padding:0 1em;color:#222;max-width:1100px}\
 nav{font-size:14px;margin-bottom:1em}nav a,nav span{margin-right:1.2em}nav span{font-weight:bold}\
-section.summary{background:#f6f8fa;border:1px solid #dde;padding:.5em 1em;margin:1em 0}\
+section.summary{background:#f6f8fa;border:1px solid #dde;padding:.5em 1em;margin:1em 0}section.summary h2{margin-top:.3em}\
 table{border-collapse:collapse;margin:1em 0;font-size:13px}td,th{border:1px solid #ccc;padding:3px 6px;text-align:right}\
 th:first-child,td:first-child,td.text{text-align:left}th{background:#f3f3f3}\
 svg.chart{display:block;margin:1em 0;background:#fff;border:1px solid #eee;width:100%;max-width:760px;height:auto}\
@@ -361,7 +361,7 @@ impl Page {
             );
         }
         out.push_str(&self.body);
-        let _ = write!(out, "<script>{CHECK_SCRIPT}</script></body></html>\n");
+        let _ = writeln!(out, "<script>{CHECK_SCRIPT}</script></body></html>");
         out
     }
 }

@@ -112,7 +112,12 @@ impl HeatMap {
             }
             max = values.iter().copied().fold(max, f64::max);
         }
-        let x = self.x.resolve(kind, 0.0, cols as f64)?;
+        // Columns fill the plot, so the axis spans exactly their range.
+        let axis = match self.x.range {
+            Some(_) => self.x.clone(),
+            None => self.x.clone().range(0.0, cols as f64),
+        };
+        let x = axis.resolve(kind, 0.0, cols as f64)?;
         let level = |v: f64| -> f64 {
             if max <= 0.0 {
                 0.0

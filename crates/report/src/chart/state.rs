@@ -118,7 +118,12 @@ impl StateMap {
                 )));
             }
         }
-        let x = self.x.resolve(kind, 0.0, cols as f64)?;
+        // Columns fill the plot, so the axis spans exactly their range.
+        let axis = match self.x.range {
+            Some(_) => self.x.clone(),
+            None => self.x.clone().range(0.0, cols as f64),
+        };
+        let x = axis.resolve(kind, 0.0, cols as f64)?;
         let mut svg = Svg::new();
         let top = svg.title(&self.head.title) + 8.0;
         let widest = self
@@ -227,6 +232,7 @@ mod tests {
             .svg()
             .contains("<title>Buddy, bank 2: pinned by kernel pages</title>"));
         assert!(c.svg().contains(">250<"), "x ticks at round bank numbers");
+        assert!(!c.svg().contains(">300<"), "the axis ends at the last bank");
     }
 
     #[test]

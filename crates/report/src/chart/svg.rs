@@ -114,6 +114,7 @@ impl Svg {
 
     /// A rectangle; a data mark when `tip` is given (`extra` is raw
     /// attribute text, already escaped by the caller).
+    #[allow(clippy::too_many_arguments)]
     pub fn rect(
         &mut self,
         x: f64,
@@ -139,6 +140,7 @@ impl Svg {
         }
     }
 
+    #[allow(clippy::too_many_arguments)]
     pub fn line(
         &mut self,
         x1: f64,
