@@ -13,18 +13,25 @@
 //! [`PageBacking`] trait:
 //!
 //! - **storage** ([`Pool`], [`ObjectHandle`]): **security** — the user's
-//!   key stretched with Argon2id and never stored (a separately derived
-//!   verifier tells a wrong key); every page sealed with AES-256-GCM under
-//!   a nonce never reused, the object id, page index and page version in
-//!   the associated data (swapped, moved or rolled-back pages fail); a
+//!   key stretched with Argon2id (bounded parameters) and never stored (a
+//!   separately derived verifier tells a wrong key); every page sealed with
+//!   AES-256-GCM under a per-write-attachment HKDF subkey of a fresh random
+//!   salt, so no restore, copy, fork or crash can repeat a (key, nonce)
+//!   pair ([`crypto`]); the object id, page index and counter in the
+//!   associated data (swapped, moved or rolled-back pages fail); a
 //!   per-object root, a Merkle tree of page-table hashes MAC'd with the
-//!   key, carries an epoch the pool directory also records (a rolled-back
-//!   object fails). **Crash consistency** — psync writes new page
+//!   key, bound to its pool and slot, carries an epoch the directory record
+//!   also holds; plain objects get per-page hashes (against accident).
+//!   **Freshness** beyond the file: an optional [`state`] store refuses
+//!   rolled-back pools and objects. **Availability**: damaged objects are
+//!   quarantined, the rest of the pool opens ([`Pool::check_report`],
+//!   [`Pool::repair`]). **Crash consistency** — psync writes new page
 //!   versions, new table pages and a new root out of place, then flips one
-//!   64-byte directory record (a shadow pair with sequence numbers and
-//!   CRCs), ordered with cache-line flushes and fences on persistent
-//!   memory or `msync` elsewhere. A crash at any point leaves every object
-//!   exactly as at its previous psync or the new one.
+//!   64-byte directory record (a shadow pair, written in three ordered
+//!   steps so a torn write is provably one), ordered with cache-line
+//!   flushes and fences on persistent memory or `msync` elsewhere. A crash
+//!   at any point leaves every object exactly as at its previous psync or
+//!   the new one.
 //! - **mapping** ([`attach`]): the object attached at its fixed address,
 //!   pages arriving through userfaultfd faults (verified and decrypted on
 //!   the way in), writes found with userfaultfd write protection, four

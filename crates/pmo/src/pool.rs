@@ -58,7 +58,7 @@ pub struct ObjectInfo {
     pub encrypted: bool,
     /// The fixed virtual address it is attached at.
     pub base_address: u64,
-    /// Committed epoch (psyncs since pcreate, plus attach reservations).
+    /// Committed epoch (record sequence number: commits to its slot).
     pub epoch: u64,
     /// Pages that have ever been written (the rest read as zeros).
     pub pages_written: u64,
