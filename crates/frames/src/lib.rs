@@ -74,10 +74,10 @@ mod zones;
 
 pub use bankbuddy::{BankBuddy, BankPolicy, BankRole, BankUsage, MigrateError, Migration, Move};
 pub use buddy::Buddy;
-pub use error::{AllocError, ConfigError, ValidationError};
+pub use error::{AllocError, ConfigError, PinError, ValidationError};
 pub use ibuddy::IBuddy;
 pub use m3::{M3Policy, M3};
-pub use percpu::{PcpPolicy, PerCpu};
+pub use percpu::{PcpPolicy, PerCpu, PinnedCpu};
 pub use stats::Stats;
 pub use types::{InvalidOrder, MigrateType, Order, Pfn, Request, Zone, MAX_ORDER, ORDERS};
 pub use zones::ZoneMap;
