@@ -212,7 +212,7 @@ fn relax(spins: &mut u32) {
     *spins += 1;
     core::hint::spin_loop();
     #[cfg(any(test, feature = "std"))]
-    if *spins % 64 == 0 {
+    if spins.is_multiple_of(64) {
         std::thread::yield_now();
     }
 }
@@ -824,8 +824,7 @@ impl<A: FrameAllocator, R: RawMutex + Send + Sync> FrameAllocator for PerCpu<A, 
             );
         }
         self.inner.validate()?;
-        let slots: Vec<MutexGuard<'_, R, Slot>> =
-            self.pcps.iter().map(|p| p.slot.lock()).collect();
+        let slots: Vec<MutexGuard<'_, R, Slot>> = self.pcps.iter().map(|p| p.slot.lock()).collect();
         let (list_bound, pending_bound) = (self.policy.list_bound(), self.policy.pending_bound());
         let mut listed = 0u64;
         for (cpu, slot) in slots.iter().enumerate() {
