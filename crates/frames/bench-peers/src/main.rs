@@ -36,7 +36,7 @@ use std::str::FromStr;
 use std::sync::{Barrier, Mutex};
 use std::time::Instant;
 
-use llfree::{Alloc, Class, Classing, Init, MetaData, LLFree};
+use llfree::{Alloc, Class, Classing, Init, LLFree, MetaData};
 use nvmos_frames::sync::SpinYield;
 use nvmos_frames::{
     Buddy, FrameAllocator, IBuddy, MigrateType, Order, PcpPolicy, PerCpu, Pfn, PinnedCpu, Request,
@@ -396,7 +396,8 @@ impl Job for Run {
                                     }
                                 }
                                 barrier.wait();
-                                let mine = std::mem::take(&mut exchange.lock().unwrap()[t as usize]);
+                                let mine =
+                                    std::mem::take(&mut exchange.lock().unwrap()[t as usize]);
                                 barrier.wait();
                                 let t0 = Instant::now();
                                 for &pfn in &mine {
@@ -404,7 +405,8 @@ impl Job for Run {
                                 }
                                 Figures {
                                     alloc_ns: alloc.as_nanos() as f64 / share as f64,
-                                    free_ns: t0.elapsed().as_nanos() as f64 / mine.len().max(1) as f64,
+                                    free_ns: t0.elapsed().as_nanos() as f64
+                                        / mine.len().max(1) as f64,
                                 }
                             }
                             Pattern::RandRealloc => {
@@ -479,12 +481,11 @@ fn parse_args() -> Result<Args, String> {
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
         let mut value = || it.next().ok_or_else(|| format!("{flag} needs a value"));
-        let list = |v: String| -> Vec<String> { v.split(',').map(|s| s.trim().to_string()).collect() };
+        let list =
+            |v: String| -> Vec<String> { v.split(',').map(|s| s.trim().to_string()).collect() };
         match flag.as_str() {
             "--memory-gib" => {
-                args.memory_gib = value()?
-                    .parse()
-                    .map_err(|e| format!("--memory-gib: {e}"))?
+                args.memory_gib = value()?.parse().map_err(|e| format!("--memory-gib: {e}"))?
             }
             "--threads" => {
                 args.threads = list(value()?)
@@ -499,9 +500,7 @@ fn parse_args() -> Result<Args, String> {
                     .collect::<Result<_, _>>()?
             }
             "--alloc" => args.allocators = list(value()?),
-            "--rounds" => {
-                args.rounds = value()?.parse().map_err(|e| format!("--rounds: {e}"))?
-            }
+            "--rounds" => args.rounds = value()?.parse().map_err(|e| format!("--rounds: {e}"))?,
             "--seed" => args.seed = value()?.parse().map_err(|e| format!("--seed: {e}"))?,
             "--help" | "-h" => {
                 return Err("usage: bench-peers [--memory-gib 4] [--threads 1,2] \
