@@ -43,26 +43,30 @@ pub enum PcpPolicy {
     /// the list or goes straight to the inner allocator when the list is
     /// empty. A free that finds the list full is an *overflow free*: with
     /// `batch` 1 it goes straight through, as in the seed; with a larger
-    /// `batch` overflow frees are gathered and given back `batch` at a
-    /// time, sorted by pfn, so the inner allocator takes each buddy
-    /// space's lock once per batch instead of once per frame (the random
-    /// frees of a real kernel land on other CPUs' spaces).
+    /// `batch` overflow frees are gathered and given back together, sorted
+    /// by pfn, so the inner allocator takes each buddy space's lock once
+    /// per gathering instead of once per frame (the random frees of a real
+    /// kernel land on other CPUs' spaces). Since random frees spread over
+    /// one space per CPU, a gathering holds `batch` frees per CPU the
+    /// allocator serves, at most [`PcpPolicy::MAX_GATHER`], so each
+    /// space's run stays about `batch` frames long.
     Bypass {
         /// Most frames on one CPU's list.
         cap: u32,
-        /// Overflow frees gathered before one bulk give-back; 1 frees each
-        /// straight through.
+        /// Overflow frees gathered per CPU served before one bulk
+        /// give-back; 1 frees each straight through.
         batch: u32,
     },
     /// The fair lazy layer: allocations come from a staging list refilled
     /// `batch` frames at a time from the *front* of the inner allocator
-    /// (iBuddy's least recently freed frames), and frees are gathered and
-    /// given back `batch` at a time to its back. A freed frame is never
+    /// (iBuddy's least recently freed frames), and frees are gathered,
+    /// `batch` per CPU served (at most [`PcpPolicy::MAX_GATHER`]), and
+    /// given back together, sorted by pfn, to its back. A freed frame is never
     /// handed out again before it has passed through the inner allocator,
     /// so the inner allocator's reuse order, and iBuddy's even wear, are
     /// kept, while locks are taken once per `batch` requests.
     Staged {
-        /// Frames moved per refill or give-back.
+        /// Frames per refill; frees gathered per CPU served.
         batch: u32,
     },
 }
@@ -96,6 +100,10 @@ impl PcpPolicy {
 
     /// Largest `batch` or `cap` accepted.
     pub const MAX_LIST: u32 = 1 << 16;
+
+    /// Most overflow frees a [`PcpPolicy::Bypass`] CPU gathers (4 MiB of
+    /// 4 KiB frames), however many CPUs.
+    pub const MAX_GATHER: u32 = 1024;
 
     fn check(self) -> Result<(), ConfigError> {
         match self {
@@ -131,13 +139,18 @@ impl PcpPolicy {
         }
     }
 
-    /// Most frees a CPU gathers before giving them back (0: none).
-    fn pending_bound(self) -> u32 {
+    /// Most frees a CPU gathers before giving them back (0: none), for an
+    /// allocator serving `cpus` CPUs.
+    fn pending_bound(self, cpus: u32) -> u32 {
         match self {
             PcpPolicy::LinuxBulk { .. } => 0,
-            PcpPolicy::Bypass { batch, .. } if batch > 1 => batch,
+            PcpPolicy::Bypass { batch, .. } if batch > 1 => {
+                batch.saturating_mul(cpus).min(Self::MAX_GATHER.max(batch))
+            }
             PcpPolicy::Bypass { .. } => 0,
-            PcpPolicy::Staged { batch } => batch,
+            PcpPolicy::Staged { batch } => {
+                batch.saturating_mul(cpus).min(Self::MAX_GATHER.max(batch))
+            }
         }
     }
 }
@@ -198,6 +211,8 @@ const CHUNK: usize = 64;
 pub struct PerCpu<A, R: RawMutex> {
     inner: A,
     policy: PcpPolicy,
+    /// `policy.pending_bound(cpus)`: frees gathered before a give-back.
+    gather: u32,
     pcps: Box<[CachePadded<Pcp<R>>]>,
     map: ZoneMap,
     held: Box<[AtomicU8]>,
@@ -239,6 +254,7 @@ impl<A: FrameAllocator, R: RawMutex + Send + Sync> PerCpu<A, R> {
             })
             .collect();
         Ok(PerCpu {
+            gather: policy.pending_bound(inner.cpus()),
             inner,
             policy,
             pcps,
@@ -524,7 +540,7 @@ impl<A: FrameAllocator, R: RawMutex + Send + Sync> PerCpu<A, R> {
                 } else if batch > 1 {
                     mark.store(ON_LIST, Ordering::Release);
                     slot.pending.push(pfn);
-                    if slot.pending.len() >= batch as usize {
+                    if slot.pending.len() >= self.gather as usize {
                         self.flush_pending(&mut slot.pending, req.cpu);
                     }
                     Ok(())
@@ -532,10 +548,10 @@ impl<A: FrameAllocator, R: RawMutex + Send + Sync> PerCpu<A, R> {
                     self.free_through(mark, pfn, req)
                 }
             }
-            PcpPolicy::Staged { batch } => {
+            PcpPolicy::Staged { .. } => {
                 mark.store(ON_LIST, Ordering::Release);
                 slot.pending.push(pfn);
-                if slot.pending.len() >= batch as usize {
+                if slot.pending.len() >= self.gather as usize {
                     self.flush_pending(&mut slot.pending, req.cpu);
                 }
                 Ok(())
@@ -825,7 +841,7 @@ impl<A: FrameAllocator, R: RawMutex + Send + Sync> FrameAllocator for PerCpu<A, 
         }
         self.inner.validate()?;
         let slots: Vec<MutexGuard<'_, R, Slot>> = self.pcps.iter().map(|p| p.slot.lock()).collect();
-        let (list_bound, pending_bound) = (self.policy.list_bound(), self.policy.pending_bound());
+        let (list_bound, pending_bound) = (self.policy.list_bound(), self.gather);
         let mut listed = 0u64;
         for (cpu, slot) in slots.iter().enumerate() {
             let pcp = &self.pcps[cpu];
@@ -896,7 +912,7 @@ impl<A: FrameAllocator, R: RawMutex + Send + Sync> FrameAllocator for PerCpu<A, 
     fn metadata_bytes(&self) -> usize {
         // A pinned slot's vectors cannot be looked at; count them at their
         // bounds, which they do not outgrow by more than one frame.
-        let bound = (self.policy.list_bound() + 1 + self.policy.pending_bound()) as usize;
+        let bound = (self.policy.list_bound() + 1 + self.gather) as usize;
         let lists: usize = self
             .pcps
             .iter()
