@@ -35,6 +35,9 @@
 //! constraint between the commands issued. [`lookup`] decodes addresses to
 //! banks with byte-wise lookup tables for it.
 //!
+//! [`trace`] reads DRAMSim3 and Ramulator 2 request traces and runs them
+//! through the controller with the statistics DRAMSim3 prints.
+//!
 //! [`power`] is the memory power model of seed 004: per-bank power states
 //! (Read/Write, Active-Idle, Self-Refresh, Deep-Power-Down) from the
 //! seed's relative table or from published IDD currents (DDR4, LPDDR4),
@@ -79,6 +82,7 @@ mod machine;
 pub mod mapping;
 pub mod power;
 mod timing;
+pub mod trace;
 
 pub use bank::{AccessKind, BankState, PagePolicy, RowOutcome, RowStats, Served};
 pub use controller::{
