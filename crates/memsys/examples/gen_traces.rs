@@ -20,7 +20,6 @@
 //!   banks and ranks and each bank reads along one row.
 //!
 //! `cargo run --release -p nvmos-memsys --example gen_traces DIR [requests]`
-use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::Path;
 

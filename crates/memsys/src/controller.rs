@@ -324,6 +324,19 @@ struct List {
     first_hit: u32,
     /// How many queued slots hit the open row.
     hits: u32,
+    /// The ready scheduler's candidate (`first_hit`, else `head`), or
+    /// `NIL`, with what of its column command's earliest cycle depends on
+    /// the bank alone: kept up to date whenever the candidate or the bank
+    /// changes, so a decision only adds the rank, group and channel gates.
+    cand: u32,
+    cand_id: u64,
+    /// The candidate's earliest column command as far as its own arrival
+    /// and its bank allow (`tRCD` after the ACT the bank allows).
+    local: u64,
+    /// It needs an ACT (a miss or a conflict).
+    miss: bool,
+    /// It is a read.
+    read: bool,
 }
 
 const EMPTY: List = List {
@@ -331,6 +344,11 @@ const EMPTY: List = List {
     tail: NIL,
     first_hit: NIL,
     hits: 0,
+    cand: NIL,
+    cand_id: 0,
+    local: 0,
+    miss: false,
+    read: true,
 };
 
 #[derive(Clone, Debug)]
@@ -797,6 +815,9 @@ impl Controller {
             ch.hit_banks[class][local / 64] |= 1 << (local % 64);
         }
         if self.scheduler == Scheduler::Ready {
+            if new_candidate {
+                self.update_candidate(c, at.bank, class);
+            }
             self.ready_submitted(c, s, class, before, new_candidate, old_head);
         }
         Ok(id)
@@ -870,6 +891,44 @@ impl Controller {
         }
     }
 
+    /// Recompute bank `bank_index`'s candidate in `class` and the part of
+    /// its earliest column command that depends on the bank alone (the
+    /// bank part of [`Controller::plan`]).
+    #[inline(always)]
+    fn update_candidate(&mut self, c: usize, bank_index: u32, class: usize) {
+        let t = &self.timing;
+        let bank = &self.banks[bank_index as usize];
+        let list = &bank.q[class];
+        let s = if list.hits > 0 {
+            list.first_hit
+        } else {
+            list.head
+        };
+        if s == NIL {
+            self.banks[bank_index as usize].q[class].cand = NIL;
+            return;
+        }
+        let slot = &self.channels[c].slots[s as usize];
+        let (rcd, rp) = (u64::from(t.rcd), u64::from(t.rp));
+        let from = slot.entered.max(bank.col_ok);
+        let (local, miss) = match bank.open_row {
+            CLOSED => (from.max(slot.entered.max(bank.act_ok) + rcd), true),
+            r if r == slot.row => (from, false),
+            _ => {
+                let pre = slot.entered.max(bank.pre_ok);
+                let act = slot.entered.max(bank.act_ok).max(pre + rp);
+                (from.max(act + rcd), true)
+            }
+        };
+        let (id, read) = (slot.id, slot.kind == AccessKind::Read);
+        let list = &mut self.banks[bank_index as usize].q[class];
+        list.cand = s;
+        list.cand_id = id;
+        list.local = local;
+        list.miss = miss;
+        list.read = read;
+    }
+
     /// The ready scheduler's next pick on channel `c`, from the cache or
     /// by looking at every bank's candidate.
     fn ready_pick(&self, c: usize) -> Option<Pick> {
@@ -879,19 +938,64 @@ impl Controller {
         }
         let class = self.serving(ch.draining, ch.len);
         let first_bank = c * self.banks_per_channel as usize;
+        let t = &self.timing;
+        // The channel's gates, by same rank as the last burst or not, and
+        // read or write (as `plan` computes them).
+        let after = ch.last_col + 1;
+        let bus = |switch: bool, read: bool| {
+            let mut from = ch.bus_free + if switch { u64::from(t.rtrs) } else { 0 };
+            let latency = if read {
+                t.cl
+            } else {
+                from = from.max(ch.last_read_end + u64::from(READ_TO_WRITE_TURNAROUND));
+                t.cwl
+            };
+            after.max(from.saturating_sub(u64::from(latency)))
+        };
+        let gates = [
+            [bus(false, false), bus(false, true)],
+            [bus(true, false), bus(true, true)],
+        ];
+        let rcd = u64::from(t.rcd);
+        let faw = u64::from(t.faw);
         let mut best: Option<Pick> = None;
         for (w, &word) in ch.queued_banks[class].iter().enumerate() {
             let mut word = word;
             while word != 0 {
-                let local = w * 64 + word.trailing_zeros() as usize;
+                let bank_index = first_bank + w * 64 + word.trailing_zeros() as usize;
                 word &= word - 1;
-                let list = &self.banks[first_bank + local].q[class];
-                let s = if list.hits > 0 {
-                    list.first_hit
-                } else {
-                    list.head
+                let list = &self.banks[bank_index].q[class];
+                let rank_index = bank_index >> self.bpr_shift;
+                let rank = &self.ranks[rank_index];
+                let group = &self.groups[bank_index >> self.bpg_shift];
+                let switch = ch.last_rank != rank_index as u32 && ch.last_rank != NIL;
+                let mut col = list
+                    .local
+                    .max(gates[usize::from(switch)][usize::from(list.read)])
+                    .max(rank.col_ok)
+                    .max(group.col_ok);
+                if list.read {
+                    col = col.max(rank.read_ok).max(group.read_ok);
+                }
+                if list.miss {
+                    let mut act = rank.act_ok.max(group.act_ok);
+                    if faw != 0 && rank.faw_n == 4 {
+                        act = act.max(rank.faw[rank.faw_i] + faw);
+                    }
+                    col = col.max(act + rcd);
+                }
+                let cand = Pick {
+                    col,
+                    miss: list.miss,
+                    id: list.cand_id,
+                    slot: list.cand,
+                    class: class as u8,
                 };
-                let cand = self.candidate(c, s, &ch.slots[s as usize]);
+                debug_assert_eq!(
+                    cand,
+                    self.candidate(c, list.cand, &ch.slots[list.cand as usize]),
+                    "the cached candidate of bank {bank_index} is stale"
+                );
                 if best.is_none_or(|b| cand.key() < b.key()) {
                     best = Some(cand);
                 }
@@ -995,6 +1099,10 @@ impl Controller {
             if was_open {
                 self.refresh_hits(c, b as u32);
             }
+            if self.scheduler == Scheduler::Ready {
+                self.update_candidate(c, b as u32, READS);
+                self.update_candidate(c, b as u32, WRITES);
+            }
         }
         self.ranks[r].next_ref += u64::from(t.refi);
     }
@@ -1028,6 +1136,10 @@ impl Controller {
         } else if self.banks[slot.bank as usize].q[usize::from(slot.class)].hits == 0 {
             let local = (slot.bank & (self.banks_per_channel - 1)) as usize;
             self.channels[c].hit_banks[usize::from(slot.class)][local / 64] &= !(1 << (local % 64));
+        }
+        if self.scheduler == Scheduler::Ready {
+            self.update_candidate(c, slot.bank, READS);
+            self.update_candidate(c, slot.bank, WRITES);
         }
         self.channels[c].next.set(None);
 
