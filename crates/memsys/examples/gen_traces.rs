@@ -85,9 +85,11 @@ fn main() -> std::io::Result<()> {
         x
     };
     let seq: Vec<u64> = (0..n).map(|i| i * 64 % SIZE).collect();
-    let random: Vec<u64> = (0..n).map(|_| rand() % SIZE & !63).collect();
+    let random: Vec<u64> = (0..n).map(|_| (rand() % SIZE) & !63).collect();
     // Two reads, then a write.
-    let mix: Vec<(u64, bool)> = (0..n).map(|i| (rand() % SIZE & !63, i % 3 == 2)).collect();
+    let mix: Vec<(u64, bool)> = (0..n)
+        .map(|i| ((rand() % SIZE) & !63, i % 3 == 2))
+        .collect();
     let stride: Vec<u64> = (0..n).map(|i| i * (8192 + 64) % SIZE).collect();
     let reads = |a: &[u64], gap: u64| -> Vec<(u64, bool, u64)> {
         a.iter()
