@@ -30,7 +30,7 @@ pub enum KernelError {
         path: PathBuf,
     },
     /// A program the build or the run needs is not on PATH.
-    #[error("{tool} not found on PATH: {hint}")]
+    #[error("{tool} not found (looked on PATH unless a path was given): {hint}")]
     ToolMissing {
         /// The program.
         tool: String,

@@ -148,6 +148,17 @@ fn hex(bytes: &[u8]) -> String {
 
 /// Fail with [`KernelError::ToolMissing`] unless `tool` is on PATH.
 pub fn require_tool(tool: &str, hint: &str) -> Result<PathBuf> {
+    if tool.contains('/') {
+        let p = PathBuf::from(tool);
+        return if p.is_file() {
+            Ok(p)
+        } else {
+            Err(KernelError::ToolMissing {
+                tool: tool.to_owned(),
+                hint: hint.to_owned(),
+            })
+        };
+    }
     let path = std::env::var_os("PATH").unwrap_or_default();
     std::env::split_paths(&path)
         .map(|d| d.join(tool))

@@ -125,6 +125,8 @@ pub struct RunOptions {
     pub accel: Accel,
     /// Trace ring buffer per guest CPU, KiB.
     pub buffer_kb: u32,
+    /// The QEMU program (a name looked up on PATH, or a path).
+    pub qemu: PathBuf,
 }
 
 impl RunOptions {
@@ -142,6 +144,7 @@ impl RunOptions {
             stall_s: 180,
             accel: Accel::Auto,
             buffer_kb: 32768,
+            qemu: PathBuf::from("qemu-system-x86_64"),
         }
     }
 }
@@ -429,7 +432,7 @@ fn boot(
         .map_err(|e| KernelError::io("sizing", &disk, e))?;
     drop(f);
     let accel = if use_kvm { "kvm" } else { "tcg" };
-    let mut cmd = Command::new("qemu-system-x86_64");
+    let mut cmd = Command::new(&opts.qemu);
     cmd.args(["-M", "q35", "-accel", accel])
         .args(["-m", &format!("{}M", opts.mem_mib)])
         .args(["-smp", &opts.cpus.to_string()])
@@ -605,7 +608,8 @@ pub fn run(opts: &RunOptions, progress: &mut dyn FnMut(Progress)) -> Result<Run>
             opts.mem_mib
         )));
     }
-    require_tool("qemu-system-x86_64", "apt-get install qemu-system-x86")?;
+    let qemu = opts.qemu.to_string_lossy();
+    require_tool(&qemu, "apt-get install qemu-system-x86")?;
     let busybox = static_busybox()?;
     let kernel = kbuild::build(&opts.build, progress)?;
     let bins = compile_workloads(&opts.workloads_dir, &opts.build.cache)?;
