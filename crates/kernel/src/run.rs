@@ -255,8 +255,18 @@ const KVM_UNKNOWN: u8 = 0;
 const KVM_BROKEN: u8 = 2;
 static KVM: AtomicU8 = AtomicU8::new(KVM_UNKNOWN);
 
-fn kvm_usable() -> bool {
+/// What identifies a KVM verdict: the host kernel and QEMU asked.
+fn kvm_key(qemu: &Path) -> String {
+    let release = fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    format!("{} {}\n", release.trim(), qemu.display())
+}
+
+/// KVM is tried when `/dev/kvm` opens and no KVM guest failed before on
+/// this host kernel with this QEMU (in this process, or as remembered in
+/// `verdict`, a file in the cache).
+fn kvm_usable(verdict: &Path, qemu: &Path) -> bool {
     KVM.load(Ordering::Relaxed) != KVM_BROKEN
+        && fs::read_to_string(verdict).ok().as_deref() != Some(kvm_key(qemu).as_str())
         && fs::OpenOptions::new()
             .read(true)
             .write(true)
@@ -273,13 +283,33 @@ fn static_busybox() -> Result<PathBuf> {
         .find(|p| p.is_file())
         .map_or_else(|| require_tool("busybox", hint), Ok)?;
     let bytes = fs::read(&path).map_err(|e| KernelError::io("reading", &path, e))?;
-    if bytes.windows(7).any(|w| w == b"ld-linu") {
+    if has_interpreter(&bytes) {
         return Err(KernelError::ToolMissing {
             tool: "a static busybox".to_owned(),
             hint: format!("{} is dynamically linked; {hint}", path.display()),
         });
     }
     Ok(path)
+}
+
+/// Whether an ELF64 executable names a dynamic loader (a `PT_INTERP`
+/// program header); anything that is not ELF64 counts as dynamic.
+fn has_interpreter(elf: &[u8]) -> bool {
+    let u16_at = |o: usize| elf.get(o..o + 2).map(|b| u16::from_le_bytes([b[0], b[1]]) as usize);
+    let u64_at = |o: usize| {
+        elf.get(o..o + 8)
+            .map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")) as usize)
+    };
+    if !elf.starts_with(b"\x7fELF\x02\x01") {
+        return true;
+    }
+    let (Some(phoff), Some(phentsize), Some(phnum)) = (u64_at(0x20), u16_at(0x36), u16_at(0x38)) else {
+        return true;
+    };
+    (0..phnum).any(|i| {
+        let at = phoff + i * phentsize;
+        elf.get(at..at + 4) == Some(&[3, 0, 0, 0][..])
+    })
 }
 
 /// Compile `dir/*.c` with `cc -static -O2` into the cache, once per content.
@@ -506,6 +536,16 @@ fn boot(
         }
         let silent = last_change.elapsed().as_secs();
         let total = started.elapsed().as_secs();
+        // A KVM guest that fails here hangs without a word: give it 20 s
+        // to print anything and 90 s to reach init before falling back.
+        if use_kvm && boot_s.is_none() && ((last_len == 0 && total > 20) || total > 90) {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(KernelError::Guest {
+                what: format!("KVM guest did not start within {total} s; killed"),
+                log: console,
+            });
+        }
         if silent > opts.stall_s || total > opts.timeout_s {
             let _ = child.kill();
             let _ = child.wait();
@@ -625,15 +665,21 @@ pub fn run(opts: &RunOptions, progress: &mut dyn FnMut(Progress)) -> Result<Run>
     // One guest at a time per cache: two TCG guests on two cores would
     // only slow each other and the other builds.
     let _lock = FileLock::take(&runs.join("lock"))?;
-    let use_kvm = opts.accel == Accel::Auto && kvm_usable();
+    let verdict = runs.join("kvm-broken");
+    let use_kvm = opts.accel == Accel::Auto && kvm_usable(&verdict, &opts.qemu);
+    let kvm_failed = || {
+        KVM.store(KVM_BROKEN, Ordering::Relaxed);
+        // Best effort: without it the next process probes KVM again.
+        let _ = fs::write(&verdict, kvm_key(&opts.qemu));
+    };
     let guest = match boot(opts, &dir, &kernel.bzimage, use_kvm, progress) {
         Ok(g) if use_kvm && !g.console.contains("nvmos-guest-start") => {
-            KVM.store(KVM_BROKEN, Ordering::Relaxed);
+            kvm_failed();
             boot(opts, &dir, &kernel.bzimage, false, progress)?
         }
-        Err(_) if use_kvm => {
-            KVM.store(KVM_BROKEN, Ordering::Relaxed);
-            progress(Progress::Step("KVM guest failed; falling back to TCG".to_owned()));
+        Err(e) if use_kvm => {
+            kvm_failed();
+            progress(Progress::Step(format!("KVM guest failed ({e}); falling back to TCG")));
             boot(opts, &dir, &kernel.bzimage, false, progress)?
         }
         other => other?,
@@ -685,6 +731,15 @@ pub fn run(opts: &RunOptions, progress: &mut dyn FnMut(Progress)) -> Result<Run>
         kernel: text("osrelease")?.trim().to_owned(),
         ram: machine::parse_iomem_ram(&text("iomem")?, 4096).map_err(|e| parse_err("iomem", e))?,
     };
+    if machine.cpus != opts.cpus {
+        return Err(KernelError::Guest {
+            what: format!(
+                "runs on {} CPUs though QEMU was given {} (the kernel did not bring them up)",
+                machine.cpus, opts.cpus
+            ),
+            log: console,
+        });
+    }
     let counters_before =
         Counters::parse(&text("counters_before")?).map_err(|e| parse_err("counters_before", e))?;
     let counters = Counters::parse(&text("counters")?).map_err(|e| parse_err("counters", e))?;
@@ -806,6 +861,13 @@ mod tests {
         ));
         let e = Policy::parse("ibudy").unwrap_err().to_string();
         assert!(e.contains("ibudy") && e.contains("lis31"), "{e}");
+    }
+
+    #[test]
+    fn static_and_dynamic_executables_are_told_apart() {
+        assert!(!has_interpreter(&fs::read("/bin/busybox").unwrap()) || !Path::new("/bin/busybox").exists());
+        assert!(has_interpreter(&fs::read("/bin/sh").unwrap()), "dash is dynamic");
+        assert!(has_interpreter(b"#!/bin/sh\n"));
     }
 
     #[test]
