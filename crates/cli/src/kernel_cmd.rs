@@ -91,7 +91,7 @@ impl GuestArgs {
     fn run_options(&self, policy: Policy, command: Vec<String>) -> Result<RunOptions> {
         let frames = parse_memory(&self.mem).map_err(anyhow::Error::msg)?;
         let bytes = frames * FRAME_BYTES;
-        if bytes % (1 << 20) != 0 {
+        if !bytes.is_multiple_of(1 << 20) {
             bail!("--mem {}: a whole number of MiB", self.mem);
         }
         let mut o = RunOptions::new(
@@ -134,7 +134,11 @@ pub struct StudyArgs {
     #[arg(long, default_value = "buddy,ibuddy,lis1,lis31", value_delimiter = ',')]
     policies: Vec<String>,
     /// Workloads, comma-separated.
-    #[arg(long, default_value = "memstress,filejob,sortjob", value_delimiter = ',')]
+    #[arg(
+        long,
+        default_value = "memstress,filejob,sortjob",
+        value_delimiter = ','
+    )]
     workloads: Vec<String>,
     /// Runs of each policy × workload.
     #[arg(long, default_value_t = 3)]
@@ -173,7 +177,11 @@ fn build(a: &BuildArgs) -> Result<()> {
                 r.errors,
                 r.warnings
             );
-            for line in r.output.lines().filter(|l| l.contains(": ERROR:") || l.contains(": WARNING:")) {
+            for line in r
+                .output
+                .lines()
+                .filter(|l| l.contains(": ERROR:") || l.contains(": WARNING:"))
+            {
                 println!("  {line}");
             }
             errors += r.errors;
@@ -250,7 +258,10 @@ fn run_one(a: &RunArgs) -> Result<()> {
         );
     }
     if r.workload_status != 0 {
-        bail!("the workload exited with {} in the guest", r.workload_status);
+        bail!(
+            "the workload exited with {} in the guest",
+            r.workload_status
+        );
     }
     Ok(())
 }
@@ -271,7 +282,10 @@ fn run_study(a: &StudyArgs) -> Result<()> {
     print!("{}", table(&s));
     if let Some(dir) = &a.out {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-        write_atomic(&dir.join("kernel.json"), serde_json::to_string_pretty(&s)?.as_bytes())?;
+        write_atomic(
+            &dir.join("kernel.json"),
+            serde_json::to_string_pretty(&s)?.as_bytes(),
+        )?;
         write_atomic(&dir.join("kernel.html"), html(&s).as_bytes())?;
         println!("report: {}", dir.join("kernel.html").display());
     }
@@ -317,8 +331,20 @@ fn f(v: f64) -> String {
 
 fn run_rows(s: &study::Study) -> Vec<Vec<String>> {
     let mut rows = vec![[
-        "policy", "workload", "run", "accel", "boot s", "run s", "events", "lost", "max",
-        "mean", "max/mean", "used banks", "pinned banks", "problems",
+        "policy",
+        "workload",
+        "run",
+        "accel",
+        "boot s",
+        "run s",
+        "events",
+        "lost",
+        "max",
+        "mean",
+        "max/mean",
+        "used banks",
+        "pinned banks",
+        "problems",
     ]
     .map(String::from)
     .to_vec()];
@@ -345,8 +371,15 @@ fn run_rows(s: &study::Study) -> Vec<Vec<String>> {
 
 fn replay_rows(s: &study::Study) -> Vec<Vec<String>> {
     let mut rows = vec![[
-        "workload", "kernel policy", "replayed model", "predicted max", "measured max",
-        "ratio max", "predicted mean", "measured mean", "ratio mean",
+        "workload",
+        "kernel policy",
+        "replayed model",
+        "predicted max",
+        "measured max",
+        "ratio max",
+        "predicted mean",
+        "measured mean",
+        "ratio mean",
     ]
     .map(String::from)
     .to_vec()];
@@ -372,11 +405,17 @@ fn table(s: &study::Study) -> String {
         s.mem_mib, s.cpus
     );
     out.push_str(&align(&run_rows(s)));
-    out.push_str("\nReplay vs reality (buddy's trace replayed through the model; medians over runs):\n");
+    out.push_str(
+        "\nReplay vs reality (buddy's trace replayed through the model; medians over runs):\n",
+    );
     out.push_str(&align(&replay_rows(s)));
     out.push('\n');
     for (w, r) in &s.ibuddy_max_reduction {
-        let _ = writeln!(out, "{w}: buddy's max / ibuddy's max = {} (target >= 10)", f(*r));
+        let _ = writeln!(
+            out,
+            "{w}: buddy's max / ibuddy's max = {} (target >= 10)",
+            f(*r)
+        );
     }
     out
 }

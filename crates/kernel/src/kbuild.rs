@@ -216,10 +216,7 @@ pub(crate) fn tail_of(path: &Path, n: usize) -> String {
     let text = String::from_utf8_lossy(&text);
     let lines: Vec<&str> = text.lines().collect();
     let start = lines.len().saturating_sub(n);
-    lines[start..]
-        .iter()
-        .map(|l| format!("\n  {l}"))
-        .collect()
+    lines[start..].iter().map(|l| format!("\n  {l}")).collect()
 }
 
 /// An exclusive lock on `path` (created if missing), held while alive.
@@ -252,7 +249,13 @@ impl FileLock {
 fn version_dir(opts: &BuildOptions, version: &str) -> PathBuf {
     let safe: String = version
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '.' || c == '-' { c } else { '_' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '.' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
         .collect();
     opts.cache.join(format!("linux-{safe}"))
 }
@@ -353,7 +356,12 @@ fn apply_series(series: &Series, work: &Path, log: &Path) -> Result<()> {
 /// `make tinyconfig`, merge the fragment, and check every option it sets
 /// stuck (Kconfig drops options whose dependencies are missing).
 fn configure(series: &Series, work: &Path, log: &Path) -> Result<()> {
-    run_logged("make tinyconfig", Command::new("make").arg("tinyconfig"), work, log)?;
+    run_logged(
+        "make tinyconfig",
+        Command::new("make").arg("tinyconfig"),
+        work,
+        log,
+    )?;
     run_logged(
         "merging the config fragment",
         Command::new("scripts/kconfig/merge_config.sh")
@@ -362,11 +370,17 @@ fn configure(series: &Series, work: &Path, log: &Path) -> Result<()> {
         work,
         log,
     )?;
-    run_logged("make olddefconfig", Command::new("make").arg("olddefconfig"), work, log)?;
+    run_logged(
+        "make olddefconfig",
+        Command::new("make").arg("olddefconfig"),
+        work,
+        log,
+    )?;
     let frag = fs::read_to_string(&series.config)
         .map_err(|e| KernelError::io("reading", &series.config, e))?;
     let cfg_path = work.join(".config");
-    let cfg = fs::read_to_string(&cfg_path).map_err(|e| KernelError::io("reading", &cfg_path, e))?;
+    let cfg =
+        fs::read_to_string(&cfg_path).map_err(|e| KernelError::io("reading", &cfg_path, e))?;
     for line in frag.lines().map(str::trim) {
         let wanted = if line.starts_with("CONFIG_") {
             line.to_owned()

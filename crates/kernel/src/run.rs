@@ -131,7 +131,12 @@ pub struct RunOptions {
 
 impl RunOptions {
     /// A run of `command` under `policy` with 2 GiB, 2 CPUs, TCG or KVM.
-    pub fn new(build: BuildOptions, workloads_dir: PathBuf, policy: Policy, command: Vec<String>) -> Self {
+    pub fn new(
+        build: BuildOptions,
+        workloads_dir: PathBuf,
+        policy: Policy,
+        command: Vec<String>,
+    ) -> Self {
         RunOptions {
             build,
             workloads_dir,
@@ -191,7 +196,8 @@ impl Counters {
                     pinned: pinned.parse().map_err(|_| bad())?,
                 }),
                 [k, v] => {
-                    c.values.insert((*k).to_owned(), v.parse().map_err(|_| bad())?);
+                    c.values
+                        .insert((*k).to_owned(), v.parse().map_err(|_| bad())?);
                 }
                 _ => return Err(bad()),
             }
@@ -295,7 +301,10 @@ fn static_busybox() -> Result<PathBuf> {
 /// Whether an ELF64 executable names a dynamic loader (a `PT_INTERP`
 /// program header); anything that is not ELF64 counts as dynamic.
 fn has_interpreter(elf: &[u8]) -> bool {
-    let u16_at = |o: usize| elf.get(o..o + 2).map(|b| u16::from_le_bytes([b[0], b[1]]) as usize);
+    let u16_at = |o: usize| {
+        elf.get(o..o + 2)
+            .map(|b| u16::from_le_bytes([b[0], b[1]]) as usize)
+    };
     let u64_at = |o: usize| {
         elf.get(o..o + 8)
             .map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")) as usize)
@@ -303,7 +312,8 @@ fn has_interpreter(elf: &[u8]) -> bool {
     if !elf.starts_with(b"\x7fELF\x02\x01") {
         return true;
     }
-    let (Some(phoff), Some(phentsize), Some(phnum)) = (u64_at(0x20), u16_at(0x36), u16_at(0x38)) else {
+    let (Some(phoff), Some(phentsize), Some(phnum)) = (u64_at(0x20), u16_at(0x36), u16_at(0x38))
+    else {
         return true;
     };
     (0..phnum).any(|i| {
@@ -326,12 +336,19 @@ fn compile_workloads(dir: &Path, cache: &Path) -> Result<Vec<(String, PathBuf)>>
         h.update(s.file_name().unwrap_or_default().as_encoded_bytes());
         h.update(fs::read(s).map_err(|e| KernelError::io("reading", s, e))?);
     }
-    let hash: String = h.finalize()[..8].iter().map(|b| format!("{b:02x}")).collect();
+    let hash: String = h.finalize()[..8]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
     let out = cache.join("workloads").join(hash);
     fs::create_dir_all(&out).map_err(|e| KernelError::io("creating", &out, e))?;
     let mut bins = Vec::new();
     for s in &sources {
-        let name = s.file_stem().unwrap_or_default().to_string_lossy().into_owned();
+        let name = s
+            .file_stem()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .into_owned();
         let bin = out.join(&name);
         if !bin.is_file() {
             let tmp = out.join(format!("{name}.tmp"));
@@ -473,10 +490,7 @@ fn boot(
         .arg(dir.join("initramfs.cpio"))
         .args([
             "-append",
-            &format!(
-                "console=ttyS0 panic=-1 nvmos_policy={}",
-                opts.policy.name()
-            ),
+            &format!("console=ttyS0 panic=-1 nvmos_policy={}", opts.policy.name()),
         ])
         .arg("-serial")
         .arg(format!("file:{}", console.display()))
@@ -500,7 +514,8 @@ fn boot(
             .try_wait()
             .map_err(|e| KernelError::io("waiting for", PathBuf::from("qemu"), e))?
         {
-            let text = String::from_utf8_lossy(&fs::read(&console).unwrap_or_default()).into_owned();
+            let text =
+                String::from_utf8_lossy(&fs::read(&console).unwrap_or_default()).into_owned();
             if boot_s.is_none() && text.contains("nvmos-guest-start") {
                 boot_s = Some(started.elapsed().as_secs_f64());
             }
@@ -679,7 +694,9 @@ pub fn run(opts: &RunOptions, progress: &mut dyn FnMut(Progress)) -> Result<Run>
         }
         Err(e) if use_kvm => {
             kvm_failed();
-            progress(Progress::Step(format!("KVM guest failed ({e}); falling back to TCG")));
+            progress(Progress::Step(format!(
+                "KVM guest failed ({e}); falling back to TCG"
+            )));
             boot(opts, &dir, &kernel.bzimage, false, progress)?
         }
         other => other?,
@@ -837,8 +854,10 @@ mod tests {
 
     #[test]
     fn counters_parse_and_refuse_garbage() {
-        let c = Counters::parse("policy ibuddy\nalloc_single_frames 12\nbank 0 DMA32 5 3\nbank 1 DMA32 0 0\n")
-            .unwrap();
+        let c = Counters::parse(
+            "policy ibuddy\nalloc_single_frames 12\nbank 0 DMA32 5 3\nbank 1 DMA32 0 0\n",
+        )
+        .unwrap();
         assert_eq!(c.policy, "ibuddy");
         assert_eq!(c.get("alloc_single_frames"), 12);
         assert_eq!(c.pinned_banks(), 1);
@@ -848,7 +867,8 @@ mod tests {
 
     #[test]
     fn lost_events_sum_overruns_and_drops() {
-        let stats = "entries: 5\noverrun: 2\ncommit overrun: 0\ndropped events: 3\nread events: 0\n";
+        let stats =
+            "entries: 5\noverrun: 2\ncommit overrun: 0\ndropped events: 3\nread events: 0\n";
         assert_eq!(lost_events(stats), 5);
     }
 
@@ -865,8 +885,14 @@ mod tests {
 
     #[test]
     fn static_and_dynamic_executables_are_told_apart() {
-        assert!(!has_interpreter(&fs::read("/bin/busybox").unwrap()) || !Path::new("/bin/busybox").exists());
-        assert!(has_interpreter(&fs::read("/bin/sh").unwrap()), "dash is dynamic");
+        assert!(
+            !has_interpreter(&fs::read("/bin/busybox").unwrap())
+                || !Path::new("/bin/busybox").exists()
+        );
+        assert!(
+            has_interpreter(&fs::read("/bin/sh").unwrap()),
+            "dash is dynamic"
+        );
         assert!(has_interpreter(b"#!/bin/sh\n"));
     }
 

@@ -101,6 +101,14 @@ pub struct Study {
     pub ibuddy_max_reduction: Vec<(String, f64)>,
 }
 
+/// One replay of a buddy run through a model.
+struct Prediction {
+    workload: String,
+    kind: AllocatorKind,
+    max: f64,
+    mean: f64,
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     if v.is_empty() {
         return f64::NAN;
@@ -139,7 +147,7 @@ pub fn run_study(opts: &Options, progress: &mut dyn FnMut(Progress)) -> Result<S
     let total = opts.policies.len() * commands.len() * opts.runs as usize;
     let mut rows = Vec::new();
     // Predicted (max, mean) per (workload, model) over the buddy runs.
-    let mut predicted: Vec<(String, AllocatorKind, f64, f64)> = Vec::new();
+    let mut predicted: Vec<Prediction> = Vec::new();
     let sim = StudyOptions {
         heat_buckets: 0,
         ..StudyOptions::default()
@@ -178,7 +186,12 @@ pub fn run_study(opts: &Options, progress: &mut dyn FnMut(Progress)) -> Result<S
                                 },
                             )
                             .map_err(|e| study_err(e.to_string()))?;
-                            predicted.push((workload.clone(), kind, row.wear.max as f64, row.wear.mean));
+                            predicted.push(Prediction {
+                                workload: workload.clone(),
+                                kind,
+                                max: row.wear.max as f64,
+                                mean: row.wear.mean,
+                            });
                         }
                     }
                 }
@@ -226,17 +239,19 @@ pub fn run_study(opts: &Options, progress: &mut dyn FnMut(Progress)) -> Result<S
     let mut reduction = Vec::new();
     for (workload, _) in &commands {
         for &policy in &opts.policies {
-            let Some(kind) = model_of(policy) else { continue };
-            let pick = |f: &dyn Fn(&(String, AllocatorKind, f64, f64)) -> f64| {
+            let Some(kind) = model_of(policy) else {
+                continue;
+            };
+            let pick = |f: &dyn Fn(&Prediction) -> f64| {
                 median(
                     predicted
                         .iter()
-                        .filter(|p| &p.0 == workload && p.1 == kind)
+                        .filter(|p| &p.workload == workload && p.kind == kind)
                         .map(f)
                         .collect(),
                 )
             };
-            let (pmax, pmean) = (pick(&|p| p.2), pick(&|p| p.3));
+            let (pmax, pmean) = (pick(&|p| p.max), pick(&|p| p.mean));
             if pmax.is_nan() {
                 // No buddy run to replay: nothing predicted.
                 continue;

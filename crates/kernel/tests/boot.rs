@@ -31,12 +31,21 @@ fn every_policy_boots_runs_a_workload_and_its_counters_move() {
         opts.output = Some(out.clone());
         let r = run(&opts, &mut |_| {}).unwrap_or_else(|e| panic!("{}: {e}", policy.name()));
         let name = policy.name();
-        assert!(r.problems.is_empty(), "{name}: {:?} ({})", r.problems, r.console_log.display());
+        assert!(
+            r.problems.is_empty(),
+            "{name}: {:?} ({})",
+            r.problems,
+            r.console_log.display()
+        );
         assert_eq!(r.workload_status, 0, "{name}");
         assert_eq!(r.counts.lost_events, 0, "{name}");
         assert_eq!(r.counters.policy, name);
         // 64 MiB touched then freed: 16,384 frames each way at least.
-        assert!(r.event_count >= 2 * 16_384, "{name}: {} events", r.event_count);
+        assert!(
+            r.event_count >= 2 * 16_384,
+            "{name}: {} events",
+            r.event_count
+        );
         assert_eq!(r.machine.cpus, 2);
         assert!(r.machine.memory_bytes > 1 << 30);
         let delta = |k: &str| r.counters.get(k) - r.counters_before.get(k);
@@ -49,7 +58,10 @@ fn every_policy_boots_runs_a_workload_and_its_counters_move() {
             _ => {
                 assert!(r.counters.get("seeded_frames") > 400_000, "{name}");
                 let single = delta("alloc_single_frames") + delta("alloc_lazy_frames");
-                assert!(single >= 16_384, "{name}: {single} order-0 frames by the policy");
+                assert!(
+                    single >= 16_384,
+                    "{name}: {single} order-0 frames by the policy"
+                );
                 // Linux's buddy served nothing while the space had frames.
                 assert_eq!(delta("alloc_linux_frames"), 0, "{name}");
                 assert!(delta("bitmap_coalesces") > 0, "{name}");
@@ -76,22 +88,38 @@ fn ibuddy_in_the_kernel_spreads_allocations_that_buddy_concentrates() {
     // allocated fewer times than buddy's (the study measures by how much).
     let mut max = Vec::new();
     for policy in [Policy::Buddy, Policy::IBuddy] {
-        let r = run(&options(policy, &["filejob", "/tmp/f", "32", "3"]), &mut |_| {}).unwrap();
+        let r = run(
+            &options(policy, &["filejob", "/tmp/f", "32", "3"]),
+            &mut |_| {},
+        )
+        .unwrap();
         assert!(r.problems.is_empty(), "{:?}", r.problems);
         assert_eq!(r.workload_status, 0);
         let zones = nvmos_sim::evaluate::recorded_zones(&r.machine);
         let map = nvmos_frames::ZoneMap::new(&zones).unwrap();
-        let events = r.events.iter().map(|e| Ok::<_, std::convert::Infallible>(*e));
-        let (_, wear) = nvmos_sim::as_recorded(map, events, nvmos_sim::WriteModel::default()).unwrap();
+        let events = r
+            .events
+            .iter()
+            .map(|e| Ok::<_, std::convert::Infallible>(*e));
+        let (_, wear) =
+            nvmos_sim::as_recorded(map, events, nvmos_sim::WriteModel::default()).unwrap();
         max.push(wear.summary(1).max);
     }
-    assert!(max[1] < max[0], "ibuddy max {} vs buddy max {}", max[1], max[0]);
+    assert!(
+        max[1] < max[0],
+        "ibuddy max {} vs buddy max {}",
+        max[1],
+        max[0]
+    );
 }
 
 #[test]
 fn bad_input_gets_a_clear_error() {
     let e = Policy::parse("adaptive").unwrap_err().to_string();
-    assert!(e.contains("adaptive") && e.contains("not in the kernel series"), "{e}");
+    assert!(
+        e.contains("adaptive") && e.contains("not in the kernel series"),
+        "{e}"
+    );
     let e = Policy::parse("slab").unwrap_err().to_string();
     assert!(e.contains("unknown policy \"slab\""), "{e}");
 
@@ -99,7 +127,10 @@ fn bad_input_gets_a_clear_error() {
     build.source = "/nonexistent/linux-source-6.12.tar.xz".into();
     let e = kbuild::build(&build, &mut |_| {}).unwrap_err();
     assert!(matches!(e, KernelError::SourceMissing { .. }), "{e}");
-    assert!(e.to_string().contains("apt-get install linux-source-6.12"), "{e}");
+    assert!(
+        e.to_string().contains("apt-get install linux-source-6.12"),
+        "{e}"
+    );
 
     let mut opts = options(Policy::IBuddy, &["memstress", "64", "1"]);
     opts.qemu = "/nonexistent/qemu-system-x86_64".into();
@@ -107,10 +138,15 @@ fn bad_input_gets_a_clear_error() {
     assert!(matches!(e, KernelError::ToolMissing { .. }), "{e}");
     assert!(e.to_string().contains("qemu-system-x86"), "{e}");
 
-    let e = nvmos_kernel::run::workload_command("kernbench").unwrap_err().to_string();
+    let e = nvmos_kernel::run::workload_command("kernbench")
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("kernbench") && e.contains("memstress"), "{e}");
 
     let mut opts = options(Policy::IBuddy, &["memstress"]);
     opts.cpus = 0;
-    assert!(run(&opts, &mut |_| {}).unwrap_err().to_string().contains("--cpus 0"));
+    assert!(run(&opts, &mut |_| {})
+        .unwrap_err()
+        .to_string()
+        .contains("--cpus 0"));
 }

@@ -9,9 +9,7 @@
 //! space is per zone, while nvmos' IBuddy cuts memory into one space per
 //! CPU; the test builds IBuddy with one space to compare like with like.)
 
-use nvmos_frames::{
-    FrameAllocator, IBuddy, MigrateType, Order, PcpPolicy, PerCpu, Request, Zone,
-};
+use nvmos_frames::{FrameAllocator, IBuddy, MigrateType, Order, PcpPolicy, PerCpu, Request, Zone};
 use nvmos_kernel::policy_core::CoreSpace;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -20,7 +18,13 @@ type Lock = parking_lot::RawMutex;
 
 /// Drive both with `steps` random requests; return how many allocations
 /// were compared.
-fn compare(reference: &dyn FrameAllocator, core: &mut CoreSpace, frames: u64, seed: u64, steps: usize) -> usize {
+fn compare(
+    reference: &dyn FrameAllocator,
+    core: &mut CoreSpace,
+    frames: u64,
+    seed: u64,
+    steps: usize,
+) -> usize {
     let mut rng = SmallRng::seed_from_u64(seed);
     let mut live: Vec<(u64, u8)> = Vec::new();
     let mut live_frames = 0u64;
@@ -110,7 +114,10 @@ fn a_whole_space_coalesces_back_to_its_largest_blocks() {
     }
     assert_eq!(core.next_level(), 10);
     // 4096 frames: 2048 + 1024 + ... + 4 bits set above order 0.
-    assert_eq!(core.coalesces(), (1..=10).map(|k| 4096u64 >> k).sum::<u64>());
+    assert_eq!(
+        core.coalesces(),
+        (1..=10).map(|k| 4096u64 >> k).sum::<u64>()
+    );
     let blocks: Vec<u64> = (0..4).map(|_| core.alloc(10).unwrap().unwrap()).collect();
     let mut sorted = blocks.clone();
     sorted.sort_unstable();
