@@ -897,6 +897,23 @@ mod tests {
     }
 
     #[test]
+    fn guest_sections_are_read_and_an_incomplete_report_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let disk = dir.path().join("data.img");
+        let mut bytes =
+            b"==nvmos:status==\n0\n==nvmos:trace==\nline 1\nline 2\n==nvmos:end==\n".to_vec();
+        bytes.resize(4096, 0);
+        fs::write(&disk, &bytes).unwrap();
+        let s = sections(&disk).unwrap();
+        assert_eq!(s["status"], b"0\n");
+        assert_eq!(s["trace"], b"line 1\nline 2\n");
+        // A guest that died mid-report leaves no end marker.
+        fs::write(&disk, b"==nvmos:status==\n0\n==nvmos:trace==\nline 1\n\0\0").unwrap();
+        let e = sections(&disk).unwrap_err().to_string();
+        assert!(e.contains("incomplete"), "{e}");
+    }
+
+    #[test]
     fn shell_quoting_survives_quotes() {
         assert_eq!(shell_quote("it's"), r"'it'\''s'");
     }
