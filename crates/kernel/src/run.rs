@@ -3,9 +3,9 @@
 //! `kmem:mm_page_alloc/free` trace, its machine description and the
 //! policy's counters.
 //!
-//! The guest writes everything it reports to a raw virtio disk, as
-//! sections `==nvmos:NAME==` closed by `==nvmos:end==`; a serial port is
-//! its console, which the watchdog watches: a guest whose console stays
+//! The guest is QEMU's microvm; it writes everything it reports to a raw
+//! virtio disk, as sections `==nvmos:NAME==` closed by `==nvmos:end==`; a
+//! serial port is its console, which the watchdog watches: a guest whose console stays
 //! silent for `stall_s` seconds (it prints a heartbeat every 5 s of guest
 //! time), or that runs past `timeout_s`, is killed and the run fails.
 
@@ -480,7 +480,9 @@ fn boot(
     drop(f);
     let accel = if use_kvm { "kvm" } else { "tcg" };
     let mut cmd = Command::new(&opts.qemu);
-    cmd.args(["-M", "q35", "-accel", accel])
+    // microvm: qboot's MP table names every CPU without ACPI, and the
+    // virtio-mmio disk is announced on the kernel command line by QEMU.
+    cmd.args(["-M", "microvm,acpi=off", "-accel", accel])
         .args(["-m", &format!("{}M", opts.mem_mib)])
         .args(["-smp", &opts.cpus.to_string()])
         .args(["-display", "none", "-monitor", "none", "-no-reboot"])
@@ -490,12 +492,19 @@ fn boot(
         .arg(dir.join("initramfs.cpio"))
         .args([
             "-append",
-            &format!("console=ttyS0 panic=-1 nvmos_policy={}", opts.policy.name()),
+            &format!(
+                "console=ttyS0 panic=-1 reboot=t nvmos_policy={}",
+                opts.policy.name()
+            ),
         ])
         .arg("-serial")
         .arg(format!("file:{}", console.display()))
         .arg("-drive")
-        .arg(format!("file={},format=raw,if=virtio", disk.display()))
+        .arg(format!(
+            "id=data,file={},format=raw,if=none",
+            disk.display()
+        ))
+        .args(["-device", "virtio-blk-device,drive=data"])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(
