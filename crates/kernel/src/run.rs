@@ -27,6 +27,7 @@ use crate::{cpio::Cpio, KernelError, Progress, Result};
 
 /// The order-0 page-frame policy the guest boots with (`nvmos_policy=`).
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Policy {
     /// Linux's buddy allocator with its pcp lists, unchanged.
     Buddy,
