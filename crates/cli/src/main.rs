@@ -3,6 +3,7 @@
 
 mod bench;
 mod evaluate_cmd;
+mod kernel_cmd;
 mod memsys_cmd;
 mod pmo_cmd;
 mod record_swap;
@@ -73,6 +74,12 @@ enum Command {
     Study {
         #[command(subcommand)]
         study: study::Study,
+    },
+    /// The allocators inside a real Linux 6.12 kernel under QEMU: build
+    /// the patched kernel, run a workload with a policy, the kernel study.
+    Kernel {
+        #[command(subcommand)]
+        kernel: kernel_cmd::KernelCommand,
     },
 }
 
@@ -256,6 +263,7 @@ fn run(cli: Cli) -> Result<()> {
         } => trace_cmd::convert(args),
         Command::Memsys { memsys } => memsys_cmd::run(memsys),
         Command::Study { study } => study::run(study),
+        Command::Kernel { kernel } => kernel_cmd::run(kernel),
     }
 }
 
