@@ -294,3 +294,10 @@ pub(crate) fn progress_bar(steps: u64) -> ProgressBar {
     bar.set_style(style);
     bar
 }
+
+/// Draw a study's progress report on `bar`.
+pub(crate) fn show(bar: &ProgressBar, p: &nvmos_sim::Progress) {
+    bar.set_length(p.total);
+    bar.set_position(p.done);
+    bar.set_message(p.step.clone());
+}

@@ -2,11 +2,15 @@
 //! count the kernel's own placement, and summarise wear, lifetime and
 //! speed as one row of the comparison.
 
+use std::path::PathBuf;
+
+use nvmos_frames::sync::SpinYield;
 use nvmos_frames::{ConfigError, Zone, ZoneMap};
-use nvmos_trace::{Event, MachineInfo};
+use nvmos_trace::{Event, MachineInfo, TraceError};
 
 use crate::allocators::{AllocatorJob, AllocatorKind, Setup, StudyAllocator, DEFAULT_BANK_FRAMES};
 use crate::replay::{as_recorded, run, Migrating, ReplayError, ReplayStats};
+use crate::study::Progress;
 use crate::wear::{WearCounter, WearSummary, WriteModel};
 
 /// The row name of the kernel's own placement.
@@ -106,6 +110,156 @@ pub enum StudyError<E: std::error::Error + 'static> {
     /// The replay stopped.
     #[error(transparent)]
     Replay(#[from] ReplayError<E>),
+}
+
+/// What `nvmos evaluate` and `nvmos replay` run: trace files through
+/// registry allocators.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
+pub struct Options {
+    /// The trace files, in the order their results are listed.
+    pub traces: Vec<PathBuf>,
+    /// The allocators, after the kernel's own placement.
+    pub allocators: Vec<AllocatorKind>,
+    /// How every replay runs.
+    pub study: StudyOptions,
+}
+
+impl Default for Options {
+    /// No traces; every registry allocator.
+    fn default() -> Self {
+        Options {
+            traces: Vec::new(),
+            allocators: AllocatorKind::ALL.to_vec(),
+            study: StudyOptions::default(),
+        }
+    }
+}
+
+/// Why `run` stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum EvaluateError {
+    /// No trace to replay.
+    #[error("no traces given")]
+    NoTraces,
+    /// The options ask for something impossible.
+    #[error("{0}")]
+    Options(&'static str),
+    /// A trace file could not be opened.
+    #[error("opening a trace")]
+    Open(#[source] TraceError),
+    /// The trace does not describe its machine and no memory was given.
+    #[error("{0} does not say which machine it was recorded on (a text trace?): give the memory size (--memory)")]
+    NoMachine(PathBuf),
+    /// A replay failed.
+    #[error("{}: {what}", path.display())]
+    Replay {
+        /// The trace.
+        path: PathBuf,
+        /// Which row.
+        what: String,
+        /// Why.
+        #[source]
+        source: StudyError<TraceError>,
+    },
+}
+
+/// Replay every trace of `options` through the kernel's own placement and
+/// every allocator asked for, reporting each replay to `progress`.
+pub fn evaluate(
+    options: &Options,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<Evaluation, EvaluateError> {
+    if options.traces.is_empty() {
+        return Err(EvaluateError::NoTraces);
+    }
+    if options.study.cpus == Some(0) {
+        return Err(EvaluateError::Options(
+            "cpus = 0: an allocator serves at least one CPU",
+        ));
+    }
+    let study = &options.study;
+    let total = (options.traces.len() * (options.allocators.len() + 1)) as u64;
+    let mut done = 0;
+    let mut traces = Vec::new();
+    for path in &options.traces {
+        let open = || nvmos_trace::open(path).map_err(EvaluateError::Open);
+        let machine = open()?
+            .header()
+            .and_then(|h| h.machine.clone())
+            .or_else(|| {
+                study
+                    .memory_frames
+                    .map(|frames| single_zone_machine(frames, study.cpus))
+            })
+            .ok_or_else(|| EvaluateError::NoMachine(path.clone()))?;
+        let name = path
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .map(|s| s.trim_end_matches(".nvt").to_string())
+            .unwrap_or_else(|| path.display().to_string());
+        let failed = |what: String| {
+            move |source| EvaluateError::Replay {
+                path: path.clone(),
+                what,
+                source,
+            }
+        };
+        let mut step = |what: &str, done: u64| {
+            progress(Progress {
+                done,
+                total,
+                step: format!("{name}: {what}"),
+            })
+        };
+        step(AS_RECORDED, done);
+        let recorded = study_as_recorded(&machine, open()?, study)
+            .map_err(failed("counting the recorded placement".into()))?;
+        done += 1;
+        let mut rows = vec![recorded];
+        for &kind in &options.allocators {
+            step(kind.name(), done);
+            let row = study_allocator::<SpinYield, _, _>(kind, &machine, open()?, study)
+                .map_err(failed(format!("replaying through {kind}")))?;
+            rows.push(row);
+            done += 1;
+        }
+        traces.push(TraceStudy {
+            trace: name,
+            source: path.display().to_string(),
+            events: rows[0].stats.events,
+            duration_ns: rows[0].stats.trace_ns,
+            machine,
+            rows,
+        });
+    }
+    progress(Progress {
+        done,
+        total,
+        step: String::new(),
+    });
+    Ok(Evaluation {
+        options: study.clone(),
+        traces,
+    })
+}
+
+/// A machine of one zone, for text traces that do not describe theirs.
+fn single_zone_machine(frames: u64, cpus: Option<u32>) -> MachineInfo {
+    MachineInfo {
+        page_size: 4096,
+        memory_bytes: frames * 4096,
+        cpus: cpus.unwrap_or(1),
+        zones: vec![nvmos_trace::ZoneInfo {
+            node: 0,
+            name: "Normal".into(),
+            start_pfn: 0,
+            spanned: frames,
+            present: frames,
+        }],
+        kernel: String::new(),
+        ram: Vec::new(),
+    }
 }
 
 /// The recorded machine's memory: its zones, cut to the frames backed by

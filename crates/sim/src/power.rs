@@ -66,7 +66,7 @@ pub enum PowerStudyError {
         source: ConfigError,
     },
     /// The allocator refused to free or move its own block: a bug.
-    #[error("{allocator}: refused to free its own block {pfn} (order {order}): {error}")]
+    #[error("{allocator}: refused to free its own block {pfn} (order {order})")]
     Allocator {
         /// The allocator.
         allocator: &'static str,

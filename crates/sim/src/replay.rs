@@ -89,9 +89,7 @@ pub enum ReplayError<E: std::error::Error + 'static> {
     Trace(#[source] E),
     /// The allocator refused to free a block it had handed out: a bug in
     /// the allocator.
-    #[error(
-        "event {event}: the allocator refused to free its own block {pfn} (order {order}): {error}"
-    )]
+    #[error("event {event}: the allocator refused to free its own block {pfn} (order {order})")]
     Allocator {
         /// Index of the event, from 0.
         event: u64,
