@@ -3,19 +3,14 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
-use nvmos_frames::sync::SpinYield;
-use nvmos_sim::{
-    study_allocator, study_as_recorded, AllocatorKind, Evaluation, StudyOptions, StudyRow,
-    TraceStudy, WriteModel,
-};
-use nvmos_trace::MachineInfo;
+use nvmos_sim::{AllocatorKind, Evaluation, StudyOptions, StudyRow, WriteModel};
 
 use crate::report::{self, format_value};
 
 /// What every trace study takes.
 #[derive(clap::Args, Debug, Clone)]
 pub struct StudyArgs {
-    /// Allocators to replay through, by name (buddy, LBS-1, LBS-31, linux-pcp, iBuddy, LiS-1, LiS-31); all when omitted.
+    /// Allocators to replay through, by registry name or alias (buddy, LBS-1, LBS-31, linux-pcp, iBuddy, LiS-1, LiS-31, M3, M3-part, array-bank, list-bank, adaptive, adaptive-migrate); all when omitted.
     #[arg(long = "alloc", value_delimiter = ',')]
     pub allocators: Vec<String>,
     /// Memory the allocators manage, as one zone (e.g. 4GiB, 512MiB or a frame count); default: the recorded machine's zones.
@@ -83,12 +78,7 @@ impl StudyArgs {
         }
         self.allocators
             .iter()
-            .map(|name| {
-                AllocatorKind::parse(name).with_context(|| {
-                    let known: Vec<_> = AllocatorKind::ALL.iter().map(|k| k.name()).collect();
-                    format!("unknown allocator {name:?}; known: {}", known.join(", "))
-                })
-            })
+            .map(|name| name.parse().map_err(anyhow::Error::msg))
             .collect()
     }
 }
@@ -147,71 +137,15 @@ fn trace_files(dir: &Path) -> Result<Vec<PathBuf>> {
 }
 
 fn study(files: &[PathBuf], args: &StudyArgs) -> Result<Evaluation> {
-    let options = args.options()?;
-    let kinds = args.kinds()?;
-    let progress = crate::progress_bar((files.len() * (kinds.len() + 1)) as u64);
-    let mut traces = Vec::new();
-    for path in files {
-        let source =
-            nvmos_trace::open(path).with_context(|| format!("opening {}", path.display()))?;
-        let machine = source
-            .header()
-            .and_then(|h| h.machine.clone())
-            .or_else(|| options.memory_frames.map(|frames| single_zone_machine(frames, args.cpus)))
-            .with_context(|| {
-                format!(
-                    "{} does not say which machine it was recorded on (a text trace?): give --memory",
-                    path.display()
-                )
-            })?;
-        let name = path
-            .file_stem()
-            .and_then(|s| s.to_str())
-            .map(|s| s.trim_end_matches(".nvt").to_string())
-            .unwrap_or_else(|| path.display().to_string());
-        let open =
-            || nvmos_trace::open(path).with_context(|| format!("opening {}", path.display()));
-        progress.set_message(format!("{name}: {}", nvmos_sim::AS_RECORDED));
-        let recorded = study_as_recorded(&machine, open()?, &options)
-            .with_context(|| format!("{}: counting the recorded placement", path.display()))?;
-        progress.inc(1);
-        let mut rows = vec![recorded];
-        for &kind in &kinds {
-            progress.set_message(format!("{name}: {kind}"));
-            let row = study_allocator::<SpinYield, _, _>(kind, &machine, open()?, &options)
-                .with_context(|| format!("{}: replaying through {kind}", path.display()))?;
-            rows.push(row);
-            progress.inc(1);
-        }
-        traces.push(TraceStudy {
-            trace: name,
-            source: path.display().to_string(),
-            events: rows[0].stats.events,
-            duration_ns: rows[0].stats.trace_ns,
-            machine,
-            rows,
-        });
-    }
-    progress.finish_and_clear();
-    Ok(Evaluation { options, traces })
-}
-
-/// A machine of one zone, for text traces that do not describe theirs.
-fn single_zone_machine(frames: u64, cpus: Option<u32>) -> MachineInfo {
-    MachineInfo {
-        page_size: 4096,
-        memory_bytes: frames * 4096,
-        cpus: cpus.unwrap_or(1),
-        zones: vec![nvmos_trace::ZoneInfo {
-            node: 0,
-            name: "Normal".into(),
-            start_pfn: 0,
-            spanned: frames,
-            present: frames,
-        }],
-        kernel: String::new(),
-        ram: Vec::new(),
-    }
+    let options = nvmos_sim::evaluate::Options {
+        traces: files.to_vec(),
+        allocators: args.kinds()?,
+        study: args.options()?,
+    };
+    let bar = crate::progress_bar(0);
+    let evaluation = nvmos_sim::evaluate(&options, &mut |p| crate::show(&bar, &p));
+    bar.finish_and_clear();
+    Ok(evaluation?)
 }
 
 fn print_tables(evaluation: &Evaluation) {

@@ -126,3 +126,40 @@ fn too_little_memory_is_counted_not_fatal() {
     assert!(row["stats"]["alloc_failures"].as_u64().unwrap() > 0);
     assert_eq!(row["wear"]["frames"], 256);
 }
+
+#[test]
+fn a_missing_trace_file_is_said_once() {
+    let out = nvmos(&["replay", "--trace", "/nonexistent/trace.nvt"]);
+    let stderr = refused(&out, &["/nonexistent/trace.nvt", "No such file"]);
+    // Each error of the chain says its own part: the system's words once.
+    assert_eq!(stderr.matches("No such file").count(), 1, "{stderr}");
+}
+
+#[test]
+fn every_registry_allocator_replays_a_shipped_trace() {
+    let trace = shipped("numpy.nvt");
+    let out = nvmos(&["replay", "--trace", trace.to_str().unwrap(), "--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rows = json["traces"][0]["rows"].as_array().unwrap();
+    let names: Vec<&str> = rows
+        .iter()
+        .map(|r| r["allocator"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names.len(),
+        nvmos_sim::AllocatorKind::ALL.len() + 1,
+        "{names:?}"
+    );
+    for kind in nvmos_sim::AllocatorKind::ALL {
+        let row = rows.iter().find(|r| r["allocator"] == kind.name()).unwrap();
+        assert!(row["stats"]["allocs"].as_u64().unwrap() > 20_000, "{kind}");
+        let passes = row["stats"]["migration_passes"].as_u64().unwrap();
+        // numpy lasts 3.9 s: migration passes at 1, 2 and 3 s.
+        assert_eq!(passes > 0, kind.caps().migrates, "{kind}: {passes} passes");
+    }
+}

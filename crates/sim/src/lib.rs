@@ -34,13 +34,17 @@ pub mod banks;
 pub mod evaluate;
 pub mod power;
 pub mod replay;
+pub mod study;
 pub mod swap_study;
 pub mod wear;
 
-pub use allocators::{AllocatorJob, AllocatorKind};
+pub use allocators::{
+    AllocatorJob, AllocatorKind, Caps, Info, Setup, StudyAllocator, DEFAULT_BANK_FRAMES,
+};
 pub use evaluate::{
-    study_allocator, study_as_recorded, Evaluation, StudyError, StudyOptions, StudyRow, TraceStudy,
-    AS_RECORDED,
+    evaluate, study_allocator, study_as_recorded, EvaluateError, Evaluation, StudyError,
+    StudyOptions, StudyRow, TraceStudy, AS_RECORDED,
 };
 pub use replay::{as_recorded, replay, ReplayError, ReplayStats};
+pub use study::Progress;
 pub use wear::{WearCounter, WearSummary, WriteModel, ENDURANCES};

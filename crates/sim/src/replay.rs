@@ -7,10 +7,19 @@
 //! stands for the traced one, so the trace's free of that block frees the
 //! allocator's. Where the allocator put the block is its own decision:
 //! that placement is what the wear figures measure.
+//!
+//! This is the one replay engine of nvmos: [`run`] matches frees to
+//! allocations (frees of blocks allocated before the recording skipped,
+//! blocks freed in pieces given back when whole, a traced block allocated
+//! again before its free was seen freed first) for any [`Placement`] (an
+//! allocator under test, [`ByAllocator`], or the kernel's own,
+//! [`Recorded`]), runs migration passes when asked, and tells a [`Hook`]
+//! where every block was placed, moved and freed. The wear study's hook is
+//! the [`WearCounter`]; the power study's counts allocated frames per bank.
 
 use std::time::Instant;
 
-use nvmos_frames::{AllocError, FrameAllocator, MigrateType, Order, Pfn, Request, ZoneMap};
+use nvmos_frames::{AllocError, FrameAllocator, MigrateType, Move, Order, Pfn, Request, ZoneMap};
 use nvmos_trace::{Event, Op};
 use rustc_hash::{FxHashMap, FxHashSet};
 
@@ -41,6 +50,15 @@ pub struct ReplayStats {
     pub elapsed_ns: u64,
     /// Duration of the trace itself, first to last event.
     pub trace_ns: u64,
+    /// Migration passes run.
+    #[serde(default)]
+    pub migration_passes: u64,
+    /// Blocks moved by migration.
+    #[serde(default)]
+    pub blocks_migrated: u64,
+    /// Page frames copied by migration.
+    #[serde(default)]
+    pub pages_migrated: u64,
 }
 
 impl ReplayStats {
@@ -71,9 +89,7 @@ pub enum ReplayError<E: std::error::Error + 'static> {
     Trace(#[source] E),
     /// The allocator refused to free a block it had handed out: a bug in
     /// the allocator.
-    #[error(
-        "event {event}: the allocator refused to free its own block {pfn} (order {order}): {error}"
-    )]
+    #[error("event {event}: the allocator refused to free its own block {pfn} (order {order})")]
     Allocator {
         /// Index of the event, from 0.
         event: u64,
@@ -84,6 +100,17 @@ pub enum ReplayError<E: std::error::Error + 'static> {
         /// What it said.
         #[source]
         error: AllocError,
+    },
+    /// A migration pass reported moving a block no traced block is placed
+    /// at: a bug in the allocator.
+    #[error("event {event}: migration moved {old} (order {order}), which holds no traced block")]
+    LostMove {
+        /// Index of the event before which the pass ran.
+        event: u64,
+        /// The reported old first frame.
+        old: Pfn,
+        /// The reported order.
+        order: Order,
     },
 }
 
@@ -192,7 +219,7 @@ impl LiveMap {
 }
 
 /// Replay `events` through `alloc`, counting writes with `model` over the
-/// allocator's zones.
+/// allocator's zones. No migration passes run.
 pub fn replay<A, I, E>(
     alloc: &A,
     events: I,
@@ -204,11 +231,9 @@ where
     E: std::error::Error + 'static,
 {
     let zones = ZoneMap::new(alloc.zones()).expect("an allocator's zones are valid");
-    run(
-        &mut Allocator(alloc),
-        events,
-        WearCounter::new(zones, model),
-    )
+    let mut wear = WearCounter::new(zones, model);
+    let stats = run(&mut ByAllocator(alloc), &mut wear, events, None)?;
+    Ok((stats, wear))
 }
 
 /// "Linux (as recorded)": the kernel's own placement, counted straight from
@@ -223,24 +248,67 @@ where
     I: IntoIterator<Item = Result<Event, E>>,
     E: std::error::Error + 'static,
 {
-    run(&mut Recorded, events, WearCounter::new(zones, model))
+    let mut wear = WearCounter::new(zones, model);
+    let stats = run(&mut Recorded::default(), &mut wear, events, None)?;
+    Ok((stats, wear))
 }
 
 /// Where a replay puts each traced block.
-trait Placement {
+pub trait Placement {
     /// CPUs the placement serves; traced CPUs are taken modulo this.
     fn cpus(&self) -> u32;
-    /// The first frame for the block `event` allocates, or `None` when
-    /// there is no room.
+    /// The first frame for the block `event` allocates (`req` is the
+    /// request for it), or `None` when there is no room.
     fn place(&mut self, event: &Event, req: Request) -> Option<Pfn>;
-    /// Give a placed block back.
-    fn give_back(&mut self, block: &Live, cpu: u32) -> Result<(), AllocError>;
+    /// Give back the block placed at `ours`, of `req.order` and
+    /// `req.kind`, on `req.cpu`.
+    fn give_back(&mut self, ours: Pfn, req: Request) -> Result<(), AllocError>;
+    /// One migration pass: the blocks it moved, or `None` when this
+    /// placement cannot migrate.
+    fn migrate(&mut self) -> Option<Vec<Move>> {
+        None
+    }
+}
+
+/// What a study watches during a replay. Every method has a default that
+/// does nothing.
+pub trait Hook {
+    /// `event` is next; called before migration passes due at its time
+    /// and before it is applied (time has passed up to `event.time_ns`).
+    #[inline]
+    fn event(&mut self, _event: &Event) {}
+    /// A block of `order` for data of `kind` was placed at `ours`.
+    #[inline]
+    fn placed(&mut self, _ours: Pfn, _order: Order, _kind: MigrateType) {}
+    /// Migration moved a placed (movable) block: its data was copied.
+    #[inline]
+    fn moved(&mut self, _m: &Move) {}
+    /// The block placed at `ours` was given back.
+    #[inline]
+    fn freed(&mut self, _ours: Pfn, _order: Order, _kind: MigrateType) {}
+}
+
+/// Watch nothing.
+impl Hook for () {}
+
+/// Wear: every placement writes its frames, and so does every migration
+/// copy (at the block's new place).
+impl Hook for WearCounter {
+    #[inline]
+    fn placed(&mut self, ours: Pfn, order: Order, _kind: MigrateType) {
+        self.record_alloc(ours, order);
+    }
+
+    #[inline]
+    fn moved(&mut self, m: &Move) {
+        self.record_alloc(m.new, m.order);
+    }
 }
 
 /// An allocator under test decides.
-struct Allocator<'a, A: ?Sized>(&'a A);
+pub struct ByAllocator<'a, A: ?Sized>(pub &'a A);
 
-impl<A: FrameAllocator + ?Sized> Placement for Allocator<'_, A> {
+impl<A: FrameAllocator + ?Sized> Placement for ByAllocator<'_, A> {
     fn cpus(&self) -> u32 {
         self.0.cpus()
     }
@@ -251,14 +319,42 @@ impl<A: FrameAllocator + ?Sized> Placement for Allocator<'_, A> {
     }
 
     #[inline]
-    fn give_back(&mut self, block: &Live, cpu: u32) -> Result<(), AllocError> {
-        self.0
-            .free(block.ours, Request::new(block.order, cpu, block.kind))
+    fn give_back(&mut self, ours: Pfn, req: Request) -> Result<(), AllocError> {
+        self.0.free(ours, req)
     }
 }
 
-/// The kernel decided: the traced pfn is the placement.
-struct Recorded;
+/// An allocator under test that may migrate: its passes run when the
+/// replay asks for them.
+pub struct Migrating<'a, A: ?Sized>(pub &'a A);
+
+impl<A: crate::StudyAllocator + ?Sized> Placement for Migrating<'_, A> {
+    fn cpus(&self) -> u32 {
+        self.0.cpus()
+    }
+
+    #[inline]
+    fn place(&mut self, _event: &Event, req: Request) -> Option<Pfn> {
+        self.0.alloc(req).ok()
+    }
+
+    #[inline]
+    fn give_back(&mut self, ours: Pfn, req: Request) -> Result<(), AllocError> {
+        self.0.free(ours, req)
+    }
+
+    fn migrate(&mut self) -> Option<Vec<Move>> {
+        self.0.migrate()
+    }
+}
+
+/// The kernel decided: the traced pfn is the placement, where the block
+/// lies below `limit_frames` (a block past it is counted as refused).
+#[derive(Copy, Clone, Debug, Default)]
+pub struct Recorded {
+    /// Frames of the machine the blocks must lie in; `None` for any.
+    pub limit_frames: Option<u64>,
+}
 
 impl Placement for Recorded {
     fn cpus(&self) -> u32 {
@@ -267,53 +363,101 @@ impl Placement for Recorded {
 
     #[inline]
     fn place(&mut self, event: &Event, _req: Request) -> Option<Pfn> {
-        Some(event.pfn)
+        match self.limit_frames {
+            Some(limit) if event.pfn.0 + event.order.frames() > limit => None,
+            _ => Some(event.pfn),
+        }
     }
 
     #[inline]
-    fn give_back(&mut self, _block: &Live, _cpu: u32) -> Result<(), AllocError> {
+    fn give_back(&mut self, _ours: Pfn, _req: Request) -> Result<(), AllocError> {
         Ok(())
     }
 }
 
-/// The replay proper: match every free to its allocation and let
-/// `placement` place and take back the blocks.
-fn run<P, I, E>(
+/// The replay proper: match every free to its allocation, let `placement`
+/// place and take back the blocks, and tell `hook`. With
+/// `migrate_every_ns`, a migration pass runs before the first event at or
+/// past each multiple of it after the first event's time (at most one
+/// pass per event); every block a pass moves is followed, so its free
+/// later frees the new place.
+pub fn run<P, H, I, E>(
     placement: &mut P,
+    hook: &mut H,
     events: I,
-    mut wear: WearCounter,
-) -> Result<(ReplayStats, WearCounter), ReplayError<E>>
+    migrate_every_ns: Option<u64>,
+) -> Result<ReplayStats, ReplayError<E>>
 where
-    P: Placement,
+    P: Placement + ?Sized,
+    H: Hook + ?Sized,
     I: IntoIterator<Item = Result<Event, E>>,
     E: std::error::Error + 'static,
 {
-    let cpus = placement.cpus();
+    let cpus = placement.cpus().max(1);
     let mut stats = ReplayStats::default();
     let mut live = LiveMap::default();
     let mut failed: FxHashSet<u64> = FxHashSet::default();
-    let give_back = |placement: &mut P, block: Live, cpu: u32, event: u64| {
-        placement
-            .give_back(&block, cpu)
-            .map_err(|error| ReplayError::Allocator {
-                event,
-                pfn: block.ours,
-                order: block.order,
-                error,
-            })
-    };
+    // Our first frame -> traced first frame, kept only when migration
+    // runs (a move names our frame; the live map is keyed by the traced).
+    let mut owner: Option<FxHashMap<u64, u64>> = migrate_every_ns.map(|_| FxHashMap::default());
+    let every = migrate_every_ns.unwrap_or(u64::MAX).max(1);
+    let mut next_migration = every;
+    let mut first_ns = None;
     let start = Instant::now();
     for event in events {
         let event = event.map_err(ReplayError::Trace)?;
         let index = stats.events;
         stats.events += 1;
         stats.trace_ns = event.time_ns;
+        hook.event(&event);
+        let first = *first_ns.get_or_insert(event.time_ns);
+        if let Some(owner) = owner.as_mut() {
+            if event.time_ns.saturating_sub(first) >= next_migration {
+                next_migration = next_migration.saturating_add(every);
+                if let Some(moves) = placement.migrate() {
+                    stats.migration_passes += 1;
+                    for m in &moves {
+                        let traced = owner.remove(&m.old.0);
+                        let block = traced.and_then(|t| live.get(t).map(|b| (t, b)));
+                        let Some((traced, mut block)) = block.filter(|(_, b)| b.order == m.order)
+                        else {
+                            return Err(ReplayError::LostMove {
+                                event: index,
+                                old: m.old,
+                                order: m.order,
+                            });
+                        };
+                        block.ours = m.new;
+                        live.insert(traced, block);
+                        owner.insert(m.new.0, traced);
+                        stats.blocks_migrated += 1;
+                        stats.pages_migrated += m.order.frames();
+                        hook.moved(m);
+                    }
+                }
+            }
+        }
         let cpu = event.cpu % cpus;
+        let mut give_back = |placement: &mut P, hook: &mut H, block: Live| {
+            placement
+                .give_back(block.ours, Request::new(block.order, cpu, block.kind))
+                .map_err(|error| ReplayError::Allocator {
+                    event: index,
+                    pfn: block.ours,
+                    order: block.order,
+                    error,
+                })?;
+            if let Some(owner) = owner.as_mut() {
+                owner.remove(&block.ours.0);
+            }
+            hook.freed(block.ours, block.order, block.kind);
+            Ok(())
+        };
         match event.op {
             Op::Alloc(kind) => {
                 if let Some(old) = live.remove(event.pfn.0) {
                     stats.lost_frees += 1;
-                    give_back(placement, old, cpu, index)?;
+                    give_back(placement, hook, old)?;
                     stats.frees += 1;
                 }
                 if !failed.is_empty() {
@@ -322,7 +466,10 @@ where
                 match placement.place(&event, Request::new(event.order, cpu, kind)) {
                     Some(ours) => {
                         stats.allocs += 1;
-                        wear.record_alloc(ours, event.order);
+                        hook.placed(ours, event.order, kind);
+                        if let Some(owner) = owner.as_mut() {
+                            owner.insert(ours.0, event.pfn.0);
+                        }
                         live.insert(
                             event.pfn.0,
                             Live {
@@ -343,7 +490,7 @@ where
                 if let Some(block) = live.get(event.pfn.0) {
                     if block.order == event.order && block.freed == 0 {
                         live.remove(event.pfn.0);
-                        give_back(placement, block, cpu, index)?;
+                        give_back(placement, hook, block)?;
                         stats.frees += 1;
                         continue;
                     }
@@ -354,7 +501,7 @@ where
                         let mut block = live.remove(head).expect("found above");
                         block.freed += event.order.frames();
                         if block.freed >= block.order.frames() {
-                            give_back(placement, block, cpu, index)?;
+                            give_back(placement, hook, block)?;
                             stats.frees += 1;
                         } else {
                             live.insert(head, block);
@@ -367,7 +514,7 @@ where
         }
     }
     stats.elapsed_ns = start.elapsed().as_nanos() as u64;
-    Ok((stats, wear))
+    Ok(stats)
 }
 
 /// The live traced block that holds the block of `order` at `pfn`, if any:

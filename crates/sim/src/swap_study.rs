@@ -217,7 +217,7 @@ pub struct SwapStudy {
 #[derive(Debug, thiserror::Error)]
 pub enum SwapStudyError {
     /// The model or a trace failed.
-    #[error("{what}: {source}")]
+    #[error("{what}")]
     Swap {
         /// What was being done.
         what: String,
@@ -226,7 +226,7 @@ pub enum SwapStudyError {
         source: SwapError,
     },
     /// Listing the trace folder failed.
-    #[error("{}: {source}", path.display())]
+    #[error("{}", path.display())]
     Io {
         /// The folder.
         path: PathBuf,

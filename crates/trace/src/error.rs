@@ -11,7 +11,7 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 pub enum TraceError {
     /// Reading or writing a file failed.
-    #[error("{}: {source}", path.display())]
+    #[error("{}", path.display())]
     Io {
         /// The file.
         path: PathBuf,
@@ -128,7 +128,7 @@ pub enum TraceError {
     },
 
     /// The command to record could not be started.
-    #[error("cannot start {command:?}: {source}")]
+    #[error("cannot start {command:?}")]
     Spawn {
         /// The command line.
         command: String,

@@ -133,5 +133,10 @@ fn a_missing_command_is_an_error_and_changes_nothing() {
     }
     let dir = tempfile::tempdir().unwrap();
     let err = record(&[], &dir.path().join("x.nvt"), &RecordOptions::default()).unwrap_err();
-    assert!(err.to_string().contains("no command"), "{err}");
+    // The message says what failed once; the cause is its source.
+    let cause = std::error::Error::source(&err).map(ToString::to_string);
+    assert!(
+        cause.as_deref().unwrap_or("").contains("no command"),
+        "{err}: {cause:?}"
+    );
 }
