@@ -13,7 +13,9 @@
 //! Ctrl-C (SIGINT or SIGTERM, forwarded to the command), and — through a
 //! drop guard — a panic. The contents of the ring buffer cannot be given
 //! back. A `buffer_size_kb` of `7 (expanded: 1408)` (buffers never used
-//! since boot) is restored as `1408`, the size the kernel would give them.
+//! since boot) cannot be un-used: it is restored as what the kernel reports
+//! for a write of `1408` (it rounds to whole sub-buffers: `1410` on 4 KiB
+//! pages), and every restored file is read back and compared.
 //!
 //! Without root, nothing is touched: [`TraceError::NotRoot`].
 //!
@@ -458,9 +460,23 @@ impl Tracefs {
     }
 
     /// Saves `file`'s value the first time, then writes `value`.
+    ///
+    /// The value saved is one that reads back as itself once written, so
+    /// [`restore`](Tracefs::restore) can check every file. That needs care
+    /// for `buffer_size_kb` of never-used buffers, `7 (expanded: 1408)`:
+    /// the kernel rounds a size up to whole sub-buffers (1408 KiB reads
+    /// back as 1410 on 4 KiB pages), and expanded buffers cannot be
+    /// un-expanded. So the expanded size is written first and what the
+    /// kernel reports for it is saved: that is the value restored. The
+    /// write only does early what `value`'s write does anyway.
     pub fn set(&mut self, file: &str, value: &str) -> Result<(), TraceError> {
         if !self.saved.iter().any(|(f, _)| f == file) {
-            let old = restorable(file, &self.read(file)?);
+            let raw = self.read(file)?;
+            let mut old = restorable(file, &raw);
+            if file == "buffer_size_kb" && old != raw {
+                self.write(file, &old)?;
+                old = self.read(file)?;
+            }
             self.saved.push((file.to_owned(), old));
         }
         self.write(file, value)
@@ -507,6 +523,16 @@ impl Tracefs {
         for (file, value) in self.saved.iter().rev() {
             if let Err(e) = self.write(file, value) {
                 failures.push(format!("{file} (should be {value:?}): {e}"));
+                continue;
+            }
+            // Read back: a value the kernel silently changed (rounded,
+            // refused) is a failure to restore, not a success.
+            match self.read(file) {
+                Ok(now) if restorable(file, &now) == *value => {}
+                Ok(now) => failures.push(format!(
+                    "{file} reads {now:?} after writing {value:?}"
+                )),
+                Err(e) => failures.push(format!("{file} (should be {value:?}): {e}")),
             }
         }
         if self.mounted {
