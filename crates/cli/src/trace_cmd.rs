@@ -10,7 +10,7 @@ use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use nvmos_trace::record::{RecordOptions, RecordSummary};
-use nvmos_trace::{nvt, NvtWriter, TraceHeader, TraceInfo};
+use nvmos_trace::{nvt, NvtWriter, Output, TraceHeader, TraceInfo};
 
 /// `nvmos record -o FILE.nvt -- CMD [ARGS...]`.
 #[derive(Args, Debug)]
@@ -221,15 +221,16 @@ pub fn info(args: InfoArgs) -> Result<()> {
 
 /// Converts any trace to `.nvt`.
 pub fn convert(args: ConvertArgs) -> Result<()> {
+    // Refused before anything is opened for writing: converting a file
+    // onto itself (or a link to it) would destroy it.
+    let output = Output::create(&args.output, &[&args.input])?;
     let mut source = nvmos_trace::open(&args.input)?;
     let header = source.header().cloned().unwrap_or_else(|| TraceHeader {
         source: source.format().name().to_owned(),
         ..TraceHeader::default()
     });
-    let file = std::fs::File::create(&args.output)
-        .with_context(|| format!("creating {}", args.output.display()))?;
     let mut writer = NvtWriter::with_level(
-        std::io::BufWriter::with_capacity(1 << 20, file),
+        std::io::BufWriter::with_capacity(1 << 20, output),
         &args.output,
         header,
         args.level,
@@ -257,7 +258,12 @@ pub fn convert(args: ConvertArgs) -> Result<()> {
         bar.finish_and_clear();
     }
     writer.header_mut().counts = source.counts();
-    let (_, summary) = writer.finish()?;
+    let (file, summary) = writer.finish()?;
+    // Only a complete trace appears at the output path.
+    file.into_inner()
+        .map_err(|e| e.into_error())
+        .with_context(|| format!("writing {}", args.output.display()))?
+        .commit()?;
     println!(
         "{} -> {}: {} events, {} bytes, {:.2} bytes/event ({} failed allocs, {} lines of other events skipped)",
         args.input.display(),

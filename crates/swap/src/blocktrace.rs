@@ -207,13 +207,14 @@ impl SwapTrace {
         Ok(())
     }
 
-    /// Writes a zstd-compressed file.
+    /// Writes a zstd-compressed file: whole or not at all (a temporary
+    /// beside `path`, renamed when complete).
     pub fn write(&self, path: &Path) -> Result<(), SwapError> {
-        let file = std::fs::File::create(path).map_err(|e| SwapError::io(path, e))?;
-        let mut enc = zstd::Encoder::new(file, 19).map_err(|e| SwapError::io(path, e))?;
+        let out = nvmos_trace::Output::create(path, &[])?;
+        let mut enc = zstd::Encoder::new(out, 19).map_err(|e| SwapError::io(path, e))?;
         self.write_text(&mut enc)
             .map_err(|e| SwapError::io(path, e))?;
-        enc.finish().map_err(|e| SwapError::io(path, e))?;
+        enc.finish().map_err(|e| SwapError::io(path, e))?.commit()?;
         Ok(())
     }
 }

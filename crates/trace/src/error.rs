@@ -113,6 +113,16 @@ pub enum TraceError {
         reason: String,
     },
 
+    /// The output is one of the inputs (the same path, a symlink or a hard
+    /// link): writing it would destroy the input. Nothing was written.
+    #[error("{}: the output is the input {} (the same file); nothing was written", output.display(), input.display())]
+    SameFile {
+        /// The input.
+        input: PathBuf,
+        /// The output asked for.
+        output: PathBuf,
+    },
+
     /// Recording needs root (tracefs is root-only). Nothing was changed.
     #[error("recording page-allocation events needs root (effective uid {euid}); run it with sudo. Nothing was changed.")]
     NotRoot {

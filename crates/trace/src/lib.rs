@@ -50,6 +50,7 @@ mod event;
 mod info;
 pub mod machine;
 pub mod nvt;
+pub mod output;
 #[cfg(target_os = "linux")]
 pub mod record;
 mod source;
@@ -59,6 +60,7 @@ pub use error::TraceError;
 pub use event::{Event, MachineInfo, Op, ZoneInfo};
 pub use info::{Accumulator, TraceInfo};
 pub use nvt::{NvtReader, NvtWriter, WriteSummary};
+pub use output::Output;
 pub use source::{detect, open, BoxedSource, EventSource, Format, SourceCounts, TraceHeader};
 pub use text::{TextReader, RECENT_FREES};
 

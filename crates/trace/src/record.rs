@@ -45,6 +45,7 @@ use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::nvt::{NvtWriter, DEFAULT_LEVEL};
+use crate::output::Output;
 use crate::source::{Format, SourceCounts, TraceHeader};
 use crate::text::TextReader;
 use crate::TraceError;
@@ -166,12 +167,11 @@ pub fn record(
         events: 0,
         counts: SourceCounts::default(),
     };
-    // The output first: a bad path fails before anything is changed.
+    // The output first: a bad path fails before anything is changed. It
+    // appears at `out` only once the trace is complete (also after Ctrl-C:
+    // the events up to then are a complete trace); an error leaves nothing.
     let writer = NvtWriter::with_level(
-        BufWriter::with_capacity(
-            1 << 20,
-            File::create(out).map_err(|e| TraceError::io(out, e))?,
-        ),
+        BufWriter::with_capacity(1 << 20, Output::create(out, &[])?),
         out,
         header,
         opts.zstd_level,
@@ -192,7 +192,7 @@ fn run(
     program: &OsString,
     command: &[OsString],
     command_text: &[String],
-    writer: NvtWriter<BufWriter<File>>,
+    writer: NvtWriter<BufWriter<Output>>,
     opts: &RecordOptions,
 ) -> Result<RecordSummary, TraceError> {
     tracefs.set("tracing_on", "0")?;
@@ -266,7 +266,11 @@ fn run(
     writer.header_mut().counts = counts;
     let mut header = writer.header_mut().clone();
     header.events = writer.events();
-    let (_, written) = writer.finish()?;
+    let (file, written) = writer.finish()?;
+    let path = file.get_ref().path().to_owned();
+    file.into_inner()
+        .map_err(|e| TraceError::io(path, e.into_error()))?
+        .commit()?;
     Ok(RecordSummary {
         events: written.events,
         lost_events: header.counts.lost_events,
@@ -319,8 +323,8 @@ fn wait(
 fn stream(
     pipe: TracePipe,
     path: PathBuf,
-    mut writer: NvtWriter<BufWriter<File>>,
-) -> Result<(NvtWriter<BufWriter<File>>, SourceCounts), TraceError> {
+    mut writer: NvtWriter<BufWriter<Output>>,
+) -> Result<(NvtWriter<BufWriter<Output>>, SourceCounts), TraceError> {
     let mut reader = TextReader::new(
         BufReader::with_capacity(1 << 20, pipe),
         &path,
