@@ -187,17 +187,24 @@ pub fn info(args: InfoArgs) -> Result<()> {
         ),
         _ => println!("  pfn span      -"),
     }
-    println!(
-        "  frees of frames allocated before recording  {}",
-        info.frees_before_recording
-    );
-    println!(
-        "  frees inside larger live blocks             {}",
-        info.frees_inside_live_blocks
-    );
+    if info.header.as_ref().and_then(|h| h.machine.as_ref()).is_none() {
+        // No machine header (text traces): what a replay infers.
+        if let Some(n) = nvmos_trace::Needs::of(&info) {
+            println!(
+                "  inferred      {} CPUs (highest CPU + 1), {} frames = {:.2} GiB of memory (highest pfn + block); a replay uses these unless told more",
+                n.cpus,
+                n.frames,
+                n.frames as f64 * 4096.0 / (1u64 << 30) as f64
+            );
+        }
+    }
+    println!("  accounting");
+    for (name, n) in info.accounting.rows() {
+        println!("    {name:<30} {n}");
+    }
+    println!("    {:<30} {}", "blocks live at the end", info.live_at_end);
     let c = &info.counts;
     println!("  failed allocs {}", c.failed_allocs);
-    println!("  lost events   {}", c.lost_events);
     if c.batched_duplicates + c.batched_unmatched > 0 {
         println!(
             "  batched frees {} duplicates of mm_page_free dropped, {} kept",
