@@ -21,7 +21,9 @@ pub struct RecordArgs {
 
     /// Ring-buffer size per CPU in KiB; bigger loses fewer events when the
     /// command allocates faster than the recorder reads.
-    #[arg(long, value_name = "KIB", default_value_t = 64 * 1024)]
+    /// At most 1 GiB per CPU: the kernel allocates it on every CPU.
+    #[arg(long, value_name = "KIB", default_value_t = 64 * 1024,
+          value_parser = clap::value_parser!(u64).range(4..=1 << 20))]
     pub buffer_kb: u64,
 
     /// zstd level of the trace's blocks (1 fast … 19 small).
