@@ -1,0 +1,339 @@
+//! Wear over a device's lifetime: the long-horizon mode (`--horizon`).
+//!
+//! A 20-second trace says little about a memory that lives for years: the
+//! short-trace lifetime metric divides the mean over *all* frames by the
+//! most written one, and in 20 seconds even a perfectly even allocator has
+//! touched only a few percent of memory. So the trace is replayed again
+//! and again through the same allocator — its state carried from one
+//! repetition to the next, times shifted by one period, blocks still live
+//! at the end freed when the next repetition's frees of them come — until
+//! the wear of the most written frame grows at a steady rate, or a frame
+//! reaches its endurance.
+//!
+//! # The convergence criterion
+//!
+//! Let `M(k)` be the write count of the most written frame after `k`
+//! repetitions. In steady state it grows linearly, `M(k) ≈ a·k + b`: `a`,
+//! the hottest frame's writes per repetition, fixes when the first frame
+//! fails. `a` is fitted by least squares over the second half of the run,
+//! repetitions `(k/2, k]`, and over the quarter before it, `(k/4, k/2]`.
+//! The run has converged when the two slopes agree within
+//! [`HorizonOptions::tolerance`] (relative) at [`HorizonOptions::stable`]
+//! consecutive repetitions, after at least [`HorizonOptions::min_reps`],
+//! and the max grew by at least `1 / (2 · tolerance)` writes over the later
+//! window (10 at 5 %): it moves in whole writes, so fewer steps would let
+//! one step more or less exceed the tolerance.
+//! Comparing windows that double is what keeps a slow drift from looking
+//! converged: an allocator that is still spreading its writes over fresh
+//! frames has a max that grows slower in the later window (each frame
+//! written once more only every few repetitions), and one whose hot frames
+//! get hotter has a steeper one. A least-squares fit rather than the two
+//! end points averages over the staircase of an evenly spreading
+//! allocator, whose max grows by one only every `N / W` repetitions.
+//!
+//! # The figures
+//!
+//! With `W` writes per repetition over `N` frames (`x = W / N`, the mean
+//! frame's writes per repetition) and a period of `T` seconds:
+//!
+//! - years until the first frame fails at endurance `E`: the repetitions
+//!   until `M` reaches `E`, `k + (E − M(k)) / a`, times `T`;
+//! - the fraction of the ideal (perfectly even) lifetime: `x / a` — the
+//!   ideal device fails when every frame reaches `E` at `x` writes per
+//!   repetition together.
+
+use crate::wear::ENDURANCES;
+
+const SECONDS_PER_YEAR: f64 = 365.25 * 24.0 * 3600.0;
+
+/// When to stop repeating.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct HorizonOptions {
+    /// Relative agreement of the two windows' slopes (0.05: 5 %).
+    pub tolerance: f64,
+    /// Repetitions before convergence is first checked.
+    pub min_reps: u32,
+    /// Consecutive repetitions the criterion must hold.
+    pub stable: u32,
+    /// Repetitions at most; a run that reaches it is reported as not
+    /// converged, with the figures at that point.
+    pub max_reps: u32,
+}
+
+impl Default for HorizonOptions {
+    fn default() -> Self {
+        HorizonOptions {
+            tolerance: 0.05,
+            min_reps: 8,
+            stable: 3,
+            max_reps: 4096,
+        }
+    }
+}
+
+impl HorizonOptions {
+    /// The criterion in words, for reports.
+    pub fn criterion(&self) -> String {
+        format!(
+            "the most written frame's writes per repetition, fitted by least squares over repetitions (k/2, k] and (k/4, k/2], agree within {:.0} % at {} consecutive repetitions (k ≥ {}), the max having grown by ≥ {} writes over (k/2, k]; or a frame reaches 10^6 writes; at most {} repetitions",
+            self.tolerance * 100.0,
+            self.stable,
+            self.min_reps,
+            (0.5 / self.tolerance).ceil(),
+            self.max_reps
+        )
+    }
+
+    /// Refuses settings that cannot work.
+    pub fn check(&self) -> Result<(), String> {
+        if !(self.tolerance > 0.0 && self.tolerance < 1.0) {
+            return Err(format!(
+                "horizon tolerance {} is not in (0, 1)",
+                self.tolerance
+            ));
+        }
+        if self.min_reps < 4 || self.min_reps > self.max_reps {
+            return Err(format!(
+                "horizon needs 4 ≤ min_reps ({}) ≤ max_reps ({})",
+                self.min_reps, self.max_reps
+            ));
+        }
+        if self.max_reps > 1 << 20 {
+            return Err(format!(
+                "horizon max_reps {} is more than 2^20",
+                self.max_reps
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Why a long-horizon run stopped.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Stop {
+    /// The criterion held.
+    Converged,
+    /// A frame reached the lowest endurance (10^6 writes).
+    Endurance,
+    /// [`HorizonOptions::max_reps`] repetitions without convergence.
+    MaxReps,
+}
+
+/// One allocator's long-horizon result.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct HorizonResult {
+    /// Repetitions replayed.
+    pub reps: u32,
+    /// Why it stopped.
+    pub stop: Stop,
+    /// Seconds one repetition stands for.
+    pub period_s: f64,
+    /// Frames the wear is counted over.
+    pub frames: u64,
+    /// Writes to the most written frame at the end.
+    pub max_writes: u64,
+    /// Its fitted writes per repetition (`a`).
+    pub max_per_rep: f64,
+    /// Mean writes per frame per repetition (`x`).
+    pub mean_per_rep: f64,
+    /// `x / a`: the fraction of the ideal, perfectly even lifetime.
+    pub fraction_of_ideal: f64,
+    /// Years until the first frame fails at each of [`ENDURANCES`];
+    /// `None` when nothing is written.
+    pub years_to_first_failure: [Option<f64>; 3],
+    /// Years a perfectly even allocator would last at each endurance.
+    pub ideal_years: [Option<f64>; 3],
+    /// `M(k)` after every repetition, for plots and checks.
+    pub max_series: Vec<u64>,
+}
+
+/// Least-squares slope of `M(j)` over repetitions `lo+1..=hi` (1-based
+/// repetition numbers; `series[j-1]` is `M(j)`).
+fn slope(series: &[u64], lo: usize, hi: usize) -> Option<f64> {
+    let n = hi.checked_sub(lo)?;
+    if n < 2 {
+        return None;
+    }
+    let xs = (lo + 1..=hi).map(|j| j as f64);
+    let mean_x = xs.clone().sum::<f64>() / n as f64;
+    let mean_y = series[lo..hi].iter().map(|&m| m as f64).sum::<f64>() / n as f64;
+    let (mut sxy, mut sxx) = (0.0, 0.0);
+    for (x, &y) in xs.zip(&series[lo..hi]) {
+        sxy += (x - mean_x) * (y as f64 - mean_y);
+        sxx += (x - mean_x) * (x - mean_x);
+    }
+    Some(sxy / sxx)
+}
+
+/// Follows `M(k)` repetition by repetition and says when to stop.
+#[derive(Clone, Debug)]
+pub struct Convergence {
+    opts: HorizonOptions,
+    series: Vec<u64>,
+    held: u32,
+}
+
+impl Convergence {
+    /// Nothing seen yet.
+    pub fn new(opts: HorizonOptions) -> Convergence {
+        Convergence {
+            opts,
+            series: Vec::new(),
+            held: 0,
+        }
+    }
+
+    /// The slope over the later window `(k/2, k]`.
+    fn late_slope(&self) -> Option<f64> {
+        let k = self.series.len();
+        slope(&self.series, k / 2, k)
+    }
+
+    /// Records `M(k)` after repetition `k = self.reps() + 1`; `Some` when
+    /// the run should stop.
+    pub fn push(&mut self, max_writes: u64) -> Option<Stop> {
+        self.series.push(max_writes);
+        let k = self.series.len();
+        if max_writes as f64 >= ENDURANCES[0] {
+            return Some(Stop::Endurance);
+        }
+        if k >= self.opts.min_reps as usize {
+            let late = slope(&self.series, k / 2, k);
+            let early = slope(&self.series, k / 4, k / 2);
+            // The max moves in whole writes: the later window must hold
+            // enough of them that one more or less is within tolerance
+            // (half a step of error each end of a least-squares fit).
+            let steps = max_writes - self.series[k / 2 - 1];
+            let enough = steps as f64 >= (0.5 / self.opts.tolerance).ceil();
+            let agree = match (late, early) {
+                (Some(a), Some(b)) if a > 0.0 => {
+                    enough && (a - b).abs() <= self.opts.tolerance * a
+                }
+                // A flat max is no steady state while anything is written
+                // (the writes are spreading over fresh frames); nothing
+                // written at all is.
+                _ => max_writes == 0,
+            };
+            self.held = if agree { self.held + 1 } else { 0 };
+            if self.held >= self.opts.stable {
+                return Some(Stop::Converged);
+            }
+        }
+        (k >= self.opts.max_reps as usize).then_some(Stop::MaxReps)
+    }
+
+    /// Repetitions seen.
+    pub fn reps(&self) -> u32 {
+        self.series.len() as u32
+    }
+
+    /// The figures, given why the run stopped, the total writes of the
+    /// whole run, the frames counted and the period in seconds.
+    pub fn result(self, stop: Stop, total_writes: u64, frames: u64, period_s: f64) -> HorizonResult {
+        let k = self.series.len();
+        let max_writes = self.series.last().copied().unwrap_or(0);
+        // Too short a run to fit: the mean growth so far.
+        let a = self
+            .late_slope()
+            .filter(|a| *a > 0.0)
+            .unwrap_or(if k > 0 { max_writes as f64 / k as f64 } else { 0.0 });
+        let x = if k == 0 || frames == 0 {
+            0.0
+        } else {
+            total_writes as f64 / frames as f64 / k as f64
+        };
+        let years = |reps: f64| reps * period_s / SECONDS_PER_YEAR;
+        HorizonResult {
+            reps: k as u32,
+            stop,
+            period_s,
+            frames,
+            max_writes,
+            max_per_rep: a,
+            mean_per_rep: x,
+            fraction_of_ideal: if a > 0.0 { (x / a).min(1.0) } else { 1.0 },
+            years_to_first_failure: ENDURANCES.map(|e| {
+                if a <= 0.0 {
+                    None
+                } else if max_writes as f64 >= e {
+                    // Reached within the run: when it did.
+                    let at = self.series.iter().position(|&m| m as f64 >= e).unwrap_or(k - 1);
+                    Some(years(at as f64 + 1.0))
+                } else {
+                    Some(years(k as f64 + (e - max_writes as f64) / a))
+                }
+            }),
+            ideal_years: ENDURANCES.map(|e| (x > 0.0).then(|| years(e / x))),
+            max_series: self.series,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(opts: &HorizonOptions, mut m: impl FnMut(u32) -> u64) -> (Stop, Convergence) {
+        let mut c = Convergence::new(opts.clone());
+        for k in 1.. {
+            if let Some(stop) = c.push(m(k)) {
+                return (stop, c);
+            }
+        }
+        unreachable!()
+    }
+
+    #[test]
+    fn a_hot_frame_converges_at_once_with_hand_computed_years() {
+        // The same frame written twice per repetition: M(k) = 2k. Eight
+        // frames, 2 writes per repetition: x = 0.25, fraction 0.125. A
+        // 4-second period: 10^6 writes after 500,000 repetitions.
+        let opts = HorizonOptions::default();
+        let (stop, c) = run(&opts, |k| 2 * u64::from(k));
+        assert_eq!(stop, Stop::Converged);
+        // From k = 9 the later window holds 10 writes (M(9) - M(4)); 3 in a row.
+        let k = c.reps();
+        assert_eq!(k, 11);
+        let r = c.result(stop, 2 * u64::from(k), 8, 4.0);
+        assert!((r.max_per_rep - 2.0).abs() < 1e-12);
+        assert!((r.mean_per_rep - 0.25).abs() < 1e-12);
+        assert!((r.fraction_of_ideal - 0.125).abs() < 1e-12);
+        let y = r.years_to_first_failure[0].unwrap();
+        assert!((y - 500_000.0 * 4.0 / SECONDS_PER_YEAR).abs() < 1e-12, "{y}");
+        let ideal = r.ideal_years[0].unwrap();
+        assert!((ideal - 4_000_000.0 * 4.0 / SECONDS_PER_YEAR).abs() < 1e-9);
+    }
+
+    #[test]
+    fn spreading_is_not_mistaken_for_convergence() {
+        // Writes spread over fresh frames: the max stays 1 for 100
+        // repetitions, then grows by one every 100 (a perfectly even
+        // allocator over 100x the trace's footprint).
+        let opts = HorizonOptions::default();
+        let (stop, c) = run(&opts, |k| u64::from(k).div_ceil(100));
+        assert_eq!(stop, Stop::Converged);
+        assert!(c.reps() > 1000, "stopped after {} repetitions", c.reps());
+        // One write per repetition over 100 frames: x = 0.01.
+        let total = u64::from(c.reps());
+        let r = c.result(stop, total, 100, 1.0);
+        assert!((r.max_per_rep - 0.01).abs() < 0.01 * 0.05, "{}", r.max_per_rep);
+        assert!(r.fraction_of_ideal > 0.95, "{}", r.fraction_of_ideal);
+    }
+
+    #[test]
+    fn endurance_and_max_reps_stop_the_run() {
+        let opts = HorizonOptions {
+            max_reps: 50,
+            ..HorizonOptions::default()
+        };
+        // Hotter every repetition: never converges.
+        let (stop, c) = run(&opts, |k| u64::from(k) * u64::from(k));
+        assert_eq!((stop, c.reps()), (Stop::MaxReps, 50));
+        let (stop, c) = run(&opts, |k| u64::from(k) * 400_000);
+        assert_eq!(stop, Stop::Endurance);
+        let r = c.result(stop, 0, 1, 1.0);
+        // 10^6 reached at repetition 3.
+        assert!((r.years_to_first_failure[0].unwrap() - 3.0 / SECONDS_PER_YEAR).abs() < 1e-15);
+    }
+}
