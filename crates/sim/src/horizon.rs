@@ -144,6 +144,12 @@ pub struct HorizonResult {
     pub years_to_first_failure: [Option<f64>; 3],
     /// Years a perfectly even allocator would last at each endurance.
     pub ideal_years: [Option<f64>; 3],
+    /// Frames written at least once per repetition on average at the end
+    /// (`w ≥ k`): the frames an allocator recycles every time the trace
+    /// comes round, rather than spreading over memory.
+    pub recycled_frames: u64,
+    /// Their share of all writes.
+    pub recycled_share: f64,
     /// `M(k)` after every repetition, for plots and checks.
     pub max_series: Vec<u64>,
 }
@@ -230,7 +236,19 @@ impl Convergence {
 
     /// The figures, given why the run stopped, the total writes of the
     /// whole run, the frames counted and the period in seconds.
-    pub fn result(self, stop: Stop, total_writes: u64, frames: u64, period_s: f64) -> HorizonResult {
+    pub fn result(
+        self,
+        stop: Stop,
+        writes: &[u32],
+        period_s: f64,
+    ) -> HorizonResult {
+        let total_writes: u64 = writes.iter().map(|&w| u64::from(w)).sum();
+        let frames = writes.len() as u64;
+        let reps = self.series.len() as u64;
+        let (recycled_frames, recycled_writes) = writes
+            .iter()
+            .filter(|&&w| reps > 0 && u64::from(w) >= reps)
+            .fold((0u64, 0u64), |(n, s), &w| (n + 1, s + u64::from(w)));
         let k = self.series.len();
         let max_writes = self.series.last().copied().unwrap_or(0);
         // Too short a run to fit: the mean growth so far.
@@ -265,6 +283,12 @@ impl Convergence {
                 }
             }),
             ideal_years: ENDURANCES.map(|e| (x > 0.0).then(|| years(e / x))),
+            recycled_frames,
+            recycled_share: if total_writes == 0 {
+                0.0
+            } else {
+                recycled_writes as f64 / total_writes as f64
+            },
             max_series: self.series,
         }
     }
@@ -295,7 +319,10 @@ mod tests {
         // From k = 9 the later window holds 10 writes (M(9) - M(4)); 3 in a row.
         let k = c.reps();
         assert_eq!(k, 11);
-        let r = c.result(stop, 2 * u64::from(k), 8, 4.0);
+        let mut writes = vec![0u32; 8];
+        writes[3] = 2 * k;
+        let r = c.result(stop, &writes, 4.0);
+        assert_eq!((r.recycled_frames, r.recycled_share), (1, 1.0));
         assert!((r.max_per_rep - 2.0).abs() < 1e-12);
         assert!((r.mean_per_rep - 0.25).abs() < 1e-12);
         assert!((r.fraction_of_ideal - 0.125).abs() < 1e-12);
@@ -315,8 +342,10 @@ mod tests {
         assert_eq!(stop, Stop::Converged);
         assert!(c.reps() > 1000, "stopped after {} repetitions", c.reps());
         // One write per repetition over 100 frames: x = 0.01.
-        let total = u64::from(c.reps());
-        let r = c.result(stop, total, 100, 1.0);
+        let total = c.reps();
+        let writes: Vec<u32> = (0..100).map(|i| total / 100 + u32::from(i < total % 100)).collect();
+        let r = c.result(stop, &writes, 1.0);
+        assert_eq!(r.recycled_frames, 0);
         assert!((r.max_per_rep - 0.01).abs() < 0.01 * 0.05, "{}", r.max_per_rep);
         assert!(r.fraction_of_ideal > 0.95, "{}", r.fraction_of_ideal);
     }
@@ -332,8 +361,356 @@ mod tests {
         assert_eq!((stop, c.reps()), (Stop::MaxReps, 50));
         let (stop, c) = run(&opts, |k| u64::from(k) * 400_000);
         assert_eq!(stop, Stop::Endurance);
-        let r = c.result(stop, 0, 1, 1.0);
+        let r = c.result(stop, &[0], 1.0);
         // 10^6 reached at repetition 3.
         assert!((r.years_to_first_failure[0].unwrap() - 3.0 / SECONDS_PER_YEAR).abs() < 1e-15);
+    }
+}
+
+// ---------------------------------------------------------------------
+// The driver: repetitions through one allocator, state carried over.
+// ---------------------------------------------------------------------
+
+use nvmos_frames::{AllocError, FrameAllocator, Pfn, Request, Zone, ZoneMap};
+use nvmos_trace::{Accounting, BlockTracker, Effect, Event, LiveBlock, Op};
+
+use crate::allocators::{AllocatorJob, AllocatorKind};
+use crate::wear::{WearCounter, WriteModel};
+
+/// One allocator's long-horizon row.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct HorizonRow {
+    /// The allocator's name, or [`crate::AS_RECORDED`].
+    pub allocator: String,
+    /// The figures.
+    pub result: HorizonResult,
+    /// The first repetition's accounting (every later one repeats the
+    /// trace; its blocks live at the end are met again as allocations of a
+    /// live pfn in the next).
+    pub first_rep: Accounting,
+    /// Allocations the allocator refused, over the whole run.
+    pub refused: u64,
+    /// Frames written outside the replayed memory, over the whole run.
+    pub outside: u64,
+    /// Wall-clock milliseconds of the run.
+    pub elapsed_ms: f64,
+}
+
+/// Why a long-horizon run failed.
+#[derive(Debug, thiserror::Error)]
+pub enum HorizonError {
+    /// Bad options.
+    #[error("{0}")]
+    Options(String),
+    /// The memory layout.
+    #[error("memory layout")]
+    Layout(#[from] nvmos_frames::ConfigError),
+    /// The allocator refused to free its own block: a bug in it.
+    #[error("repetition {rep}, event {event}: the allocator refused to free its own block {pfn} (order {order}): {error}")]
+    Allocator {
+        /// 1-based repetition.
+        rep: u32,
+        /// 0-based event of the trace.
+        event: u64,
+        /// The block.
+        pfn: Pfn,
+        /// Its order.
+        order: nvmos_frames::Order,
+        /// What it said.
+        #[source]
+        error: AllocError,
+    },
+}
+
+/// The period one repetition stands for: first to last event plus one
+/// mean gap between events, so the next repetition's first event follows
+/// the last as the trace's own events follow each other.
+pub fn period_ns(events: &[Event]) -> u64 {
+    match (events.first(), events.last()) {
+        (Some(first), Some(last)) if events.len() > 1 => {
+            let span = last.time_ns.saturating_sub(first.time_ns);
+            span + span / (events.len() as u64 - 1)
+        }
+        _ => 1,
+    }
+}
+
+/// Where blocks go: the allocator's choice or the trace's.
+trait Place {
+    fn cpus(&self) -> u32;
+    fn place(&mut self, e: &Event, req: Request) -> Option<Pfn>;
+    fn give_back(&mut self, b: &LiveBlock, ours: u64, cpu: u32) -> Result<(), AllocError>;
+}
+
+struct ByAllocator<A>(A);
+
+impl<A: FrameAllocator> Place for ByAllocator<A> {
+    fn cpus(&self) -> u32 {
+        self.0.cpus()
+    }
+    #[inline]
+    fn place(&mut self, _e: &Event, req: Request) -> Option<Pfn> {
+        self.0.alloc(req).ok()
+    }
+    #[inline]
+    fn give_back(&mut self, b: &LiveBlock, ours: u64, cpu: u32) -> Result<(), AllocError> {
+        self.0.free(Pfn(ours), Request::new(b.order, cpu, b.kind))
+    }
+}
+
+struct AsRecorded;
+
+impl Place for AsRecorded {
+    fn cpus(&self) -> u32 {
+        u32::MAX
+    }
+    #[inline]
+    fn place(&mut self, e: &Event, _req: Request) -> Option<Pfn> {
+        Some(e.pfn)
+    }
+    #[inline]
+    fn give_back(&mut self, _b: &LiveBlock, _ours: u64, _cpu: u32) -> Result<(), AllocError> {
+        Ok(())
+    }
+}
+
+struct Run<'a> {
+    events: &'a [Event],
+    map: ZoneMap,
+    model: WriteModel,
+    opts: &'a HorizonOptions,
+}
+
+struct Outcome {
+    result: HorizonResult,
+    first_rep: Accounting,
+    refused: u64,
+    outside: u64,
+}
+
+impl Run<'_> {
+    fn drive<P: Place>(self, mut place: P) -> Result<Outcome, HorizonError> {
+        let cpus = place.cpus();
+        let period = period_ns(self.events);
+        let mut tracker = BlockTracker::new();
+        let mut wear = WearCounter::new(self.map, self.model);
+        let mut conv = Convergence::new(self.opts.clone());
+        let mut refused = 0u64;
+        let mut first_rep = None;
+        let stop = loop {
+            let rep = conv.reps() + 1;
+            let shift = u64::from(rep - 1) * period;
+            for (i, e) in self.events.iter().enumerate() {
+                let mut e = *e;
+                e.time_ns += shift;
+                let cpu = e.cpu % cpus;
+                let fail = |b: &LiveBlock, ours: u64, error| HorizonError::Allocator {
+                    rep,
+                    event: i as u64,
+                    pfn: Pfn(ours),
+                    order: b.order,
+                    error,
+                };
+                match tracker.step(&e) {
+                    Effect::Allocated { replaced } => {
+                        if let Some(b) = replaced {
+                            if let Some(ours) = b.tag {
+                                place.give_back(&b, ours, cpu).map_err(|x| fail(&b, ours, x))?;
+                            }
+                        }
+                        let Op::Alloc(kind) = e.op else {
+                            unreachable!("an allocation")
+                        };
+                        match place.place(&e, Request::new(e.order, cpu, kind)) {
+                            Some(ours) => {
+                                wear.record_alloc(ours, e.order);
+                                tracker.set_tag(e.pfn.get(), ours.0);
+                            }
+                            None => refused += 1,
+                        }
+                    }
+                    Effect::Freed(b) => {
+                        if let Some(ours) = b.tag {
+                            place.give_back(&b, ours, cpu).map_err(|x| fail(&b, ours, x))?;
+                        }
+                    }
+                    Effect::PartlyFreed | Effect::NotLive => {}
+                }
+            }
+            if first_rep.is_none() {
+                first_rep = Some(tracker.counts().clone());
+            }
+            let max = wear.writes().iter().copied().max().unwrap_or(0);
+            if let Some(stop) = conv.push(u64::from(max)) {
+                break stop;
+            }
+        };
+        Ok(Outcome {
+            result: conv.result(stop, wear.writes(), period as f64 / 1e9),
+            first_rep: first_rep.unwrap_or_default(),
+            refused,
+            outside: wear.outside,
+        })
+    }
+}
+
+impl AllocatorJob for Run<'_> {
+    type Output = Result<Outcome, HorizonError>;
+    fn run<A: FrameAllocator + 'static>(self, alloc: A) -> Self::Output {
+        self.drive(ByAllocator(alloc))
+    }
+}
+
+fn row(allocator: String, started: std::time::Instant, o: Outcome) -> HorizonRow {
+    HorizonRow {
+        allocator,
+        result: o.result,
+        first_rep: o.first_rep,
+        refused: o.refused,
+        outside: o.outside,
+        elapsed_ms: started.elapsed().as_secs_f64() * 1e3,
+    }
+}
+
+/// Replays `events` again and again through a fresh allocator of `kind`
+/// over `zones` for `cpus` CPUs, until the wear converges (see the module
+/// documentation).
+pub fn horizon_allocator<L>(
+    kind: AllocatorKind,
+    zones: &[Zone],
+    cpus: u32,
+    events: &[Event],
+    model: WriteModel,
+    opts: &HorizonOptions,
+) -> Result<HorizonRow, HorizonError>
+where
+    L: lock_api::RawMutex + Send + Sync + 'static,
+{
+    opts.check().map_err(HorizonError::Options)?;
+    let started = std::time::Instant::now();
+    let run = Run {
+        events,
+        map: ZoneMap::new(zones)?,
+        model,
+        opts,
+    };
+    let outcome = kind.with::<L, _>(zones, cpus.max(1), run)??;
+    Ok(row(kind.name().to_owned(), started, outcome))
+}
+
+/// The kernel's own placement repeated: every repetition writes the same
+/// frames, counted over `zones`.
+pub fn horizon_as_recorded(
+    zones: &[Zone],
+    events: &[Event],
+    model: WriteModel,
+    opts: &HorizonOptions,
+) -> Result<HorizonRow, HorizonError> {
+    opts.check().map_err(HorizonError::Options)?;
+    let started = std::time::Instant::now();
+    let run = Run {
+        events,
+        map: ZoneMap::new(zones)?,
+        model,
+        opts,
+    };
+    let outcome = run.drive(AsRecorded)?;
+    Ok(row(crate::AS_RECORDED.to_owned(), started, outcome))
+}
+
+#[cfg(test)]
+mod driver_tests {
+    use super::*;
+    use nvmos_frames::{MigrateType, Order};
+
+    type Lock = parking_lot::RawMutex;
+
+    /// Two allocate-free pairs at 0, 1, 2 and 3 s: a 4-second period.
+    fn pairs() -> Vec<Event> {
+        let e = |t: u64, op| Event {
+            time_ns: t * 1_000_000_000,
+            cpu: 0,
+            op,
+            pfn: Pfn(100),
+            order: Order::ZERO,
+        };
+        let a = Op::Alloc(MigrateType::Movable);
+        vec![e(0, a), e(1, Op::Free), e(2, a), e(3, Op::Free)]
+    }
+
+    #[test]
+    fn the_buddy_reuses_one_frame_forever_hand_computed() {
+        // The buddy system hands the frame just freed out again: one frame
+        // takes both writes of every repetition, M(k) = 2k over 8 frames.
+        // a = 2, x = 2/8: 12.5 % of the ideal; 10^6 writes after 500,000
+        // repetitions of 4 s = 0.0634 years; ideal 4·10^6 reps = 0.507.
+        let events = pairs();
+        assert_eq!(period_ns(&events), 4_000_000_000);
+        let row = horizon_allocator::<Lock>(
+            AllocatorKind::Buddy,
+            &[Zone::new(0, 8)],
+            1,
+            &events,
+            WriteModel::default(),
+            &HorizonOptions::default(),
+        )
+        .unwrap();
+        let r = &row.result;
+        assert_eq!((r.stop, r.reps, r.max_writes), (Stop::Converged, 11, 22));
+        assert!((r.max_per_rep - 2.0).abs() < 1e-9);
+        assert!((r.fraction_of_ideal - 0.125).abs() < 1e-9);
+        let y = r.years_to_first_failure.map(Option::unwrap);
+        let per_year = SECONDS_PER_YEAR;
+        assert!((y[0] - 500_000.0 * 4.0 / per_year).abs() < 1e-9, "{y:?}");
+        assert!((y[2] - 50_000_000.0 * 4.0 / per_year).abs() < 1e-6, "{y:?}");
+        assert!((r.ideal_years[0].unwrap() - 16e6 / per_year).abs() < 1e-9);
+        assert_eq!((row.refused, row.outside), (0, 0));
+        assert_eq!(row.first_rep.events_read, 4);
+    }
+
+    #[test]
+    fn ibuddy_spreads_over_every_frame_in_the_long_run() {
+        // iBuddy hands out the frames in turn: each of the 8 is written
+        // once every 4 repetitions, so the converged lifetime is the
+        // ideal one.
+        let row = horizon_allocator::<Lock>(
+            AllocatorKind::IBuddy,
+            &[Zone::new(0, 8)],
+            1,
+            &pairs(),
+            WriteModel::default(),
+            &HorizonOptions::default(),
+        )
+        .unwrap();
+        let r = &row.result;
+        assert_eq!(r.stop, Stop::Converged);
+        assert!((r.mean_per_rep - 0.25).abs() < 1e-9);
+        assert!(r.fraction_of_ideal > 0.95, "{r:?}");
+    }
+
+    #[test]
+    fn live_blocks_carry_over_and_are_freed_by_the_next_repetition() {
+        // Allocated and never freed in the trace: each repetition's
+        // allocation finds the last one's block live and gives it back,
+        // so the allocator never runs out.
+        let e = |t, pfn| Event {
+            time_ns: t,
+            cpu: 0,
+            op: Op::Alloc(MigrateType::Movable),
+            pfn: Pfn(pfn),
+            order: Order::ZERO,
+        };
+        let events = vec![e(0, 1), e(1, 2)];
+        let row = horizon_allocator::<Lock>(
+            AllocatorKind::Buddy,
+            &[Zone::new(0, 2)],
+            1,
+            &events,
+            WriteModel::default(),
+            &HorizonOptions::default(),
+        )
+        .unwrap();
+        assert_eq!(row.refused, 0);
+        assert_eq!(row.result.stop, Stop::Converged);
     }
 }
