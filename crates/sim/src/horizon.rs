@@ -714,3 +714,339 @@ mod driver_tests {
         assert_eq!(row.result.stop, Stop::Converged);
     }
 }
+
+// ---------------------------------------------------------------------
+// The study: traces × allocators, Options → run → Study.
+// ---------------------------------------------------------------------
+
+use std::path::{Path, PathBuf};
+
+use nvmos_trace::{Accumulator, Checked, EventSource, Limits, MachineInfo, Needs, TraceError};
+
+/// What the long-horizon study runs.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+pub struct Options {
+    /// Trace files (`.nvt`, ftrace or `perf script` text).
+    pub traces: Vec<PathBuf>,
+    /// Allocators, in order.
+    pub allocators: Vec<AllocatorKind>,
+    /// Also repeat the kernel's own placement (needs the recorded zones).
+    pub as_recorded: bool,
+    /// Memory as one zone of this many frames; `None`: the recorded
+    /// machine's zones, or for a text trace what it needs (inferred).
+    pub memory_frames: Option<u64>,
+    /// CPUs; `None`: the recorded machine's, or what a text trace needs.
+    pub cpus: Option<u32>,
+    /// How allocations turn into writes.
+    pub model: WriteModel,
+    /// When to stop repeating.
+    pub horizon: HorizonOptions,
+    /// Rows run at once (each on its own thread).
+    pub threads: usize,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            traces: Vec::new(),
+            allocators: AllocatorKind::ALL.to_vec(),
+            as_recorded: true,
+            memory_frames: None,
+            cpus: None,
+            model: WriteModel::default(),
+            horizon: HorizonOptions::default(),
+            threads: 2,
+        }
+    }
+}
+
+/// Progress reports while the study runs.
+#[derive(Clone, Debug)]
+pub enum Progress<'a> {
+    /// A trace was read.
+    Trace {
+        /// Its name.
+        name: &'a str,
+        /// Events in it.
+        events: u64,
+    },
+    /// One allocator finished on a trace.
+    Row {
+        /// The trace.
+        trace: &'a str,
+        /// The row.
+        row: &'a HorizonRow,
+    },
+}
+
+/// One trace's long-horizon rows.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct TraceHorizon {
+    /// Short name (the file stem).
+    pub trace: String,
+    /// The file.
+    pub source: String,
+    /// Events in one repetition.
+    pub events: u64,
+    /// What the trace needs (highest pfn + block, highest CPU + 1).
+    pub needs: Option<Needs>,
+    /// Frames replayed over.
+    pub memory_frames: u64,
+    /// CPUs the allocators serve.
+    pub cpus: u32,
+    /// Whether memory and CPUs were inferred from the events (a text
+    /// trace without a machine header and no `--memory`/`--cpus`).
+    pub inferred: bool,
+    /// One repetition's accounting, as `trace info` reports it.
+    pub accounting: Accounting,
+    /// `AS_RECORDED` first when asked for, then the allocators.
+    pub rows: Vec<HorizonRow>,
+}
+
+/// The whole long-horizon study.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+pub struct Study {
+    /// How it was run.
+    pub options: Options,
+    /// The convergence criterion, in words.
+    pub criterion: String,
+    /// One entry per trace.
+    pub traces: Vec<TraceHorizon>,
+}
+
+/// Why the study could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum StudyFailure {
+    /// A trace could not be read, or does not fit the machine asked for.
+    #[error(transparent)]
+    Trace(#[from] TraceError),
+    /// A trace has no events.
+    #[error("{0}: no page-allocation events to repeat")]
+    Empty(PathBuf),
+    /// A row failed.
+    #[error("{trace}, {allocator}: {error}")]
+    Row {
+        /// The trace.
+        trace: String,
+        /// The allocator.
+        allocator: String,
+        /// What went wrong.
+        #[source]
+        error: HorizonError,
+    },
+    /// Bad options.
+    #[error("{0}")]
+    Options(String),
+}
+
+/// A trace read whole, with the machine to replay it on.
+pub struct LoadedTrace {
+    /// The events.
+    pub events: Vec<Event>,
+    /// The recorded machine, when the trace has a header.
+    pub machine: Option<MachineInfo>,
+    /// What the events need.
+    pub needs: Option<Needs>,
+    /// The accounting of one pass.
+    pub accounting: Accounting,
+    /// Zones to replay over.
+    pub zones: Vec<Zone>,
+    /// CPUs to serve.
+    pub cpus: u32,
+    /// Whether zones and CPUs were inferred from the events.
+    pub inferred: bool,
+}
+
+/// Reads `path` whole, refusing it at the first event beyond an explicit
+/// `memory_frames` or `cpus` (naming pfn or CPU and line), and decides the
+/// machine: the explicit one, else the recorded one, else (a text trace)
+/// the one the events need.
+pub fn load(
+    path: &Path,
+    memory_frames: Option<u64>,
+    cpus: Option<u32>,
+) -> Result<LoadedTrace, TraceError> {
+    let source = nvmos_trace::open(path)?;
+    let mut source = Checked::new(
+        source,
+        path,
+        Limits {
+            frames: memory_frames,
+            cpus,
+        },
+    );
+    let mut acc = Accumulator::new();
+    let mut events = Vec::new();
+    for e in &mut source {
+        let e = e?;
+        acc.add(&e);
+        events.push(e);
+    }
+    let header = source.header().cloned();
+    let info = acc.finish(source.format(), header.clone(), source.counts());
+    let needs = Needs::of(&info);
+    let machine = header.and_then(|h| h.machine);
+    let inferred = machine.is_none() && (memory_frames.is_none() || cpus.is_none());
+    let zones = match (memory_frames, &machine) {
+        (Some(frames), _) => vec![Zone::new(0, frames)],
+        (None, Some(m)) => crate::evaluate::recorded_zones(m),
+        (None, None) => vec![Zone::new(0, needs.map_or(1, |n| n.frames))],
+    };
+    let cpus = match (cpus, &machine) {
+        (Some(c), _) => c,
+        // A header that names fewer CPUs than the events use is wrong:
+        // the events win.
+        (None, Some(m)) => m.cpus.max(needs.map_or(1, |n| n.cpus)),
+        (None, None) => needs.map_or(1, |n| n.cpus),
+    };
+    Ok(LoadedTrace {
+        events,
+        machine,
+        needs,
+        accounting: info.accounting,
+        zones,
+        cpus,
+        inferred,
+    })
+}
+
+/// Runs the study.
+pub fn run(opts: &Options, progress: &mut dyn FnMut(Progress)) -> Result<Study, StudyFailure> {
+    opts.horizon.check().map_err(StudyFailure::Options)?;
+    if opts.traces.is_empty() {
+        return Err(StudyFailure::Options("no traces given".into()));
+    }
+    if opts.threads == 0 || opts.threads > 64 {
+        return Err(StudyFailure::Options(format!(
+            "threads {} is not in 1..=64",
+            opts.threads
+        )));
+    }
+    let mut traces = Vec::new();
+    for path in &opts.traces {
+        let name = path
+            .file_stem()
+            .map_or_else(|| path.display().to_string(), |s| s.to_string_lossy().into_owned());
+        let t = load(path, opts.memory_frames, opts.cpus)?;
+        if t.events.is_empty() {
+            return Err(StudyFailure::Empty(path.clone()));
+        }
+        progress(Progress::Trace {
+            name: &name,
+            events: t.events.len() as u64,
+        });
+        // Rows in order: the kernel's placement first.
+        let jobs: Vec<Option<AllocatorKind>> = opts
+            .as_recorded
+            .then_some(None)
+            .into_iter()
+            .chain(opts.allocators.iter().map(|&k| Some(k)))
+            .collect();
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        let results = std::sync::Mutex::new(Vec::new());
+        std::thread::scope(|s| {
+            for _ in 0..opts.threads.min(jobs.len()) {
+                s.spawn(|| loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let Some(&job) = jobs.get(i) else { break };
+                    let row = match job {
+                        None => horizon_as_recorded(&t.zones, &t.events, opts.model, &opts.horizon),
+                        Some(kind) => horizon_allocator::<nvmos_frames::sync::SpinYield>(
+                            kind,
+                            &t.zones,
+                            t.cpus,
+                            &t.events,
+                            opts.model,
+                            &opts.horizon,
+                        ),
+                    };
+                    results.lock().expect("no panic holding it").push((i, job, row));
+                });
+            }
+        });
+        let mut results = results.into_inner().expect("no panic holding it");
+        results.sort_by_key(|r| r.0);
+        let mut rows = Vec::new();
+        for (_, job, row) in results {
+            let row = row.map_err(|error| StudyFailure::Row {
+                trace: name.clone(),
+                allocator: job.map_or(crate::AS_RECORDED.to_owned(), |k| k.name().to_owned()),
+                error,
+            })?;
+            progress(Progress::Row {
+                trace: &name,
+                row: &row,
+            });
+            rows.push(row);
+        }
+        traces.push(TraceHorizon {
+            trace: name,
+            source: path.display().to_string(),
+            events: t.events.len() as u64,
+            needs: t.needs,
+            memory_frames: t.zones.iter().map(|z| z.end.0 - z.start.0).sum(),
+            cpus: t.cpus,
+            inferred: t.inferred,
+            accounting: t.accounting,
+            rows,
+        });
+    }
+    Ok(Study {
+        options: opts.clone(),
+        criterion: opts.horizon.criterion(),
+        traces,
+    })
+}
+
+#[cfg(test)]
+mod study_tests {
+    use super::*;
+
+    fn fixture() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../trace/tests/data/every_case.txt")
+    }
+
+    fn opts() -> Options {
+        Options {
+            traces: vec![fixture()],
+            allocators: vec![AllocatorKind::Buddy, AllocatorKind::IBuddy],
+            as_recorded: true,
+            ..Options::default()
+        }
+    }
+
+    #[test]
+    fn a_text_trace_gets_the_machine_it_needs_and_says_so() {
+        let study = run(&opts(), &mut |_| {}).unwrap();
+        let t = &study.traces[0];
+        assert!(t.inferred);
+        assert_eq!((t.memory_frames, t.cpus), (0x5556, 3));
+        assert_eq!(t.accounting.lost_events, 5);
+        assert_eq!(t.rows.len(), 3);
+        assert!(t.rows.iter().all(|r| r.refused == 0 && r.outside == 0));
+    }
+
+    #[test]
+    fn too_little_memory_or_too_few_cpus_are_refused_naming_pfn_cpu_and_line() {
+        let small = Options {
+            memory_frames: Some(0x4000),
+            ..opts()
+        };
+        let e = run(&small, &mut |_| {}).unwrap_err().to_string();
+        assert!(e.contains("every_case.txt:11: pfn 0x5555 (order 0)"), "{e}");
+        let few = Options {
+            cpus: Some(2),
+            ..opts()
+        };
+        let e = run(&few, &mut |_| {}).unwrap_err().to_string();
+        assert!(e.contains("every_case.txt:13: CPU 2 is beyond the 2 CPUs"), "{e}");
+        // Exactly enough is fine.
+        let exact = Options {
+            memory_frames: Some(0x5556),
+            cpus: Some(3),
+            ..opts()
+        };
+        let study = run(&exact, &mut |_| {}).unwrap();
+        assert!(!study.traces[0].inferred);
+    }
+}
