@@ -30,6 +30,16 @@ pub struct StudyArgs {
     /// Print the results as JSON instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// Long-horizon mode: replay each trace again and again, allocator
+    /// state carried over, until every allocator's wear converges; report
+    /// years to the first failed frame and the fraction of the ideal
+    /// lifetime.
+    #[arg(long)]
+    pub horizon: bool,
+    /// With --horizon: most repetitions per allocator before giving up
+    /// (reported as not converged).
+    #[arg(long, value_name = "N", default_value_t = 4096)]
+    pub horizon_max_reps: u32,
 }
 
 /// `nvmos evaluate`.
@@ -96,6 +106,9 @@ impl StudyArgs {
 /// Run `nvmos evaluate`.
 pub fn evaluate(args: EvaluateArgs) -> Result<()> {
     let files = trace_files(&args.traces)?;
+    if args.study.horizon {
+        return crate::horizon_cmd::run(&files, &args.study, Some(&args.out));
+    }
     let evaluation = study(&files, &args.study)?;
     report::write(&args.out, &evaluation)?;
     if args.study.json {
@@ -109,6 +122,9 @@ pub fn evaluate(args: EvaluateArgs) -> Result<()> {
 
 /// Run `nvmos replay`.
 pub fn replay(args: ReplayArgs) -> Result<()> {
+    if args.study.horizon {
+        return crate::horizon_cmd::run(&[args.trace], &args.study, None);
+    }
     let evaluation = study(&[args.trace], &args.study)?;
     if args.study.json {
         println!("{}", serde_json::to_string_pretty(&evaluation)?);
