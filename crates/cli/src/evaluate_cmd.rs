@@ -8,7 +8,7 @@ use nvmos_sim::{
     study_allocator, study_as_recorded, AllocatorKind, Evaluation, StudyOptions, StudyRow,
     TraceStudy, WriteModel,
 };
-use nvmos_trace::MachineInfo;
+use nvmos_trace::{Checked, EventSource, Limits, MachineInfo, Needs, TraceInfo};
 
 use crate::report::{self, format_value};
 
@@ -167,35 +167,53 @@ fn study(files: &[PathBuf], args: &StudyArgs) -> Result<Evaluation> {
     let kinds = args.kinds()?;
     let progress = crate::progress_bar((files.len() * (kinds.len() + 1)) as u64);
     let mut traces = Vec::new();
+    let limits = Limits {
+        frames: options.memory_frames,
+        cpus: options.cpus,
+    };
     for path in files {
-        let source =
-            nvmos_trace::open(path).with_context(|| format!("opening {}", path.display()))?;
-        let machine = source
-            .header()
-            .and_then(|h| h.machine.clone())
-            .or_else(|| options.memory_frames.map(|frames| single_zone_machine(frames, args.cpus)))
-            .with_context(|| {
-                format!(
-                    "{} does not say which machine it was recorded on (a text trace?): give --memory",
-                    path.display()
+        let open =
+            || nvmos_trace::open(path).with_context(|| format!("opening {}", path.display()));
+        // Every event checked against an explicit machine: the first one
+        // beyond it is an error naming pfn or CPU and line, never writes
+        // dropped or CPUs folded in silence.
+        let open_checked = || open().map(|s| Checked::new(s, path, limits));
+        let recorded_machine = open()?.header().and_then(|h| h.machine.clone());
+        let (machine, inferred) = match recorded_machine {
+            Some(m) => (m, false),
+            None => {
+                // A text trace: no header. What it needs, from its events.
+                let mut source = open()?;
+                let info = TraceInfo::from_source(&mut *source)
+                    .with_context(|| format!("reading {}", path.display()))?;
+                let needs = Needs::of(&info)
+                    .with_context(|| format!("{}: no page-allocation events", path.display()))?;
+                let frames = options.memory_frames.unwrap_or(needs.frames);
+                let cpus = options.cpus.unwrap_or(needs.cpus);
+                (
+                    single_zone_machine(frames, cpus),
+                    options.memory_frames.is_none() || options.cpus.is_none(),
                 )
-            })?;
+            }
+        };
         let name = path
             .file_stem()
             .and_then(|s| s.to_str())
             .map(|s| s.trim_end_matches(".nvt").to_string())
             .unwrap_or_else(|| path.display().to_string());
-        let open =
-            || nvmos_trace::open(path).with_context(|| format!("opening {}", path.display()));
         progress.set_message(format!("{name}: {}", nvmos_sim::AS_RECORDED));
-        let recorded = study_as_recorded(&machine, open()?, &options)
+        let mut source = open_checked()?;
+        let mut recorded = study_as_recorded(&machine, &mut source, &options)
             .with_context(|| format!("{}: counting the recorded placement", path.display()))?;
+        recorded.stats.accounting.lost_events = source.counts().lost_events;
         progress.inc(1);
         let mut rows = vec![recorded];
         for &kind in &kinds {
             progress.set_message(format!("{name}: {kind}"));
-            let row = study_allocator::<SpinYield, _, _>(kind, &machine, open()?, &options)
+            let mut source = open_checked()?;
+            let mut row = study_allocator::<SpinYield, _, _>(kind, &machine, &mut source, &options)
                 .with_context(|| format!("{}: replaying through {kind}", path.display()))?;
+            row.stats.accounting.lost_events = source.counts().lost_events;
             rows.push(row);
             progress.inc(1);
         }
@@ -205,6 +223,7 @@ fn study(files: &[PathBuf], args: &StudyArgs) -> Result<Evaluation> {
             events: rows[0].stats.events,
             duration_ns: rows[0].stats.trace_ns,
             machine,
+            inferred,
             rows,
         });
     }
@@ -213,11 +232,11 @@ fn study(files: &[PathBuf], args: &StudyArgs) -> Result<Evaluation> {
 }
 
 /// A machine of one zone, for text traces that do not describe theirs.
-fn single_zone_machine(frames: u64, cpus: Option<u32>) -> MachineInfo {
+fn single_zone_machine(frames: u64, cpus: u32) -> MachineInfo {
     MachineInfo {
         page_size: 4096,
         memory_bytes: frames * 4096,
-        cpus: cpus.unwrap_or(1),
+        cpus,
         zones: vec![nvmos_trace::ZoneInfo {
             node: 0,
             name: "Normal".into(),
@@ -233,12 +252,37 @@ fn single_zone_machine(frames: u64, cpus: Option<u32>) -> MachineInfo {
 fn print_tables(evaluation: &Evaluation) {
     for trace in &evaluation.traces {
         println!(
-            "\n{} — {} events, {:.2} s, {} frames",
+            "\n{} — {} events, {:.2} s, {} frames, {} CPUs{}",
             trace.trace,
             trace.events,
             trace.duration_ns as f64 / 1e9,
-            trace.rows.first().map_or(0, |r| r.wear.frames)
+            trace.rows.first().map_or(0, |r| r.wear.frames),
+            trace.machine.cpus,
+            if trace.inferred {
+                " (inferred from the trace: highest pfn + block, highest CPU + 1)"
+            } else {
+                ""
+            }
         );
+        if let Some(first) = trace.rows.first() {
+            let a = &first.stats.accounting;
+            let unusual: Vec<String> = a
+                .rows()
+                .iter()
+                .skip(1)
+                .filter(|(_, n)| *n > 0)
+                .map(|(name, n)| format!("{name} {n}"))
+                .collect();
+            println!(
+                "{} events read{}",
+                a.events_read,
+                if unusual.is_empty() {
+                    String::new()
+                } else {
+                    format!("; {}", unusual.join(", "))
+                }
+            );
+        }
         println!(
             "{:<20} {:>9} {:>8} {:>9} {:>10} {:>9} {:>7} {:>9} {:>11} {:>9}",
             "allocator",
@@ -272,4 +316,7 @@ fn print_row(row: &StudyRow) {
         format_value(row.wear.lifetime_years[1]),
         format_value(row.stats.ns_per_event()),
     );
+    if let Some(flag) = row.stats.flag() {
+        println!("  !! {}: {flag}: its wear figures are not the trace's", row.allocator);
+    }
 }

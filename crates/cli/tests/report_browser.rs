@@ -101,7 +101,16 @@ fn expected(row: &Value, field: &str) -> f64 {
     let stats = &row["stats"];
     let wear = &row["wear"];
     match field {
-        "allocs" | "alloc_failures" | "frees_before_recording" => num(&stats[field]),
+        "allocs"
+        | "alloc_failures"
+        | "outside"
+        | "events_read"
+        | "lost_events"
+        | "frees_before_recording"
+        | "frees_mismatched_order"
+        | "partial_frees"
+        | "allocs_of_live_pfn"
+        | "time_reversals" => num(&stats[field]),
         "touched"
         | "max"
         | "max_over_mean"

@@ -60,8 +60,13 @@ pub struct TraceStudy {
     pub trace: String,
     /// Where it was read from.
     pub source: String,
-    /// The recorded machine.
+    /// The recorded machine (for a text trace: one zone of what it needs,
+    /// or of `--memory`).
     pub machine: MachineInfo,
+    /// Whether memory or CPUs were inferred from the events (a text trace
+    /// without `--memory`/`--cpus`).
+    #[serde(default)]
+    pub inferred: bool,
     /// Events in the trace.
     pub events: u64,
     /// First to last event.

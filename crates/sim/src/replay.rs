@@ -10,9 +10,8 @@
 
 use std::time::Instant;
 
-use nvmos_frames::{AllocError, FrameAllocator, MigrateType, Order, Pfn, Request, ZoneMap};
-use nvmos_trace::{Event, Op};
-use rustc_hash::{FxHashMap, FxHashSet};
+use nvmos_frames::{AllocError, FrameAllocator, Order, Pfn, Request, ZoneMap};
+use nvmos_trace::{Accounting, BlockTracker, Effect, Event, LiveBlock, Op};
 
 use crate::wear::{WearCounter, WriteModel};
 
@@ -25,22 +24,40 @@ pub struct ReplayStats {
     pub allocs: u64,
     /// Blocks given back to the allocator.
     pub frees: u64,
-    /// Allocations the allocator refused (out of memory).
+    /// Allocations the allocator refused (out of memory). A row with any
+    /// is flagged: the replay no longer follows the trace.
     pub alloc_failures: u64,
-    /// Frees of blocks allocated before the recording began: skipped.
-    pub frees_before_recording: u64,
-    /// Frees of blocks whose allocation failed in this replay: skipped.
+    /// Frees of blocks whose allocation the allocator refused: nothing to
+    /// give back.
     pub frees_of_failed: u64,
-    /// Frees of part of a block (Linux's `split_page`, `free_pages_exact`):
-    /// the block is given back once all of it has been freed.
-    pub partial_frees: u64,
-    /// Allocations of a traced block the trace never freed (a free lost to
-    /// a ring-buffer overrun): the earlier block is freed first.
-    pub lost_frees: u64,
+    /// Frames written outside the replayed memory (the kernel's placement
+    /// of a trace beyond `--memory`, were it not refused). A row with any
+    /// is flagged.
+    pub outside: u64,
+    /// How every event was classified: the same counts `trace info`
+    /// reports, from the same [`BlockTracker`]; `lost_events` from the
+    /// source, filled in by the caller that has it.
+    #[serde(flatten)]
+    pub accounting: Accounting,
     /// Nanoseconds the replay took, reading the trace included.
     pub elapsed_ns: u64,
     /// Duration of the trace itself, first to last event.
     pub trace_ns: u64,
+}
+
+impl ReplayStats {
+    /// Why this replay's figures should not be taken at face value, if
+    /// they should not: allocations refused or writes outside memory.
+    pub fn flag(&self) -> Option<String> {
+        let mut what = Vec::new();
+        if self.alloc_failures > 0 {
+            what.push(format!("{} allocations refused", self.alloc_failures));
+        }
+        if self.outside > 0 {
+            what.push(format!("{} frames written outside memory", self.outside));
+        }
+        (!what.is_empty()).then(|| what.join(", "))
+    }
 }
 
 impl ReplayStats {
@@ -87,110 +104,6 @@ pub enum ReplayError<E: std::error::Error + 'static> {
     },
 }
 
-/// A traced block alive in the replay.
-#[derive(Copy, Clone, Debug)]
-struct Live {
-    /// The allocator's first frame for it.
-    ours: Pfn,
-    order: Order,
-    kind: MigrateType,
-    /// Frames of it the trace has freed so far (partial frees).
-    freed: u64,
-}
-
-/// Traced pfns below this are kept in a table indexed by pfn; beyond it
-/// (a trace from a machine with over a terabyte) in a hash map.
-const DIRECT_LIMIT: u64 = 1 << 28;
-
-/// The live traced blocks by traced first frame.
-///
-/// A table indexed by pfn rather than a hash map: the kernel places
-/// neighbouring allocations on neighbouring frames, and a table keeps
-/// those entries on the same cache lines where hashing scatters them. A
-/// slot is one `u128` and an empty slot is zero, so the table comes from
-/// zeroed memory the system maps lazily: a 24 GiB machine's 6.5 M slots
-/// cost only the pages the trace touches.
-#[derive(Default)]
-struct LiveMap {
-    direct: Vec<u128>,
-    far: FxHashMap<u64, Live>,
-}
-
-impl Live {
-    /// `ours + 1` in bits 0..64 (so zero is "empty"), the order in 64..68,
-    /// the migratetype in 68..70, frames freed so far in 70..82.
-    #[inline]
-    fn pack(self) -> u128 {
-        let kind = match self.kind {
-            MigrateType::Unmovable => 0u128,
-            MigrateType::Movable => 1,
-            MigrateType::Reclaimable => 2,
-        };
-        u128::from(self.ours.0 + 1)
-            | u128::from(self.order.get()) << 64
-            | kind << 68
-            | u128::from(self.freed) << 70
-    }
-
-    #[inline]
-    fn unpack(slot: u128) -> Option<Live> {
-        if slot == 0 {
-            return None;
-        }
-        Some(Live {
-            ours: Pfn((slot as u64) - 1),
-            order: Order::new((slot >> 64) as u8 & 0xf).expect("packed from an Order"),
-            kind: match (slot >> 68) & 3 {
-                0 => MigrateType::Unmovable,
-                1 => MigrateType::Movable,
-                _ => MigrateType::Reclaimable,
-            },
-            freed: ((slot >> 70) & 0xfff) as u64,
-        })
-    }
-}
-
-impl LiveMap {
-    #[inline]
-    fn get(&self, pfn: u64) -> Option<Live> {
-        if pfn < DIRECT_LIMIT {
-            Live::unpack(*self.direct.get(pfn as usize)?)
-        } else {
-            self.far.get(&pfn).copied()
-        }
-    }
-
-    #[inline]
-    fn remove(&mut self, pfn: u64) -> Option<Live> {
-        if pfn < DIRECT_LIMIT {
-            Live::unpack(core::mem::take(self.direct.get_mut(pfn as usize)?))
-        } else {
-            self.far.remove(&pfn)
-        }
-    }
-
-    #[inline]
-    fn insert(&mut self, pfn: u64, live: Live) {
-        if pfn < DIRECT_LIMIT {
-            let i = pfn as usize;
-            if i >= self.direct.len() {
-                self.grow(i);
-            }
-            self.direct[i] = live.pack();
-        } else {
-            self.far.insert(pfn, live);
-        }
-    }
-
-    #[cold]
-    fn grow(&mut self, index: usize) {
-        let len = (index + 1).next_power_of_two().max(1 << 20);
-        let mut bigger = vec![0u128; len];
-        bigger[..self.direct.len()].copy_from_slice(&self.direct);
-        self.direct = bigger;
-    }
-}
-
 /// Replay `events` through `alloc`, counting writes with `model` over the
 /// allocator's zones.
 pub fn replay<A, I, E>(
@@ -233,8 +146,8 @@ trait Placement {
     /// The first frame for the block `event` allocates, or `None` when
     /// there is no room.
     fn place(&mut self, event: &Event, req: Request) -> Option<Pfn>;
-    /// Give a placed block back.
-    fn give_back(&mut self, block: &Live, cpu: u32) -> Result<(), AllocError>;
+    /// Give back the block placed at `ours`.
+    fn give_back(&mut self, block: &LiveBlock, ours: Pfn, cpu: u32) -> Result<(), AllocError>;
 }
 
 /// An allocator under test decides.
@@ -251,9 +164,8 @@ impl<A: FrameAllocator + ?Sized> Placement for Allocator<'_, A> {
     }
 
     #[inline]
-    fn give_back(&mut self, block: &Live, cpu: u32) -> Result<(), AllocError> {
-        self.0
-            .free(block.ours, Request::new(block.order, cpu, block.kind))
+    fn give_back(&mut self, block: &LiveBlock, ours: Pfn, cpu: u32) -> Result<(), AllocError> {
+        self.0.free(ours, Request::new(block.order, cpu, block.kind))
     }
 }
 
@@ -271,13 +183,15 @@ impl Placement for Recorded {
     }
 
     #[inline]
-    fn give_back(&mut self, _block: &Live, _cpu: u32) -> Result<(), AllocError> {
+    fn give_back(&mut self, _block: &LiveBlock, _ours: Pfn, _cpu: u32) -> Result<(), AllocError> {
         Ok(())
     }
 }
 
-/// The replay proper: match every free to its allocation and let
-/// `placement` place and take back the blocks.
+/// The replay proper: the [`BlockTracker`] matches every free to its
+/// allocation (and counts what does not match), `placement` places and
+/// takes back the blocks; the tracker keeps the placement as each live
+/// block's tag.
 fn run<P, I, E>(
     placement: &mut P,
     events: I,
@@ -290,99 +204,56 @@ where
 {
     let cpus = placement.cpus();
     let mut stats = ReplayStats::default();
-    let mut live = LiveMap::default();
-    let mut failed: FxHashSet<u64> = FxHashSet::default();
-    let give_back = |placement: &mut P, block: Live, cpu: u32, event: u64| {
-        placement
-            .give_back(&block, cpu)
-            .map_err(|error| ReplayError::Allocator {
-                event,
-                pfn: block.ours,
-                order: block.order,
-                error,
-            })
+    let mut tracker = BlockTracker::new();
+    let give_back = |placement: &mut P, stats: &mut ReplayStats, block: LiveBlock, cpu: u32, event: u64| {
+        match block.tag {
+            Some(ours) => {
+                placement
+                    .give_back(&block, Pfn(ours), cpu)
+                    .map_err(|error| ReplayError::Allocator {
+                        event,
+                        pfn: Pfn(ours),
+                        order: block.order,
+                        error,
+                    })?;
+                stats.frees += 1;
+            }
+            None => stats.frees_of_failed += 1,
+        }
+        Ok(())
     };
     let start = Instant::now();
     for event in events {
         let event = event.map_err(ReplayError::Trace)?;
         let index = stats.events;
         stats.events += 1;
-        stats.trace_ns = event.time_ns;
+        stats.trace_ns = stats.trace_ns.max(event.time_ns);
         let cpu = event.cpu % cpus;
-        match event.op {
-            Op::Alloc(kind) => {
-                if let Some(old) = live.remove(event.pfn.0) {
-                    stats.lost_frees += 1;
-                    give_back(placement, old, cpu, index)?;
-                    stats.frees += 1;
+        match tracker.step(&event) {
+            Effect::Allocated { replaced } => {
+                if let Some(old) = replaced {
+                    give_back(placement, &mut stats, old, cpu, index)?;
                 }
-                if !failed.is_empty() {
-                    failed.remove(&event.pfn.0);
-                }
+                let Op::Alloc(kind) = event.op else {
+                    unreachable!("the tracker allocates only for allocations")
+                };
                 match placement.place(&event, Request::new(event.order, cpu, kind)) {
                     Some(ours) => {
                         stats.allocs += 1;
                         wear.record_alloc(ours, event.order);
-                        live.insert(
-                            event.pfn.0,
-                            Live {
-                                ours,
-                                order: event.order,
-                                kind,
-                                freed: 0,
-                            },
-                        );
+                        tracker.set_tag(event.pfn.0, ours.0);
                     }
-                    None => {
-                        stats.alloc_failures += 1;
-                        failed.insert(event.pfn.0);
-                    }
+                    None => stats.alloc_failures += 1,
                 }
             }
-            Op::Free => {
-                if let Some(block) = live.get(event.pfn.0) {
-                    if block.order == event.order && block.freed == 0 {
-                        live.remove(event.pfn.0);
-                        give_back(placement, block, cpu, index)?;
-                        stats.frees += 1;
-                        continue;
-                    }
-                }
-                match find_enclosing(&live, event.pfn, event.order) {
-                    Some(head) => {
-                        stats.partial_frees += 1;
-                        let mut block = live.remove(head).expect("found above");
-                        block.freed += event.order.frames();
-                        if block.freed >= block.order.frames() {
-                            give_back(placement, block, cpu, index)?;
-                            stats.frees += 1;
-                        } else {
-                            live.insert(head, block);
-                        }
-                    }
-                    None if failed.remove(&event.pfn.0) => stats.frees_of_failed += 1,
-                    None => stats.frees_before_recording += 1,
-                }
-            }
+            Effect::Freed(block) => give_back(placement, &mut stats, block, cpu, index)?,
+            Effect::PartlyFreed | Effect::NotLive => {}
         }
     }
     stats.elapsed_ns = start.elapsed().as_nanos() as u64;
+    stats.accounting = tracker.counts().clone();
+    stats.outside = wear.outside;
     Ok((stats, wear))
-}
-
-/// The live traced block that holds the block of `order` at `pfn`, if any:
-/// the head itself (freed in pieces), or a head found by aligning `pfn`
-/// down to each larger order.
-fn find_enclosing(live: &LiveMap, pfn: Pfn, order: Order) -> Option<u64> {
-    if live.get(pfn.0).is_some_and(|b| b.order >= order) {
-        return Some(pfn.0);
-    }
-    Order::all().skip(order.index() + 1).find_map(|o| {
-        let head = pfn.0 & !(o.frames() - 1);
-        live.get(head)
-            .filter(|b| head + b.order.frames() >= pfn.0 + order.frames())
-            .map(|_| head)
-    })
 }
 
 #[cfg(test)]
@@ -425,37 +296,16 @@ mod tests {
         assert_eq!(stats.events, 10);
         assert_eq!(stats.allocs, 4);
         assert_eq!(stats.frees, 3);
-        assert_eq!(stats.frees_before_recording, 1);
-        assert_eq!(stats.partial_frees, 4);
-        assert_eq!(stats.lost_frees, 1);
+        assert_eq!(stats.accounting.frees_before_recording, 1);
+        assert_eq!(stats.accounting.partial_frees, 4);
+        assert_eq!(stats.accounting.allocs_of_live_pfn, 1);
+        assert_eq!(stats.accounting.events_read, 10);
         assert_eq!(stats.trace_ns, 9);
         // Only the last order-2 block is still out.
         assert_eq!(alloc.stats().allocated_frames(), 4);
         let total: u64 = wear.writes().iter().map(|&w| u64::from(w)).sum();
         assert_eq!(total, 1 + 4 + 8 + 4);
         alloc.validate().unwrap();
-    }
-
-    #[test]
-    fn live_slots_pack_and_far_pfns_use_the_map() {
-        let live = Live {
-            ours: Pfn(0xdead_beef),
-            order: Order::MAX,
-            kind: MigrateType::Reclaimable,
-            freed: 1024,
-        };
-        let back = Live::unpack(live.pack()).unwrap();
-        assert_eq!(
-            (back.ours, back.order, back.kind, back.freed),
-            (live.ours, live.order, live.kind, live.freed)
-        );
-        assert!(Live::unpack(0).is_none());
-        let mut map = LiveMap::default();
-        for pfn in [5, DIRECT_LIMIT + 7, 3 << 20] {
-            map.insert(pfn, live);
-            assert_eq!(map.get(pfn).map(|l| l.ours), Some(live.ours));
-            assert!(map.remove(pfn).is_some() && map.get(pfn).is_none());
-        }
     }
 
     #[test]
@@ -473,6 +323,7 @@ mod tests {
             (stats.alloc_failures, stats.frees_of_failed, stats.frees),
             (1, 1, 1)
         );
+        assert_eq!(stats.flag().as_deref(), Some("1 allocations refused"));
         assert_eq!(alloc.stats().allocated_frames(), 0);
     }
 
@@ -499,9 +350,53 @@ mod tests {
             ev(3, 0, A, 8, 3),
         ];
         let (stats, wear) = as_recorded(map, trace, WriteModel::default()).unwrap();
-        // The second allocation of 3 found it live: its free was lost.
-        assert_eq!((stats.allocs, stats.frees, stats.lost_frees), (3, 1, 0));
+        assert_eq!(
+            (stats.allocs, stats.frees, stats.accounting.allocs_of_live_pfn),
+            (3, 1, 0)
+        );
         assert_eq!(wear.writes()[3], 2);
         assert_eq!(wear.writes()[8..16], [1; 8]);
+    }
+}
+
+/// `trace info` and the replay classify every event the same way: the
+/// fixture holding every unusual case gives the same counts both ways,
+/// through an allocator and as recorded.
+#[cfg(test)]
+mod agreement {
+    use super::*;
+    use nvmos_frames::Zone;
+
+    #[test]
+    fn trace_info_and_replay_agree_on_every_count() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../trace/tests/data/every_case.txt");
+        let mut source = nvmos_trace::open(&path).unwrap();
+        let info = nvmos_trace::TraceInfo::from_source(&mut *source).unwrap();
+        let zones = [Zone::new(0, 0x8000)];
+        let alloc = nvmos_frames::Buddy::<parking_lot::RawMutex>::new(&zones, 4).unwrap();
+        let mut source = nvmos_trace::open(&path).unwrap();
+        let (stats, _) = replay(&alloc, &mut source, crate::WriteModel::default()).unwrap();
+        let mut replayed = stats.accounting.clone();
+        replayed.lost_events = source.counts().lost_events;
+        assert_eq!(replayed, info.accounting);
+        assert_eq!(stats.flag(), None);
+        let (recorded, _) = as_recorded(
+            ZoneMap::new(&zones).unwrap(),
+            nvmos_trace::open(&path).unwrap(),
+            crate::WriteModel::default(),
+        )
+        .unwrap();
+        assert_eq!(recorded.accounting.frees_mismatched_order, info.accounting.frees_mismatched_order);
+        assert_eq!(
+            Accounting {
+                lost_events: info.accounting.lost_events,
+                ..recorded.accounting
+            },
+            info.accounting
+        );
+        // Blocks still live at the end: the same in both.
+        assert_eq!(alloc.stats().allocated_frames(), 4 + 4 + 1);
+        assert_eq!(info.live_at_end, 3);
     }
 }
