@@ -317,6 +317,9 @@ fn print_row(row: &StudyRow) {
         format_value(row.stats.ns_per_event()),
     );
     if let Some(flag) = row.stats.flag() {
-        println!("  !! {}: {flag}: its wear figures are not the trace's", row.allocator);
+        println!(
+            "  !! {}: {flag}: its wear figures are not the trace's",
+            row.allocator
+        );
     }
 }

@@ -55,9 +55,11 @@ const FIELDS: [Field; 19] = [
         "frees of pre-recording frames",
         |r| r.stats.accounting.frees_before_recording as f64,
     ),
-    ("frees_mismatched_order", "frees of a mismatched order", |r| {
-        r.stats.accounting.frees_mismatched_order as f64
-    }),
+    (
+        "frees_mismatched_order",
+        "frees of a mismatched order",
+        |r| r.stats.accounting.frees_mismatched_order as f64,
+    ),
     ("partial_frees", "partial frees", |r| {
         r.stats.accounting.partial_frees as f64
     }),

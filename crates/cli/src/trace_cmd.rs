@@ -189,7 +189,12 @@ pub fn info(args: InfoArgs) -> Result<()> {
         ),
         _ => println!("  pfn span      -"),
     }
-    if info.header.as_ref().and_then(|h| h.machine.as_ref()).is_none() {
+    if info
+        .header
+        .as_ref()
+        .and_then(|h| h.machine.as_ref())
+        .is_none()
+    {
         // No machine header (text traces): what a replay infers.
         if let Some(n) = nvmos_trace::Needs::of(&info) {
             println!(

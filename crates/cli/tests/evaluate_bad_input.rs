@@ -119,7 +119,15 @@ fn too_little_memory_is_refused_naming_the_first_pfn_beyond_it() {
             "iBuddy",
             "--json",
         ]);
-        refused(&out, &["numpy.nvt: event #", "pfn 0x", "beyond the", "needs more memory"]);
+        refused(
+            &out,
+            &[
+                "numpy.nvt: event #",
+                "pfn 0x",
+                "beyond the",
+                "needs more memory",
+            ],
+        );
         assert!(out.stdout.is_empty(), "no table after the error");
     }
 }

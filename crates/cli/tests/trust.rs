@@ -118,13 +118,19 @@ fn trace_info_and_replay_report_the_same_counts_in_every_output() {
     for line in csv.lines().skip(1) {
         let cells: Vec<&str> = line.split(',').collect();
         for (c, want) in COUNTS.iter().zip(&expected) {
-            let i = header.iter().position(|h| h == c).unwrap_or_else(|| panic!("{c} not in the CSV"));
+            let i = header
+                .iter()
+                .position(|h| h == c)
+                .unwrap_or_else(|| panic!("{c} not in the CSV"));
             assert_eq!(cells[i], want.to_string(), "{c} in {line}");
         }
     }
     let html = std::fs::read_to_string(out.path().join("index.html")).unwrap();
     for c in COUNTS {
-        assert!(html.contains(&format!("data-field=\"{c}\"")), "{c} not in the HTML");
+        assert!(
+            html.contains(&format!("data-field=\"{c}\"")),
+            "{c} not in the HTML"
+        );
     }
 }
 
@@ -175,7 +181,11 @@ fn refused_allocations_flag_the_row_on_screen_and_in_the_report() {
         "{stdout}"
     );
     let html = std::fs::read_to_string(out.path().join("index.html")).unwrap();
-    assert_eq!(html.matches("class=\"flagged\"").count(), 2, "flagged rows in the report");
+    assert_eq!(
+        html.matches("class=\"flagged\"").count(),
+        2,
+        "flagged rows in the report"
+    );
     let csv = std::fs::read_to_string(out.path().join("summary.csv")).unwrap();
     assert_eq!(csv.matches("1 allocations refused").count(), 2, "{csv}");
     // The kernel's own placement is not flagged.
@@ -203,7 +213,10 @@ fn the_long_horizon_mode_reports_years_fraction_and_repetitions() {
     let years = buddy["years_to_first_failure"].as_array().unwrap();
     let y: Vec<f64> = years.iter().map(|y| y.as_f64().unwrap()).collect();
     // Ten times the endurance, ten times the years (to a repetition).
-    assert!((y[1] / y[0] - 10.0).abs() < 0.01 && (y[2] / y[1] - 10.0).abs() < 0.01, "{y:?}");
+    assert!(
+        (y[1] / y[0] - 10.0).abs() < 0.01 && (y[2] / y[1] - 10.0).abs() < 0.01,
+        "{y:?}"
+    );
     let f = buddy["fraction_of_ideal"].as_f64().unwrap();
     assert!(f > 0.0 && f <= 1.0);
     let table = ok(&nvmos(&[
@@ -214,9 +227,19 @@ fn the_long_horizon_mode_reports_years_fraction_and_repetitions() {
         "--alloc",
         "buddy",
     ]));
-    assert!(table.contains("yrs@1e6") && table.contains("converged"), "{table}");
+    assert!(
+        table.contains("yrs@1e6") && table.contains("converged"),
+        "{table}"
+    );
     refused(
-        &nvmos(&["replay", "--trace", trace.to_str().unwrap(), "--horizon", "--horizon-max-reps", "2"]),
+        &nvmos(&[
+            "replay",
+            "--trace",
+            trace.to_str().unwrap(),
+            "--horizon",
+            "--horizon-max-reps",
+            "2",
+        ]),
         &["--horizon-max-reps 2"],
     );
 }
@@ -250,5 +273,9 @@ fn study_swap_refuses_an_empty_trace_and_unbounded_aging() {
         ]),
         &["aging-rounds", "100000 is more than 64"],
     );
-    assert_eq!(std::fs::read_dir(out.path()).unwrap().count(), 0, "nothing written");
+    assert_eq!(
+        std::fs::read_dir(out.path()).unwrap().count(),
+        0,
+        "nothing written"
+    );
 }

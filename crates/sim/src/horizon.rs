@@ -213,9 +213,7 @@ impl Convergence {
             let steps = max_writes - self.series[k / 2 - 1];
             let enough = steps as f64 >= (0.5 / self.opts.tolerance).ceil();
             let agree = match (late, early) {
-                (Some(a), Some(b)) if a > 0.0 => {
-                    enough && (a - b).abs() <= self.opts.tolerance * a
-                }
+                (Some(a), Some(b)) if a > 0.0 => enough && (a - b).abs() <= self.opts.tolerance * a,
                 // A flat max is no steady state while anything is written
                 // (the writes are spreading over fresh frames); nothing
                 // written at all is.
@@ -236,12 +234,7 @@ impl Convergence {
 
     /// The figures, given why the run stopped, the total writes of the
     /// whole run, the frames counted and the period in seconds.
-    pub fn result(
-        self,
-        stop: Stop,
-        writes: &[u32],
-        period_s: f64,
-    ) -> HorizonResult {
+    pub fn result(self, stop: Stop, writes: &[u32], period_s: f64) -> HorizonResult {
         let total_writes: u64 = writes.iter().map(|&w| u64::from(w)).sum();
         let frames = writes.len() as u64;
         let reps = self.series.len() as u64;
@@ -252,10 +245,11 @@ impl Convergence {
         let k = self.series.len();
         let max_writes = self.series.last().copied().unwrap_or(0);
         // Too short a run to fit: the mean growth so far.
-        let a = self
-            .late_slope()
-            .filter(|a| *a > 0.0)
-            .unwrap_or(if k > 0 { max_writes as f64 / k as f64 } else { 0.0 });
+        let a = self.late_slope().filter(|a| *a > 0.0).unwrap_or(if k > 0 {
+            max_writes as f64 / k as f64
+        } else {
+            0.0
+        });
         let x = if k == 0 || frames == 0 {
             0.0
         } else {
@@ -276,7 +270,11 @@ impl Convergence {
                     None
                 } else if max_writes as f64 >= e {
                     // Reached within the run: when it did.
-                    let at = self.series.iter().position(|&m| m as f64 >= e).unwrap_or(k - 1);
+                    let at = self
+                        .series
+                        .iter()
+                        .position(|&m| m as f64 >= e)
+                        .unwrap_or(k - 1);
                     Some(years(at as f64 + 1.0))
                 } else {
                     Some(years(k as f64 + (e - max_writes as f64) / a))
@@ -327,7 +325,10 @@ mod tests {
         assert!((r.mean_per_rep - 0.25).abs() < 1e-12);
         assert!((r.fraction_of_ideal - 0.125).abs() < 1e-12);
         let y = r.years_to_first_failure[0].unwrap();
-        assert!((y - 500_000.0 * 4.0 / SECONDS_PER_YEAR).abs() < 1e-12, "{y}");
+        assert!(
+            (y - 500_000.0 * 4.0 / SECONDS_PER_YEAR).abs() < 1e-12,
+            "{y}"
+        );
         let ideal = r.ideal_years[0].unwrap();
         assert!((ideal - 4_000_000.0 * 4.0 / SECONDS_PER_YEAR).abs() < 1e-9);
     }
@@ -343,10 +344,16 @@ mod tests {
         assert!(c.reps() > 1000, "stopped after {} repetitions", c.reps());
         // One write per repetition over 100 frames: x = 0.01.
         let total = c.reps();
-        let writes: Vec<u32> = (0..100).map(|i| total / 100 + u32::from(i < total % 100)).collect();
+        let writes: Vec<u32> = (0..100)
+            .map(|i| total / 100 + u32::from(i < total % 100))
+            .collect();
         let r = c.result(stop, &writes, 1.0);
         assert_eq!(r.recycled_frames, 0);
-        assert!((r.max_per_rep - 0.01).abs() < 0.01 * 0.05, "{}", r.max_per_rep);
+        assert!(
+            (r.max_per_rep - 0.01).abs() < 0.01 * 0.05,
+            "{}",
+            r.max_per_rep
+        );
         assert!(r.fraction_of_ideal > 0.95, "{}", r.fraction_of_ideal);
     }
 
@@ -515,7 +522,9 @@ impl Run<'_> {
                     Effect::Allocated { replaced } => {
                         if let Some(b) = replaced {
                             if let Some(ours) = b.tag {
-                                place.give_back(&b, ours, cpu).map_err(|x| fail(&b, ours, x))?;
+                                place
+                                    .give_back(&b, ours, cpu)
+                                    .map_err(|x| fail(&b, ours, x))?;
                             }
                         }
                         let Op::Alloc(kind) = e.op else {
@@ -531,7 +540,9 @@ impl Run<'_> {
                     }
                     Effect::Freed(b) => {
                         if let Some(ours) = b.tag {
-                            place.give_back(&b, ours, cpu).map_err(|x| fail(&b, ours, x))?;
+                            place
+                                .give_back(&b, ours, cpu)
+                                .map_err(|x| fail(&b, ours, x))?;
                         }
                     }
                     Effect::PartlyFreed | Effect::NotLive => {}
@@ -924,9 +935,10 @@ pub fn run(opts: &Options, progress: &mut dyn FnMut(Progress)) -> Result<Study, 
     }
     let mut traces = Vec::new();
     for path in &opts.traces {
-        let name = path
-            .file_stem()
-            .map_or_else(|| path.display().to_string(), |s| s.to_string_lossy().into_owned());
+        let name = path.file_stem().map_or_else(
+            || path.display().to_string(),
+            |s| s.to_string_lossy().into_owned(),
+        );
         let t = load(path, opts.memory_frames, opts.cpus)?;
         if t.events.is_empty() {
             return Err(StudyFailure::Empty(path.clone()));
@@ -960,7 +972,10 @@ pub fn run(opts: &Options, progress: &mut dyn FnMut(Progress)) -> Result<Study, 
                             &opts.horizon,
                         ),
                     };
-                    results.lock().expect("no panic holding it").push((i, job, row));
+                    results
+                        .lock()
+                        .expect("no panic holding it")
+                        .push((i, job, row));
                 });
             }
         });
@@ -1039,7 +1054,10 @@ mod study_tests {
             ..opts()
         };
         let e = run(&few, &mut |_| {}).unwrap_err().to_string();
-        assert!(e.contains("every_case.txt:13: CPU 2 is beyond the 2 CPUs"), "{e}");
+        assert!(
+            e.contains("every_case.txt:13: CPU 2 is beyond the 2 CPUs"),
+            "{e}"
+        );
         // Exactly enough is fine.
         let exact = Options {
             memory_frames: Some(0x5556),

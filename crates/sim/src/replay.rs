@@ -165,7 +165,8 @@ impl<A: FrameAllocator + ?Sized> Placement for Allocator<'_, A> {
 
     #[inline]
     fn give_back(&mut self, block: &LiveBlock, ours: Pfn, cpu: u32) -> Result<(), AllocError> {
-        self.0.free(ours, Request::new(block.order, cpu, block.kind))
+        self.0
+            .free(ours, Request::new(block.order, cpu, block.kind))
     }
 }
 
@@ -205,23 +206,24 @@ where
     let cpus = placement.cpus();
     let mut stats = ReplayStats::default();
     let mut tracker = BlockTracker::new();
-    let give_back = |placement: &mut P, stats: &mut ReplayStats, block: LiveBlock, cpu: u32, event: u64| {
-        match block.tag {
-            Some(ours) => {
-                placement
-                    .give_back(&block, Pfn(ours), cpu)
-                    .map_err(|error| ReplayError::Allocator {
-                        event,
-                        pfn: Pfn(ours),
-                        order: block.order,
-                        error,
-                    })?;
-                stats.frees += 1;
+    let give_back =
+        |placement: &mut P, stats: &mut ReplayStats, block: LiveBlock, cpu: u32, event: u64| {
+            match block.tag {
+                Some(ours) => {
+                    placement
+                        .give_back(&block, Pfn(ours), cpu)
+                        .map_err(|error| ReplayError::Allocator {
+                            event,
+                            pfn: Pfn(ours),
+                            order: block.order,
+                            error,
+                        })?;
+                    stats.frees += 1;
+                }
+                None => stats.frees_of_failed += 1,
             }
-            None => stats.frees_of_failed += 1,
-        }
-        Ok(())
-    };
+            Ok(())
+        };
     let start = Instant::now();
     for event in events {
         let event = event.map_err(ReplayError::Trace)?;
@@ -351,7 +353,11 @@ mod tests {
         ];
         let (stats, wear) = as_recorded(map, trace, WriteModel::default()).unwrap();
         assert_eq!(
-            (stats.allocs, stats.frees, stats.accounting.allocs_of_live_pfn),
+            (
+                stats.allocs,
+                stats.frees,
+                stats.accounting.allocs_of_live_pfn
+            ),
             (3, 1, 0)
         );
         assert_eq!(wear.writes()[3], 2);
@@ -387,7 +393,10 @@ mod agreement {
             crate::WriteModel::default(),
         )
         .unwrap();
-        assert_eq!(recorded.accounting.frees_mismatched_order, info.accounting.frees_mismatched_order);
+        assert_eq!(
+            recorded.accounting.frees_mismatched_order,
+            info.accounting.frees_mismatched_order
+        );
         assert_eq!(
             Accounting {
                 lost_events: info.accounting.lost_events,

@@ -342,10 +342,34 @@ mod tests {
         };
         assert!(ok.check().is_ok());
         for (bad, field) in [
-            (PcScenario { aging_rounds: 100_000, ..ok.clone() }, "aging-rounds"),
-            (PcScenario { scale: 0.0, ..ok.clone() }, "pc-scale"),
-            (PcScenario { scale: f64::NAN, ..ok.clone() }, "pc-scale"),
-            (PcScenario { scale: 5.0, ..ok.clone() }, "pc-scale"),
+            (
+                PcScenario {
+                    aging_rounds: 100_000,
+                    ..ok.clone()
+                },
+                "aging-rounds",
+            ),
+            (
+                PcScenario {
+                    scale: 0.0,
+                    ..ok.clone()
+                },
+                "pc-scale",
+            ),
+            (
+                PcScenario {
+                    scale: f64::NAN,
+                    ..ok.clone()
+                },
+                "pc-scale",
+            ),
+            (
+                PcScenario {
+                    scale: 5.0,
+                    ..ok.clone()
+                },
+                "pc-scale",
+            ),
         ] {
             let e = bad.check().unwrap_err().to_string();
             assert!(e.contains(field), "{e}");

@@ -420,7 +420,16 @@ mod tests {
         .iter()
         .map(|e| t.step(e))
         .collect();
-        assert_eq!(effects[2], Effect::Freed(LiveBlock { pfn: 1000, order: Order::new(0).unwrap(), kind: MigrateType::Movable, tag: None, freed: 0 }));
+        assert_eq!(
+            effects[2],
+            Effect::Freed(LiveBlock {
+                pfn: 1000,
+                order: Order::new(0).unwrap(),
+                kind: MigrateType::Movable,
+                tag: None,
+                freed: 0
+            })
+        );
         assert_eq!(effects[3], Effect::NotLive);
         assert_eq!(effects[5], Effect::PartlyFreed);
         assert!(matches!(effects[8], Effect::Freed(b) if b.pfn == 4096 && b.freed == 8));
@@ -448,14 +457,22 @@ mod tests {
     fn tags_and_far_pfns() {
         let mut t = BlockTracker::new();
         for pfn in [8, DIRECT_LIMIT + 8, 3 << 20] {
-            assert!(matches!(t.step(&ev(0, A, pfn, 3)), Effect::Allocated { replaced: None }));
+            assert!(matches!(
+                t.step(&ev(0, A, pfn, 3)),
+                Effect::Allocated { replaced: None }
+            ));
             assert_eq!(t.get(pfn).unwrap().tag, None);
             t.set_tag(pfn, 0);
             assert_eq!(t.get(pfn).unwrap().tag, Some(0));
             t.set_tag(pfn, u64::MAX - 1);
             let b = t.get(pfn).unwrap();
-            assert_eq!((b.tag, b.order.get(), b.kind), (Some(u64::MAX - 1), 3, MigrateType::Movable));
-            assert!(matches!(t.step(&ev(0, F, pfn, 3)), Effect::Freed(b) if b.tag == Some(u64::MAX - 1)));
+            assert_eq!(
+                (b.tag, b.order.get(), b.kind),
+                (Some(u64::MAX - 1), 3, MigrateType::Movable)
+            );
+            assert!(
+                matches!(t.step(&ev(0, F, pfn, 3)), Effect::Freed(b) if b.tag == Some(u64::MAX - 1))
+            );
             assert!(t.get(pfn).is_none());
         }
         assert_eq!(t.live_blocks(), 0);

@@ -83,7 +83,7 @@ impl<S: EventSource> Checked<S> {
                         "pfn {:#x} (order {}) ends at frame {end:#x}, beyond the {frames} frames ({} MiB) of memory asked for; this trace needs more memory",
                         e.pfn.get(),
                         e.order.get(),
-                        frames * 4096 >> 20
+                        frames.saturating_mul(4096) >> 20
                     ),
                 });
             }
@@ -193,6 +193,9 @@ mod tests {
             .collect::<Result<Vec<_>, _>>()
             .unwrap_err()
             .to_string();
-        assert!(err.starts_with("t.txt:3: CPU 3 is beyond the 2 CPUs"), "{err}");
+        assert!(
+            err.starts_with("t.txt:3: CPU 3 is beyond the 2 CPUs"),
+            "{err}"
+        );
     }
 }

@@ -533,9 +533,7 @@ impl Tracefs {
             // refused) is a failure to restore, not a success.
             match self.read(file) {
                 Ok(now) if restorable(file, &now) == *value => {}
-                Ok(now) => failures.push(format!(
-                    "{file} reads {now:?} after writing {value:?}"
-                )),
+                Ok(now) => failures.push(format!("{file} reads {now:?} after writing {value:?}")),
                 Err(e) => failures.push(format!("{file} (should be {value:?}): {e}")),
             }
         }
