@@ -15,7 +15,7 @@ use crate::report::{self, format_value};
 /// What every trace study takes.
 #[derive(clap::Args, Debug, Clone)]
 pub struct StudyArgs {
-    /// Allocators to replay through, by name (buddy, LBS-1, LBS-31, linux-pcp, iBuddy, LiS-1, LiS-31); all when omitted.
+    /// Allocators to replay through, by registry name or alias (buddy, LBS-1, LBS-31, linux-pcp, iBuddy, LiS-1, LiS-31, M3, M3-part, array-bank, list-bank, adaptive, adaptive-migrate); all when omitted.
     #[arg(long = "alloc", value_delimiter = ',')]
     pub allocators: Vec<String>,
     /// Memory the allocators manage, as one zone (e.g. 4GiB, 512MiB or a frame count); default: the recorded machine's zones.

@@ -97,8 +97,10 @@ enum BenchCommand {
 
 #[derive(Args, Debug)]
 struct AllocArgs {
-    /// Allocators (rows), comma-separated, case-insensitive: buddy, LBS-1,
-    /// LBS-31, iBuddy, LiS-1, LiS-31, linux-pcp, bsa.
+    /// Allocators (rows), comma-separated, case-insensitive: any of the
+    /// registry's (buddy, LBS-1, LBS-31, linux-pcp, iBuddy, LiS-1, LiS-31,
+    /// M3, M3-part, array-bank, list-bank, adaptive, adaptive-migrate) or
+    /// the peer, bsa.
     #[arg(long, value_name = "NAME,...", value_delimiter = ',', value_parser = parse_allocator,
           default_value = "buddy,LBS-1,LBS-31,iBuddy,LiS-1,LiS-31,linux-pcp,bsa")]
     alloc: Vec<AllocatorKind>,

@@ -5,8 +5,8 @@
 use nvmos_frames::{ConfigError, Zone, ZoneMap};
 use nvmos_trace::{Event, MachineInfo};
 
-use crate::allocators::AllocatorKind;
-use crate::replay::{as_recorded, replay, ReplayError, ReplayStats};
+use crate::allocators::{AllocatorJob, AllocatorKind, Setup, StudyAllocator, DEFAULT_BANK_FRAMES};
+use crate::replay::{as_recorded, run, Migrating, ReplayError, ReplayStats};
 use crate::wear::{WearCounter, WearSummary, WriteModel};
 
 /// The row name of the kernel's own placement.
@@ -24,6 +24,22 @@ pub struct StudyOptions {
     pub model: WriteModel,
     /// Columns of the wear heat map.
     pub heat_buckets: usize,
+    /// Frames per bank for the bank-aware allocators (their zones are cut
+    /// to whole banks; halved on machines too small for it, see
+    /// [`Setup::fit_banks`]).
+    #[serde(default = "default_bank_frames")]
+    pub bank_frames: u64,
+    /// Trace time between migration passes of the allocators that migrate.
+    #[serde(default = "default_migrate_every_ns")]
+    pub migrate_every_ns: u64,
+}
+
+fn default_bank_frames() -> u64 {
+    DEFAULT_BANK_FRAMES
+}
+
+fn default_migrate_every_ns() -> u64 {
+    1_000_000_000
 }
 
 impl Default for StudyOptions {
@@ -33,6 +49,8 @@ impl Default for StudyOptions {
             cpus: None,
             model: WriteModel::default(),
             heat_buckets: 256,
+            bank_frames: DEFAULT_BANK_FRAMES,
+            migrate_every_ns: default_migrate_every_ns(),
         }
     }
 }
@@ -128,7 +146,10 @@ pub fn study_zones(machine: &MachineInfo, options: &StudyOptions) -> Vec<Zone> {
     }
 }
 
-/// Replay `events` through a fresh allocator of `kind`.
+/// Replay `events` through a fresh allocator of `kind` (built for its
+/// concrete type: no virtual calls per event), with its migration passes
+/// every `options.migrate_every_ns` of trace time when its registry entry
+/// migrates.
 pub fn study_allocator<L, I, E>(
     kind: AllocatorKind,
     machine: &MachineInfo,
@@ -140,18 +161,51 @@ where
     I: IntoIterator<Item = Result<Event, E>>,
     E: std::error::Error + 'static,
 {
+    struct Job<'a, I> {
+        kind: AllocatorKind,
+        events: I,
+        options: &'a StudyOptions,
+    }
+    impl<I, E> AllocatorJob for Job<'_, I>
+    where
+        I: IntoIterator<Item = Result<Event, E>>,
+        E: std::error::Error + 'static,
+    {
+        type Output = Result<StudyRow, StudyError<E>>;
+        fn run<A: StudyAllocator + 'static>(self, alloc: A) -> Self::Output {
+            let zones = ZoneMap::new(alloc.zones())?;
+            let mut wear = WearCounter::new(zones, self.options.model);
+            let every = self
+                .kind
+                .caps()
+                .migrates
+                .then_some(self.options.migrate_every_ns);
+            let stats = run(&mut Migrating(&alloc), &mut wear, self.events, every)?;
+            let frames = wear.writes().len().max(1) as f64;
+            Ok(row(
+                self.kind.name().to_string(),
+                stats,
+                &wear,
+                self.options.heat_buckets,
+                alloc.metadata_bytes() as f64 / frames,
+            ))
+        }
+    }
     let zones = study_zones(machine, options);
     let cpus = options.cpus.unwrap_or(machine.cpus).max(1);
-    let alloc = kind.build::<L>(&zones, cpus)?;
-    let (stats, wear) = replay(&*alloc, events, options.model)?;
-    let frames = wear.writes().len().max(1) as f64;
-    Ok(row(
-        kind.name().to_string(),
-        stats,
-        &wear,
-        options.heat_buckets,
-        alloc.metadata_bytes() as f64 / frames,
-    ))
+    let setup = Setup {
+        bank_frames: options.bank_frames,
+        ..Setup::new(&zones, cpus)
+    }
+    .fit_banks();
+    kind.with::<L, _>(
+        &setup,
+        Job {
+            kind,
+            events,
+            options,
+        },
+    )?
 }
 
 /// Count the kernel's own placement in `events` over the recorded zones.
@@ -177,11 +231,12 @@ where
 
 fn row(
     allocator: String,
-    stats: ReplayStats,
+    mut stats: ReplayStats,
     wear: &WearCounter,
     buckets: usize,
     metadata_bytes_per_frame: f64,
 ) -> StudyRow {
+    stats.outside = wear.outside;
     StudyRow {
         allocator,
         wear: wear.summary(stats.trace_ns),

@@ -378,10 +378,11 @@ mod tests {
 // The driver: repetitions through one allocator, state carried over.
 // ---------------------------------------------------------------------
 
-use nvmos_frames::{AllocError, FrameAllocator, Pfn, Request, Zone, ZoneMap};
-use nvmos_trace::{Accounting, BlockTracker, Effect, Event, LiveBlock, Op};
+use nvmos_frames::{AllocError, Pfn, Zone, ZoneMap};
+use nvmos_trace::{Accounting, Event};
 
-use crate::allocators::{AllocatorJob, AllocatorKind};
+use crate::allocators::{AllocatorJob, AllocatorKind, Setup, StudyAllocator};
+use crate::replay::{Engine, Migrating, Placement, Recorded, ReplayError};
 use crate::wear::{WearCounter, WriteModel};
 
 /// One allocator's long-horizon row.
@@ -417,7 +418,7 @@ pub enum HorizonError {
     Allocator {
         /// 1-based repetition.
         rep: u32,
-        /// 0-based event of the trace.
+        /// 0-based event of the whole run.
         event: u64,
         /// The block.
         pfn: Pfn,
@@ -427,6 +428,37 @@ pub enum HorizonError {
         #[source]
         error: AllocError,
     },
+    /// A migration pass moved a block no traced block is placed at.
+    #[error("repetition {rep}, event {event}: migration moved {old}, which holds no traced block")]
+    LostMove {
+        /// 1-based repetition.
+        rep: u32,
+        /// 0-based event of the whole run.
+        event: u64,
+        /// The reported old first frame.
+        old: Pfn,
+    },
+}
+
+impl HorizonError {
+    fn of(rep: u32, e: ReplayError<std::convert::Infallible>) -> HorizonError {
+        match e {
+            ReplayError::Trace(never) => match never {},
+            ReplayError::Allocator {
+                event,
+                pfn,
+                order,
+                error,
+            } => HorizonError::Allocator {
+                rep,
+                event,
+                pfn,
+                order,
+                error,
+            },
+            ReplayError::LostMove { event, old, .. } => HorizonError::LostMove { rep, event, old },
+        }
+    }
 }
 
 /// The period one repetition stands for: first to last event plus one
@@ -436,48 +468,9 @@ pub fn period_ns(events: &[Event]) -> u64 {
     match (events.first(), events.last()) {
         (Some(first), Some(last)) if events.len() > 1 => {
             let span = last.time_ns.saturating_sub(first.time_ns);
-            span + span / (events.len() as u64 - 1)
+            (span + span / (events.len() as u64 - 1)).max(1)
         }
         _ => 1,
-    }
-}
-
-/// Where blocks go: the allocator's choice or the trace's.
-trait Place {
-    fn cpus(&self) -> u32;
-    fn place(&mut self, e: &Event, req: Request) -> Option<Pfn>;
-    fn give_back(&mut self, b: &LiveBlock, ours: u64, cpu: u32) -> Result<(), AllocError>;
-}
-
-struct ByAllocator<A>(A);
-
-impl<A: FrameAllocator> Place for ByAllocator<A> {
-    fn cpus(&self) -> u32 {
-        self.0.cpus()
-    }
-    #[inline]
-    fn place(&mut self, _e: &Event, req: Request) -> Option<Pfn> {
-        self.0.alloc(req).ok()
-    }
-    #[inline]
-    fn give_back(&mut self, b: &LiveBlock, ours: u64, cpu: u32) -> Result<(), AllocError> {
-        self.0.free(Pfn(ours), Request::new(b.order, cpu, b.kind))
-    }
-}
-
-struct AsRecorded;
-
-impl Place for AsRecorded {
-    fn cpus(&self) -> u32 {
-        u32::MAX
-    }
-    #[inline]
-    fn place(&mut self, e: &Event, _req: Request) -> Option<Pfn> {
-        Some(e.pfn)
-    }
-    #[inline]
-    fn give_back(&mut self, _b: &LiveBlock, _ours: u64, _cpu: u32) -> Result<(), AllocError> {
-        Ok(())
     }
 }
 
@@ -486,6 +479,7 @@ struct Run<'a> {
     map: ZoneMap,
     model: WriteModel,
     opts: &'a HorizonOptions,
+    migrate_every_ns: Option<u64>,
 }
 
 struct Outcome {
@@ -496,60 +490,26 @@ struct Outcome {
 }
 
 impl Run<'_> {
-    fn drive<P: Place>(self, mut place: P) -> Result<Outcome, HorizonError> {
-        let cpus = place.cpus();
+    /// Feeds the trace to the one replay engine again and again, times
+    /// shifted by a period each time, until the wear converges.
+    fn drive<P: Placement + ?Sized>(self, place: &mut P) -> Result<Outcome, HorizonError> {
         let period = period_ns(self.events);
-        let mut tracker = BlockTracker::new();
+        let mut engine = Engine::new(self.migrate_every_ns);
         let mut wear = WearCounter::new(self.map, self.model);
         let mut conv = Convergence::new(self.opts.clone());
-        let mut refused = 0u64;
         let mut first_rep = None;
         let stop = loop {
             let rep = conv.reps() + 1;
-            let shift = u64::from(rep - 1) * period;
-            for (i, e) in self.events.iter().enumerate() {
-                let mut e = *e;
-                e.time_ns += shift;
-                let cpu = e.cpu % cpus;
-                let fail = |b: &LiveBlock, ours: u64, error| HorizonError::Allocator {
-                    rep,
-                    event: i as u64,
-                    pfn: Pfn(ours),
-                    order: b.order,
-                    error,
-                };
-                match tracker.step(&e) {
-                    Effect::Allocated { replaced } => {
-                        if let Some(b) = replaced {
-                            if let Some(ours) = b.tag {
-                                place
-                                    .give_back(&b, ours, cpu)
-                                    .map_err(|x| fail(&b, ours, x))?;
-                            }
-                        }
-                        let Op::Alloc(kind) = e.op else {
-                            unreachable!("an allocation")
-                        };
-                        match place.place(&e, Request::new(e.order, cpu, kind)) {
-                            Some(ours) => {
-                                wear.record_alloc(ours, e.order);
-                                tracker.set_tag(e.pfn.get(), ours.0);
-                            }
-                            None => refused += 1,
-                        }
-                    }
-                    Effect::Freed(b) => {
-                        if let Some(ours) = b.tag {
-                            place
-                                .give_back(&b, ours, cpu)
-                                .map_err(|x| fail(&b, ours, x))?;
-                        }
-                    }
-                    Effect::PartlyFreed | Effect::NotLive => {}
-                }
-            }
+            let shift = u64::from(rep - 1).saturating_mul(period);
+            let events = self
+                .events
+                .iter()
+                .map(|&e| Ok::<_, std::convert::Infallible>(e));
+            engine
+                .feed(place, &mut wear, events, shift)
+                .map_err(|e| HorizonError::of(rep, e))?;
             if first_rep.is_none() {
-                first_rep = Some(tracker.counts().clone());
+                first_rep = Some(engine.stats().accounting);
             }
             let max = wear.writes().iter().copied().max().unwrap_or(0);
             if let Some(stop) = conv.push(u64::from(max)) {
@@ -559,7 +519,7 @@ impl Run<'_> {
         Ok(Outcome {
             result: conv.result(stop, wear.writes(), period as f64 / 1e9),
             first_rep: first_rep.unwrap_or_default(),
-            refused,
+            refused: engine.stats().alloc_failures,
             outside: wear.outside,
         })
     }
@@ -567,8 +527,8 @@ impl Run<'_> {
 
 impl AllocatorJob for Run<'_> {
     type Output = Result<Outcome, HorizonError>;
-    fn run<A: FrameAllocator + 'static>(self, alloc: A) -> Self::Output {
-        self.drive(ByAllocator(alloc))
+    fn run<A: StudyAllocator + 'static>(self, alloc: A) -> Self::Output {
+        self.drive(&mut Migrating(&alloc))
     }
 }
 
@@ -599,13 +559,18 @@ where
 {
     opts.check().map_err(HorizonError::Options)?;
     let started = std::time::Instant::now();
+    let setup = Setup::new(zones, cpus.max(1)).fit_banks();
     let run = Run {
         events,
         map: ZoneMap::new(zones)?,
         model,
         opts,
+        migrate_every_ns: kind
+            .caps()
+            .migrates
+            .then(|| crate::evaluate::StudyOptions::default().migrate_every_ns),
     };
-    let outcome = kind.with::<L, _>(zones, cpus.max(1), run)??;
+    let outcome = kind.with::<L, _>(&setup, run)??;
     Ok(row(kind.name().to_owned(), started, outcome))
 }
 
@@ -624,8 +589,9 @@ pub fn horizon_as_recorded(
         map: ZoneMap::new(zones)?,
         model,
         opts,
+        migrate_every_ns: None,
     };
-    let outcome = run.drive(AsRecorded)?;
+    let outcome = run.drive(&mut Recorded::default())?;
     Ok(row(crate::AS_RECORDED.to_owned(), started, outcome))
 }
 
@@ -633,6 +599,7 @@ pub fn horizon_as_recorded(
 mod driver_tests {
     use super::*;
     use nvmos_frames::{MigrateType, Order};
+    use nvmos_trace::Op;
 
     type Lock = parking_lot::RawMutex;
 

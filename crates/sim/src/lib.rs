@@ -38,7 +38,9 @@ pub mod replay;
 pub mod swap_study;
 pub mod wear;
 
-pub use allocators::{AllocatorJob, AllocatorKind};
+pub use allocators::{
+    AllocatorJob, AllocatorKind, Caps, Info, Setup, StudyAllocator, DEFAULT_BANK_FRAMES,
+};
 pub use evaluate::{
     study_allocator, study_as_recorded, Evaluation, StudyError, StudyOptions, StudyRow, TraceStudy,
     AS_RECORDED,

@@ -7,11 +7,24 @@
 //! stands for the traced one, so the trace's free of that block frees the
 //! allocator's. Where the allocator put the block is its own decision:
 //! that placement is what the wear figures measure.
+//!
+//! This is the one replay engine of nvmos: [`run`] (or an [`Engine`] fed
+//! again and again, as the long-horizon mode does) matches frees to
+//! allocations with the [`BlockTracker`] `trace info` uses too, so both
+//! count every event the same way (frees of blocks allocated before the
+//! recording skipped, blocks freed in pieces given back when whole, a
+//! traced block allocated again before its free was seen freed first,
+//! a free of a larger order than allocated) for any [`Placement`] (an
+//! allocator under test, [`ByAllocator`], or the kernel's own,
+//! [`Recorded`]), runs migration passes when asked, and tells a [`Hook`]
+//! where every block was placed, moved and freed. The wear study's hook is
+//! the [`WearCounter`]; the power study's counts allocated frames per bank.
 
 use std::time::Instant;
 
-use nvmos_frames::{AllocError, FrameAllocator, Order, Pfn, Request, ZoneMap};
+use nvmos_frames::{AllocError, FrameAllocator, MigrateType, Move, Order, Pfn, Request, ZoneMap};
 use nvmos_trace::{Accounting, BlockTracker, Effect, Event, LiveBlock, Op};
+use rustc_hash::FxHashMap;
 
 use crate::wear::{WearCounter, WriteModel};
 
@@ -30,9 +43,9 @@ pub struct ReplayStats {
     /// Frees of blocks whose allocation the allocator refused: nothing to
     /// give back.
     pub frees_of_failed: u64,
-    /// Frames written outside the replayed memory (the kernel's placement
-    /// of a trace beyond `--memory`, were it not refused). A row with any
-    /// is flagged.
+    /// Frames written outside the replayed memory. A row with any is
+    /// flagged.
+    #[serde(default)]
     pub outside: u64,
     /// How every event was classified: the same counts `trace info`
     /// reports, from the same [`BlockTracker`]; `lost_events` from the
@@ -43,6 +56,15 @@ pub struct ReplayStats {
     pub elapsed_ns: u64,
     /// Duration of the trace itself, first to last event.
     pub trace_ns: u64,
+    /// Migration passes run.
+    #[serde(default)]
+    pub migration_passes: u64,
+    /// Blocks moved by migration.
+    #[serde(default)]
+    pub blocks_migrated: u64,
+    /// Page frames copied by migration.
+    #[serde(default)]
+    pub pages_migrated: u64,
 }
 
 impl ReplayStats {
@@ -58,9 +80,7 @@ impl ReplayStats {
         }
         (!what.is_empty()).then(|| what.join(", "))
     }
-}
 
-impl ReplayStats {
     /// Mean nanoseconds per event.
     pub fn ns_per_event(&self) -> f64 {
         if self.events == 0 {
@@ -102,10 +122,21 @@ pub enum ReplayError<E: std::error::Error + 'static> {
         #[source]
         error: AllocError,
     },
+    /// A migration pass reported moving a block no traced block is placed
+    /// at: a bug in the allocator.
+    #[error("event {event}: migration moved {old} (order {order}), which holds no traced block")]
+    LostMove {
+        /// Index of the event before which the pass ran.
+        event: u64,
+        /// The reported old first frame.
+        old: Pfn,
+        /// The reported order.
+        order: Order,
+    },
 }
 
 /// Replay `events` through `alloc`, counting writes with `model` over the
-/// allocator's zones.
+/// allocator's zones. No migration passes run.
 pub fn replay<A, I, E>(
     alloc: &A,
     events: I,
@@ -117,11 +148,10 @@ where
     E: std::error::Error + 'static,
 {
     let zones = ZoneMap::new(alloc.zones()).expect("an allocator's zones are valid");
-    run(
-        &mut Allocator(alloc),
-        events,
-        WearCounter::new(zones, model),
-    )
+    let mut wear = WearCounter::new(zones, model);
+    let mut stats = run(&mut ByAllocator(alloc), &mut wear, events, None)?;
+    stats.outside = wear.outside;
+    Ok((stats, wear))
 }
 
 /// "Linux (as recorded)": the kernel's own placement, counted straight from
@@ -136,24 +166,68 @@ where
     I: IntoIterator<Item = Result<Event, E>>,
     E: std::error::Error + 'static,
 {
-    run(&mut Recorded, events, WearCounter::new(zones, model))
+    let mut wear = WearCounter::new(zones, model);
+    let mut stats = run(&mut Recorded::default(), &mut wear, events, None)?;
+    stats.outside = wear.outside;
+    Ok((stats, wear))
 }
 
 /// Where a replay puts each traced block.
-trait Placement {
+pub trait Placement {
     /// CPUs the placement serves; traced CPUs are taken modulo this.
     fn cpus(&self) -> u32;
-    /// The first frame for the block `event` allocates, or `None` when
-    /// there is no room.
+    /// The first frame for the block `event` allocates (`req` is the
+    /// request for it), or `None` when there is no room.
     fn place(&mut self, event: &Event, req: Request) -> Option<Pfn>;
-    /// Give back the block placed at `ours`.
-    fn give_back(&mut self, block: &LiveBlock, ours: Pfn, cpu: u32) -> Result<(), AllocError>;
+    /// Give back the block placed at `ours`, of `req.order` and
+    /// `req.kind`, on `req.cpu`.
+    fn give_back(&mut self, ours: Pfn, req: Request) -> Result<(), AllocError>;
+    /// One migration pass: the blocks it moved, or `None` when this
+    /// placement cannot migrate.
+    fn migrate(&mut self) -> Option<Vec<Move>> {
+        None
+    }
+}
+
+/// What a study watches during a replay. Every method has a default that
+/// does nothing.
+pub trait Hook {
+    /// `event` is next; called before migration passes due at its time
+    /// and before it is applied (time has passed up to `event.time_ns`).
+    #[inline]
+    fn event(&mut self, _event: &Event) {}
+    /// A block of `order` for data of `kind` was placed at `ours`.
+    #[inline]
+    fn placed(&mut self, _ours: Pfn, _order: Order, _kind: MigrateType) {}
+    /// Migration moved a placed (movable) block: its data was copied.
+    #[inline]
+    fn moved(&mut self, _m: &Move) {}
+    /// The block placed at `ours` was given back.
+    #[inline]
+    fn freed(&mut self, _ours: Pfn, _order: Order, _kind: MigrateType) {}
+}
+
+/// Watch nothing.
+impl Hook for () {}
+
+/// Wear: every placement writes its frames, and so does every migration
+/// copy (at the block's new place).
+impl Hook for WearCounter {
+    #[inline]
+    fn placed(&mut self, ours: Pfn, order: Order, _kind: MigrateType) {
+        self.record_alloc(ours, order);
+    }
+
+    #[inline]
+    fn moved(&mut self, m: &Move) {
+        self.record_alloc(m.new, m.order);
+    }
 }
 
 /// An allocator under test decides.
-struct Allocator<'a, A: ?Sized>(&'a A);
+pub struct ByAllocator<'a, A: ?Sized>(pub &'a A);
 
-impl<A: FrameAllocator + ?Sized> Placement for Allocator<'_, A> {
+impl<A: FrameAllocator + ?Sized> Placement for ByAllocator<'_, A> {
     fn cpus(&self) -> u32 {
         self.0.cpus()
     }
@@ -164,14 +238,42 @@ impl<A: FrameAllocator + ?Sized> Placement for Allocator<'_, A> {
     }
 
     #[inline]
-    fn give_back(&mut self, block: &LiveBlock, ours: Pfn, cpu: u32) -> Result<(), AllocError> {
-        self.0
-            .free(ours, Request::new(block.order, cpu, block.kind))
+    fn give_back(&mut self, ours: Pfn, req: Request) -> Result<(), AllocError> {
+        self.0.free(ours, req)
     }
 }
 
-/// The kernel decided: the traced pfn is the placement.
-struct Recorded;
+/// An allocator under test that may migrate: its passes run when the
+/// replay asks for them.
+pub struct Migrating<'a, A: ?Sized>(pub &'a A);
+
+impl<A: crate::StudyAllocator + ?Sized> Placement for Migrating<'_, A> {
+    fn cpus(&self) -> u32 {
+        self.0.cpus()
+    }
+
+    #[inline]
+    fn place(&mut self, _event: &Event, req: Request) -> Option<Pfn> {
+        self.0.alloc(req).ok()
+    }
+
+    #[inline]
+    fn give_back(&mut self, ours: Pfn, req: Request) -> Result<(), AllocError> {
+        self.0.free(ours, req)
+    }
+
+    fn migrate(&mut self) -> Option<Vec<Move>> {
+        self.0.migrate()
+    }
+}
+
+/// The kernel decided: the traced pfn is the placement, where the block
+/// lies below `limit_frames` (a block past it is counted as refused).
+#[derive(Copy, Clone, Debug, Default)]
+pub struct Recorded {
+    /// Frames of the machine the blocks must lie in; `None` for any.
+    pub limit_frames: Option<u64>,
+}
 
 impl Placement for Recorded {
     fn cpus(&self) -> u32 {
@@ -180,82 +282,186 @@ impl Placement for Recorded {
 
     #[inline]
     fn place(&mut self, event: &Event, _req: Request) -> Option<Pfn> {
-        Some(event.pfn)
+        match self.limit_frames {
+            Some(limit) if event.pfn.0 + event.order.frames() > limit => None,
+            _ => Some(event.pfn),
+        }
     }
 
     #[inline]
-    fn give_back(&mut self, _block: &LiveBlock, _ours: Pfn, _cpu: u32) -> Result<(), AllocError> {
+    fn give_back(&mut self, _ours: Pfn, _req: Request) -> Result<(), AllocError> {
         Ok(())
     }
 }
 
-/// The replay proper: the [`BlockTracker`] matches every free to its
-/// allocation (and counts what does not match), `placement` places and
-/// takes back the blocks; the tracker keeps the placement as each live
-/// block's tag.
-fn run<P, I, E>(
+/// The replay proper: match every free to its allocation, let `placement`
+/// place and take back the blocks, and tell `hook`. With
+/// `migrate_every_ns`, a migration pass runs before the first event at or
+/// past each multiple of it after the first event's time (at most one
+/// pass per event); every block a pass moves is followed, so its free
+/// later frees the new place.
+pub fn run<P, H, I, E>(
     placement: &mut P,
+    hook: &mut H,
     events: I,
-    mut wear: WearCounter,
-) -> Result<(ReplayStats, WearCounter), ReplayError<E>>
+    migrate_every_ns: Option<u64>,
+) -> Result<ReplayStats, ReplayError<E>>
 where
-    P: Placement,
+    P: Placement + ?Sized,
+    H: Hook + ?Sized,
     I: IntoIterator<Item = Result<Event, E>>,
     E: std::error::Error + 'static,
 {
-    let cpus = placement.cpus();
-    let mut stats = ReplayStats::default();
-    let mut tracker = BlockTracker::new();
-    let give_back =
-        |placement: &mut P, stats: &mut ReplayStats, block: LiveBlock, cpu: u32, event: u64| {
-            match block.tag {
-                Some(ours) => {
-                    placement
-                        .give_back(&block, Pfn(ours), cpu)
-                        .map_err(|error| ReplayError::Allocator {
-                            event,
-                            pfn: Pfn(ours),
-                            order: block.order,
-                            error,
-                        })?;
-                    stats.frees += 1;
-                }
-                None => stats.frees_of_failed += 1,
-            }
-            Ok(())
-        };
-    let start = Instant::now();
-    for event in events {
-        let event = event.map_err(ReplayError::Trace)?;
-        let index = stats.events;
-        stats.events += 1;
-        stats.trace_ns = stats.trace_ns.max(event.time_ns);
-        let cpu = event.cpu % cpus;
-        match tracker.step(&event) {
-            Effect::Allocated { replaced } => {
-                if let Some(old) = replaced {
-                    give_back(placement, &mut stats, old, cpu, index)?;
-                }
-                let Op::Alloc(kind) = event.op else {
-                    unreachable!("the tracker allocates only for allocations")
-                };
-                match placement.place(&event, Request::new(event.order, cpu, kind)) {
-                    Some(ours) => {
-                        stats.allocs += 1;
-                        wear.record_alloc(ours, event.order);
-                        tracker.set_tag(event.pfn.0, ours.0);
-                    }
-                    None => stats.alloc_failures += 1,
-                }
-            }
-            Effect::Freed(block) => give_back(placement, &mut stats, block, cpu, index)?,
-            Effect::PartlyFreed | Effect::NotLive => {}
+    let mut engine = Engine::new(migrate_every_ns);
+    engine.feed(placement, hook, events, 0)?;
+    Ok(engine.finish())
+}
+
+/// The replay's state between events: the live traced blocks (with the
+/// placement of each as its tag), the counts, the migration clock. One
+/// [`run`] is one [`feed`](Engine::feed); the long-horizon mode feeds the
+/// same trace again and again with its times shifted, so the allocator's
+/// state and the blocks still live carry over from one repetition to the
+/// next.
+pub struct Engine {
+    tracker: BlockTracker,
+    stats: ReplayStats,
+    /// Our first frame -> traced first frame, kept only when migration
+    /// runs (a move names our frame; the tracker is keyed by the traced).
+    owner: Option<FxHashMap<u64, u64>>,
+    every: u64,
+    next_migration: u64,
+    first_ns: Option<u64>,
+}
+
+impl Engine {
+    /// Nothing live, nothing counted; migration passes every
+    /// `migrate_every_ns` of trace time when given.
+    pub fn new(migrate_every_ns: Option<u64>) -> Engine {
+        let every = migrate_every_ns.unwrap_or(u64::MAX).max(1);
+        Engine {
+            tracker: BlockTracker::new(),
+            stats: ReplayStats::default(),
+            owner: migrate_every_ns.map(|_| FxHashMap::default()),
+            every,
+            next_migration: every,
+            first_ns: None,
         }
     }
-    stats.elapsed_ns = start.elapsed().as_nanos() as u64;
-    stats.accounting = tracker.counts().clone();
-    stats.outside = wear.outside;
-    Ok((stats, wear))
+
+    /// The counts so far (`outside` and `lost_events` are the caller's).
+    pub fn stats(&self) -> ReplayStats {
+        let mut stats = self.stats.clone();
+        stats.accounting = self.tracker.counts().clone();
+        stats
+    }
+
+    /// The counts.
+    pub fn finish(self) -> ReplayStats {
+        self.stats()
+    }
+
+    /// Replays `events` with `shift_ns` added to every time.
+    pub fn feed<P, H, I, E>(
+        &mut self,
+        placement: &mut P,
+        hook: &mut H,
+        events: I,
+        shift_ns: u64,
+    ) -> Result<(), ReplayError<E>>
+    where
+        P: Placement + ?Sized,
+        H: Hook + ?Sized,
+        I: IntoIterator<Item = Result<Event, E>>,
+        E: std::error::Error + 'static,
+    {
+        let cpus = placement.cpus().max(1);
+        let start = Instant::now();
+        let stats = &mut self.stats;
+        let owner = &mut self.owner;
+        for event in events {
+            let mut event = event.map_err(ReplayError::Trace)?;
+            event.time_ns = event.time_ns.saturating_add(shift_ns);
+            let index = stats.events;
+            stats.events += 1;
+            stats.trace_ns = stats.trace_ns.max(event.time_ns);
+            hook.event(&event);
+            let first = *self.first_ns.get_or_insert(event.time_ns);
+            if let Some(owner) = owner.as_mut() {
+                if event.time_ns.saturating_sub(first) >= self.next_migration {
+                    self.next_migration = self.next_migration.saturating_add(self.every);
+                    if let Some(moves) = placement.migrate() {
+                        stats.migration_passes += 1;
+                        for m in &moves {
+                            let traced = owner.remove(&m.old.0);
+                            let block = traced.and_then(|t| self.tracker.get(t));
+                            let Some(block) =
+                                block.filter(|b| b.order == m.order && b.tag == Some(m.old.0))
+                            else {
+                                return Err(ReplayError::LostMove {
+                                    event: index,
+                                    old: m.old,
+                                    order: m.order,
+                                });
+                            };
+                            self.tracker.set_tag(block.pfn, m.new.0);
+                            owner.insert(m.new.0, block.pfn);
+                            stats.blocks_migrated += 1;
+                            stats.pages_migrated += m.order.frames();
+                            hook.moved(m);
+                        }
+                    }
+                }
+            }
+            let cpu = event.cpu % cpus;
+            let mut give_back = |placement: &mut P, hook: &mut H, block: LiveBlock| {
+                let Some(ours) = block.tag.map(Pfn) else {
+                    // The allocator refused it: nothing to give back.
+                    stats.frees_of_failed += 1;
+                    return Ok(());
+                };
+                placement
+                    .give_back(ours, Request::new(block.order, cpu, block.kind))
+                    .map_err(|error| ReplayError::Allocator {
+                        event: index,
+                        pfn: ours,
+                        order: block.order,
+                        error,
+                    })?;
+                if let Some(owner) = owner.as_mut() {
+                    owner.remove(&ours.0);
+                }
+                hook.freed(ours, block.order, block.kind);
+                stats.frees += 1;
+                Ok(())
+            };
+            match self.tracker.step(&event) {
+                Effect::Allocated { replaced } => {
+                    if let Some(old) = replaced {
+                        give_back(placement, hook, old)?;
+                    }
+                    let Op::Alloc(kind) = event.op else {
+                        unreachable!("the tracker allocates only for allocations")
+                    };
+                    match placement.place(&event, Request::new(event.order, cpu, kind)) {
+                        Some(ours) => {
+                            stats.allocs += 1;
+                            hook.placed(ours, event.order, kind);
+                            if let Some(owner) = owner.as_mut() {
+                                owner.insert(ours.0, event.pfn.0);
+                            }
+                            self.tracker.set_tag(event.pfn.0, ours.0);
+                        }
+                        None => stats.alloc_failures += 1,
+                    }
+                }
+                Effect::Freed(block) => give_back(placement, hook, block)?,
+                Effect::PartlyFreed | Effect::NotLive => {}
+            }
+        }
+        stats.elapsed_ns += start.elapsed().as_nanos() as u64;
+        Ok(())
+    }
 }
 
 #[cfg(test)]
