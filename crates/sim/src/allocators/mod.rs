@@ -314,6 +314,7 @@ registry! {
     Lis1 => lis1,
     /// (f) lazy iBuddy, lists of 31.
     Lis31 => lis31,
+    Lis31Fair => lis31_fair,
     /// Seed 002's M³, random over the banks.
     M3 => m3,
     /// M³ with the banks partitioned among the CPUs.
@@ -335,7 +336,7 @@ mod tests {
 
     #[test]
     fn names_round_trip_and_every_kind_builds() {
-        assert_eq!(AllocatorKind::ALL.len(), 13);
+        assert_eq!(AllocatorKind::ALL.len(), 14);
         for kind in AllocatorKind::ALL {
             assert_eq!(
                 AllocatorKind::parse(&kind.name().to_uppercase()),
