@@ -279,3 +279,61 @@ fn study_swap_refuses_an_empty_trace_and_unbounded_aging() {
         "nothing written"
     );
 }
+
+#[test]
+fn study_power_refuses_zero_latency_pages_at_once_and_warns_of_its_length() {
+    let out = tempfile::tempdir().unwrap();
+    let started = std::time::Instant::now();
+    refused(
+        &nvmos(&[
+            "study",
+            "power",
+            "--quick",
+            "--no-traces",
+            "--latency-pages",
+            "0",
+            "--out",
+            out.path().to_str().unwrap(),
+        ]),
+        &["--latency-pages 0"],
+    );
+    // Refused before anything ran (it used to panic after the rest).
+    assert!(started.elapsed() < std::time::Duration::from_secs(10));
+    // The default (long) study says how long it takes before it starts.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_nvmos"))
+        .args(["study", "power", "--out", out.path().to_str().unwrap()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stderr.take().unwrap()),
+        &mut first,
+    )
+    .unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(
+        first.contains("several minutes") && first.contains("--quick"),
+        "{first:?}"
+    );
+}
+
+#[test]
+fn bench_psync_without_pmdk_fails_naming_what_could_not_run() {
+    // No C compiler on PATH: the PMDK baseline cannot be built.
+    let out = Command::new(env!("CARGO_BIN_EXE_nvmos"))
+        .args(["bench", "psync", "--quick"])
+        .env("PATH", "/nonexistent")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("could not run") && stderr.contains("PMDK"),
+        "{stderr}"
+    );
+    // The figures that could be measured are still printed.
+    assert!(String::from_utf8_lossy(&out.stdout).contains("nvmos psync"));
+}
