@@ -214,8 +214,8 @@ fn report_renders_in_chromium_and_shows_the_results() {
     let cells = number_cells(&dom);
     assert_eq!(
         cells.len(),
-        rows.len() * 12,
-        "every row shows twelve figures"
+        rows.len() * 19,
+        "every row shows nineteen figures (the wear figures and the accounting)"
     );
     for (trace_name, allocator, field, text) in cells {
         assert_eq!(trace_name, trace["trace"].as_str().unwrap());
