@@ -4,6 +4,7 @@
 mod bench;
 mod evaluate_cmd;
 mod horizon_cmd;
+mod kernel_cmd;
 mod memsys_cmd;
 mod pmo_cmd;
 mod record_swap;
@@ -74,6 +75,12 @@ enum Command {
     Study {
         #[command(subcommand)]
         study: study::Study,
+    },
+    /// The allocators inside a real Linux 6.12 kernel under QEMU: build
+    /// the patched kernel, run a workload with a policy, the kernel study.
+    Kernel {
+        #[command(subcommand)]
+        kernel: kernel_cmd::KernelCommand,
     },
 }
 
@@ -259,6 +266,7 @@ fn run(cli: Cli) -> Result<()> {
         } => trace_cmd::convert(args),
         Command::Memsys { memsys } => memsys_cmd::run(memsys),
         Command::Study { study } => study::run(study),
+        Command::Kernel { kernel } => kernel_cmd::run(kernel),
     }
 }
 
