@@ -25,6 +25,16 @@ pub struct StudyArgs {
     /// Print the results as JSON instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// Long-horizon mode: replay each trace again and again, allocator
+    /// state carried over, until every allocator's wear converges; report
+    /// years to the first failed frame and the fraction of the ideal
+    /// lifetime.
+    #[arg(long)]
+    pub horizon: bool,
+    /// With --horizon: most repetitions per allocator before giving up
+    /// (reported as not converged).
+    #[arg(long, value_name = "N", default_value_t = 4096)]
+    pub horizon_max_reps: u32,
 }
 
 /// `nvmos evaluate`.
@@ -86,6 +96,9 @@ impl StudyArgs {
 /// Run `nvmos evaluate`.
 pub fn evaluate(args: EvaluateArgs) -> Result<()> {
     let files = trace_files(&args.traces)?;
+    if args.study.horizon {
+        return crate::horizon_cmd::run(&files, &args.study, Some(&args.out));
+    }
     let evaluation = study(&files, &args.study)?;
     report::write(&args.out, &evaluation)?;
     if args.study.json {
@@ -99,6 +112,9 @@ pub fn evaluate(args: EvaluateArgs) -> Result<()> {
 
 /// Run `nvmos replay`.
 pub fn replay(args: ReplayArgs) -> Result<()> {
+    if args.study.horizon {
+        return crate::horizon_cmd::run(&[args.trace], &args.study, None);
+    }
     let evaluation = study(&[args.trace], &args.study)?;
     if args.study.json {
         println!("{}", serde_json::to_string_pretty(&evaluation)?);
@@ -151,12 +167,37 @@ fn study(files: &[PathBuf], args: &StudyArgs) -> Result<Evaluation> {
 fn print_tables(evaluation: &Evaluation) {
     for trace in &evaluation.traces {
         println!(
-            "\n{} — {} events, {:.2} s, {} frames",
+            "\n{} — {} events, {:.2} s, {} frames, {} CPUs{}",
             trace.trace,
             trace.events,
             trace.duration_ns as f64 / 1e9,
-            trace.rows.first().map_or(0, |r| r.wear.frames)
+            trace.rows.first().map_or(0, |r| r.wear.frames),
+            trace.machine.cpus,
+            if trace.inferred {
+                " (inferred from the trace: highest pfn + block, highest CPU + 1)"
+            } else {
+                ""
+            }
         );
+        if let Some(first) = trace.rows.first() {
+            let a = &first.stats.accounting;
+            let unusual: Vec<String> = a
+                .rows()
+                .iter()
+                .skip(1)
+                .filter(|(_, n)| *n > 0)
+                .map(|(name, n)| format!("{name} {n}"))
+                .collect();
+            println!(
+                "{} events read{}",
+                a.events_read,
+                if unusual.is_empty() {
+                    String::new()
+                } else {
+                    format!("; {}", unusual.join(", "))
+                }
+            );
+        }
         println!(
             "{:<20} {:>9} {:>8} {:>9} {:>10} {:>9} {:>7} {:>9} {:>11} {:>9}",
             "allocator",
@@ -190,4 +231,10 @@ fn print_row(row: &StudyRow) {
         format_value(row.wear.lifetime_years[1]),
         format_value(row.stats.ns_per_event()),
     );
+    if let Some(flag) = row.stats.flag() {
+        println!(
+            "  !! {}: {flag}: its wear figures are not the trace's",
+            row.allocator
+        );
+    }
 }

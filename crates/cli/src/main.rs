@@ -3,6 +3,7 @@
 
 mod bench;
 mod evaluate_cmd;
+mod horizon_cmd;
 mod kernel_cmd;
 mod memsys_cmd;
 mod pmo_cmd;

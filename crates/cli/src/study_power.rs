@@ -307,6 +307,26 @@ fn workload(spec: &str, seed: u64, args: &PowerArgs, epochs: u32) -> Result<Work
 
 /// Run the study.
 pub fn run(args: PowerArgs) -> Result<()> {
+    // Checked before anything runs: a benchmark of 0 requests has no
+    // latency to report (it used to panic after the other parts ran).
+    if let Some(bad) = args
+        .latency_pages
+        .iter()
+        .flatten()
+        .find(|&&p| p == 0 || p > 1 << 30)
+    {
+        anyhow::bail!(
+            "--latency-pages {bad}: each count of page requests must be in 1..={}",
+            1u64 << 30
+        );
+    }
+    if !args.quick {
+        // The default study replays every trace and runs the latency
+        // benchmark up to 4 M pages: minutes, not seconds.
+        eprintln!(
+            "nvmos study power: the full study takes several minutes (over 5 on a 2-core machine); --quick runs a small version in seconds"
+        );
+    }
     let study = study(&args)?;
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("creating report folder {}", args.out.display()))?;
@@ -504,6 +524,7 @@ fn study(args: &PowerArgs) -> Result<PowerStudy> {
                 vec![10_000, 100_000, 1_000_000, 2_000_000, 4_000_000]
             }
         });
+
         Some(latency(
             &args.alloc,
             &pages,

@@ -210,7 +210,7 @@ pub fn run_study(opts: &Options, progress: &mut dyn FnMut(Progress)) -> Result<S
                     total_s: run.total_s,
                     events: run.event_count,
                     lost_events: run.counts.lost_events,
-                    frees_before_recording: recorded.stats.frees_before_recording,
+                    frees_before_recording: recorded.stats.accounting.frees_before_recording,
                     wear: recorded.wear,
                     used_banks: run.counters.banks.iter().filter(|b| b.used > 0).count(),
                     pinned_banks: run.counters.pinned_banks(),

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use nvmos_frames::sync::SpinYield;
 use nvmos_frames::{ConfigError, Zone, ZoneMap};
-use nvmos_trace::{Event, MachineInfo, TraceError};
+use nvmos_trace::{Checked, Event, EventSource, Limits, MachineInfo, Needs, TraceError, TraceInfo};
 
 use crate::allocators::{AllocatorJob, AllocatorKind, Setup, StudyAllocator, DEFAULT_BANK_FRAMES};
 use crate::replay::{as_recorded, run, Migrating, ReplayError, ReplayStats};
@@ -82,8 +82,13 @@ pub struct TraceStudy {
     pub trace: String,
     /// Where it was read from.
     pub source: String,
-    /// The recorded machine.
+    /// The recorded machine (for a text trace: one zone of what it needs,
+    /// or of `--memory`).
     pub machine: MachineInfo,
+    /// Whether memory or CPUs were inferred from the events (a text trace
+    /// without `--memory`/`--cpus`).
+    #[serde(default)]
+    pub inferred: bool,
     /// Events in the trace.
     pub events: u64,
     /// First to last event.
@@ -149,7 +154,7 @@ pub enum EvaluateError {
     #[error("opening a trace")]
     Open(#[source] TraceError),
     /// The trace does not describe its machine and no memory was given.
-    #[error("{0} does not say which machine it was recorded on (a text trace?): give the memory size (--memory)")]
+    #[error("{0} does not say which machine it was recorded on and has no page-allocation events to infer it from")]
     NoMachine(PathBuf),
     /// A replay failed.
     #[error("{}: {what}", path.display())]
@@ -182,17 +187,32 @@ pub fn evaluate(
     let total = (options.traces.len() * (options.allocators.len() + 1)) as u64;
     let mut done = 0;
     let mut traces = Vec::new();
+    let limits = Limits {
+        frames: study.memory_frames,
+        cpus: study.cpus,
+    };
     for path in &options.traces {
         let open = || nvmos_trace::open(path).map_err(EvaluateError::Open);
-        let machine = open()?
-            .header()
-            .and_then(|h| h.machine.clone())
-            .or_else(|| {
-                study
-                    .memory_frames
-                    .map(|frames| single_zone_machine(frames, study.cpus))
-            })
-            .ok_or_else(|| EvaluateError::NoMachine(path.clone()))?;
+        // Every event checked against an explicit machine: the first one
+        // beyond it is an error naming pfn or CPU and line, never writes
+        // dropped or CPUs folded in silence.
+        let open_checked = || open().map(|s| Checked::new(s, path, limits));
+        let recorded_machine = open()?.header().and_then(|h| h.machine.clone());
+        let (machine, inferred) = match recorded_machine {
+            Some(m) => (m, false),
+            None => {
+                // A text trace: no header. What it needs, from its events.
+                let mut source = open()?;
+                let info = TraceInfo::from_source(&mut *source).map_err(EvaluateError::Open)?;
+                let needs = Needs::of(&info).ok_or_else(|| EvaluateError::NoMachine(path.clone()))?;
+                let frames = study.memory_frames.unwrap_or(needs.frames);
+                let cpus = study.cpus.unwrap_or(needs.cpus);
+                (
+                    single_zone_machine(frames, Some(cpus)),
+                    study.memory_frames.is_none() || study.cpus.is_none(),
+                )
+            }
+        };
         let name = path
             .file_stem()
             .and_then(|s| s.to_str())
@@ -213,14 +233,18 @@ pub fn evaluate(
             })
         };
         step(AS_RECORDED, done);
-        let recorded = study_as_recorded(&machine, open()?, study)
+        let mut source = open_checked()?;
+        let mut recorded = study_as_recorded(&machine, &mut source, study)
             .map_err(failed("counting the recorded placement".into()))?;
+        recorded.stats.accounting.lost_events = source.counts().lost_events;
         done += 1;
         let mut rows = vec![recorded];
         for &kind in &options.allocators {
             step(kind.name(), done);
-            let row = study_allocator::<SpinYield, _, _>(kind, &machine, open()?, study)
+            let mut source = open_checked()?;
+            let mut row = study_allocator::<SpinYield, _, _>(kind, &machine, &mut source, study)
                 .map_err(failed(format!("replaying through {kind}")))?;
+            row.stats.accounting.lost_events = source.counts().lost_events;
             rows.push(row);
             done += 1;
         }
@@ -230,6 +254,7 @@ pub fn evaluate(
             events: rows[0].stats.events,
             duration_ns: rows[0].stats.trace_ns,
             machine,
+            inferred,
             rows,
         });
     }
@@ -380,11 +405,12 @@ where
 
 fn row(
     allocator: String,
-    stats: ReplayStats,
+    mut stats: ReplayStats,
     wear: &WearCounter,
     buckets: usize,
     metadata_bytes_per_frame: f64,
 ) -> StudyRow {
+    stats.outside = wear.outside;
     StudyRow {
         allocator,
         wear: wear.summary(stats.trace_ns),

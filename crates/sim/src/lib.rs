@@ -32,6 +32,7 @@
 pub mod allocators;
 pub mod banks;
 pub mod evaluate;
+pub mod horizon;
 pub mod power;
 pub mod replay;
 pub mod study;

@@ -11,7 +11,7 @@ pub struct Lis31Fair;
 impl Recipe for Lis31Fair {
     const INFO: Info = Info {
         name: "LiS-31-fair",
-        aliases: &["fair-lazy-ibuddy"],
+        aliases: &["fair-lazy-ibuddy", "lazy-ibuddy-fair"],
         describe: "lazy iBuddy, staged lists of 31 that keep iBuddy's reuse order (fair)",
         caps: Caps {
             per_cpu: true,
