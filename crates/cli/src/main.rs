@@ -3,6 +3,7 @@
 
 mod bench;
 mod evaluate_cmd;
+mod levelling_cmd;
 mod pmo_cmd;
 mod record_swap;
 mod render;
