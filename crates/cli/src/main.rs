@@ -5,6 +5,7 @@ mod bench;
 mod evaluate_cmd;
 mod levelling_cmd;
 mod pmo_cmd;
+mod probe_cmd;
 mod record_swap;
 mod render;
 mod report;
@@ -58,6 +59,11 @@ enum Command {
     /// Run a command in a memory cgroup with a swap file of its own and
     /// record the block requests to that swap file (needs root).
     RecordSwap(record_swap::RecordSwapArgs),
+    /// Probe this machine: seed 002's analysing program on real hardware.
+    Probe {
+        #[command(subcommand)]
+        probe: probe_cmd::ProbeCommand,
+    },
     /// Look at and convert traces.
     Trace {
         #[command(subcommand)]
@@ -250,6 +256,7 @@ fn run(cli: Cli) -> Result<()> {
             trace: TraceCommand::Convert(args),
         } => trace_cmd::convert(args),
         Command::Study { study } => study::run(study),
+        Command::Probe { probe } => probe_cmd::run(probe),
     }
 }
 
