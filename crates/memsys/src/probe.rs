@@ -811,7 +811,7 @@ mod tests {
         }
         fn pool(&mut self, n: usize, seed: u64) -> Vec<u64> {
             (0..n as u64)
-                .map(|i| (i * 7919 + seed) % (1 << 24) << 6)
+                .map(|i| ((i * 7919 + seed) % (1 << 24)) << 6)
                 .collect()
         }
         fn pair(&mut self, _: u64, _: u64) -> Result<f64, ProbeError> {

@@ -181,7 +181,7 @@ pub fn line_rates(
         {
             Ok(frame_writes
                 .iter()
-                .flat_map(|&w| std::iter::repeat(f64::from(w)).take(lines_per_frame as usize))
+                .flat_map(|&w| std::iter::repeat_n(f64::from(w), lines_per_frame as usize))
                 .collect())
         }
         _ => Err(LevellingError::Lines {
@@ -234,7 +234,7 @@ pub fn level_rates(
                     regions: sg.regions,
                 });
             }
-            if n % sg.regions != 0 {
+            if !n.is_multiple_of(sg.regions) {
                 return Err(LevellingError::Regions {
                     regions: sg.regions,
                     lines: n,
@@ -490,7 +490,7 @@ mod tests {
             if wear[p as usize] >= e {
                 return writes;
             }
-            if writes % psi == 0 {
+            if writes.is_multiple_of(psi) {
                 // Move the gap: the line above it is copied in.
                 let dest = gap;
                 if gap == 0 {
