@@ -4,6 +4,7 @@
 mod bench;
 mod evaluate_cmd;
 mod levelling_cmd;
+mod memsys_cmd;
 mod pmo_cmd;
 mod probe_cmd;
 mod record_swap;
@@ -68,6 +69,11 @@ enum Command {
     Trace {
         #[command(subcommand)]
         trace: TraceCommand,
+    },
+    /// The memory timing model: run DRAMSim3 / Ramulator 2 traces.
+    Memsys {
+        #[command(subcommand)]
+        memsys: memsys_cmd::MemsysCommand,
     },
     /// The studies of the seeds, each printing its results beside the
     /// seed's.
@@ -255,6 +261,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Trace {
             trace: TraceCommand::Convert(args),
         } => trace_cmd::convert(args),
+        Command::Memsys { memsys } => memsys_cmd::run(memsys),
         Command::Study { study } => study::run(study),
         Command::Probe { probe } => probe_cmd::run(probe),
     }
