@@ -61,7 +61,7 @@ pub struct ReplayArgs {
 }
 
 impl StudyArgs {
-    fn options(&self) -> Result<StudyOptions> {
+    pub(crate) fn options(&self) -> Result<StudyOptions> {
         let memory_frames = self
             .memory
             .as_deref()
@@ -82,7 +82,7 @@ impl StudyArgs {
         })
     }
 
-    fn kinds(&self) -> Result<Vec<AllocatorKind>> {
+    pub(crate) fn kinds(&self) -> Result<Vec<AllocatorKind>> {
         if self.allocators.is_empty() {
             return Ok(AllocatorKind::ALL.to_vec());
         }

@@ -5,8 +5,10 @@ mod bench;
 mod evaluate_cmd;
 mod horizon_cmd;
 mod kernel_cmd;
+mod levelling_cmd;
 mod memsys_cmd;
 mod pmo_cmd;
+mod probe_cmd;
 mod record_swap;
 mod render;
 mod report;
@@ -60,6 +62,11 @@ enum Command {
     /// Run a command in a memory cgroup with a swap file of its own and
     /// record the block requests to that swap file (needs root).
     RecordSwap(record_swap::RecordSwapArgs),
+    /// Probe this machine: seed 002's analysing program on real hardware.
+    Probe {
+        #[command(subcommand)]
+        probe: probe_cmd::ProbeCommand,
+    },
     /// Look at and convert traces.
     Trace {
         #[command(subcommand)]
@@ -267,6 +274,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Memsys { memsys } => memsys_cmd::run(memsys),
         Command::Study { study } => study::run(study),
         Command::Kernel { kernel } => kernel_cmd::run(kernel),
+        Command::Probe { probe } => probe_cmd::run(probe),
     }
 }
 

@@ -12,6 +12,9 @@
 //! seed's analysing program that recovers a machine's bank interleaving
 //! from access latencies alone.
 //!
+//! [`levelling`] puts hardware wear levelling (none, Start-Gap with its
+//! randomiser) beneath any allocator's per-frame writes.
+//!
 //! ```
 //! use nvmos_frames::{IBuddy, MigrateType, Order, Pfn, Zone};
 //! use nvmos_sim::{replay, WriteModel};
@@ -33,6 +36,7 @@ pub mod allocators;
 pub mod banks;
 pub mod evaluate;
 pub mod horizon;
+pub mod levelling;
 pub mod power;
 pub mod replay;
 pub mod study;
