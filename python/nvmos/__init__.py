@@ -38,7 +38,7 @@ from ._api import (
     wear,
 )
 from ._nvmos import __version__
-from .sweep import TIMING_COLUMNS, Sweep, SweepError, sweep
+from ._sweep import TIMING_COLUMNS, Sweep, SweepError, sweep
 
 __all__ = [
     "AS_RECORDED", "ENDURANCES", "EVALUATE_COLUMNS", "NvmosError", "OptionsError", "Result",

@@ -11,6 +11,7 @@ mod study;
 mod study_banks;
 mod study_power;
 mod study_swap;
+mod sweep_cmd;
 mod trace_cmd;
 mod units;
 
@@ -68,6 +69,11 @@ enum Command {
         #[command(subcommand)]
         study: study::Study,
     },
+    /// A design-space sweep over a grid (TOML): every cell one task, on
+    /// this machine's cores or a Ray cluster (`--ray`); results in one
+    /// Parquet file and an HTML summary; resumes. Needs the Python package
+    /// (`pip install .`).
+    Sweep(sweep_cmd::SweepArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -249,6 +255,7 @@ fn run(cli: Cli) -> Result<()> {
             trace: TraceCommand::Convert(args),
         } => trace_cmd::convert(args),
         Command::Study { study } => study::run(study),
+        Command::Sweep(args) => sweep_cmd::run(args),
     }
 }
 

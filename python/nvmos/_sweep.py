@@ -24,9 +24,16 @@ A grid (TOML file or dict)::
 ``page_cluster``, ``policy``, ``congestion_timeout_ms``, ``no_congestion``,
 ``vma_readahead``. Any axis may instead be a fixed value in ``[options]``.
 
-Command line: ``python -m nvmos.sweep GRID.toml [--out DIR] [--workers N]
+Command line: ``python -m nvmos sweep GRID.toml [--out DIR] [--workers N]
 [--ray auto|ADDRESS] [--no-resume] [--retries N]`` (what ``nvmos sweep``
 runs).
+
+Output columns: the cell's axes (``trace_path`` for ``traces``,
+``allocator`` for ``allocators``, the others by their names), ``cell_id``,
+the study's own columns (for ``wear`` the columns of ``nvmos.replay``),
+``status`` ("ok" or "failed"), ``error``, ``attempts``, ``worker``,
+``elapsed_s``, and for an ``endurance`` axis ``endurance`` and
+``lifetime_years``.
 """
 
 from __future__ import annotations
@@ -259,6 +266,10 @@ def _swap_cell(cell: dict, options: dict) -> pd.DataFrame:
     return _api.swap(progress=False, **kw)
 
 
+#: Output column of an axis whose name is plural in the grid.
+_COLUMN = {"traces": "trace_path", "allocators": "allocator"}
+
+
 def run_cell(study: str, cell: dict, options: dict, data: Optional[np.ndarray] = None) -> list[dict]:
     """Run one cell and return its rows (dicts), each carrying the cell's
     axes, ``status`` "ok", the worker and the seconds it took.
@@ -268,7 +279,7 @@ def run_cell(study: str, cell: dict, options: dict, data: Optional[np.ndarray] =
     else propagates so the backend retries the cell.
     """
     start = time.perf_counter()
-    base = {k: v for k, v in cell.items()}
+    base = {_COLUMN.get(k, k): v for k, v in cell.items()}
     try:
         if study == "wear":
             df = _wear_cell(cell, options, data)
@@ -284,7 +295,9 @@ def run_cell(study: str, cell: dict, options: dict, data: Optional[np.ndarray] =
     for r in df.to_dict("records"):
         for k in list(r):
             if k in base:  # a study column named like an axis: keep the axis
-                r[f"result_{k}"] = r.pop(k)
+                v = r.pop(k)
+                if v != base[k]:
+                    r[f"result_{k}"] = v
         rows.append({**base, **r, "status": "ok", "error": None, "worker": worker, "elapsed_s": elapsed})
     return rows
 
@@ -538,7 +551,8 @@ def sweep(
         checkpoint()
 
     def on_fail(cell: dict, error: str, attempts: int) -> None:
-        on_rows(cell, [{**cell, "status": "failed", "error": error}], attempts)
+        base = {_COLUMN.get(k, k): v for k, v in cell.items()}
+        on_rows(cell, [{**base, "status": "failed", "error": error}], attempts)
 
     start = time.perf_counter()
     workers_seen: list[int] = []
@@ -579,7 +593,7 @@ _METRICS = {
     "banks": ["run_ns", "vs_sequential", "hit_rate", "blp"],
     "swap": ["swap_in_s", "swap_out_s", "congestion_wait_s"],
 }
-_SERIES = {"wear": "allocators", "banks": "placement", "swap": "device"}
+_SERIES = {"wear": "allocator", "banks": "placement", "swap": "device"}
 _PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#222222"]
 
 
@@ -657,14 +671,17 @@ def summary_html(df: pd.DataFrame, g: Grid, seconds: float, backend: str) -> str
     if x and series in ok and len(ok):
         data = ok.copy()
         data["_x"] = data[x].map(_api.parse_memory) if x == "memory" else data[x]
-        facets = [a for a in g.task_axes() if a not in (x, series) and len(g.axes.get(a, [])) > 1]
+        facets = [
+            _COLUMN.get(a, a) for a in g.task_axes()
+            if _COLUMN.get(a, a) not in (x, series) and len(g.axes.get(a, [])) > 1
+        ]  # fmt: skip
         if "endurance" in g.axes and x != "endurance" and len(g.axes["endurance"]) > 1:
             facets.append("endurance")
         out.append(f"<h2>Across {html.escape(x)}</h2>")
         groups = data.groupby(facets, sort=False) if facets else [((), data)]
         for key, part in groups:
             key = key if isinstance(key, tuple) else (key,)
-            label = ", ".join(f"{a}={Path(str(v)).name if a == 'traces' else v}" for a, v in zip(facets, key))
+            label = ", ".join(f"{a}={Path(str(v)).name if a == 'trace_path' else v}" for a, v in zip(facets, key))
             for m in _METRICS[g.study]:
                 if m in part:
                     out.append(_svg_chart(part, x, m, series, f"{m}{' · ' + label if label else ''}"))
@@ -675,51 +692,3 @@ def summary_html(df: pd.DataFrame, g: Grid, seconds: float, backend: str) -> str
     out.append(shown.to_html(index=False, float_format=lambda v: f"{v:.4g}", na_rep="", border=0))
     out.append("</body></html>")
     return "".join(out)
-
-
-# ---------------------------------------------------------------------------
-# Command line
-
-
-def main(argv: Optional[list] = None) -> int:
-    p = argparse.ArgumentParser(
-        prog="nvmos sweep",
-        description="Run a design-space sweep: every cell of GRID.toml one task, here or on Ray.",
-    )
-    p.add_argument("grid", help="the grid: a TOML file (see python -m pydoc nvmos.sweep)")
-    p.add_argument("--out", help="output folder (default: the grid's `output`, else sweep-out)")
-    p.add_argument("--workers", type=int, help="local worker processes (default: every core)")
-    p.add_argument("--ray", metavar="auto|ADDRESS", help="run each cell as a Ray task on this cluster")
-    p.add_argument("--no-resume", action="store_true", help="run every cell, even those already in the output")
-    p.add_argument("--retries", type=int, default=2, help="extra attempts for a cell whose worker failed (default 2)")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
-    args = p.parse_args(argv)
-    if args.workers is not None and args.workers < 1:
-        p.error("--workers: at least 1")
-    try:
-        result = sweep(
-            args.grid,
-            output=args.out,
-            backend="ray" if args.ray else "local",
-            workers=args.workers,
-            ray_address=args.ray,
-            resume=not args.no_resume,
-            retries=args.retries,
-            progress=not args.quiet,
-        )
-    except SweepError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
-    except NvmosError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    print(
-        f"{result.run} cells run, {result.skipped} already in the output, in {result.seconds:.1f} s "
-        f"({result.cells_per_minute:.1f} cells/min, {result.backend}, {result.workers} workers)\n"
-        f"results: {result.parquet}\nsummary: {result.html}"
-    )
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
