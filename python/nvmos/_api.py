@@ -187,7 +187,7 @@ EVALUATE_COLUMNS = [
     "frames", "touched", "total_writes", "max", "mean", "max_over_mean",
     "max_over_touched_mean", "cov", "gini", "lifetime_pct_of_ideal",
     "lifetime_years_1e6", "lifetime_years_1e7", "lifetime_years_1e8",
-    "metadata_bytes_per_frame", "ns_per_event",
+    "metadata_bytes_per_frame", "ns_per_event", "events_per_second",
 ]  # fmt: skip
 
 
@@ -217,6 +217,7 @@ def evaluation_frame(raw: dict) -> pd.DataFrame:
                     "lifetime_years_1e8": years[2],
                     "metadata_bytes_per_frame": r["metadata_bytes_per_frame"],
                     "ns_per_event": s["elapsed_ns"] / s["events"] if s["events"] else 0.0,
+                    "events_per_second": s["events"] * 1e9 / s["elapsed_ns"] if s["elapsed_ns"] else 0.0,
                 }
             )
     df = pd.DataFrame(rows, columns=EVALUATE_COLUMNS)

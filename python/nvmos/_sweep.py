@@ -62,7 +62,7 @@ from ._api import NvmosError, OptionsError
 
 #: Columns that measure time or say where a cell ran: they differ between
 #: two runs of the same cell; every other column is deterministic.
-TIMING_COLUMNS = ("elapsed_ns", "ns_per_event", "elapsed_s", "worker", "attempts")
+TIMING_COLUMNS = ("elapsed_ns", "ns_per_event", "events_per_second", "elapsed_s", "worker", "attempts")
 
 #: The axes each study takes, in cell order.
 STUDY_AXES = {
