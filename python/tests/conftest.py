@@ -66,13 +66,13 @@ def _processes() -> dict[int, tuple[int, str]]:
     return out
 
 
-def cluster_pids(marker: str) -> set[int]:
-    """The processes of the cluster whose session files are under
-    `marker` (a unique temporary folder): those naming it on their command
-    line (gcs_server, raylet, monitors) and all their descendants (workers
-    and agents, which retitle themselves `ray::...`)."""
+def cluster_pids(*markers: str) -> set[int]:
+    """The processes of one cluster: those naming one of `markers` on
+    their command line (its unique session folder: gcs_server, raylet,
+    monitors; its GCS address: the client server) and all their
+    descendants (workers and agents, which retitle themselves `ray::...`)."""
     procs = _processes()
-    mine = {pid for pid, (_, cmd) in procs.items() if marker in cmd}
+    mine = {pid for pid, (_, cmd) in procs.items() if any(m in cmd for m in markers)}
     grew = True
     while grew:
         grew = False
@@ -96,7 +96,7 @@ class RayCluster:
         self.temp_dir = temp_dir
 
     def pids(self) -> set[int]:
-        return cluster_pids(self.temp_dir)
+        return cluster_pids(self.temp_dir, f"--address={self.address} ")
 
     def task_workers(self, name: str) -> list[int]:
         """Worker processes of this cluster running task `name` now."""
@@ -159,6 +159,6 @@ def ray_cluster():
                 ray.shutdown()
         except ImportError:
             pass
-        left = _stop(lambda: cluster_pids(temp_dir))
+        left = _stop(lambda: cluster_pids(temp_dir, f"--address=127.0.0.1:{port} "))
         subprocess.run(["rm", "-rf", temp_dir], check=False)
         assert not left, f"Ray processes still alive after stopping the cluster: {sorted(left)}"
