@@ -425,11 +425,12 @@ def _ray_remote():
     return ray_cell
 
 
-def _ray(study, cells, options, address, retries, on_rows, on_fail, workers_seen):
+def _ray(study, cells, options, address, retries, on_rows, on_fail, workers_seen, workers=None):
     """Each cell a Ray task; each trace put in the object store once and
     handed to every task as a reference (workers map it without a copy).
     Ray retries a task whose worker died (``max_retries``) or that raised
-    (``retry_exceptions``); a cell failing past that is reported."""
+    (``retry_exceptions``); a cell failing past that is reported. With
+    ``workers``, at most that many cells are in flight at once."""
     try:
         import ray
     except ImportError:
@@ -442,7 +443,8 @@ def _ray(study, cells, options, address, retries, on_rows, on_fail, workers_seen
             log_to_driver=False,
             configure_logging=False,
         )
-    workers_seen.append(int(ray.cluster_resources().get("CPU", 0)))
+    cpus = int(ray.cluster_resources().get("CPU", 0))
+    workers_seen.append(min(cpus, workers) if workers else cpus)
     try:
         refs = {}
         if study == "wear":
@@ -450,12 +452,21 @@ def _ray(study, cells, options, address, retries, on_rows, on_fail, workers_seen
                 refs[path] = ray.put(np.fromfile(path, dtype=np.uint8))
         remote = _ray_remote().options(max_retries=retries, retry_exceptions=True)
         tasks = {}
-        for c in cells:
-            data = refs.get(c.get("traces")) if study == "wear" else None
-            tasks[remote.remote(study, c, options, data)] = c
-        pending = list(tasks)
-        while pending:
+        queue = list(cells)
+        limit = workers or len(cells)
+        pending: list = []
+        while queue or pending:
+            while queue and len(pending) < limit:
+                c = queue.pop(0)
+                data = refs.get(c.get("traces")) if study == "wear" else None
+                ref = remote.remote(study, c, options, data)
+                tasks[ref] = c
+                pending.append(ref)
             done, pending = ray.wait(pending, num_returns=1, timeout=1.0)
+            if done and pending:
+                # Gather every cell already finished, not one per round trip.
+                more, pending = ray.wait(pending, num_returns=len(pending), timeout=0)
+                done += more
             for ref in done:
                 c = tasks[ref]
                 try:
@@ -488,7 +499,8 @@ def sweep(
     ``backend="local"``: a process pool of ``workers`` (default: every
     core). ``backend="ray"``: each cell a Ray task on the cluster at
     ``ray_address`` ("auto": the one this machine belongs to; None: start a
-    local one). Writes ``sweep.parquet`` (every row, failed cells included
+    local one), at most ``workers`` in flight when given (default: as many
+    as the cluster schedules). Writes ``sweep.parquet`` (every row, failed cells included
     with their error) and ``sweep.html`` into the output folder, the
     Parquet file also every ``checkpoint_s`` seconds, so an interrupted
     sweep resumes where it stopped. Raises ``SweepError`` after writing
@@ -563,7 +575,7 @@ def sweep(
                 workers_seen.append(n)
                 _local(g.study, todo, g.options, n, retries, on_rows, on_fail)
             else:
-                _ray(g.study, todo, g.options, ray_address, retries, on_rows, on_fail, workers_seen)
+                _ray(g.study, todo, g.options, ray_address, retries, on_rows, on_fail, workers_seen, workers)
     finally:
         if bar is not None:
             bar.close()

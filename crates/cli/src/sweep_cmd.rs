@@ -21,7 +21,8 @@ pub struct SweepArgs {
     /// `output`, else sweep-out].
     #[arg(long)]
     pub out: Option<PathBuf>,
-    /// Local worker processes [default: every core].
+    /// Local worker processes [default: every core]; with --ray, cells in
+    /// flight at most.
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     pub workers: Option<u32>,
     /// Run each cell as a Ray task on this cluster: `auto` (the cluster
