@@ -79,6 +79,9 @@ def main() -> None:
         for workers in (1, 2):
             r = nvmos.sweep(grid(work / f"ray{workers}", traces), backend="ray", workers=workers, progress=False)
             report(f"ray, {workers} worker{'s' if workers > 1 else ''}", r, connect)
+        # Trace-major tasks: the 6 cells of a trace in one task.
+        r = nvmos.sweep(grid(work / "ray-batch", traces), backend="ray", workers=2, batch=6, progress=False)
+        report("ray, 2, batch 6", r, connect)
         ray.shutdown()
     finally:
         _stop(lambda: cluster_pids(temp_dir, f"--address=127.0.0.1:{port} "))

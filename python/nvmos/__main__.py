@@ -28,6 +28,7 @@ def main(argv: Optional[list] = None) -> int:
     p.add_argument("--ray", metavar="auto|ADDRESS", help="run each cell as a Ray task on this cluster")
     p.add_argument("--no-resume", action="store_true", help="run every cell, even those already in the output")
     p.add_argument("--retries", type=int, default=2, help="extra attempts for a cell whose worker failed (default 2)")
+    p.add_argument("--batch", type=int, default=1, help="with --ray: cells of one trace per task (default 1)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     args = p.parse_args(argv)
     if args.workers is not None and args.workers < 1:
@@ -42,6 +43,7 @@ def main(argv: Optional[list] = None) -> int:
             resume=not args.no_resume,
             retries=args.retries,
             progress=not args.quiet,
+            batch=args.batch,
         )
     except SweepError as e:
         print(f"error: {e}", file=sys.stderr)

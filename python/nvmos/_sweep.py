@@ -419,13 +419,27 @@ def _ray_remote():
     import ray
 
     @ray.remote(num_cpus=1)
-    def ray_cell(study, cell, options, data):
-        return run_cell(study, cell, options, data)
+    def ray_cell(study, cells, options, data):
+        # Cells of one trace, run one after the other in this worker.
+        return [run_cell(study, cell, options, data) for cell in cells]
 
     return ray_cell
 
 
-def _ray(study, cells, options, address, retries, on_rows, on_fail, workers_seen, workers=None):
+def _batches(study: str, cells: list[dict], batch: int) -> list[list[dict]]:
+    """Consecutive cells in groups of at most ``batch``, a group never
+    mixing traces (so a task fetches one trace)."""
+    groups: list[list[dict]] = []
+    for c in cells:
+        g = groups[-1] if groups else None
+        if g is not None and len(g) < batch and (study != "wear" or g[0]["traces"] == c["traces"]):
+            g.append(c)
+        else:
+            groups.append([c])
+    return groups
+
+
+def _ray(study, cells, options, address, retries, on_rows, on_fail, workers_seen, workers=None, batch=1):
     """Each cell a Ray task; each trace put in the object store once and
     handed to every task as a reference (workers map it without a copy).
     Ray retries a task whose worker died (``max_retries``) or that raised
@@ -437,12 +451,18 @@ def _ray(study, cells, options, address, retries, on_rows, on_fail, workers_seen
         raise SweepError("backend 'ray' needs Ray: pip install 'ray>=2.9'") from None
     started_here = not ray.is_initialized()
     if started_here:
-        ray.init(
-            address=address,
-            include_dashboard=False,
-            log_to_driver=False,
-            configure_logging=False,
-        )
+        try:
+            ray.init(
+                address=address,
+                include_dashboard=False,
+                log_to_driver=False,
+                configure_logging=False,
+            )
+        except (ConnectionError, RuntimeError, ValueError) as e:
+            where = "a new local cluster" if address is None else f"the Ray cluster at {address!r}"
+            raise SweepError(
+                f"cannot connect to {where}: {e} (start one with `ray start --head`, or give its address)"
+            ) from None
     cpus = int(ray.cluster_resources().get("CPU", 0))
     workers_seen.append(min(cpus, workers) if workers else cpus)
     try:
@@ -452,15 +472,15 @@ def _ray(study, cells, options, address, retries, on_rows, on_fail, workers_seen
                 refs[path] = ray.put(np.fromfile(path, dtype=np.uint8))
         remote = _ray_remote().options(max_retries=retries, retry_exceptions=True)
         tasks = {}
-        queue = list(cells)
-        limit = workers or len(cells)
+        queue = _batches(study, cells, batch)
+        limit = workers or len(queue)
         pending: list = []
         while queue or pending:
             while queue and len(pending) < limit:
-                c = queue.pop(0)
-                data = refs.get(c.get("traces")) if study == "wear" else None
-                ref = remote.remote(study, c, options, data)
-                tasks[ref] = c
+                group = queue.pop(0)
+                data = refs.get(group[0].get("traces")) if study == "wear" else None
+                ref = remote.remote(study, group, options, data)
+                tasks[ref] = group
                 pending.append(ref)
             done, pending = ray.wait(pending, num_returns=1, timeout=1.0)
             if done and pending:
@@ -468,11 +488,17 @@ def _ray(study, cells, options, address, retries, on_rows, on_fail, workers_seen
                 more, pending = ray.wait(pending, num_returns=len(pending), timeout=0)
                 done += more
             for ref in done:
-                c = tasks[ref]
+                group = tasks.pop(ref)
                 try:
-                    on_rows(c, ray.get(ref), None)
+                    results = ray.get(ref)
                 except Exception as e:  # noqa: BLE001 - Ray already retried it
-                    on_fail(c, f"{type(e).__name__}: {str(e).strip().splitlines()[-1] if str(e).strip() else e}", retries + 1)
+                    text = str(e).strip()
+                    message = f"{type(e).__name__}: {text.splitlines()[-1] if text else e}"
+                    for c in group:
+                        on_fail(c, message, retries + 1)
+                    continue
+                for c, rows in zip(group, results):
+                    on_rows(c, rows, None)
     finally:
         if started_here:
             ray.shutdown()
@@ -493,14 +519,17 @@ def sweep(
     retries: int = 2,
     progress: Union[bool, Callable[[int, int], Any]] = True,
     checkpoint_s: float = 30.0,
+    batch: int = 1,
 ) -> Sweep:
     """Run every cell of ``grid`` not already in the output.
 
     ``backend="local"``: a process pool of ``workers`` (default: every
     core). ``backend="ray"``: each cell a Ray task on the cluster at
     ``ray_address`` ("auto": the one this machine belongs to; None: start a
-    local one), at most ``workers`` in flight when given (default: as many
-    as the cluster schedules). Writes ``sweep.parquet`` (every row, failed cells included
+    local one), at most ``workers`` tasks in flight when given (default:
+    as many as the cluster schedules); with ``batch`` > 1, a Ray task runs
+    up to that many cells of one trace (fewer tasks and trace fetches, a
+    coarser unit of retry). Writes ``sweep.parquet`` (every row, failed cells included
     with their error) and ``sweep.html`` into the output folder, the
     Parquet file also every ``checkpoint_s`` seconds, so an interrupted
     sweep resumes where it stopped. Raises ``SweepError`` after writing
@@ -514,6 +543,8 @@ def sweep(
         raise OptionsError(f"backend: {backend!r} is not 'local' or 'ray'")
     if retries < 0:
         raise OptionsError("retries: zero or more")
+    if batch < 1:
+        raise OptionsError("batch: at least one cell per task")
     cells = g.cells()
     order = {c["cell_id"]: i for i, c in enumerate(cells)}
     kept: list[dict] = []
@@ -575,7 +606,7 @@ def sweep(
                 workers_seen.append(n)
                 _local(g.study, todo, g.options, n, retries, on_rows, on_fail)
             else:
-                _ray(g.study, todo, g.options, ray_address, retries, on_rows, on_fail, workers_seen, workers)
+                _ray(g.study, todo, g.options, ray_address, retries, on_rows, on_fail, workers_seen, workers, batch)
     finally:
         if bar is not None:
             bar.close()

@@ -155,6 +155,11 @@ def test_ray_sweep_gives_the_local_rows(local_sweep, ray_cluster, tmp_path):
     pd.testing.assert_frame_equal(deterministic(ray_df), deterministic(local))
     # The cells ran in the cluster's worker processes, not here.
     assert not ray_df["worker"].str.endswith(f":{os.getpid()}").any()
+    # Batched: cells of one trace per task, the same rows.
+    batched = nvmos.sweep(grid(traces, tmp_path / "batched"), backend="ray", ray_address=ray_cluster.address,
+                          batch=4, progress=False)  # fmt: skip
+    assert batched.run == 12 and not batched.failed
+    pd.testing.assert_frame_equal(deterministic(batched.frame), deterministic(local))
 
 
 def test_killing_a_ray_worker_mid_sweep_still_completes_it(local_sweep, ray_cluster, tmp_path):

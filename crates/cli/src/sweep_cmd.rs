@@ -35,6 +35,10 @@ pub struct SweepArgs {
     /// Extra attempts for a cell whose worker failed.
     #[arg(long, default_value_t = 2)]
     pub retries: u32,
+    /// With --ray: cells of one trace per task (fewer tasks and trace
+    /// fetches, a coarser unit of retry).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    pub batch: u32,
     /// No progress bar.
     #[arg(long)]
     pub quiet: bool,
@@ -81,6 +85,7 @@ pub fn run(args: SweepArgs) -> Result<()> {
         cmd.arg("--quiet");
     }
     cmd.arg("--retries").arg(args.retries.to_string());
+    cmd.arg("--batch").arg(args.batch.to_string());
     let status = cmd
         .status()
         .with_context(|| format!("running {shown} -m nvmos sweep"))?;
