@@ -31,8 +31,8 @@ use nvmos_frames::sync::SpinYield;
 use nvmos_frames::{MigrateType, ZoneMap};
 use nvmos_sim::evaluate::{heat_map, recorded_zones, study_zones};
 use nvmos_sim::{
-    study_allocator, study_as_recorded, AllocatorKind, Evaluation, StudyOptions,
-    StudyRow, TraceStudy, AS_RECORDED,
+    study_allocator, study_as_recorded, AllocatorKind, Evaluation, StudyOptions, StudyRow,
+    TraceStudy, AS_RECORDED,
 };
 use nvmos_trace::{
     detect, Event, EventSource, Format, MachineInfo, NvtReader, Op, TextReader, TraceError,
@@ -86,9 +86,7 @@ fn chain(error: &(dyn std::error::Error + 'static)) -> String {
 }
 
 /// The first `TraceError` in `error`'s chain.
-fn find_trace_error<'a>(
-    error: &'a (dyn std::error::Error + 'static),
-) -> Option<&'a TraceError> {
+fn find_trace_error<'a>(error: &'a (dyn std::error::Error + 'static)) -> Option<&'a TraceError> {
     let mut cause = Some(error);
     while let Some(c) = cause {
         if let Some(t) = c.downcast_ref::<TraceError>() {
@@ -251,7 +249,9 @@ fn trace_inputs<'a>(
             Some(array) => Ok(TraceInput::Bytes {
                 name: PathBuf::from(name),
                 bytes: array.as_slice().map_err(|e| {
-                    OptionsError::new_err(format!("{name}: trace bytes: {e} (need a contiguous uint8 array)"))
+                    OptionsError::new_err(format!(
+                        "{name}: trace bytes: {e} (need a contiguous uint8 array)"
+                    ))
                 })?,
             }),
         })
@@ -364,9 +364,12 @@ fn trace_header(py: Python<'_>, path: PathBuf, scan: bool) -> PyResult<String> {
             serde_json::to_value(&header).unwrap_or_default(),
         );
         if scan {
-            let info = TraceInfo::from_source(&mut *source)
-                .map_err(|e| ("summarising".to_string(), e))?;
-            out.insert("info".into(), serde_json::to_value(&info).unwrap_or_default());
+            let info =
+                TraceInfo::from_source(&mut *source).map_err(|e| ("summarising".to_string(), e))?;
+            out.insert(
+                "info".into(),
+                serde_json::to_value(&info).unwrap_or_default(),
+            );
         }
         Ok(serde_json::Value::Object(out).to_string())
     })
@@ -449,7 +452,11 @@ impl TraceBatches {
         });
         let (columns, error) = columns;
         if let Some(e) = error {
-            return Err(to_py(&format!("reading {}", self.path.display()), &e, options_error));
+            return Err(to_py(
+                &format!("reading {}", self.path.display()),
+                &e,
+                options_error,
+            ));
         }
         if columns.time_ns.is_empty() {
             return Ok(None);
@@ -651,11 +658,12 @@ fn evaluate(
                         .open()
                         .map_err(Failure::rust(format!("opening {path}"), options_error))?;
                     let result = match row {
-                        None => study_as_recorded(&machine, source, &options)
-                            .map_err(Failure::rust(
+                        None => {
+                            study_as_recorded(&machine, source, &options).map_err(Failure::rust(
                                 format!("{path}: counting the recorded placement"),
                                 study_error,
-                            ))?,
+                            ))?
+                        }
                         Some(kind) => {
                             study_allocator::<SpinYield, _, _>(kind, &machine, source, &options)
                                 .map_err(Failure::rust(
@@ -731,21 +739,27 @@ fn wear<'py>(
                 .map_err(Failure::rust(format!("opening {path}"), options_error))?;
             let (name, (stats, counter), metadata) = match row {
                 None => {
-                    let map = ZoneMap::new(&recorded_zones(&machine)).map_err(
-                        Failure::rust(format!("{path}: the recorded zones"), study_error),
-                    )?;
+                    let map = ZoneMap::new(&recorded_zones(&machine)).map_err(Failure::rust(
+                        format!("{path}: the recorded zones"),
+                        study_error,
+                    ))?;
                     let r = nvmos_sim::as_recorded(map, source, options.model).map_err(
-                        Failure::rust(format!("{path}: counting the recorded placement"), study_error),
+                        Failure::rust(
+                            format!("{path}: counting the recorded placement"),
+                            study_error,
+                        ),
                     )?;
                     (AS_RECORDED.to_string(), r, 0)
                 }
                 Some(kind) => {
                     let zones = study_zones(&machine, &options);
                     let cpus = options.cpus.unwrap_or(machine.cpus).max(1);
-                    let alloc = kind.build::<SpinYield>(&zones, cpus).map_err(Failure::rust(
-                        format!("{path}: building {kind}"),
-                        options_error,
-                    ))?;
+                    let alloc = kind
+                        .build::<SpinYield>(&zones, cpus)
+                        .map_err(Failure::rust(
+                            format!("{path}: building {kind}"),
+                            options_error,
+                        ))?;
                     let r = nvmos_sim::replay(&*alloc, source, options.model).map_err(
                         Failure::rust(format!("{path}: replaying through {kind}"), study_error),
                     )?;
@@ -790,8 +804,13 @@ fn banks(
     let m = if Machine::preset_names().contains(&machine) {
         Machine::preset(machine).map_err(|e| to_py(machine, &e, options_error))?
     } else if Path::new(machine).exists() {
-        Machine::load(machine)
-            .map_err(|e| to_py(&format!("loading machine file {machine}"), &e, options_error))?
+        Machine::load(machine).map_err(|e| {
+            to_py(
+                &format!("loading machine file {machine}"),
+                &e,
+                options_error,
+            )
+        })?
     } else {
         return Err(OptionsError::new_err(format!(
             "machine: {machine:?} is neither a preset ({}) nor a machine file",
