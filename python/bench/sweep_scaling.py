@@ -42,11 +42,13 @@ def grid(out: Path, traces) -> dict:
 
 def report(label: str, result: nvmos.Sweep, connect_s: float = 0.0) -> None:
     compute = float(result.frame["elapsed_s"].sum())
+    cpu = float(result.frame["cpu_s"].sum())
     cells = result.run
     overhead = (result.seconds * result.workers - compute) / cells
     print(
         f"{label:<18} {cells} cells in {result.seconds:6.2f} s = {result.cells_per_minute:6.1f} cells/min; "
-        f"compute {compute / cells * 1000:6.1f} ms/cell; overhead {overhead * 1000:6.1f} ms/cell"
+        f"compute {compute / cells * 1000:6.1f} ms/cell ({cpu / cells * 1000:6.1f} ms CPU); "
+        f"overhead {overhead * 1000:6.1f} ms/cell"
         + (f"; ray.init {connect_s:.2f} s" if connect_s else ""),
         flush=True,
     )

@@ -32,7 +32,7 @@ Output columns: the cell's axes (``trace_path`` for ``traces``,
 ``allocator`` for ``allocators``, the others by their names), ``cell_id``,
 the study's own columns (for ``wear`` the columns of ``nvmos.replay``),
 ``status`` ("ok" or "failed"), ``error``, ``attempts``, ``worker``,
-``elapsed_s``, and for an ``endurance`` axis ``endurance`` and
+``elapsed_s`` and ``cpu_s`` (the cell's wall and CPU seconds), and for an ``endurance`` axis ``endurance`` and
 ``lifetime_years``.
 """
 
@@ -62,7 +62,7 @@ from ._api import NvmosError, OptionsError
 
 #: Columns that measure time or say where a cell ran: they differ between
 #: two runs of the same cell; every other column is deterministic.
-TIMING_COLUMNS = ("elapsed_ns", "ns_per_event", "events_per_second", "elapsed_s", "worker", "attempts")
+TIMING_COLUMNS = ("elapsed_ns", "ns_per_event", "events_per_second", "elapsed_s", "cpu_s", "worker", "attempts")
 
 #: The axes each study takes, in cell order.
 STUDY_AXES = {
@@ -278,7 +278,7 @@ def run_cell(study: str, cell: dict, options: dict, data: Optional[np.ndarray] =
     becomes one row with ``status`` "failed" and the message; anything
     else propagates so the backend retries the cell.
     """
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     base = {_COLUMN.get(k, k): v for k, v in cell.items()}
     try:
         if study == "wear":
@@ -290,7 +290,7 @@ def run_cell(study: str, cell: dict, options: dict, data: Optional[np.ndarray] =
     except NvmosError as e:
         return [{**base, "status": "failed", "error": f"{type(e).__name__}: {e}"}]
     worker = f"{socket.gethostname()}:{os.getpid()}"
-    elapsed = time.perf_counter() - start
+    elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
     rows = []
     for r in df.to_dict("records"):
         for k in list(r):
@@ -298,7 +298,7 @@ def run_cell(study: str, cell: dict, options: dict, data: Optional[np.ndarray] =
                 v = r.pop(k)
                 if v != base[k]:
                     r[f"result_{k}"] = v
-        rows.append({**base, **r, "status": "ok", "error": None, "worker": worker, "elapsed_s": elapsed})
+        rows.append({**base, **r, "status": "ok", "error": None, "worker": worker, "elapsed_s": elapsed, "cpu_s": cpu})
     return rows
 
 
