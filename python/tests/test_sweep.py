@@ -114,6 +114,54 @@ def test_failed_cells_are_reported_and_kept_then_rerun(tmp_path):
     assert (result.run, result.skipped) == (3, 3)
 
 
+def _pool_workers() -> list[int]:
+    """This process's child processes (the local pool's workers)."""
+    me = os.getpid()
+    kids = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    if int(f.read().rsplit(")", 1)[1].split()[1]) == me:
+                        kids.append(int(entry))
+            except (OSError, ValueError, IndexError):
+                pass
+    return kids
+
+
+def test_killing_a_local_worker_mid_sweep_still_completes_it(local_sweep, tmp_path):
+    traces = [TRACES / "files.nvt", TRACES / "memstress.nvt"]
+    outcome = {}
+
+    def run():
+        try:
+            outcome["result"] = nvmos.sweep(grid(traces, tmp_path / "killed"), workers=2, retries=2, progress=False)
+        except BaseException as e:  # noqa: BLE001 - reported below
+            outcome["error"] = e
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    killed = None
+    deadline = time.monotonic() + 120
+    while killed is None and thread.is_alive() and time.monotonic() < deadline:
+        workers = _pool_workers()
+        if workers:
+            time.sleep(0.3)  # let it start a cell
+            killed = workers[0]
+            os.kill(killed, signal.SIGKILL)
+        else:
+            time.sleep(0.01)
+    thread.join(timeout=300)
+    assert killed is not None, "no pool worker found to kill"
+    assert "error" not in outcome, outcome.get("error")
+    df = outcome["result"].frame
+    assert len(df) == 12 and (df["status"] == "ok").all()
+    assert not df["worker"].str.endswith(f":{killed}").any()
+    assert (df["attempts"] >= 1).all() and (df["attempts"] > 1).any()
+    local = nvmos.sweep(grid(traces, tmp_path / "again"), workers=2, progress=False).frame
+    pd.testing.assert_frame_equal(deterministic(df), deterministic(local))
+
+
 def test_bad_grids_are_refused(tmp_path):
     with pytest.raises(nvmos.OptionsError, match="unknown allocator 'iBudy'"):
         nvmos.sweep(grid([TRACES / "numpy.nvt"], tmp_path) | {"axes": {"traces": [str(TRACES / "numpy.nvt")], "allocators": ["iBudy"]}})
