@@ -48,8 +48,7 @@ def report(label: str, result: nvmos.Sweep, connect_s: float = 0.0) -> None:
     print(
         f"{label:<18} {cells} cells in {result.seconds:6.2f} s = {result.cells_per_minute:6.1f} cells/min; "
         f"compute {compute / cells * 1000:6.1f} ms/cell ({cpu / cells * 1000:6.1f} ms CPU); "
-        f"overhead {overhead * 1000:6.1f} ms/cell"
-        + (f"; ray.init {connect_s:.2f} s" if connect_s else ""),
+        f"overhead {overhead * 1000:6.1f} ms/cell" + (f"; ray.init {connect_s:.2f} s" if connect_s else ""),
         flush=True,
     )
 

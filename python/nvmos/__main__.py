@@ -11,7 +11,6 @@ from ._api import NvmosError
 from ._sweep import SweepError, sweep
 
 
-
 def main(argv: Optional[list] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] != "sweep":
@@ -24,7 +23,9 @@ def main(argv: Optional[list] = None) -> int:
     )
     p.add_argument("grid", help="the grid: a TOML file (see python -m pydoc nvmos.sweep)")
     p.add_argument("--out", help="output folder (default: the grid's `output`, else sweep-out)")
-    p.add_argument("--workers", type=int, help="local worker processes (default: every core); with --ray, cells in flight at most")
+    p.add_argument(
+        "--workers", type=int, help="local worker processes (default: every core); with --ray, cells in flight at most"
+    )
     p.add_argument("--ray", metavar="auto|ADDRESS", help="run each cell as a Ray task on this cluster")
     p.add_argument("--no-resume", action="store_true", help="run every cell, even those already in the output")
     p.add_argument("--retries", type=int, default=2, help="extra attempts for a cell whose worker failed (default 2)")
@@ -57,8 +58,6 @@ def main(argv: Optional[list] = None) -> int:
         f"results: {result.parquet}\nsummary: {result.html}"
     )
     return 0
-
-
 
 
 if __name__ == "__main__":

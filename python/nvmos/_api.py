@@ -11,9 +11,8 @@ from __future__ import annotations
 import json
 import math
 import os
-import sys
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Optional, Sequence, Union
+from typing import Any, Callable, Iterator, Optional, Sequence, Union
 
 import numpy as np
 import pandas as pd

@@ -38,7 +38,6 @@ the study's own columns (for ``wear`` the columns of ``nvmos.replay``),
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import html
 import itertools
@@ -46,13 +45,12 @@ import json
 import math
 import os
 import socket
-import sys
 import time
 from collections import OrderedDict
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
-from typing import Any, Callable, Iterable, Optional, Union
+from typing import Any, Callable, Optional, Union
 
 import numpy as np
 import pandas as pd
@@ -637,7 +635,18 @@ _METRICS = {
     "swap": ["swap_in_s", "swap_out_s", "congestion_wait_s"],
 }
 _SERIES = {"wear": "allocator", "banks": "placement", "swap": "device"}
-_PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#222222"]
+_PALETTE = [
+    "#1f77b4",
+    "#ff7f0e",
+    "#2ca02c",
+    "#d62728",
+    "#9467bd",
+    "#8c564b",
+    "#e377c2",
+    "#17becf",
+    "#bcbd22",
+    "#222222",
+]
 
 
 def _x_axis(df: pd.DataFrame, g: Grid) -> Optional[str]:
@@ -668,7 +677,9 @@ def _svg_chart(df: pd.DataFrame, x: str, y: str, series: str, title: str) -> str
     ]
     for v in sorted(set(xs)):
         label = df.loc[xs == v, x].iloc[0]
-        parts.append(f'<text x="{sx(v):.1f}" y="{h - bottom + 14}" text-anchor="middle">{html.escape(str(label))}</text>')
+        parts.append(
+            f'<text x="{sx(v):.1f}" y="{h - bottom + 14}" text-anchor="middle">{html.escape(str(label))}</text>'
+        )
     for frac in (0, 0.5, 1):
         v = y0 + frac * (y1 - y0)
         parts.append(f'<text x="{left - 4}" y="{sy(v) + 4:.1f}" text-anchor="end">{v:.3g}</text>')
@@ -692,14 +703,16 @@ def summary_html(df: pd.DataFrame, g: Grid, seconds: float, backend: str) -> str
     the first numeric swept axis (one line per allocator/placement/device,
     one chart per combination of the other axes), failures, and the rows."""
     out = [
-        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>nvmos sweep</title>",
+        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>nvmos sweep</title>',
         "<style>body{font-family:system-ui,sans-serif;margin:2em;color:#222;max-width:1200px}"
         "table{border-collapse:collapse;font-size:12px}td,th{border:1px solid #ccc;padding:2px 5px;text-align:right}"
         "svg.chart{display:inline-block;margin:.5em;border:1px solid #eee}.note{color:#555}</style></head><body>",
         f"<h1>nvmos sweep: {html.escape(g.study)}</h1>",
-        f"<p class=\"note\">{len(g.cells())} cells on {html.escape(backend)}; this run {seconds:.1f} s. Axes: "
-        + "; ".join(f"<b>{html.escape(k)}</b> = {html.escape(', '.join(map(str, v)) if len(v) <= 8 else f'{len(v)} values')}"
-                    for k, v in g.axes.items())  # fmt: skip
+        f'<p class="note">{len(g.cells())} cells on {html.escape(backend)}; this run {seconds:.1f} s. Axes: '
+        + "; ".join(
+            f"<b>{html.escape(k)}</b> = {html.escape(', '.join(map(str, v)) if len(v) <= 8 else f'{len(v)} values')}"
+            for k, v in g.axes.items()
+        )  # fmt: skip
         + "</p>",
     ]
     ok = df[df["status"] == "ok"] if "status" in df else df
@@ -729,7 +742,7 @@ def summary_html(df: pd.DataFrame, g: Grid, seconds: float, backend: str) -> str
                 if m in part:
                     out.append(_svg_chart(part, x, m, series, f"{m}{' · ' + label if label else ''}"))
     else:
-        out.append("<p class=\"note\">No numeric axis with several values: no charts, the rows are below.</p>")
+        out.append('<p class="note">No numeric axis with several values: no charts, the rows are below.</p>')
     shown = ok.drop(columns=[c for c in ("heat",) if c in ok]).head(2000)
     out.append(f"<h2>Rows ({len(ok)}{', first 2000' if len(ok) > 2000 else ''})</h2>")
     out.append(shown.to_html(index=False, float_format=lambda v: f"{v:.4g}", na_rep="", border=0))

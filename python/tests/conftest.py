@@ -4,7 +4,6 @@ every process it started, even when a test fails)."""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import socket

@@ -4,10 +4,8 @@ arrays against the rows, and bad input against the exceptions."""
 from __future__ import annotations
 
 import json
-import math
 import shutil
 import threading
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -218,7 +216,7 @@ def test_text_trace_without_machine_needs_memory(tmp_path):
 @pytest.mark.parametrize(
     "kwargs, message",
     [
-        ({"allocators": ["iBudy"]}, "unknown allocator \"iBudy\""),
+        ({"allocators": ["iBudy"]}, 'unknown allocator "iBudy"'),
         ({"memory": "4XB"}, "unknown unit"),
         ({"memory": "4097B"}, "not a whole number"),
         ({"memory": 0}, "positive"),

@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 
 import nvmos
-from conftest import ROOT, TRACES
+from conftest import TRACES
 
 ALLOCATORS = ["buddy", "iBuddy", "LiS-31"]
 MEMORY = ["256MiB", "1GiB"]
@@ -164,7 +164,10 @@ def test_killing_a_local_worker_mid_sweep_still_completes_it(local_sweep, tmp_pa
 
 def test_bad_grids_are_refused(tmp_path):
     with pytest.raises(nvmos.OptionsError, match="unknown allocator 'iBudy'"):
-        nvmos.sweep(grid([TRACES / "numpy.nvt"], tmp_path) | {"axes": {"traces": [str(TRACES / "numpy.nvt")], "allocators": ["iBudy"]}})
+        nvmos.sweep(
+            grid([TRACES / "numpy.nvt"], tmp_path)
+            | {"axes": {"traces": [str(TRACES / "numpy.nvt")], "allocators": ["iBudy"]}}
+        )
     with pytest.raises(nvmos.OptionsError, match="neither a trace file nor a folder"):
         nvmos.sweep(grid([tmp_path / "none.nvt"], tmp_path))
     with pytest.raises(nvmos.OptionsError, match="not an axis or option"):
@@ -218,7 +221,9 @@ def test_killing_a_ray_worker_mid_sweep_still_completes_it(local_sweep, ray_clus
 
     def run():
         try:
-            outcome["result"] = nvmos.sweep(g, backend="ray", ray_address=ray_cluster.address, retries=3, progress=False)
+            outcome["result"] = nvmos.sweep(
+                g, backend="ray", ray_address=ray_cluster.address, retries=3, progress=False
+            )
         except BaseException as e:  # noqa: BLE001 - reported below
             outcome["error"] = e
 
