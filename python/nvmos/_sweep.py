@@ -132,9 +132,9 @@ class Grid:
             if not p.is_absolute():
                 p = base / p
             if p.is_dir():
-                files.extend(str(f) for f in _api.trace_files(p))
+                files.extend(os.path.normpath(f) for f in _api.trace_files(p))
             elif p.is_file():
-                files.append(str(p))
+                files.append(os.path.normpath(p))
             else:
                 raise OptionsError(f"axes.traces: {t} is neither a trace file nor a folder")
         self.axes["traces"] = list(dict.fromkeys(files))
@@ -665,6 +665,11 @@ def _svg_chart(df: pd.DataFrame, x: str, y: str, series: str, title: str) -> str
     ys = df[y].astype(float).replace([np.inf, -np.inf], np.nan)
     if ys.notna().sum() == 0:
         return ""
+    # Sizes and counts that span a factor of 8 or more: a log scale, so
+    # 256 MiB and 1 GiB do not print over each other.
+    log = bool((xs > 0).all()) and float(xs.max()) >= 8 * float(xs.min())
+    if log:
+        xs = np.log2(xs)
     x0, x1 = float(xs.min()), float(xs.max())
     y0, y1 = 0.0, float(ys.max()) * 1.05 or 1.0
     sx = lambda v: left + (v - x0) / ((x1 - x0) or 1) * (w - left - right)  # noqa: E731
@@ -683,9 +688,10 @@ def _svg_chart(df: pd.DataFrame, x: str, y: str, series: str, title: str) -> str
     for frac in (0, 0.5, 1):
         v = y0 + frac * (y1 - y0)
         parts.append(f'<text x="{left - 4}" y="{sy(v) + 4:.1f}" text-anchor="end">{v:.3g}</text>')
-    parts.append(f'<text x="{(left + w - right) / 2}" y="{h - 6}" text-anchor="middle">{html.escape(x)}</text>')
+    axis = f"{x} (log scale)" if log else x
+    parts.append(f'<text x="{(left + w - right) / 2}" y="{h - 6}" text-anchor="middle">{html.escape(axis)}</text>')
     for i, (name, part) in enumerate(df.groupby(series, sort=False)):
-        part = part.assign(_y=ys[part.index]).dropna(subset=["_y"]).sort_values("_x")
+        part = part.assign(_x=xs[part.index], _y=ys[part.index]).dropna(subset=["_y"]).sort_values("_x")
         colour = _PALETTE[i % len(_PALETTE)]
         pts = " ".join(f"{sx(a):.1f},{sy(b):.1f}" for a, b in zip(part["_x"].astype(float), part["_y"]))
         parts.append(f'<polyline class="mark" fill="none" stroke="{colour}" stroke-width="2" points="{pts}"/>')
