@@ -468,6 +468,7 @@ def banks(
     *,
     placements: Optional[Sequence[str]] = None,
     accesses: Optional[Sequence[str]] = None,
+    basic_model: bool = False,
     progress: Progress = None,
 ) -> pd.DataFrame:
     """``nvmos study banks`` (seed 002) with the CLI's options: one row per
@@ -498,6 +499,9 @@ def banks(
         queue_depth=int(queue),
         seed=int(seed),
     )
+    if basic_model:
+        # The timing model before issue 18 (`--basic-model`).
+        options["basic_model"] = True
     if placements is not None:
         options["placements"] = [_enum("placements", p, _PLACEMENTS) for p in placements]
     if accesses is not None:

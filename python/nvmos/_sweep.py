@@ -67,7 +67,7 @@ STUDY_AXES = {
     "wear": ("traces", "allocators", "memory", "cpus", "writes_per_alloc", "endurance"),
     "banks": (
         "machine", "cores", "placement", "access", "kernel", "array_mib", "passes",
-        "mlp", "policy", "queue", "seed",
+        "mlp", "policy", "queue", "seed", "basic_model",
     ),
     "swap": (
         "pc_scale", "aging_rounds", "page_cluster", "policy", "congestion_timeout_ms",

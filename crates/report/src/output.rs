@@ -1,0 +1,245 @@
+//! Output files: CSV through the `csv` crate, pretty JSON through
+//! serde_json, and every file written atomically (a temporary file in the
+//! same folder, then a rename), never over one of the run's inputs.
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::Error;
+
+/// CSV text: the header, then one record per row (fields quoted as RFC
+/// 4180 says when they hold commas, quotes or line breaks).
+///
+/// ```
+/// let csv = nvmos_report::csv_text(&["trace", "allocator"], [vec!["a,b".to_string(), "x".into()]]).unwrap();
+/// assert_eq!(csv, "trace,allocator\n\"a,b\",x\n");
+/// ```
+pub fn csv_text<R, F>(header: &[&str], rows: impl IntoIterator<Item = R>) -> Result<String, Error>
+where
+    R: IntoIterator<Item = F>,
+    F: AsRef<[u8]>,
+{
+    let mut w = ::csv::Writer::from_writer(Vec::new());
+    w.write_record(header).map_err(Error::Csv)?;
+    for row in rows {
+        w.write_record(row).map_err(Error::Csv)?;
+    }
+    let bytes = w
+        .into_inner()
+        .map_err(|e| Error::Csv(e.into_error().into()))?;
+    String::from_utf8(bytes).map_err(|e| {
+        Error::Csv(::csv::Error::from(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            e,
+        )))
+    })
+}
+
+/// CSV text from serializable records (the header from the first record's
+/// field names).
+pub fn csv_records<T: Serialize>(records: impl IntoIterator<Item = T>) -> Result<String, Error> {
+    let mut w = ::csv::Writer::from_writer(Vec::new());
+    for r in records {
+        w.serialize(r).map_err(Error::Csv)?;
+    }
+    let bytes = w
+        .into_inner()
+        .map_err(|e| Error::Csv(e.into_error().into()))?;
+    String::from_utf8(bytes).map_err(|e| {
+        Error::Csv(::csv::Error::from(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            e,
+        )))
+    })
+}
+
+/// Pretty JSON with a final newline.
+pub fn json_text<T: Serialize + ?Sized>(value: &T) -> Result<String, Error> {
+    Ok(serde_json::to_string_pretty(value).map_err(Error::Json)? + "\n")
+}
+
+/// Write `bytes` to `path` atomically: a temporary file in the same
+/// folder, flushed, then renamed over `path`, so a reader sees the old
+/// file or the whole new one, never half. Refuses (without touching
+/// anything) when `path` is one of `inputs` (same file by path or, on
+/// Unix, by device and inode). The file is made readable by all (0644),
+/// as `std::fs::write` would under the usual umask.
+pub fn write_atomic(path: &Path, bytes: &[u8], inputs: &[&Path]) -> Result<(), Error> {
+    if let Some(input) = inputs.iter().find(|i| same_file(path, i)) {
+        return Err(Error::WouldOverwriteInput {
+            path: path.to_path_buf(),
+            input: input.to_path_buf(),
+        });
+    }
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let io = |source| Error::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(io)?;
+    tmp.write_all(bytes).map_err(io)?;
+    tmp.as_file().sync_all().map_err(io)?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        tmp.as_file()
+            .set_permissions(std::fs::Permissions::from_mode(0o644))
+            .map_err(io)?;
+    }
+    tmp.persist(path).map_err(|e| io(e.error))?;
+    Ok(())
+}
+
+fn same_file(a: &Path, b: &Path) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        if let (Ok(x), Ok(y)) = (std::fs::metadata(a), std::fs::metadata(b)) {
+            return x.dev() == y.dev() && x.ino() == y.ino();
+        }
+    }
+    match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
+        (Ok(x), Ok(y)) => x == y,
+        _ => a == b,
+    }
+}
+
+/// A report folder: created on open, every file written into it
+/// atomically, never over an input of the run.
+///
+/// ```
+/// let dir = tempfile::tempdir().unwrap();
+/// let out = nvmos_report::OutputDir::create(dir.path(), &[]).unwrap();
+/// let path = out.write_json("results.json", &[1, 2]).unwrap();
+/// assert_eq!(std::fs::read_to_string(path).unwrap(), "[\n  1,\n  2\n]\n");
+/// ```
+#[derive(Clone, Debug)]
+pub struct OutputDir {
+    dir: PathBuf,
+    inputs: Vec<PathBuf>,
+}
+
+impl OutputDir {
+    /// Create `dir` (and its parents) if needed; `inputs` are the files
+    /// the run read (traces, machine files), which it will not overwrite.
+    pub fn create(dir: &Path, inputs: &[&Path]) -> Result<Self, Error> {
+        std::fs::create_dir_all(dir).map_err(|source| Error::Io {
+            path: dir.to_path_buf(),
+            source,
+        })?;
+        Ok(OutputDir {
+            dir: dir.to_path_buf(),
+            inputs: inputs.iter().map(|p| p.to_path_buf()).collect(),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Write `name` in the folder; returns its path.
+    pub fn write(&self, name: &str, bytes: &[u8]) -> Result<PathBuf, Error> {
+        let path = self.dir.join(name);
+        let inputs: Vec<&Path> = self.inputs.iter().map(PathBuf::as_path).collect();
+        write_atomic(&path, bytes, &inputs)?;
+        Ok(path)
+    }
+
+    /// Write `value` as pretty JSON.
+    pub fn write_json<T: Serialize + ?Sized>(
+        &self,
+        name: &str,
+        value: &T,
+    ) -> Result<PathBuf, Error> {
+        self.write(name, json_text(value)?.as_bytes())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn csv_quotes_what_needs_quoting() {
+        let rows = vec![
+            vec!["Linux (as recorded)".to_string(), "1".into()],
+            vec!["a,b".into(), "say \"hi\"".into()],
+            vec!["two\nlines".into(), "".into()],
+        ];
+        let csv = csv_text(&["allocator", "note"], rows).unwrap();
+        assert_eq!(
+            csv,
+            "allocator,note\nLinux (as recorded),1\n\"a,b\",\"say \"\"hi\"\"\"\n\"two\nlines\",\n"
+        );
+    }
+
+    #[test]
+    fn csv_records_from_structs() {
+        #[derive(Serialize)]
+        struct R<'a> {
+            trace: &'a str,
+            writes: u64,
+        }
+        let csv = csv_records([R {
+            trace: "t,1",
+            writes: 3,
+        }])
+        .unwrap();
+        assert_eq!(csv, "trace,writes\n\"t,1\",3\n");
+    }
+
+    #[test]
+    fn writes_atomically_and_replaces() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = OutputDir::create(&dir.path().join("a/b"), &[]).unwrap();
+        let p = out.write("x.html", b"one").unwrap();
+        out.write("x.html", b"two").unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), b"two");
+        // No temporary file left behind.
+        assert_eq!(std::fs::read_dir(out.path()).unwrap().count(), 1);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            assert_eq!(
+                std::fs::metadata(&p).unwrap().permissions().mode() & 0o777,
+                0o644
+            );
+        }
+    }
+
+    #[test]
+    fn refuses_to_overwrite_an_input() {
+        let dir = tempfile::tempdir().unwrap();
+        let input = dir.path().join("trace.nvt");
+        std::fs::write(&input, b"trace").unwrap();
+        let out = OutputDir::create(dir.path(), &[&input]).unwrap();
+        let e = out.write("trace.nvt", b"oops").unwrap_err();
+        assert!(e.to_string().contains("trace.nvt"), "{e}");
+        assert_eq!(std::fs::read(&input).unwrap(), b"trace");
+        // Also through another path to the same file.
+        let e = write_atomic(&dir.path().join("./trace.nvt"), b"x", &[&input]).unwrap_err();
+        assert!(matches!(e, Error::WouldOverwriteInput { .. }));
+        #[cfg(unix)]
+        {
+            let link = dir.path().join("hard");
+            std::fs::hard_link(&input, &link).unwrap();
+            assert!(write_atomic(&link, b"x", &[&input]).is_err());
+        }
+        assert_eq!(std::fs::read(&input).unwrap(), b"trace");
+    }
+
+    #[test]
+    fn io_errors_name_the_file_once() {
+        let e = write_atomic(Path::new("/nonexistent-nvmos-dir/x.json"), b"x", &[]).unwrap_err();
+        let shown = e.to_string();
+        assert!(shown.contains("/nonexistent-nvmos-dir/x.json"), "{shown}");
+        // The OS error is the source, not repeated in the message.
+        assert!(!shown.contains("os error"), "{shown}");
+        assert!(std::error::Error::source(&e).is_some());
+    }
+}
