@@ -3,6 +3,7 @@
 
 mod bench;
 mod evaluate_cmd;
+mod kernel_cmd;
 mod memsys_cmd;
 mod pmo_cmd;
 mod record_swap;
@@ -80,6 +81,12 @@ enum Command {
     /// Parquet file and an HTML summary; resumes. Needs the Python package
     /// (`pip install .`).
     Sweep(sweep_cmd::SweepArgs),
+    /// The allocators inside a real Linux 6.12 kernel under QEMU: build
+    /// the patched kernel, run a workload with a policy, the kernel study.
+    Kernel {
+        #[command(subcommand)]
+        kernel: kernel_cmd::KernelCommand,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -263,6 +270,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Memsys { memsys } => memsys_cmd::run(memsys),
         Command::Study { study } => study::run(study),
         Command::Sweep(args) => sweep_cmd::run(args),
+        Command::Kernel { kernel } => kernel_cmd::run(kernel),
     }
 }
 

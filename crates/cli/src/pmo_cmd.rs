@@ -1,13 +1,16 @@
 //! `nvmos pmo …`: persistent memory objects at a shell. Every subcommand
 //! but `pool create` works on the pool named by `--pool`. Keys come from
-//! `--key-file` or a prompt on the terminal, never from the command line.
+//! `--key-file` or a prompt on the terminal, never from the command line;
+//! a key given for a plain object is an error, never silently dropped.
+//! Every pool is checked against the state store (`--state-dir`) for
+//! rollback at open, and every commit recorded there.
 
 use std::io::{IsTerminal, Read, Write};
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
-use nvmos_pmo::{Access, KdfParams, Perm, Pool};
+use nvmos_pmo::{Access, KdfParams, KeyBytes, Perm, Pool, PoolOptions};
 
 use crate::units;
 
@@ -18,9 +21,16 @@ pub struct PmoArgs {
     pool: Option<PathBuf>,
 
     /// Read the object's key from this file (one trailing newline is
-    /// dropped). Without it, the key is asked for on the terminal.
+    /// dropped; at least 8 bytes must remain). Without it, the key is asked
+    /// for on the terminal when the object is encrypted.
     #[arg(long, value_name = "PATH", global = true)]
     key_file: Option<PathBuf>,
+
+    /// The state store: per-pool and per-object epochs kept outside the
+    /// pool, so a rolled-back pool or object is refused. Default
+    /// $XDG_STATE_HOME/nvmos, else ~/.local/state/nvmos.
+    #[arg(long, value_name = "DIR", global = true)]
+    state_dir: Option<PathBuf>,
 
     /// Print results as JSON.
     #[arg(long, global = true)]
@@ -81,6 +91,15 @@ enum PmoCommand {
         /// The object's name.
         name: String,
     },
+    /// Check the whole pool without keys (as pmempool check): directory
+    /// records, roots, page tables, plain objects' pages, frame claims and
+    /// the state store. Lists every damaged or conflicting object
+    /// (quarantined); exits non-zero if any.
+    Check,
+    /// Repair (as pmempool repair): keep every intact object, leave every
+    /// quarantined one untouched, clear incomplete or damaged stale
+    /// directory records, zero every free frame.
+    Repair,
 }
 
 #[derive(Subcommand, Debug)]
@@ -107,7 +126,11 @@ pub fn run(args: PmoArgs) -> Result<()> {
         pool: PoolCommand::Create { path, size },
     } = &args.command
     {
-        let pool = Pool::create(path, *size)?;
+        let opts = PoolOptions {
+            state_dir: Some(state_dir(args.state_dir.as_deref())?),
+            ..PoolOptions::default()
+        };
+        let pool = Pool::create_with(path, *size, opts)?;
         let info = pool.info();
         if args.json {
             println!("{}", serde_json::to_string_pretty(&info)?);
@@ -130,10 +153,17 @@ pub fn run(args: PmoArgs) -> Result<()> {
         PmoCommand::Ls
         | PmoCommand::Read { .. }
         | PmoCommand::Verify { .. }
+        | PmoCommand::Check
         | PmoCommand::Pool { .. } => Access::ReadOnly,
         _ => Access::ReadWrite,
     };
-    let pool = Pool::open(&path, access)?;
+    let opts = PoolOptions {
+        state_dir: Some(state_dir(args.state_dir.as_deref())?),
+        // check reports a disagreement with the store instead of refusing.
+        tolerate_state_mismatch: matches!(args.command, PmoCommand::Check),
+        ..PoolOptions::default()
+    };
+    let pool = Pool::open_with(&path, access, opts)?;
     match &args.command {
         PmoCommand::Pool { .. } => {
             let info = pool.info();
@@ -161,6 +191,10 @@ pub fn run(args: PmoArgs) -> Result<()> {
                     "NAME", "BYTES", "ENCRYPTED", "EPOCH", "WRITTEN", "ADDRESS"
                 );
                 for o in objects {
+                    if let Some(why) = &o.damaged {
+                        println!("{:<24} QUARANTINED (slot {}): {why}", o.name, o.slot);
+                        continue;
+                    }
                     println!(
                         "{:<24} {:>12} {:>9} {:>7} {:>8} {:>#16x}",
                         o.name,
@@ -181,9 +215,16 @@ pub fn run(args: PmoArgs) -> Result<()> {
             kdf_passes,
         } => {
             let key = if *plain {
+                if args.key_file.is_some() {
+                    bail!("--plain stores object {name:?} without encryption: drop --key-file, or drop --plain to seal it under the key");
+                }
                 None
             } else {
-                Some(key_for(args.key_file.as_deref(), name, true)?)
+                let k = key_for(args.key_file.as_deref(), name, true)?;
+                if let Some(why) = nvmos_pmo::crypto::passphrase_weakness(&k) {
+                    eprintln!("warning: the key for {name:?} looks weak: {why}");
+                }
+                Some(k)
             };
             let kdf = KdfParams {
                 m_cost: *kdf_memory,
@@ -208,7 +249,7 @@ pub fn run(args: PmoArgs) -> Result<()> {
             }
         }
         PmoCommand::Write { name, file } => {
-            let key = key_if_encrypted(&pool, args.key_file.as_deref(), name)?;
+            let key = key_for_object(&pool, args.key_file.as_deref(), name)?;
             let mut bytes = Vec::new();
             if file.as_os_str() == "-" {
                 std::io::stdin()
@@ -247,7 +288,7 @@ pub fn run(args: PmoArgs) -> Result<()> {
             }
         }
         PmoCommand::Read { name } => {
-            let key = key_if_encrypted(&pool, args.key_file.as_deref(), name)?;
+            let key = key_for_object(&pool, args.key_file.as_deref(), name)?;
             let h = pool.open_object(name, Perm::Read, key.as_deref())?;
             let bytes = h.read_all()?;
             let mut out = std::io::stdout().lock();
@@ -255,7 +296,7 @@ pub fn run(args: PmoArgs) -> Result<()> {
             out.flush().context("writing standard output")?;
         }
         PmoCommand::Verify { name } => {
-            let key = key_if_encrypted(&pool, args.key_file.as_deref(), name)?;
+            let key = key_for_object(&pool, args.key_file.as_deref(), name)?;
             let report = pool.verify(name, key.as_deref())?;
             if args.json {
                 println!("{}", serde_json::to_string_pretty(&report)?);
@@ -280,8 +321,70 @@ pub fn run(args: PmoArgs) -> Result<()> {
                 );
             }
         }
+        PmoCommand::Check => {
+            let report = pool.check_report();
+            if args.json {
+                println!("{}", serde_json::to_string_pretty(&report)?);
+            } else {
+                for o in &report.objects {
+                    println!(
+                        "slot {:>3} {:<24} {}",
+                        o.slot,
+                        o.name,
+                        if o.ok {
+                            o.status.clone()
+                        } else {
+                            format!("DAMAGED: {}", o.status)
+                        }
+                    );
+                }
+                for n in &report.notes {
+                    println!("note: {n}");
+                }
+                for m in &report.state_mismatches {
+                    println!("state store: {m}");
+                }
+                println!(
+                    "pool {}: {} objects, {} quarantined, {} state-store disagreements; {} data frames in use, {} free",
+                    report.path.display(),
+                    report.objects.len(),
+                    report.objects.iter().filter(|o| !o.ok).count(),
+                    report.state_mismatches.len(),
+                    report.frames_in_use,
+                    report.frames_free
+                );
+            }
+            if !report.ok() {
+                bail!(
+                    "pool {}: {} damaged objects, {} state-store disagreements (see above)",
+                    report.path.display(),
+                    report.objects.iter().filter(|o| !o.ok).count(),
+                    report.state_mismatches.len()
+                );
+            }
+        }
+        PmoCommand::Repair => {
+            let r = pool.repair()?;
+            if args.json {
+                println!("{}", serde_json::to_string_pretty(&r)?);
+            } else {
+                for q in &r.quarantined {
+                    println!("left untouched (cannot be verified): {q}");
+                }
+                for c in &r.records_cleared {
+                    println!("cleared {c}");
+                }
+                println!(
+                    "repair: {} intact objects kept, {} quarantined left untouched, {} records cleared, {} free frames zeroed",
+                    r.salvaged.len(),
+                    r.quarantined.len(),
+                    r.records_cleared.len(),
+                    r.frames_scrubbed
+                );
+            }
+        }
         PmoCommand::Destroy { name } => {
-            let key = key_if_encrypted(&pool, args.key_file.as_deref(), name)?;
+            let key = key_for_object(&pool, args.key_file.as_deref(), name)?;
             pool.pdestroy(name, key.as_deref())?;
             if !args.json {
                 println!("destroyed {name}");
@@ -293,46 +396,59 @@ pub fn run(args: PmoArgs) -> Result<()> {
     Ok(())
 }
 
-fn key_if_encrypted(pool: &Pool, key_file: Option<&Path>, name: &str) -> Result<Option<Vec<u8>>> {
+fn state_dir(given: Option<&Path>) -> Result<PathBuf> {
+    match given {
+        Some(d) => Ok(d.to_owned()),
+        None => nvmos_pmo::state::default_dir().context(
+            "no state store folder: give --state-dir DIR (neither XDG_STATE_HOME nor HOME is set)",
+        ),
+    }
+}
+
+/// The key for an existing object: from --key-file whenever one is given
+/// (the pool refuses a key for a plain object: it is never dropped), else
+/// a prompt when the object is encrypted, else none.
+fn key_for_object(pool: &Pool, key_file: Option<&Path>, name: &str) -> Result<Option<KeyBytes>> {
+    if key_file.is_some() {
+        return Ok(Some(key_for(key_file, name, false)?));
+    }
     match pool.list().into_iter().find(|o| o.name == name) {
-        Some(o) if o.encrypted => Ok(Some(key_for(key_file, name, false)?)),
-        // Unknown names are reported by the pool itself.
+        Some(o) if o.encrypted => Ok(Some(key_for(None, name, false)?)),
+        // Unknown names and plain objects are handled by the pool itself.
         _ => Ok(None),
     }
 }
 
-fn key_for(key_file: Option<&Path>, name: &str, confirm: bool) -> Result<Vec<u8>> {
-    let mut key = match key_file {
-        Some(path) => {
-            let mut k = std::fs::read(path)
-                .with_context(|| format!("reading the key file {}", path.display()))?;
-            if k.ends_with(b"\n") {
-                k.pop();
-                if k.ends_with(b"\r") {
-                    k.pop();
-                }
-            }
-            k
-        }
+fn key_for(key_file: Option<&Path>, name: &str, confirm: bool) -> Result<KeyBytes> {
+    let key = match key_file {
+        // The library's one key-file rule (also the plist example's).
+        Some(path) => nvmos_pmo::read_key_file(path).map_err(anyhow::Error::msg)?,
         None => {
             if !std::io::stdin().is_terminal() {
                 bail!("object {name:?} needs a key: give --key-file PATH (there is no terminal to ask on)");
             }
-            let k = rpassword::prompt_password(format!("key for {name}: "))
-                .context("reading the key from the terminal")?;
+            let k = zeroize::Zeroizing::new(
+                rpassword::prompt_password(format!("key for {name}: "))
+                    .context("reading the key from the terminal")?,
+            );
             if confirm {
-                let again = rpassword::prompt_password(format!("key for {name} (again): "))
-                    .context("reading the key from the terminal")?;
-                if again != k {
+                let again = zeroize::Zeroizing::new(
+                    rpassword::prompt_password(format!("key for {name} (again): "))
+                        .context("reading the key from the terminal")?,
+                );
+                if *again != *k {
                     bail!("the two keys differ");
                 }
             }
-            k.into_bytes()
+            KeyBytes::new(k.as_bytes().to_vec())
         }
     };
-    if key.is_empty() {
-        bail!("the key for {name:?} is empty");
+    if key.len() < nvmos_pmo::MIN_KEY_LEN {
+        bail!(
+            "the key for {name:?} is {} bytes; at least {} are needed",
+            key.len(),
+            nvmos_pmo::MIN_KEY_LEN
+        );
     }
-    key.shrink_to_fit();
     Ok(key)
 }

@@ -8,6 +8,8 @@ use std::process::{Command, Output, Stdio};
 fn nvmos(dir: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_nvmos"))
         .current_dir(dir)
+        // The state store lives in the test's folder.
+        .env("XDG_STATE_HOME", dir.join("state"))
         .args(args)
         .stdin(Stdio::null())
         .output()
@@ -32,8 +34,8 @@ fn err(out: &Output) -> String {
 const FAST: [&str; 4] = ["--kdf-memory", "64", "--kdf-passes", "1"];
 
 fn setup(dir: &Path) -> Vec<u8> {
-    std::fs::write(dir.join("key"), "s3cret\n").unwrap();
-    std::fs::write(dir.join("wrong"), "s3cret!\n").unwrap();
+    std::fs::write(dir.join("key"), "s3cret-key-1\n").unwrap();
+    std::fs::write(dir.join("wrong"), "s3cret-key-2\n").unwrap();
     let data: Vec<u8> = (0..20_000u32).map(|i| (i * 7 + i / 251) as u8).collect();
     std::fs::write(dir.join("data"), &data).unwrap();
     ok(&nvmos(
@@ -269,7 +271,7 @@ fn verify_names_a_tampered_page() {
     let frame = {
         let pool = nvmos_pmo::Pool::open(&d.join("pool"), nvmos_pmo::Access::ReadOnly).unwrap();
         let h = pool
-            .open_object("obj", nvmos_pmo::Perm::Read, Some(b"s3cret"))
+            .open_object("obj", nvmos_pmo::Perm::Read, Some(b"s3cret-key-1"))
             .unwrap();
         h.page_location(2).unwrap().0.unwrap()
     };
@@ -300,4 +302,257 @@ fn verify_names_a_tampered_page() {
         &["pmo", "--pool", "pool", "read", "obj", "--key-file", "key"],
     ));
     assert!(e.contains("page 2"), "{e}");
+}
+
+fn args<'a>(base: &[&'a str], more: &[&'a str]) -> Vec<&'a str> {
+    let mut v = base.to_vec();
+    v.extend_from_slice(more);
+    v
+}
+
+const P: [&str; 3] = ["pmo", "--pool", "pool"];
+
+/// Issue 13 finding 3: an encrypted object replaced by a plain one. The
+/// key is never dropped: a keyed read is an error; and the victim's state
+/// store refuses the substituted object.
+#[test]
+fn plain_substitute_is_refused_with_the_key_and_by_the_state_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    setup(d);
+    let mut bytes = std::fs::read(d.join("pool")).unwrap();
+    bytes[4096..4096 + 128].fill(0);
+    std::fs::write(d.join("pool"), &bytes).unwrap();
+    std::fs::write(d.join("evil"), b"attacker").unwrap();
+    // The attacker's nvmos, with its own state store.
+    let evil = ["--state-dir", "evil-state"];
+    ok(&nvmos(
+        d,
+        &args(
+            &P,
+            &[&["create", "obj", "--size", "1", "--plain"][..], &evil].concat(),
+        ),
+    ));
+    ok(&nvmos(
+        d,
+        &args(&P, &[&["write", "obj", "evil"][..], &evil].concat()),
+    ));
+    let e = err(&nvmos(
+        d,
+        &args(
+            &P,
+            &[&["read", "obj", "--key-file", "key"][..], &evil].concat(),
+        ),
+    ));
+    assert_eq!(
+        e,
+        "error: object \"obj\" is not encrypted; it takes no key\n"
+    );
+    let e = err(&nvmos(
+        d,
+        &args(&P, &["verify", "obj", "--key-file", "key"]),
+    ));
+    assert!(
+        e.contains("object \"obj\" (slot 0) was replaced by another object"),
+        "{e}"
+    );
+}
+
+/// Issue 13 finding 4: a flipped bit in a plain object's page.
+#[test]
+fn plain_page_corruption_is_caught_by_verify_and_check() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    setup(d);
+    ok(&nvmos(
+        d,
+        &args(&P, &["create", "pl", "--size", "5", "--plain"]),
+    ));
+    ok(&nvmos(d, &args(&P, &["write", "pl", "data"])));
+    let frame = {
+        let pool = nvmos_pmo::Pool::open(&d.join("pool"), nvmos_pmo::Access::ReadOnly).unwrap();
+        let h = pool.open_object("pl", nvmos_pmo::Perm::Read, None).unwrap();
+        h.page_location(1).unwrap().0.unwrap()
+    };
+    let mut bytes = std::fs::read(d.join("pool")).unwrap();
+    bytes[frame as usize * 4096 + 9] ^= 1;
+    std::fs::write(d.join("pool"), &bytes).unwrap();
+    let out = nvmos(d, &args(&P, &["verify", "pl"]));
+    let e = err(&out);
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains(
+            "page 1: object \"pl\" page 1: hash mismatch (page corrupted; plain objects are protected against accident, not attack)"
+        ),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert_eq!(e, "error: object \"pl\": 1 pages failed verification\n");
+    let out = nvmos(d, &args(&P, &["check"]));
+    let e = err(&out);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("DAMAGED: 1 pages fail their hash: [1]"),
+        "{text}"
+    );
+    assert!(
+        e.contains("1 damaged objects, 0 state-store disagreements"),
+        "{e}"
+    );
+}
+
+/// Rollback of the whole pool (a restored copy) is refused by the store.
+#[test]
+fn restored_pool_copy_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    setup(d);
+    let old = std::fs::read(d.join("pool")).unwrap();
+    ok(&nvmos(
+        d,
+        &args(&P, &["write", "obj", "data", "--key-file", "key"]),
+    ));
+    std::fs::write(d.join("pool"), &old).unwrap();
+    let e = err(&nvmos(d, &args(&P, &["ls"])));
+    assert!(e.starts_with("error: pool pool rolled back by 1 epochs: object \"obj\" (slot 0) by 1 epochs (state store has epoch 3, the pool 2)"), "{e}");
+    // check reports it instead of refusing.
+    let out = nvmos(d, &args(&P, &["check"]));
+    let e = err(&out);
+    assert!(String::from_utf8_lossy(&out.stdout)
+        .contains("state store: object \"obj\" (slot 0) by 1 epochs"));
+    assert!(
+        e.contains("0 damaged objects, 1 state-store disagreements"),
+        "{e}"
+    );
+}
+
+/// A flipped bit in the current directory record: check names it, the
+/// pool stays usable, repair keeps the intact objects.
+#[test]
+fn check_and_repair_quarantine_a_damaged_object() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    setup(d);
+    ok(&nvmos(
+        d,
+        &args(&P, &["create", "pl", "--size", "5", "--plain"]),
+    ));
+    let mut bytes = std::fs::read(d.join("pool")).unwrap();
+    // obj: pcreate (record 0, epoch 1), write (record 1, epoch 2).
+    bytes[4096 + 64 + 56] ^= 0x80;
+    std::fs::write(d.join("pool"), &bytes).unwrap();
+    let out = nvmos(d, &args(&P, &["check"]));
+    err(&out);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("obj                      DAMAGED: quarantined: directory record 1 fails its check (checksum mismatch)"), "{text}");
+    let ls = ok(&nvmos(d, &args(&P, &["ls"])));
+    assert!(
+        ls.contains("obj                      QUARANTINED (slot 0)"),
+        "{ls}"
+    );
+    let e = err(&nvmos(d, &args(&P, &["read", "obj", "--key-file", "key"])));
+    assert!(
+        e.starts_with("error: object \"obj\" is quarantined: directory record 1 fails its check"),
+        "{e}"
+    );
+    let r = ok(&nvmos(d, &args(&P, &["repair"])));
+    assert!(
+        r.contains("1 intact objects kept, 1 quarantined left untouched"),
+        "{r}"
+    );
+    ok(&nvmos(d, &args(&P, &["verify", "pl"])));
+}
+
+/// Keys: the one key-file rule, a minimum length, KDF bounds, a warning.
+#[test]
+fn key_rules_and_kdf_bounds() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    setup(d);
+    std::fs::write(d.join("k1"), b"k\n").unwrap();
+    let e = err(&nvmos(
+        d,
+        &args(
+            &P,
+            &[
+                &["create", "x", "--size", "1", "--key-file", "k1"][..],
+                &FAST,
+            ]
+            .concat(),
+        ),
+    ));
+    assert_eq!(e, "error: the key file k1 holds 1 bytes (after one trailing newline is dropped); a key needs at least 8\n");
+    let e = err(&nvmos(
+        d,
+        &args(
+            &P,
+            &[
+                "create",
+                "x",
+                "--size",
+                "1",
+                "--key-file",
+                "key",
+                "--kdf-passes",
+                "100",
+            ],
+        ),
+    ));
+    assert_eq!(
+        e,
+        "error: key derivation parameters refused: 100 passes (accepted: 1..=16)\n"
+    );
+    std::fs::write(d.join("weak"), b"aaaaaaaa").unwrap();
+    let out = nvmos(
+        d,
+        &args(
+            &P,
+            &[
+                &["create", "w", "--size", "1", "--key-file", "weak"][..],
+                &FAST,
+            ]
+            .concat(),
+        ),
+    );
+    ok(&out);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("warning: the key for \"w\" looks weak"));
+    let e = err(&nvmos(
+        d,
+        &args(
+            &P,
+            &["create", "y", "--size", "1", "--plain", "--key-file", "key"],
+        ),
+    ));
+    assert!(
+        e.contains("--plain stores object \"y\" without encryption"),
+        "{e}"
+    );
+}
+
+/// Issue 12: a 0-byte file at the pool path; errors printed once.
+#[test]
+fn empty_pool_file_is_refused_and_errors_print_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(d.join("empty"), b"").unwrap();
+    let e = err(&nvmos(
+        d,
+        &["pmo", "pool", "create", "empty", "--size", "4MiB"],
+    ));
+    assert!(e.contains("exists and is empty (0 bytes"), "{e}");
+    let e = err(&nvmos(d, &["pmo", "--pool", "empty", "ls"]));
+    assert_eq!(
+        e,
+        "error: empty is not an nvmos PMO pool: the file is empty (0 bytes)\n"
+    );
+    let e = err(&nvmos(d, &["pmo", "--pool", "missing", "ls"]));
+    assert_eq!(e.matches("No such file").count(), 1, "{e}");
+    let e = err(&nvmos(
+        d,
+        &["pmo", "pool", "create", "nodir/p", "--size", "4MiB"],
+    ));
+    assert_eq!(e.matches("No such file").count(), 1, "{e}");
+    assert_eq!(
+        std::fs::read_dir(d).unwrap().count(),
+        1 + usize::from(d.join("state").exists())
+    );
 }

@@ -51,15 +51,17 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         [p, k, c, ..] => (Path::new(p), Path::new(k), c.as_str()),
         _ => return Err(usage.into()),
     };
-    let key = std::fs::read(key_file).map_err(|e| format!("{}: {e}", key_file.display()))?;
+    // The one key-file rule every entry point shares (the CLI's too): one
+    // trailing newline dropped, at least 8 bytes, zeroized when dropped.
+    let key = nvmos_pmo::read_key_file(key_file)?;
     let pool = if pool_path.exists() {
         Pool::open(pool_path, Access::ReadWrite)?
     } else {
         let pool = Pool::create(pool_path, 16 << 20)?;
-        pool.pcreate("list", OBJECT_SIZE, Some(&key))?;
+        pool.pcreate("list", OBJECT_SIZE, Some(&key[..]))?;
         pool
     };
-    let mut list = pool.attach("list", Perm::Write, Some(&key), Mode::DramCache)?;
+    let mut list = pool.attach("list", Perm::Write, Some(&key[..]), Mode::DramCache)?;
     let header_ptr: PPtr<Header> = list.pptr(0);
     let mut header = list
         .get(header_ptr)

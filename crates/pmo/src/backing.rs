@@ -23,4 +23,27 @@ pub trait PageBacking: Send + Sync {
     fn stage_page(&self, index: usize, data: &[u8]) -> Result<(), Box<dyn StdError + Send + Sync>>;
     /// Make every page staged since the last commit durable and visible, all or nothing (psync).
     fn commit(&self) -> Result<(), Box<dyn StdError + Send + Sync>>;
+    /// Whose pages these are, for the process-wide DRAM cache: a cache
+    /// filled for one identity is never served for another, nor for a later
+    /// committed version (e.g. after another process's psync). The default
+    /// (address-keyed, version 0) suits backings with no other identity.
+    fn cache_identity(&self) -> CacheIdentity {
+        CacheIdentity {
+            pool: 0,
+            object: self.base_address() as u64,
+            version: 0,
+        }
+    }
+}
+
+/// What the DRAM cache is keyed by: (pool id, object id = generation, committed version).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub struct CacheIdentity {
+    /// The pool's id.
+    pub pool: u64,
+    /// The object's id: random at every pcreate, so a destroyed object's
+    /// successor at the same address has another.
+    pub object: u64,
+    /// The committed version (epoch) the cached plaintext reflects.
+    pub version: u64,
 }

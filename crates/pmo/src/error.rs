@@ -7,7 +7,7 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 pub enum PmoError {
     /// An operating-system call on the pool file failed.
-    #[error("{op} {path}: {source}")]
+    #[error("{op} {path}")]
     Io {
         /// What we were doing.
         op: &'static str,
@@ -204,12 +204,71 @@ pub enum PmoError {
         what: String,
     },
     /// Mapping the object failed (address range taken, userfaultfd, ...).
-    #[error("attaching object {name:?}: {source}")]
+    #[error("attaching object {name:?}")]
     Attach {
         /// The object.
         name: String,
         /// What the mapping engine reported.
         source: Box<crate::attach::AttachError>,
+    },
+    /// A page of a plain object does not match its hash (accidental
+    /// corruption; plain objects have no protection against an attacker).
+    #[error("object {name:?} page {page}: hash mismatch (page corrupted; plain objects are protected against accident, not attack)")]
+    PageCorrupt {
+        /// The object.
+        name: String,
+        /// The page.
+        page: usize,
+    },
+    /// The directory slot of an object is damaged or conflicting: the
+    /// object is quarantined (the rest of the pool stays usable).
+    #[error("object {name} is quarantined: {reason}")]
+    Quarantined {
+        /// The object's name, or "in slot N" when it cannot be read.
+        name: String,
+        /// What failed.
+        reason: String,
+    },
+    /// The state store outside the pool records newer epochs than the pool
+    /// holds: the pool (or objects in it) was rolled back.
+    #[error("pool {path} rolled back by {epochs} epochs: {detail}")]
+    PoolRolledBack {
+        /// The pool file.
+        path: PathBuf,
+        /// Epochs missing, over all objects.
+        epochs: u64,
+        /// Which objects, by how much, or what else the store disagrees on.
+        detail: String,
+    },
+    /// The object is older than the state store records.
+    #[error("object {name:?} rolled back by {epochs} epochs (state store has epoch {store_epoch}, the pool {pool_epoch})")]
+    ObjectRolledBack {
+        /// The object.
+        name: String,
+        /// store_epoch - pool_epoch.
+        epochs: u64,
+        /// Epoch the state store records.
+        store_epoch: u64,
+        /// Epoch the pool holds.
+        pool_epoch: u64,
+    },
+    /// The state store could not be read or written.
+    #[error("state store {path}: {what}")]
+    State {
+        /// The store's file or folder.
+        path: PathBuf,
+        /// What failed.
+        what: String,
+    },
+    /// A key shorter than the minimum.
+    #[error("key for object {name:?} is {len} bytes; at least {min} are needed")]
+    KeyTooShort {
+        /// The object.
+        name: String,
+        /// Its length.
+        len: usize,
+        /// The minimum.
+        min: usize,
     },
     /// Argon2 refused the KDF parameters.
     #[error("key derivation parameters refused: {0}")]

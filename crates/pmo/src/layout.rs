@@ -8,13 +8,21 @@
 //! ```
 //!
 //! An object is a tree: directory record → root (one or more frames) →
-//! page-table pages (128 entries of 32 bytes each) → data frames. Nothing
+//! page-table pages (64 entries of 64 bytes each) → data frames. Nothing
 //! reachable from a committed record is ever written in place; a psync
 //! writes new data frames, new table pages and a new root, then flips the
 //! slot's older record to point at them (the one atomic update). The set
 //! of frames reachable from the current records *is* the allocation map:
 //! opening a pool rebuilds the allocator from it, so a crash cannot leak or
 //! double-allocate a frame.
+//!
+//! Format version 2 (this build) differs from version 1 in what makes it
+//! safe against an attacker holding the file: a directory record is
+//! written in three ordered steps (sequence word zeroed, body, sequence
+//! word) so a torn write is *provably* one ([`RecordState`]); a root names
+//! its pool id and slot; a table entry carries its session salt (64-byte
+//! entries) and, for plain objects, a page hash. Version-1 pools are
+//! refused with "unsupported pool format v1, this nvmos reads v2".
 
 use crate::crypto::KdfParams;
 
@@ -32,14 +40,14 @@ pub const DIR_PAGES: u64 = (SLOTS * 2 * RECORD / PAGE) as u64;
 pub const DATA_START: u64 = DIR_START + DIR_PAGES;
 /// Page-table entries per table page.
 pub const ENTRIES_PER_TABLE: usize = PAGE / ENTRY;
-/// Bytes per page-table entry: pfn, version, GCM tag.
-pub const ENTRY: usize = 32;
+/// Bytes per page-table entry: pfn, version, tag, session salt.
+pub const ENTRY: usize = 64;
 /// Longest object name in bytes.
 pub const MAX_NAME: usize = 64;
 
 pub const POOL_MAGIC: &[u8; 8] = b"NVMOSPL1";
-pub const ROOT_MAGIC: &[u8; 8] = b"NVMOSRT1";
-pub const FORMAT_VERSION: u32 = 1;
+pub const ROOT_MAGIC: &[u8; 8] = b"NVMOSRT2";
+pub const FORMAT_VERSION: u32 = 2;
 
 fn u32_at(b: &[u8], o: usize) -> u32 {
     u32::from_le_bytes(b[o..o + 4].try_into().expect("4 bytes"))
@@ -93,14 +101,16 @@ impl Header {
         if &b[..8] != POOL_MAGIC {
             return Err("no pool magic at offset 0".into());
         }
-        if crc32fast::hash(&b[..HEADER_CRC_AT]) != u32_at(b, HEADER_CRC_AT) {
-            return Err("header checksum mismatch at offset 76".into());
-        }
+        // The version first: a pool of another format gets a clear
+        // refusal, whatever else its header holds.
         let version = u32_at(b, 8);
         if version != FORMAT_VERSION {
             return Err(format!(
-                "format version {version}, this build reads {FORMAT_VERSION}"
+                "unsupported pool format v{version}, this nvmos reads v{FORMAT_VERSION}"
             ));
+        }
+        if crc32fast::hash(&b[..HEADER_CRC_AT]) != u32_at(b, HEADER_CRC_AT) {
+            return Err("header checksum mismatch at offset 76".into());
         }
         if u32_at(b, 12) as usize != PAGE
             || u64_at(b, 24) != DIR_START
@@ -131,8 +141,17 @@ pub enum SlotState {
 
 /// One directory record: the committed root of an object, or a tombstone.
 /// A slot holds two; the valid one with the higher `seq` is current, and
-/// an update always overwrites the other, so a torn write (caught by the
-/// CRC) leaves the current one intact.
+/// an update always overwrites the other.
+///
+/// Bytes: 0 sequence word · 8 state · 12 root length · 16 root frame ·
+/// 24 object id · 32 sequence (again, in the body) · 40 root hash (16) ·
+/// 56 CRC-32 of bytes 8..56 · 60 zero. An update writes, with a drain
+/// after each step, (1) a zero sequence word, (2) the body, (3) the
+/// sequence word. So a crash leaves either the old record, a record whose
+/// sequence word is 0 (an *incomplete* write: the one state a crash may
+/// leave that is not a whole record), or the new record. A record with a
+/// non-zero sequence word that fails its checks is never a crash state:
+/// it is corruption or tampering, and is reported, never skipped.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Record {
     /// Sequence number = the object's epoch (never reused within a slot).
@@ -145,6 +164,27 @@ pub struct Record {
     pub root_sha: [u8; 16],
 }
 
+/// What a record's 64 bytes hold.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RecordState {
+    /// All zero: never written.
+    Empty,
+    /// Sequence word 0 with a non-zero body: a write interrupted by a
+    /// crash (step 1 or 2 done, step 3 not). The body may be torn.
+    Incomplete,
+    /// A whole, checked record.
+    Valid(Record),
+    /// A non-zero sequence word and a record that fails its checks: not a
+    /// crash state. `seq_hint` is the larger of its two sequence fields
+    /// (which may itself be damaged); `fields` the record as written, for
+    /// salvage.
+    Corrupt {
+        seq_hint: u64,
+        reason: String,
+        fields: Record,
+    },
+}
+
 impl Record {
     pub fn encode(&self) -> [u8; RECORD] {
         let mut b = [0u8; RECORD];
@@ -153,31 +193,63 @@ impl Record {
         put32(&mut b, 12, self.root_len);
         put64(&mut b, 16, self.root_pfn);
         put64(&mut b, 24, self.obj_id);
+        put64(&mut b, 32, self.seq);
         b[40..56].copy_from_slice(&self.root_sha);
-        let crc = crc32fast::hash(&b[..56]);
+        let crc = crc32fast::hash(&b[8..56]);
         put32(&mut b, 56, crc);
         b
     }
 
-    /// `None` for an empty or torn record.
+    /// `None` for an empty, incomplete or corrupt record.
     pub fn decode(b: &[u8]) -> Option<Record> {
-        let seq = u64_at(b, 0);
-        if seq == 0 || crc32fast::hash(&b[..56]) != u32_at(b, 56) {
-            return None;
+        match Record::classify(b) {
+            RecordState::Valid(r) => Some(r),
+            _ => None,
         }
-        let state = match u32_at(b, 8) {
-            1 => SlotState::Live,
-            2 => SlotState::Destroyed,
-            _ => return None,
-        };
-        Some(Record {
-            seq,
-            state,
+    }
+
+    /// Classify a record's bytes (see [`RecordState`]).
+    pub fn classify(b: &[u8]) -> RecordState {
+        let seq_word = u64_at(b, 0);
+        if b.iter().all(|&x| x == 0) {
+            return RecordState::Empty;
+        }
+        if seq_word == 0 {
+            return RecordState::Incomplete;
+        }
+        let body_seq = u64_at(b, 32);
+        let fields = Record {
+            seq: seq_word,
+            state: if u32_at(b, 8) == 2 {
+                SlotState::Destroyed
+            } else {
+                SlotState::Live
+            },
             root_len: u32_at(b, 12),
             root_pfn: u64_at(b, 16),
             obj_id: u64_at(b, 24),
             root_sha: b[40..56].try_into().expect("16 bytes"),
-        })
+        };
+        let corrupt = |reason: String| RecordState::Corrupt {
+            seq_hint: seq_word.max(body_seq),
+            reason,
+            fields: fields.clone(),
+        };
+        if crc32fast::hash(&b[8..56]) != u32_at(b, 56) {
+            return corrupt("checksum mismatch".into());
+        }
+        if body_seq != seq_word {
+            return corrupt(format!(
+                "sequence fields disagree ({seq_word} and {body_seq})"
+            ));
+        }
+        if u32_at(b, 60) != 0 {
+            return corrupt("reserved bytes are not zero".into());
+        }
+        match u32_at(b, 8) {
+            1 | 2 => RecordState::Valid(fields),
+            s => corrupt(format!("unknown state {s}")),
+        }
     }
 }
 
@@ -193,8 +265,11 @@ pub struct Root {
     pub obj_id: u64,
     /// Equals the directory record's `seq` when the root is current.
     pub epoch: u64,
-    /// Page versions (GCM nonce counters) below this may have been used.
-    pub nonce_hw: u64,
+    /// The pool this object belongs to (the header's pool id): an object
+    /// copied into another pool, or a pool whose id was changed, fails.
+    pub pool_id: u64,
+    /// The directory slot whose record names this root.
+    pub slot: u32,
     pub encrypted: bool,
     pub name: String,
     pub pages: u64,
@@ -234,7 +309,7 @@ impl Root {
         b[..8].copy_from_slice(ROOT_MAGIC);
         put64(&mut b, 8, self.obj_id);
         put64(&mut b, 16, self.epoch);
-        put64(&mut b, 24, self.nonce_hw);
+        put64(&mut b, 24, self.pool_id);
         put32(&mut b, 32, u32::from(self.encrypted));
         put32(&mut b, 36, self.name.len() as u32);
         b[40..40 + self.name.len()].copy_from_slice(self.name.as_bytes());
@@ -246,12 +321,27 @@ impl Root {
         put32(&mut b, 172, self.kdf.t_cost);
         put32(&mut b, 176, self.kdf.p_cost);
         put32(&mut b, 180, self.tables.len() as u32);
+        put32(&mut b, 184, self.slot);
         for (i, (pfn, sha)) in self.tables.iter().enumerate() {
             let o = ROOT_FIXED + i * ROOT_TABLE;
             put64(&mut b, o, *pfn);
             b[o + 8..o + 40].copy_from_slice(sha);
         }
         b
+    }
+
+    /// The name in a blob that may fail [`Root::decode`] (for reports).
+    pub fn peek_name(blob: &[u8]) -> Option<String> {
+        if blob.len() < ROOT_FIXED || &blob[..8] != ROOT_MAGIC {
+            return None;
+        }
+        let n = u32_at(blob, 36) as usize;
+        if n == 0 || n > MAX_NAME {
+            return None;
+        }
+        std::str::from_utf8(&blob[40..40 + n])
+            .ok()
+            .map(String::from)
     }
 
     /// Parse a blob (body and MAC); returns the root and its MAC. Checks
@@ -270,6 +360,18 @@ impl Root {
         let name = std::str::from_utf8(&blob[40..40 + name_len])
             .map_err(|_| "name is not UTF-8".to_string())?
             .to_string();
+        let kdf = KdfParams {
+            m_cost: u32_at(blob, 168),
+            t_cost: u32_at(blob, 172),
+            p_cost: u32_at(blob, 176),
+        };
+        if u32_at(blob, 32) & 1 == 1 {
+            kdf.check()
+                .map_err(|e| format!("key derivation parameters out of bounds: {e}"))?;
+        }
+        if u32_at(blob, 184) as usize >= SLOTS {
+            return Err(format!("slot {} out of range", u32_at(blob, 184)));
+        }
         let tables = u32_at(blob, 180) as usize;
         if blob.len() != Self::blob_len(tables) {
             return Err(format!("{} bytes for {tables} table pages", blob.len()));
@@ -289,18 +391,15 @@ impl Root {
             Root {
                 obj_id: u64_at(blob, 8),
                 epoch: u64_at(blob, 16),
-                nonce_hw: u64_at(blob, 24),
+                pool_id: u64_at(blob, 24),
+                slot: u32_at(blob, 184),
                 encrypted: u32_at(blob, 32) & 1 == 1,
                 name,
                 pages,
                 base: u64_at(blob, 112),
                 salt: blob[120..136].try_into().expect("16"),
                 verifier: blob[136..168].try_into().expect("32"),
-                kdf: KdfParams {
-                    m_cost: u32_at(blob, 168),
-                    t_cost: u32_at(blob, 172),
-                    p_cost: u32_at(blob, 176),
-                },
+                kdf,
                 tables,
             },
             blob[body_len..].try_into().expect("32"),
@@ -315,8 +414,11 @@ pub struct Entry {
     pub pfn: u64,
     /// The page's version: its GCM nonce counter, in the associated data.
     pub version: u64,
-    /// GCM tag (zero without encryption).
+    /// GCM tag; for a plain object the page hash (crypto::plain_tag).
     pub tag: [u8; 16],
+    /// The session salt of the write attachment that sealed the page (its
+    /// subkey's HKDF salt); zero for plain objects.
+    pub salt: [u8; 32],
 }
 
 impl Entry {
@@ -324,12 +426,14 @@ impl Entry {
         put64(b, 0, self.pfn);
         put64(b, 8, self.version);
         b[16..32].copy_from_slice(&self.tag);
+        b[32..64].copy_from_slice(&self.salt);
     }
     pub fn decode(b: &[u8]) -> Entry {
         Entry {
             pfn: u64_at(b, 0),
             version: u64_at(b, 8),
             tag: b[16..32].try_into().expect("16"),
+            salt: b[32..64].try_into().expect("32"),
         }
     }
 }
@@ -350,8 +454,9 @@ mod tests {
     fn root(tables: usize) -> Root {
         Root {
             obj_id: 7,
+            pool_id: 11,
+            slot: 3,
             epoch: 9,
-            nonce_hw: 1 << 20,
             encrypted: true,
             name: "obj".into(),
             pages: (tables * ENTRIES_PER_TABLE) as u64,
@@ -403,6 +508,24 @@ mod tests {
             assert_eq!(Record::decode(&t), None, "byte {i}");
         }
         assert_eq!(Record::decode(&[0u8; RECORD]), None);
+        // What a crash may leave: a zero sequence word (steps 1-2 of the
+        // write done). A flipped bit in a whole record is corruption.
+        let mut incomplete = b;
+        incomplete[..8].fill(0);
+        assert_eq!(Record::classify(&incomplete), RecordState::Incomplete);
+        let mut flipped = b;
+        flipped[20] ^= 1;
+        assert!(matches!(
+            Record::classify(&flipped),
+            RecordState::Corrupt { seq_hint: 5, .. }
+        ));
+        let mut seq_flipped = b;
+        seq_flipped[0] ^= 2;
+        assert!(matches!(
+            Record::classify(&seq_flipped),
+            RecordState::Corrupt { seq_hint: 7, .. }
+        ));
+        assert_eq!(Record::classify(&[0u8; RECORD]), RecordState::Empty);
     }
 
     #[test]

@@ -13,18 +13,25 @@
 //! [`PageBacking`] trait:
 //!
 //! - **storage** ([`Pool`], [`ObjectHandle`]): **security** — the user's
-//!   key stretched with Argon2id and never stored (a separately derived
-//!   verifier tells a wrong key); every page sealed with AES-256-GCM under
-//!   a nonce never reused, the object id, page index and page version in
-//!   the associated data (swapped, moved or rolled-back pages fail); a
+//!   key stretched with Argon2id (bounded parameters) and never stored (a
+//!   separately derived verifier tells a wrong key); every page sealed with
+//!   AES-256-GCM under a per-write-attachment HKDF subkey of a fresh random
+//!   salt, so no restore, copy, fork or crash can repeat a (key, nonce)
+//!   pair ([`crypto`]); the object id, page index and counter in the
+//!   associated data (swapped, moved or rolled-back pages fail); a
 //!   per-object root, a Merkle tree of page-table hashes MAC'd with the
-//!   key, carries an epoch the pool directory also records (a rolled-back
-//!   object fails). **Crash consistency** — psync writes new page
+//!   key, bound to its pool and slot, carries an epoch the directory record
+//!   also holds; plain objects get per-page hashes (against accident).
+//!   **Freshness** beyond the file: an optional [`state`] store refuses
+//!   rolled-back pools and objects. **Availability**: damaged objects are
+//!   quarantined, the rest of the pool opens ([`Pool::check_report`],
+//!   [`Pool::repair`]). **Crash consistency** — psync writes new page
 //!   versions, new table pages and a new root out of place, then flips one
-//!   64-byte directory record (a shadow pair with sequence numbers and
-//!   CRCs), ordered with cache-line flushes and fences on persistent
-//!   memory or `msync` elsewhere. A crash at any point leaves every object
-//!   exactly as at its previous psync or the new one.
+//!   64-byte directory record (a shadow pair, written in three ordered
+//!   steps so a torn write is provably one), ordered with cache-line
+//!   flushes and fences on persistent memory or `msync` elsewhere. A crash
+//!   at any point leaves every object exactly as at its previous psync or
+//!   the new one.
 //! - **mapping** ([`attach`]): the object attached at its fixed address,
 //!   pages arriving through userfaultfd faults (verified and decrypted on
 //!   the way in), writes found with userfaultfd write protection, four
@@ -36,8 +43,8 @@
 //! let dir = tempfile::tempdir()?;
 //! let pool = Pool::create(&dir.path().join("pool"), 4 << 20)?;
 //! // Cheap key stretching for the example; real keys use the default.
-//! pool.pcreate_with("list", 64 << 10, Some(b"secret"), KdfParams::INSECURE_FAST)?;
-//! let obj = pool.open_object("list", Perm::Write, Some(b"secret"))?;
+//! pool.pcreate_with("list", 64 << 10, Some(b"a secret key"), KdfParams::INSECURE_FAST)?;
+//! let obj = pool.open_object("list", Perm::Write, Some(b"a secret key"))?;
 //! obj.write_at(100, b"hello")?;
 //! obj.psync()?; // durable, all or nothing
 //! drop(obj);
@@ -46,7 +53,7 @@
 //! let pool = Pool::open(&dir.path().join("pool"), nvmos_pmo::Access::ReadOnly)?;
 //! assert!(pool.open_object("list", Perm::Read, Some(b"wrong")).is_err());
 //! // Map it at its fixed address; pages arrive at their first touch.
-//! let a = pool.attach("list", Perm::Read, Some(b"secret"), Mode::DecryptAtFault)?;
+//! let a = pool.attach("list", Perm::Read, Some(b"a secret key"), Mode::DecryptAtFault)?;
 //! assert_eq!(&a.as_slice()[100..105], b"hello");
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
@@ -64,12 +71,16 @@ pub mod medium;
 mod object;
 mod pool;
 pub mod pptr;
+pub mod state;
 
 pub use attach::{AttachError, AttachStats, Attachment, Mode};
-pub use backing::PageBacking;
-pub use crypto::KdfParams;
+pub use backing::{CacheIdentity, PageBacking};
+pub use crypto::{read_key_file, KdfParams, KeyBytes, MIN_KEY_LEN};
 pub use error::{PmoError, Result};
 pub use medium::{CrashPoint, Durability};
 pub use object::{ObjectHandle, Perm};
-pub use pool::{Access, ObjectInfo, Pool, PoolInfo, PoolOptions, VerifyReport, MIN_POOL_SIZE};
+pub use pool::{
+    Access, CheckReport, ObjectCheck, ObjectInfo, Pool, PoolInfo, PoolOptions, RepairReport,
+    VerifyReport, MIN_POOL_SIZE,
+};
 pub use pptr::PPtr;

@@ -209,7 +209,9 @@ impl Medium {
         self.persist(off, src.len());
     }
 
-    fn crash_hook(&self) {
+    /// Crash injection: counts one persist, kills the process at the
+    /// configured one. Also called between the state store's steps.
+    pub(crate) fn crash_hook(&self) {
         if self.crash.after_persists != 0 {
             let n = self.persists.fetch_add(1, Ordering::Relaxed) + 1;
             if n >= self.crash.after_persists {

@@ -10,14 +10,10 @@ use parking_lot::{Mutex, RwLock};
 use serde::{Deserialize, Serialize};
 
 use crate::backing::PageBacking;
-use crate::crypto::{sha256, KdfParams, ObjectKeys};
+use crate::crypto::{plain_tag, session_salt, sha256, KdfParams, ObjectKeys};
 use crate::error::{PmoError, Result};
 use crate::layout::{Entry, Root, SlotState, ENTRIES_PER_TABLE, ENTRY, PAGE};
 use crate::pool::PoolInner;
-
-/// Nonce counter values reserved in the root ahead of use. A crash loses
-/// at most this many unused values; none is ever used twice.
-pub(crate) const NONCE_RESERVE: u64 = 1 << 20;
 
 /// How an object is attached (the seed's `perm`).
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -57,7 +53,6 @@ pub(crate) struct Committed {
     pub epoch: u64,
     /// Which of the slot's two records is current.
     pub which: usize,
-    pub nonce_hw: u64,
     pub root_frames: Vec<u64>,
     pub root_body: Vec<u8>,
     pub root_mac: [u8; 32],
@@ -68,8 +63,11 @@ pub(crate) struct Committed {
 #[derive(Default)]
 struct Staged {
     pages: BTreeMap<usize, Entry>,
-    /// Next page version (nonce counter); valid while attached for writing.
+    /// Next page version (nonce counter under this session's subkey);
+    /// valid while attached for writing. Never persisted.
     next_version: u64,
+    /// This write session's random salt (HKDF salt of its subkey).
+    salt: [u8; 32],
 }
 
 impl ObjectShared {
@@ -103,8 +101,9 @@ impl ObjectShared {
         v
     }
 
-    /// Check the key (if any), the root's MAC or hash, and its epoch.
-    pub fn authenticate(&self, key: Option<&[u8]>) -> Result<()> {
+    /// Check the key (if any), the root's MAC or hash, its epoch, and its
+    /// binding to this pool and slot.
+    pub fn authenticate(&self, key: Option<&[u8]>, pool_id: u64) -> Result<()> {
         match (self.encrypted, key) {
             (true, None) => {
                 return Err(PmoError::KeyRequired {
@@ -121,10 +120,7 @@ impl ObjectShared {
         let c = self.committed.read();
         if let Some(key) = key {
             let derived = ObjectKeys::derive(key, &self.salt, self.kdf)?;
-            if !derived.mac_matches(
-                &[crate::crypto::VERIFIER_LABEL, &self.obj_id.to_le_bytes()],
-                &self.verifier,
-            ) {
+            if !derived.verifier_matches(self.obj_id, &self.salt, self.kdf, &self.verifier) {
                 return Err(PmoError::WrongKey {
                     name: self.name.clone(),
                 });
@@ -154,6 +150,24 @@ impl ObjectShared {
                 name: self.name.clone(),
                 root_epoch: root.epoch,
                 pool_epoch: c.epoch,
+            });
+        }
+        if root.pool_id != pool_id {
+            return Err(PmoError::RootAuth {
+                name: self.name.clone(),
+                reason: format!(
+                    "bound to pool {:016x}, but this pool's id is {pool_id:016x} (object copied from another pool, or the pool id changed)",
+                    root.pool_id
+                ),
+            });
+        }
+        if root.slot as usize != self.slot {
+            return Err(PmoError::RootAuth {
+                name: self.name.clone(),
+                reason: format!(
+                    "bound to directory slot {}, found in slot {} (record moved)",
+                    root.slot, self.slot
+                ),
             });
         }
         Ok(())
@@ -225,29 +239,28 @@ impl ObjectShared {
         out.copy_from_slice(pool.frame(e.pfn));
         if self.encrypted {
             let keys = self.keys.get().expect("attached with a key");
-            if !keys.open(self.obj_id, index as u64, e.version, &e.tag, out) {
+            if !keys.open(self.obj_id, index as u64, e.version, &e.salt, &e.tag, out) {
                 return Err(PmoError::PageAuth {
                     name: self.name.clone(),
                     page: index,
                 });
             }
+        } else if plain_tag(self.obj_id, index as u64, e.version, out) != e.tag {
+            out.fill(0);
+            return Err(PmoError::PageCorrupt {
+                name: self.name.clone(),
+                page: index,
+            });
         }
         Ok(())
     }
 
     pub fn stage_page(&self, pool: &PoolInner, index: usize, data: &[u8]) -> Result<()> {
         self.check_index(index, data.len())?;
-        let version = {
+        let (version, salt) = {
             let mut s = self.staged.lock();
-            if self.encrypted && s.next_version >= self.committed.read().nonce_hw {
-                drop(s);
-                // The reserved nonces are used up: commit the *old* state
-                // with a higher reservation (staged pages stay staged).
-                self.commit_inner(pool, BTreeMap::new())?;
-                s = self.staged.lock();
-            }
             s.next_version += 1;
-            s.next_version - 1
+            (s.next_version - 1, s.salt)
         };
         let pfn = pool.alloc_frame(&self.name)?;
         let off = pfn as usize * PAGE;
@@ -256,20 +269,32 @@ impl ObjectShared {
                 // Sealed into a cache-resident scratch page, then streamed
                 // to the frame: the ciphertext is written to the medium once.
                 let mut scratch = scratch.borrow_mut();
-                let tag = keys.seal_into(self.obj_id, index as u64, version, data, &mut scratch.0);
+                let tag = keys.seal_into(
+                    self.obj_id,
+                    index as u64,
+                    version,
+                    &salt,
+                    data,
+                    &mut scratch.0,
+                );
                 pool.medium.write_persist(off, &scratch.0);
                 tag
             }),
             _ => {
                 pool.medium.write_persist(off, data);
-                [0u8; 16]
+                plain_tag(self.obj_id, index as u64, version, data)
             }
         };
-        let old = self
-            .staged
-            .lock()
-            .pages
-            .insert(index, Entry { pfn, version, tag });
+        let salt = if self.encrypted { salt } else { [0u8; 32] };
+        let old = self.staged.lock().pages.insert(
+            index,
+            Entry {
+                pfn,
+                version,
+                tag,
+                salt,
+            },
+        );
         if let Some(old) = old {
             pool.free_frames(&[old.pfn]);
         }
@@ -289,15 +314,14 @@ impl ObjectShared {
         self.commit_inner(pool, pages)
     }
 
-    /// Start a write attachment: reserve nonce values in a commit of the
-    /// unchanged state, so none used by this attachment can have been used
-    /// before (by a session that crashed before its psync).
-    pub fn begin_write(&self, pool: &PoolInner) -> Result<()> {
-        let hw = self.committed.read().nonce_hw;
-        self.staged.lock().next_version = hw;
-        if self.encrypted {
-            self.commit_inner(pool, BTreeMap::new())?;
-        }
+    /// Start a write attachment (a session): a fresh random salt, so its
+    /// subkey is new, and a counter from 0. Nothing is written: no earlier
+    /// session, crashed or in a copy of the pool, can have used this
+    /// (subkey, nonce) pair.
+    pub fn begin_write(&self, _pool: &PoolInner) -> Result<()> {
+        let mut s = self.staged.lock();
+        s.salt = session_salt();
+        s.next_version = 0;
         Ok(())
     }
 
@@ -319,7 +343,17 @@ impl ObjectShared {
         match result {
             Ok(old_frames) => {
                 pool.free_frames(&old_frames);
-                Ok(())
+                // The freshness record outside the pool (if the pool has a
+                // state store): after the flip, so the store never runs
+                // ahead of the pool.
+                let epoch = self.committed.read().epoch;
+                pool.record_epoch(
+                    self.slot,
+                    self.obj_id,
+                    &self.name,
+                    epoch,
+                    crate::state::Kind::Live,
+                )
             }
             Err(e) if record_attempted => {
                 // Failed at the record flip (see build_and_flip): nothing
@@ -349,16 +383,9 @@ impl ObjectShared {
         new_frames: &mut Vec<u64>,
         record_attempted: &mut bool,
     ) -> Result<Vec<u64>> {
-        let (epoch, which, hw, mut tables) = {
+        let (epoch, which, mut tables) = {
             let c = self.committed.read();
-            (c.epoch, c.which, c.nonce_hw, c.tables.clone())
-        };
-        let next_version = self.staged.lock().next_version;
-        // Keep at least half a reserve ahead of the counter.
-        let new_hw = if next_version + NONCE_RESERVE / 2 >= hw {
-            next_version + NONCE_RESERVE
-        } else {
-            hw
+            (c.epoch, c.which, c.tables.clone())
         };
         // 1. New table pages for every table a staged page falls in.
         let mut touched: BTreeMap<usize, Vec<(usize, Entry)>> = BTreeMap::new();
@@ -401,7 +428,8 @@ impl ObjectShared {
         let root = Root {
             obj_id: self.obj_id,
             epoch: epoch + 1,
-            nonce_hw: new_hw,
+            pool_id: pool.pool_id(),
+            slot: self.slot as u32,
             encrypted: self.encrypted,
             name: self.name.clone(),
             pages: self.pages as u64,
@@ -439,7 +467,6 @@ impl ObjectShared {
         let mut c = self.committed.write();
         c.epoch = epoch + 1;
         c.which = 1 - which;
-        c.nonce_hw = new_hw;
         c.root_frames = root_frames;
         c.root_body = body;
         c.root_mac = mac;
@@ -500,6 +527,14 @@ impl ObjectHandle {
         let e = c.entries.get(index)?;
         let t = c.tables[index / ENTRIES_PER_TABLE].0;
         Some(((e.pfn != 0).then_some(e.pfn), (t != 0).then_some(t)))
+    }
+    /// The session salt and counter page `index`'s committed version was
+    /// sealed under (`None` if never written): for tests that two forks
+    /// never repeat a (key, nonce) pair.
+    pub fn page_nonce(&self, index: usize) -> Option<([u8; 32], u64)> {
+        let c = self.shared.committed.read();
+        let e = c.entries.get(index)?;
+        (e.pfn != 0).then_some((e.salt, e.version))
     }
     /// The committed epoch (one more after every psync).
     pub fn epoch(&self) -> u64 {
@@ -599,5 +634,12 @@ impl PageBacking for ObjectHandle {
     }
     fn commit(&self) -> std::result::Result<(), BoxError> {
         Ok(self.psync()?)
+    }
+    fn cache_identity(&self) -> crate::backing::CacheIdentity {
+        crate::backing::CacheIdentity {
+            pool: self.pool.pool_id(),
+            object: self.shared.obj_id,
+            version: self.shared.committed.read().epoch,
+        }
     }
 }

@@ -16,11 +16,12 @@ use crate::attach::{Attachment, Mode};
 use crate::crypto::{sha256, KdfParams, ObjectKeys};
 use crate::error::{PmoError, Result};
 use crate::layout::{
-    read_u64, record_offset, write_u64, Entry, Header, Record, Root, SlotState, DATA_START,
-    ENTRIES_PER_TABLE, ENTRY, MAX_NAME, MAX_ROOT_FRAMES, PAGE, SLOTS,
+    read_u64, record_offset, write_u64, Entry, Header, Record, RecordState, Root, SlotState,
+    DATA_START, ENTRIES_PER_TABLE, ENTRY, MAX_NAME, MAX_ROOT_FRAMES, PAGE, SLOTS,
 };
 use crate::medium::{CrashPoint, Durability, Medium};
 use crate::object::{Committed, ObjectHandle, ObjectShared, Perm, ZERO_PAGE};
+use crate::state::{Kind, SlotRecord, StateStore};
 
 /// How a pool is opened.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -32,10 +33,18 @@ pub enum Access {
 }
 
 /// Options for opening or creating a pool.
-#[derive(Copy, Clone, Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct PoolOptions {
     /// Fault injection for crash tests (off by default).
     pub crash: CrashPoint,
+    /// The state store folder ([`crate::state`]): rollback detection beyond
+    /// the pool file. `None`: the pool file is all there is (a rollback of
+    /// the whole pool, or of one object with its directory record, is then
+    /// undetectable).
+    pub state_dir: Option<PathBuf>,
+    /// Open even when the state store disagrees with the pool (for `check`,
+    /// which reports the disagreement instead of refusing).
+    pub tolerate_state_mismatch: bool,
 }
 
 /// An object as `ls` shows it.
@@ -49,12 +58,16 @@ pub struct ObjectInfo {
     pub encrypted: bool,
     /// The fixed virtual address it is attached at.
     pub base_address: u64,
-    /// Committed epoch (psyncs since pcreate, plus attach reservations).
+    /// Committed epoch (record sequence number: commits to its slot).
     pub epoch: u64,
     /// Pages that have ever been written (the rest read as zeros).
     pub pages_written: u64,
     /// Directory slot.
     pub slot: usize,
+    /// Why the object is quarantined (damaged or conflicting metadata);
+    /// `None` for an intact object.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub damaged: Option<String>,
 }
 
 /// The pool as a whole.
@@ -95,6 +108,62 @@ pub struct VerifyReport {
     pub bad_pages: Vec<(usize, String)>,
 }
 
+/// One object as `check` sees it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ObjectCheck {
+    /// Directory slot.
+    pub slot: usize,
+    /// Its name (`?slotN` when unreadable).
+    pub name: String,
+    /// Sealed under a key.
+    pub encrypted: bool,
+    /// Whether every check that needs no key passed.
+    pub ok: bool,
+    /// What was checked, or what failed.
+    pub status: String,
+}
+
+/// What [`Pool::check_report`] found (as `pmempool check`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CheckReport {
+    /// The pool file.
+    pub path: PathBuf,
+    /// Its id.
+    pub pool_id: u64,
+    /// Every object, intact or quarantined.
+    pub objects: Vec<ObjectCheck>,
+    /// Tolerated findings: torn (incomplete) record writes fallen back
+    /// from, damaged stale records.
+    pub notes: Vec<String>,
+    /// Where the state store disagrees with the pool (rollbacks).
+    pub state_mismatches: Vec<String>,
+    /// Data frames held by objects (quarantined ones included).
+    pub frames_in_use: u64,
+    /// Data frames free.
+    pub frames_free: u64,
+}
+
+impl CheckReport {
+    /// No quarantined object and no state-store disagreement.
+    pub fn ok(&self) -> bool {
+        self.objects.iter().all(|o| o.ok) && self.state_mismatches.is_empty()
+    }
+}
+
+/// What [`Pool::repair`] did.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RepairReport {
+    /// Intact objects kept as they are.
+    pub salvaged: Vec<String>,
+    /// Quarantined objects left untouched (their frames stay reserved).
+    pub quarantined: Vec<String>,
+    /// Incomplete or damaged stale directory records cleared.
+    pub records_cleared: Vec<String>,
+    /// Free frames zeroed (so no freed root, table or page can be brought
+    /// back by restoring a directory record).
+    pub frames_scrubbed: u64,
+}
+
 impl VerifyReport {
     /// Whether every check passed.
     pub fn ok(&self) -> bool {
@@ -123,6 +192,13 @@ pub(crate) struct PoolInner {
     access: Access,
     alloc: IBuddy<parking_lot::RawMutex>,
     dir: Mutex<Vec<Slot>>,
+    state: Option<StateStore>,
+    /// What opening found and tolerated: torn writes fallen back from,
+    /// damaged stale records, quarantined objects.
+    notes: Mutex<Vec<String>>,
+    /// Where the state store disagrees with the pool (empty when it agrees
+    /// or there is no store); non-empty only with `tolerate_state_mismatch`.
+    mismatches: Mutex<Vec<String>>,
 }
 
 /// A pool of persistent memory objects. Cheap to clone (shared).
@@ -165,33 +241,38 @@ impl Pool {
                 reason: format!("must be a multiple of 4096 and at least {MIN_POOL_SIZE}"),
             });
         }
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .open(path)
-            .map_err(|e| {
-                if e.kind() == std::io::ErrorKind::AlreadyExists {
-                    PmoError::PoolExists {
-                        path: path.to_owned(),
-                    }
-                } else {
-                    PmoError::Io {
-                        op: "creating",
-                        path: path.to_owned(),
-                        source: e,
-                    }
+        if let Ok(meta) = std::fs::metadata(path) {
+            return Err(if meta.len() == 0 {
+                PmoError::NotAPool {
+                    path: path.to_owned(),
+                    reason: "the file exists and is empty (0 bytes, perhaps left by an interrupted create of an older nvmos); remove it first to create a pool there".into(),
                 }
-            })?;
-        lock(&file, path, Access::ReadWrite)?;
-        file.set_len(size).map_err(io("sizing", path))?;
+            } else {
+                PmoError::PoolExists {
+                    path: path.to_owned(),
+                }
+            });
+        }
+        // Built in a temporary file in the same folder, then linked into
+        // place without replacing anything: a failed or interrupted create
+        // leaves no file at `path`, never a truncated pool.
+        let folder = match path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_owned(),
+            _ => PathBuf::from("."),
+        };
+        let tmp = tempfile::Builder::new()
+            .prefix(".nvmos-pool-")
+            .tempfile_in(&folder)
+            .map_err(io("creating a temporary pool file in", &folder))?;
+        let file = tmp.as_file();
+        file.set_len(size).map_err(io("sizing", tmp.path()))?;
         let total_pages = size / PAGE as u64;
         let data = total_pages - DATA_START;
         // Objects are laid out in a random 1 GiB-aligned window of the
         // address space, so two pools rarely claim the same addresses.
         let plan_len =
             (2 * data * PAGE as u64 + SLOTS as u64 * (4 << 20)).next_multiple_of(1 << 30);
-        let mut rng = rand::thread_rng();
+        let mut rng = rand::rngs::OsRng;
         let plan_base = 0x2000_0000_0000u64 + rng.gen_range(0..4096u64) * (1 << 30);
         let header = Header {
             total_pages,
@@ -199,20 +280,39 @@ impl Pool {
             plan_len,
             pool_id: rng.gen(),
         };
-        let medium = Medium::map(path, &file, size as usize, opts.crash)?;
-        // The directory is zero (a fresh file); the header goes last so a
-        // crash during create leaves a file that is not a pool.
-        medium.persist(0, DATA_START as usize * PAGE);
-        medium.drain()?;
+        let medium = Medium::map(tmp.path(), file, size as usize, opts.crash)?;
         let h = header.encode();
         medium.slice_mut(0, h.len()).copy_from_slice(&h);
-        medium.persist(0, h.len());
+        medium.persist(0, DATA_START as usize * PAGE);
         medium.drain()?;
-        if medium.durability == Durability::Msync {
-            file.sync_all().map_err(io("syncing", path))?;
-        }
         drop(medium);
-        drop(file);
+        file.sync_all().map_err(io("syncing", tmp.path()))?;
+        tmp.persist_noclobber(path).map_err(|e| {
+            if e.error.kind() == std::io::ErrorKind::AlreadyExists {
+                PmoError::PoolExists {
+                    path: path.to_owned(),
+                }
+            } else {
+                PmoError::Io {
+                    op: "moving the new pool into place at",
+                    path: path.to_owned(),
+                    source: e.error,
+                }
+            }
+        })?;
+        if let Ok(d) = File::open(&folder) {
+            let _ = d.sync_all();
+        }
+        // A new pool at a path the state store knew: the old pool there is
+        // gone (create never overwrites), so its record goes too.
+        if let Some(dir) = &opts.state_dir {
+            let store = StateStore::open(dir)?;
+            let abs = path.canonicalize().unwrap_or_else(|_| path.to_owned());
+            for old in store.other_ids_at(&abs, header.pool_id) {
+                store.forget(old)?;
+            }
+            store.update(header.pool_id, &abs, |_| {}, &|| {})?;
+        }
         Pool::open_with(path, Access::ReadWrite, opts)
     }
 
@@ -242,7 +342,11 @@ impl Pool {
             if n < first.len() {
                 return Err(PmoError::NotAPool {
                     path: path.to_owned(),
-                    reason: format!("{actual} bytes, shorter than a pool header"),
+                    reason: if actual == 0 {
+                        "the file is empty (0 bytes)".into()
+                    } else {
+                        format!("{actual} bytes, shorter than a pool header")
+                    },
                 });
             }
         }
@@ -259,6 +363,10 @@ impl Pool {
             });
         }
         let medium = Medium::map(path, &file, expected as usize, opts.crash)?;
+        let state = match &opts.state_dir {
+            Some(d) => Some(StateStore::open(d)?),
+            None => None,
+        };
         let zone = Zone::new(DATA_START, header.total_pages);
         let alloc = IBuddy::<parking_lot::RawMutex>::new(&[zone], 1).map_err(|e| {
             PmoError::Inconsistent {
@@ -273,8 +381,12 @@ impl Pool {
             access,
             alloc,
             dir: Mutex::new(Vec::new()),
+            state,
+            notes: Mutex::new(Vec::new()),
+            mismatches: Mutex::new(Vec::new()),
         };
         inner.load_directory()?;
+        inner.check_freshness(opts.tolerate_state_mismatch)?;
         Ok(Pool {
             inner: Arc::new(inner),
         })
@@ -316,8 +428,9 @@ impl Pool {
             });
         }
         let shared = inner.find(name)?;
-        shared.authenticate(key)?;
+        shared.authenticate(key, inner.header.pool_id)?;
         shared.check_tables(inner)?;
+        inner.check_object_freshness(&shared)?;
         if perm == Perm::Write
             && shared
                 .writer
@@ -418,6 +531,191 @@ impl Pool {
         })
     }
 
+    /// Check the pool as `pmempool check` does, without keys: every
+    /// directory record, every root (hash; structure), every page-table page
+    /// against its root, every page of plain objects against its hash, the
+    /// frame claims, and the state store. Reports every damaged or
+    /// conflicting object (quarantined, never hiding the rest) instead of
+    /// failing on the first. Encrypted pages and root MACs need the key:
+    /// `verify` checks those.
+    pub fn check_report(&self) -> CheckReport {
+        let inner = &self.inner;
+        let dir = inner.dir.lock();
+        let mut objects = Vec::new();
+        let mut in_use = 0u64;
+        for (i, slot) in dir.iter().enumerate() {
+            match slot {
+                Slot::Free { .. } => {}
+                Slot::Damaged {
+                    name,
+                    error,
+                    frames,
+                } => {
+                    in_use += frames.len() as u64;
+                    objects.push(ObjectCheck {
+                        slot: i,
+                        name: name.clone().unwrap_or_else(|| format!("?slot{i}")),
+                        encrypted: false,
+                        ok: false,
+                        status: format!("quarantined: {error}"),
+                    });
+                }
+                Slot::Live(o) => {
+                    in_use += o.frames().len() as u64;
+                    let mut problem = None;
+                    if !o.encrypted {
+                        if let Err(e) = o.authenticate(None, inner.header.pool_id) {
+                            problem = Some(e.to_string());
+                        }
+                    }
+                    if problem.is_none() {
+                        if let Err(e) = o.check_tables(inner) {
+                            problem = Some(e.to_string());
+                        }
+                    }
+                    let mut pages = 0;
+                    if problem.is_none() && !o.encrypted {
+                        let mut buf = vec![0u8; PAGE];
+                        let mut bad = Vec::new();
+                        for p in 0..o.pages {
+                            match o.read_page(inner, p, &mut buf) {
+                                Ok(()) => pages += 1,
+                                Err(_) => bad.push(p),
+                            }
+                        }
+                        if !bad.is_empty() {
+                            problem = Some(format!(
+                                "{} pages fail their hash: {:?}",
+                                bad.len(),
+                                &bad[..bad.len().min(16)]
+                            ));
+                        }
+                    }
+                    let epoch = o.committed.read().epoch;
+                    objects.push(ObjectCheck {
+                        slot: i,
+                        name: o.name.clone(),
+                        encrypted: o.encrypted,
+                        ok: problem.is_none(),
+                        status: match problem {
+                            Some(p) => p,
+                            None if o.encrypted => format!(
+                                "ok at epoch {epoch}: record, root hash and structure, page tables (root MAC and pages need the key: verify)"
+                            ),
+                            None => format!(
+                                "ok at epoch {epoch}: record, root, page tables and {pages} page hashes"
+                            ),
+                        },
+                    });
+                }
+            }
+        }
+        CheckReport {
+            path: inner.medium.path.clone(),
+            pool_id: inner.header.pool_id,
+            objects,
+            notes: inner.notes.lock().clone(),
+            state_mismatches: inner.mismatches.lock().clone(),
+            frames_in_use: in_use,
+            frames_free: inner.free_frames_count(),
+        }
+    }
+
+    /// Repair as `pmempool repair` does: keep every intact object as it
+    /// is, leave every quarantined one untouched (its frames stay
+    /// reserved: nothing that cannot be verified is changed), clear
+    /// incomplete and damaged *stale* directory records, and zero every
+    /// free frame. Needs the pool open for writing and nothing attached.
+    pub fn repair(&self) -> Result<RepairReport> {
+        let inner = &self.inner;
+        inner.writable("repair")?;
+        let dir = inner.dir.lock();
+        let mut report = RepairReport::default();
+        let range = inner.data_range();
+        let mut used = vec![false; (range.end - range.start) as usize];
+        for (i, slot) in dir.iter().enumerate() {
+            let frames = match slot {
+                Slot::Live(o) => {
+                    if o.handles.load(Ordering::Acquire) != 0 {
+                        return Err(PmoError::AlreadyAttached {
+                            name: o.name.clone(),
+                        });
+                    }
+                    report.salvaged.push(o.name.clone());
+                    o.frames()
+                }
+                Slot::Damaged {
+                    name,
+                    error,
+                    frames,
+                } => {
+                    report.quarantined.push(format!(
+                        "{} (slot {i}): {error}",
+                        name.clone().unwrap_or_else(|| format!("?slot{i}"))
+                    ));
+                    frames.clone()
+                }
+                Slot::Free { .. } => Vec::new(),
+            };
+            for f in frames {
+                if range.contains(&f) {
+                    used[(f - range.start) as usize] = true;
+                }
+            }
+            // The record that is not current, if incomplete or damaged and
+            // provably stale (the slot resolved to an intact current one).
+            let current = match slot {
+                Slot::Live(o) => Some(o.committed.read().which),
+                Slot::Free { which, .. } => *which,
+                Slot::Damaged { .. } => continue,
+            };
+            for w in 0..2 {
+                if Some(w) == current {
+                    continue;
+                }
+                let off = record_offset(i, w);
+                let state = Record::classify(inner.medium.slice(off, crate::layout::RECORD));
+                if matches!(state, RecordState::Incomplete | RecordState::Corrupt { .. }) {
+                    // Rewritten as a whole stale record (epoch n - 1, the
+                    // current fields: if it ever became current the root's
+                    // epoch would not match it) or, for epoch 1, emptied.
+                    let cur = Record::classify(
+                        inner
+                            .medium
+                            .slice(record_offset(i, 1 - w), crate::layout::RECORD),
+                    );
+                    let bytes = match cur {
+                        RecordState::Valid(c) if c.seq > 1 => Record {
+                            seq: c.seq - 1,
+                            ..c
+                        }
+                        .encode(),
+                        _ => [0u8; crate::layout::RECORD],
+                    };
+                    inner
+                        .medium
+                        .slice_mut(off, crate::layout::RECORD)
+                        .copy_from_slice(&bytes);
+                    inner.medium.persist(off, crate::layout::RECORD);
+                    report.records_cleared.push(format!("slot {i} record {w}"));
+                }
+            }
+        }
+        for (k, &u) in used.iter().enumerate() {
+            if !u {
+                let f = range.start + k as u64;
+                let frame = inner.frame_mut(f);
+                if frame.iter().any(|&b| b != 0) {
+                    frame.fill(0);
+                    inner.medium.persist(f as usize * PAGE, PAGE);
+                    report.frames_scrubbed += 1;
+                }
+            }
+        }
+        inner.medium.drain()?;
+        Ok(report)
+    }
+
     /// Check the allocator against the directory: every frame held by an
     /// object is allocated, and the allocator's own invariants hold.
     pub fn check(&self) -> Result<()> {
@@ -495,6 +793,137 @@ struct Loaded {
     body: Vec<u8>,
     root_frames: Vec<u64>,
     entries: Vec<Entry>,
+}
+
+impl Loaded {
+    fn frames(&self) -> Vec<u64> {
+        let mut v = self.root_frames.clone();
+        v.extend(self.root.tables.iter().map(|t| t.0).filter(|&p| p != 0));
+        v.extend(self.entries.iter().map(|e| e.pfn).filter(|&p| p != 0));
+        v
+    }
+}
+
+/// A slot's two records, resolved.
+enum View {
+    Free {
+        seq: u64,
+        which: Option<usize>,
+    },
+    Current(Record, usize),
+    /// Not a state a crash can leave: quarantined. `fields`: the record
+    /// that may be current, as written, to claim its frames.
+    Bad {
+        reason: String,
+        fields: Option<Record>,
+    },
+}
+
+/// Which record of slot `s` is current. The previous record is used only
+/// when the other is *provably* a torn write (an incomplete one: sequence
+/// word zero, see [`RecordState`]) or is damaged but provably older; that
+/// fallback is noted. A damaged record that may be the current one is
+/// never skipped.
+fn resolve_slot(s: usize, recs: &[RecordState], notes: &mut Vec<String>) -> View {
+    use RecordState as R;
+    match (&recs[0], &recs[1]) {
+        (R::Valid(a), R::Valid(b)) => {
+            if a.seq == b.seq {
+                View::Bad {
+                    reason: format!("both directory records claim epoch {}", a.seq),
+                    fields: Some(a.clone()),
+                }
+            } else if a.seq > b.seq {
+                View::Current(a.clone(), 0)
+            } else {
+                View::Current(b.clone(), 1)
+            }
+        }
+        (R::Valid(a), other) | (other, R::Valid(a)) => {
+            let which = if matches!(recs[0], R::Valid(_)) { 0 } else { 1 };
+            match other {
+                // Records alternate: epoch n > 1 in one means the other was
+                // written (epoch n - 1) and is never emptied again.
+                R::Empty if a.seq > 1 => View::Bad {
+                    reason: format!(
+                        "directory record {} was erased (record {which} has epoch {}, so it held epoch {}): records do not empty themselves",
+                        1 - which,
+                        a.seq,
+                        a.seq - 1
+                    ),
+                    fields: Some(a.clone()),
+                },
+                R::Empty => View::Current(a.clone(), which),
+                R::Incomplete => {
+                    notes.push(format!(
+                        "slot {s}: record {} holds an incomplete write (a crash during an update): epoch {} is current",
+                        1 - which,
+                        a.seq
+                    ));
+                    View::Current(a.clone(), which)
+                }
+                R::Corrupt {
+                    seq_hint,
+                    reason,
+                    fields,
+                } => {
+                    if *seq_hint < a.seq {
+                        notes.push(format!(
+                            "slot {s}: stale record {} (epoch {seq_hint}) is damaged ({reason}); epoch {} is current",
+                            1 - which,
+                            a.seq
+                        ));
+                        View::Current(a.clone(), which)
+                    } else {
+                        View::Bad {
+                            reason: format!(
+                                "directory record {} fails its check ({reason}) and may be the current one (epoch {seq_hint}, the other record has {}): not a torn write, so the older record is not used",
+                                1 - which,
+                                a.seq
+                            ),
+                            fields: Some(fields.clone()),
+                        }
+                    }
+                }
+                R::Valid(_) => unreachable!("matched above"),
+            }
+        }
+        (R::Empty, R::Empty) => View::Free {
+            seq: 0,
+            which: None,
+        },
+        (R::Empty, R::Incomplete) | (R::Incomplete, R::Empty) => {
+            notes.push(format!(
+                "slot {s}: an incomplete first write (a crash during pcreate) is ignored"
+            ));
+            View::Free {
+                seq: 0,
+                which: None,
+            }
+        }
+        (a, b) => {
+            let what = |r: &RecordState| match r {
+                R::Empty => "empty".to_string(),
+                R::Incomplete => "incomplete".to_string(),
+                R::Corrupt {
+                    seq_hint, reason, ..
+                } => format!("damaged ({reason}, epoch {seq_hint})"),
+                R::Valid(r) => format!("epoch {}", r.seq),
+            };
+            let fields = [a, b].into_iter().find_map(|r| match r {
+                R::Corrupt { fields, .. } => Some(fields.clone()),
+                _ => None,
+            });
+            View::Bad {
+                reason: format!(
+                    "no valid directory record: record 0 {}, record 1 {}",
+                    what(a),
+                    what(b)
+                ),
+                fields,
+            }
+        }
+    }
 }
 
 impl PoolInner {
@@ -597,11 +1026,21 @@ impl PoolInner {
             ));
         }
         let blob = &stored[8 + 8 * n..];
-        let (root, mac) =
-            Root::decode(blob).map_err(|e| (None, format!("root: {e}"), held.clone()))?;
+        let (root, mac) = Root::decode(blob)
+            .map_err(|e| (Root::peek_name(blob), format!("root: {e}"), held.clone()))?;
         let name = Some(root.name.clone());
         if root.obj_id != rec.obj_id {
             return Err((name, "root belongs to another object".into(), held));
+        }
+        if root.pool_id != self.header.pool_id {
+            return Err((
+                name,
+                format!(
+                    "root bound to pool {:016x}, but this pool's id is {:016x} (object copied from another pool, or the pool id changed)",
+                    root.pool_id, self.header.pool_id
+                ),
+                held,
+            ));
         }
         let pages = root.pages as usize;
         let mut entries = vec![Entry::default(); pages];
@@ -656,82 +1095,160 @@ impl PoolInner {
     }
 
     /// Read the directory, load every live object, and rebuild the
-    /// allocator: every frame reachable from a current record is in use,
-    /// every other data frame free. A frame reachable twice is an error.
+    /// allocator: every frame reachable from a current record (or claimed
+    /// by a quarantined object) is in use, every other data frame free.
+    ///
+    /// Nothing here makes the whole pool unopenable: a slot whose records
+    /// fail their checks, whose root or tables do not load, or whose frames
+    /// another intact object also claims is *quarantined* (kept, its frames
+    /// reserved, reported by `ls`, `check` and every attach of it).
     fn load_directory(&self) -> Result<()> {
-        let mut slots = Vec::with_capacity(SLOTS);
         let range = self.data_range();
-        let mut used = vec![false; (range.end - range.start) as usize];
+        let mut notes = Vec::new();
+        let mut slots: Vec<Slot> = Vec::with_capacity(SLOTS);
+        let mut claims: Vec<Vec<u64>> = Vec::with_capacity(SLOTS);
         for s in 0..SLOTS {
-            let recs: Vec<Option<Record>> = (0..2)
+            let recs: Vec<RecordState> = (0..2)
                 .map(|w| {
-                    Record::decode(
+                    Record::classify(
                         self.medium
                             .slice(record_offset(s, w), crate::layout::RECORD),
                     )
                 })
                 .collect();
-            let current = match (&recs[0], &recs[1]) {
-                (Some(a), Some(b)) => Some(if a.seq >= b.seq { 0 } else { 1 }),
-                (Some(_), None) => Some(0),
-                (None, Some(_)) => Some(1),
-                (None, None) => None,
-            };
-            let Some(which) = current else {
-                slots.push(Slot::Free {
-                    seq: 0,
-                    which: None,
-                });
-                continue;
-            };
-            let rec = recs[which].clone().expect("current record is valid");
-            if rec.state == SlotState::Destroyed {
-                slots.push(Slot::Free {
-                    seq: rec.seq,
-                    which: Some(which),
-                });
-                continue;
-            }
-            let (slot, frames) = match self.load(&rec) {
-                Ok(l) => {
-                    let committed = Committed {
-                        epoch: rec.seq,
-                        which,
-                        nonce_hw: l.root.nonce_hw,
-                        root_frames: l.root_frames,
-                        root_body: l.body,
-                        root_mac: l.mac,
-                        tables: l.root.tables.clone(),
-                        entries: l.entries,
-                    };
-                    let shared = Arc::new(ObjectShared::new(s, &l.root, committed));
-                    let frames = shared.frames();
-                    (Slot::Live(shared), frames)
-                }
-                Err((name, error, frames)) => (
-                    Slot::Damaged {
-                        name,
-                        error,
-                        frames: frames.clone(),
+            let view = resolve_slot(s, &recs, &mut notes);
+            let (slot, frames) = match view {
+                View::Free { seq, which } => (Slot::Free { seq, which }, Vec::new()),
+                View::Current(rec, which) if rec.state == SlotState::Destroyed => (
+                    Slot::Free {
+                        seq: rec.seq,
+                        which: Some(which),
                     },
-                    frames,
+                    Vec::new(),
                 ),
-            };
-            for &f in &frames {
-                let u = &mut used[(f - range.start) as usize];
-                if *u {
-                    return Err(self.inconsistent(format!(
-                        "frame {f} is referenced twice (second time by directory slot {s})"
-                    )));
+                View::Current(rec, which) => match self.load(&rec) {
+                    Ok(l) if l.root.slot as usize != s => {
+                        let frames = l.frames();
+                        (
+                            Slot::Damaged {
+                                name: Some(l.root.name.clone()),
+                                error: format!(
+                                    "its root names directory slot {}, its record is in slot {s} (record moved)",
+                                    l.root.slot
+                                ),
+                                frames: frames.clone(),
+                            },
+                            frames,
+                        )
+                    }
+                    Ok(l) => {
+                        let committed = Committed {
+                            epoch: rec.seq,
+                            which,
+                            root_frames: l.root_frames,
+                            root_body: l.body,
+                            root_mac: l.mac,
+                            tables: l.root.tables.clone(),
+                            entries: l.entries,
+                        };
+                        let shared = Arc::new(ObjectShared::new(s, &l.root, committed));
+                        let frames = shared.frames();
+                        (Slot::Live(shared), frames)
+                    }
+                    Err((name, error, frames)) => (
+                        Slot::Damaged {
+                            name,
+                            error,
+                            frames: frames.clone(),
+                        },
+                        frames,
+                    ),
+                },
+                View::Bad { reason, fields } => {
+                    // Claim what the damaged record names, if it loads, so
+                    // nothing of an object we cannot verify is reused.
+                    let (name, frames) = match fields.map(|f| self.load(&f)) {
+                        Some(Ok(l)) => (Some(l.root.name.clone()), l.frames()),
+                        Some(Err((name, _, frames))) => (name, frames),
+                        None => (None, Vec::new()),
+                    };
+                    (
+                        Slot::Damaged {
+                            name,
+                            error: reason,
+                            frames: frames.clone(),
+                        },
+                        frames,
+                    )
                 }
-                *u = true;
-            }
+            };
             slots.push(slot);
+            claims.push(frames);
+        }
+        // Frames claimed twice: an intact object keeps its frames against a
+        // damaged one; two intact objects claiming one frame are both
+        // quarantined (neither can be trusted over the other).
+        let n = (range.end - range.start) as usize;
+        let mut owner: Vec<Option<usize>> = vec![None; n];
+        let mut conflicts: Vec<(usize, usize, u64)> = Vec::new();
+        for (s, frames) in claims.iter().enumerate() {
+            for &f in frames {
+                if !range.contains(&f) {
+                    continue;
+                }
+                let o = &mut owner[(f - range.start) as usize];
+                match *o {
+                    Some(t) if t != s => conflicts.push((t, s, f)),
+                    Some(_) => conflicts.push((s, s, f)),
+                    None => *o = Some(s),
+                }
+            }
+        }
+        let name_of = |slots: &[Slot], s: usize| match &slots[s] {
+            Slot::Live(o) => format!("{:?}", o.name),
+            Slot::Damaged { name: Some(n), .. } => format!("{n:?}"),
+            _ => format!("in slot {s}"),
+        };
+        // Grouped by pair of slots: (first frame, count).
+        let mut pairs: std::collections::BTreeMap<(usize, usize), (u64, usize)> =
+            std::collections::BTreeMap::new();
+        for (a, b, f) in conflicts {
+            pairs.entry((a, b)).or_insert((f, 0)).1 += 1;
+        }
+        for ((a, b), (f, count)) in pairs {
+            let (na, nb) = (name_of(&slots, a), name_of(&slots, b));
+            let frames = if count == 1 {
+                format!("frame {f} is")
+            } else {
+                format!("{count} frames (first {f}) are")
+            };
+            for (me, other, other_slot) in [(a, &nb, b), (b, &na, a)] {
+                let why = if me == other_slot {
+                    format!("{frames} referenced twice within the object")
+                } else {
+                    format!("{frames} also claimed by object {other} (slot {other_slot})")
+                };
+                let other_live = matches!(slots[other_slot], Slot::Live(_));
+                match &mut slots[me] {
+                    Slot::Damaged { error, .. } => {
+                        error.push_str("; ");
+                        error.push_str(&why);
+                    }
+                    Slot::Live(o) if other_live || me == other_slot => {
+                        let frames = o.frames();
+                        slots[me] = Slot::Damaged {
+                            name: Some(o.name.clone()),
+                            error: format!("conflicting objects quarantined: {why}"),
+                            frames,
+                        };
+                    }
+                    _ => {}
+                }
+            }
         }
         // Rebuild the allocator: take every frame, give back the unused
         // ones starting at a random frame, so iBuddy's least-recently-freed
         // order does not restart at the same frames after every open.
-        let n = used.len();
         let mut all = vec![Pfn(0); n];
         let got = self.alloc.alloc_bulk(Request::single(0), &mut all);
         if got != n {
@@ -740,18 +1257,163 @@ impl PoolInner {
         let start = rand::thread_rng().gen_range(0..n);
         for k in 0..n {
             let i = (start + k) % n;
-            if !used[i] {
+            if owner[i].is_none() {
                 self.alloc
                     .free(Pfn(range.start + i as u64), Request::single(0))
                     .map_err(|e| self.inconsistent(format!("rebuilding the allocator: {e}")))?;
             }
         }
         *self.dir.lock() = slots;
+        *self.notes.lock() = notes;
+        Ok(())
+    }
+
+    pub(crate) fn pool_id(&self) -> u64 {
+        self.header.pool_id
+    }
+
+    /// Record a commit in the state store (no-op without one).
+    pub(crate) fn record_epoch(
+        &self,
+        slot: usize,
+        obj_id: u64,
+        name: &str,
+        epoch: u64,
+        kind: Kind,
+    ) -> Result<()> {
+        let Some(store) = &self.state else {
+            return Ok(());
+        };
+        let abs = self
+            .medium
+            .path
+            .canonicalize()
+            .unwrap_or_else(|_| self.medium.path.clone());
+        store.update(
+            self.header.pool_id,
+            &abs,
+            |st| {
+                st.slots.insert(
+                    slot,
+                    SlotRecord {
+                        obj_id,
+                        name: name.to_string(),
+                        epoch,
+                        kind,
+                    },
+                );
+            },
+            &|| self.medium.crash_hook(),
+        )
+    }
+
+    /// Compare the directory with the state store. Any slot behind the
+    /// store, an object missing or replaced, or a tombstone the store did
+    /// not expect refuses the open (unless tolerated, for `check`).
+    fn check_freshness(&self, tolerate: bool) -> Result<()> {
+        let Some(store) = &self.state else {
+            return Ok(());
+        };
+        let recorded = store.load(self.header.pool_id)?;
+        let abs = self
+            .medium
+            .path
+            .canonicalize()
+            .unwrap_or_else(|_| self.medium.path.clone());
+        let mut problems = Vec::new();
+        let mut behind = 0u64;
+        if recorded.slots.is_empty() {
+            let others = store.other_ids_at(&abs, self.header.pool_id);
+            if !others.is_empty() {
+                problems.push(format!(
+                    "the state store knows this file as pool {:016x}, its header now says {:016x} (pool id changed, or another pool copied over it)",
+                    others[0], self.header.pool_id
+                ));
+            }
+        }
+        {
+            let dir = self.dir.lock();
+            for (&s, rec) in &recorded.slots {
+                let Some(slot) = dir.get(s) else { continue };
+                let (seq, obj, live) = match slot {
+                    Slot::Live(o) => (o.committed.read().epoch, Some(o.obj_id), true),
+                    Slot::Free { seq, .. } => (*seq, None, false),
+                    // Quarantined already, and reported as such.
+                    Slot::Damaged { .. } => continue,
+                };
+                let who = format!("object {:?} (slot {s})", rec.name);
+                if seq < rec.epoch && !(rec.kind == Kind::Destroying && seq + 1 == rec.epoch) {
+                    behind += rec.epoch - seq;
+                    if seq == 0 {
+                        problems.push(format!(
+                            "{who} missing: the state store has epoch {}, the slot is empty (records erased or directory restored)",
+                            rec.epoch
+                        ));
+                    } else {
+                        problems.push(format!(
+                            "{who} by {} epochs (state store has epoch {}, the pool {seq})",
+                            rec.epoch - seq,
+                            rec.epoch
+                        ));
+                    }
+                    continue;
+                }
+                match (rec.kind, live, obj) {
+                    (Kind::Live, true, Some(id)) if id != rec.obj_id => {
+                        problems.push(format!(
+                            "{who} was replaced by another object (id {id:016x}, epoch {seq}) the state store never saw created"
+                        ))
+                    }
+                    (Kind::Live, false, _) if seq > rec.epoch => problems.push(format!(
+                        "{who} was destroyed outside nvmos: its tombstone (epoch {seq}) is not in the state store (forged deletion?)"
+                    )),
+                    _ => {}
+                }
+            }
+        }
+        if problems.is_empty() {
+            return Ok(());
+        }
+        if tolerate {
+            *self.mismatches.lock() = problems;
+            return Ok(());
+        }
+        let detail = problems.join("; ");
+        if behind > 0 {
+            Err(PmoError::PoolRolledBack {
+                path: self.medium.path.clone(),
+                epochs: behind,
+                detail,
+            })
+        } else {
+            Err(self.inconsistent(format!("the state store disagrees: {detail}")))
+        }
+    }
+
+    /// At attach: the object is not older than the state store records
+    /// now (another process may have advanced the store since the open).
+    fn check_object_freshness(&self, o: &ObjectShared) -> Result<()> {
+        let Some(store) = &self.state else {
+            return Ok(());
+        };
+        let st = store.load(self.header.pool_id)?;
+        if let Some(rec) = st.slots.get(&o.slot) {
+            let epoch = o.committed.read().epoch;
+            if rec.obj_id == o.obj_id && rec.kind == Kind::Live && rec.epoch > epoch {
+                return Err(PmoError::ObjectRolledBack {
+                    name: o.name.clone(),
+                    epochs: rec.epoch - epoch,
+                    store_epoch: rec.epoch,
+                    pool_epoch: epoch,
+                });
+            }
+        }
         Ok(())
     }
 
     fn find(&self, name: &str) -> Result<Arc<ObjectShared>> {
         let dir = self.dir.lock();
+        let mut unnamed = Vec::new();
         for (i, slot) in dir.iter().enumerate() {
             match slot {
                 Slot::Live(o) if o.name == name => return Ok(o.clone()),
@@ -760,13 +1422,38 @@ impl PoolInner {
                     error,
                     ..
                 } if n == name => {
-                    return Err(PmoError::RootAuth {
-                        name: name.to_string(),
+                    return Err(PmoError::Quarantined {
+                        name: format!("{name:?}"),
                         reason: format!("{error} (directory slot {i})"),
                     })
                 }
+                Slot::Damaged {
+                    name: None, error, ..
+                } => unnamed.push((i, error.clone())),
                 _ => {}
             }
+        }
+        // The state store may know the name of an object whose root is
+        // unreadable.
+        if let Some(store) = &self.state {
+            if let Ok(st) = store.load(self.header.pool_id) {
+                for (i, error) in &unnamed {
+                    if st.slots.get(i).is_some_and(|r| r.name == name) {
+                        return Err(PmoError::Quarantined {
+                            name: format!("{name:?}"),
+                            reason: format!("{error} (directory slot {i})"),
+                        });
+                    }
+                }
+            }
+        }
+        if let Some((i, error)) = unnamed.first() {
+            return Err(PmoError::Quarantined {
+                name: format!("{name:?}?"),
+                reason: format!(
+                    "no intact object has that name, and directory slot {i} holds a damaged object whose name cannot be read: {error}"
+                ),
+            });
         }
         Err(PmoError::UnknownObject {
             name: name.to_string(),
@@ -776,7 +1463,8 @@ impl PoolInner {
     fn list(&self) -> Vec<ObjectInfo> {
         let dir = self.dir.lock();
         dir.iter()
-            .filter_map(|s| match s {
+            .enumerate()
+            .filter_map(|(i, s)| match s {
                 Slot::Live(o) => {
                     let c = o.committed.read();
                     Some(ObjectInfo {
@@ -787,9 +1475,20 @@ impl PoolInner {
                         epoch: c.epoch,
                         pages_written: c.entries.iter().filter(|e| e.pfn != 0).count() as u64,
                         slot: o.slot,
+                        damaged: None,
                     })
                 }
-                _ => None,
+                Slot::Damaged { name, error, .. } => Some(ObjectInfo {
+                    name: name.clone().unwrap_or_else(|| format!("?slot{i}")),
+                    size: 0,
+                    encrypted: false,
+                    base_address: 0,
+                    epoch: 0,
+                    pages_written: 0,
+                    slot: i,
+                    damaged: Some(error.clone()),
+                }),
+                Slot::Free { .. } => None,
             })
             .collect()
     }
@@ -847,23 +1546,27 @@ impl PoolInner {
     /// The atomic update: write record `which` of `slot` and make it durable.
     pub fn write_record(&self, slot: usize, which: usize, rec: &Record) -> Result<()> {
         let _dir = self.dir.lock();
-        let off = record_offset(slot, which);
-        let bytes = rec.encode();
-        self.medium
-            .slice_mut(off, bytes.len())
-            .copy_from_slice(&bytes);
-        self.medium.persist(off, bytes.len());
-        self.medium.drain()
+        self.write_record_locked(slot, which, rec)
     }
 
+    /// Three ordered steps (see [`Record`]): a zero sequence word, the
+    /// body, the sequence word. A crash leaves the old record (whose slot
+    /// partner is current), an incomplete one (sequence word 0), or the
+    /// new one; nothing else.
     fn write_record_locked(&self, slot: usize, which: usize, rec: &Record) -> Result<()> {
         let off = record_offset(slot, which);
         let bytes = rec.encode();
-        self.medium
-            .slice_mut(off, bytes.len())
-            .copy_from_slice(&bytes);
-        self.medium.persist(off, bytes.len());
-        self.medium.drain()
+        let m = &self.medium;
+        m.slice_mut(off, 8).fill(0);
+        m.persist(off, 8);
+        m.drain()?;
+        m.slice_mut(off + 8, bytes.len() - 8)
+            .copy_from_slice(&bytes[8..]);
+        m.persist(off + 8, bytes.len() - 8);
+        m.drain()?;
+        m.slice_mut(off, 8).copy_from_slice(&bytes[..8]);
+        m.persist(off, 8);
+        m.drain()
     }
 
     fn pcreate(
@@ -894,10 +1597,15 @@ impl PoolInner {
                 max_tables * ENTRIES_PER_TABLE * PAGE
             )));
         }
-        if key.is_some_and(|k| k.is_empty()) {
-            return Err(PmoError::WrongKey {
-                name: name.to_string(),
-            });
+        if let Some(k) = key {
+            if k.len() < crate::crypto::MIN_KEY_LEN {
+                return Err(PmoError::KeyTooShort {
+                    name: name.to_string(),
+                    len: k.len(),
+                    min: crate::crypto::MIN_KEY_LEN,
+                });
+            }
+            kdf.check().map_err(PmoError::Kdf)?;
         }
         let mut dir = self.dir.lock();
         // Names are unique among live and damaged objects.
@@ -971,14 +1679,15 @@ impl PoolInner {
                 what: "the pool's virtual address plan has no room left".into(),
             });
         }
-        let mut rng = rand::thread_rng();
+        let mut rng = rand::rngs::OsRng;
         let obj_id: u64 = rng.gen();
         let salt: [u8; 16] = rng.gen();
         let zero_sha = sha256(&[&ZERO_PAGE]);
         let mut root = Root {
             obj_id,
             epoch: seq + 1,
-            nonce_hw: 1,
+            pool_id: self.header.pool_id,
+            slot: slot_index as u32,
             encrypted: key.is_some(),
             name: name.to_string(),
             pages,
@@ -991,7 +1700,7 @@ impl PoolInner {
         let keys = match key {
             Some(k) => {
                 let keys = ObjectKeys::derive(k, &salt, kdf)?;
-                root.verifier = keys.verifier(obj_id);
+                root.verifier = keys.verifier(obj_id, &salt, kdf);
                 Some(keys)
             }
             None => None,
@@ -1029,7 +1738,6 @@ impl PoolInner {
         let committed = Committed {
             epoch: seq + 1,
             which,
-            nonce_hw: 1,
             root_frames,
             root_body: body,
             root_mac: mac,
@@ -1041,6 +1749,8 @@ impl PoolInner {
             let _ = shared.keys.set(k);
         }
         dir[slot_index] = Slot::Live(shared);
+        drop(dir);
+        self.record_epoch(slot_index, obj_id, name, seq + 1, Kind::Live)?;
         Ok(ObjectInfo {
             name: name.to_string(),
             size: pages * PAGE as u64,
@@ -1049,13 +1759,25 @@ impl PoolInner {
             epoch: seq + 1,
             pages_written: 0,
             slot: slot_index,
+            damaged: None,
         })
     }
 
     fn pdestroy(&self, name: &str, key: Option<&[u8]>) -> Result<()> {
         self.writable("pdestroy")?;
         let shared = self.find(name)?;
-        shared.authenticate(key)?;
+        shared.authenticate(key, self.header.pool_id)?;
+        self.check_object_freshness(&shared)?;
+        let epoch = shared.committed.read().epoch;
+        // Intent first: a tombstone the state store does not expect is a
+        // forged deletion.
+        self.record_epoch(
+            shared.slot,
+            shared.obj_id,
+            name,
+            epoch + 1,
+            Kind::Destroying,
+        )?;
         let mut dir = self.dir.lock();
         if shared.handles.load(Ordering::Acquire) != 0 {
             return Err(PmoError::AlreadyAttached {
@@ -1082,7 +1804,7 @@ impl PoolInner {
         };
         drop(dir);
         self.free_frames(&shared.frames());
-        Ok(())
+        self.record_epoch(shared.slot, shared.obj_id, name, epoch + 1, Kind::Destroyed)
     }
 }
 

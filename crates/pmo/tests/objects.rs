@@ -340,11 +340,12 @@ fn tamper_root_is_detected() {
     let dir = tempfile::tempdir().unwrap();
     let path = setup(&dir, 8, 8);
     let (which, rec) = current_record(&path, 0);
-    // Change the nonce high-water mark in the root (offset 24 of the blob,
+    // Move the object's base address in the root (offset 112 of the blob,
     // after the 8-byte frame count) and fix the unkeyed hash in the record:
     // only the MAC can tell.
     let root_off = rec.root_pfn * PAGE as u64 + 8;
-    patch(&path, root_off + 24, &1u64.to_le_bytes());
+    let base = u64::from_le_bytes(read_at(&path, root_off + 112, 8).try_into().unwrap());
+    patch(&path, root_off + 112, &(base + (2 << 20)).to_le_bytes());
     let stored = read_at(&path, rec.root_pfn * PAGE as u64, 8 + rec.root_len as usize);
     use sha2::Digest;
     let sha = sha2::Sha256::digest(&stored);
@@ -472,7 +473,7 @@ fn not_a_pool_truncated_and_missing_files_are_refused() {
 }
 
 #[test]
-fn torn_record_falls_back_to_the_previous_psync() {
+fn torn_record_falls_back_to_the_previous_psync_and_a_flipped_one_does_not() {
     let dir = tempfile::tempdir().unwrap();
     let path = setup(&dir, 8, 8);
     {
@@ -481,28 +482,65 @@ fn torn_record_falls_back_to_the_previous_psync() {
         h.stage(2, &page_of(4, 2)).unwrap();
         h.psync().unwrap();
     }
-    // Tear the newest record (as a power cut in mid-write would): the
-    // CRC fails and the other record, the previous commit, is current.
-    let (which, _) = current_record(&path, 0);
+    let clean = file_bytes(&path);
+    // A power cut in mid-write leaves the newest record with a zero
+    // sequence word (written first): provably torn, so the previous
+    // commit is current, and the fallback is reported.
+    let (which, rec) = current_record(&path, 0);
+    patch(&path, record_offset(0, which) as u64, &[0; 8]);
     patch(&path, record_offset(0, which) as u64 + 20, &[0xFF; 8]);
-    let pool = Pool::open(&path, Access::ReadWrite).unwrap();
-    pool.check().unwrap();
-    let h = pool.open_object("obj", Perm::Read, Some(KEY)).unwrap();
-    let mut buf = vec![0u8; PAGE];
-    h.read(2, &mut buf).unwrap();
-    assert_eq!(buf, page_of(1, 2));
+    {
+        let pool = Pool::open(&path, Access::ReadWrite).unwrap();
+        pool.check().unwrap();
+        let report = pool.check_report();
+        assert!(
+            report.notes.iter().any(|n| n.contains("incomplete write")),
+            "{report:?}"
+        );
+        let h = pool.open_object("obj", Perm::Read, Some(KEY)).unwrap();
+        let mut buf = vec![0u8; PAGE];
+        h.read(2, &mut buf).unwrap();
+        assert_eq!(buf, page_of(1, 2));
+    }
+    // One flipped bit in the whole current record is not a crash state:
+    // the object is quarantined, never silently rolled back.
+    std::fs::write(&path, &clean).unwrap();
+    patch(&path, record_offset(0, which) as u64 + 57, &[0xFF; 1]);
+    let pool = Pool::open(&path, Access::ReadOnly).unwrap();
+    let e = pool.open_object("obj", Perm::Read, Some(KEY)).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "object \"obj\" is quarantined: directory record {which} fails its check (checksum mismatch) and may be the current one (epoch {}, the other record has {}): not a torn write, so the older record is not used (directory slot 0)",
+            rec.seq,
+            rec.seq - 1
+        )
+    );
 }
 
 #[test]
-fn a_frame_reachable_twice_is_refused_at_open() {
+fn a_frame_reachable_twice_quarantines_the_damaged_claimant_only() {
     let dir = tempfile::tempdir().unwrap();
     let path = setup(&dir, 8, 8);
-    // Copy object 0's current record into slot 1: two objects would share
-    // every frame. Opening must refuse rather than build an allocator that
-    // hands shared frames out.
+    // Copy object 0's current record into slot 1: two records would share
+    // every frame. The copy's root names slot 0, so it is the damaged one:
+    // quarantined, its claims never handed out; object 0 stays usable.
     let (_, rec) = current_record(&path, 0);
     patch(&path, record_offset(1, 0) as u64, &rec.encode());
-    let e = Pool::open(&path, Access::ReadOnly).unwrap_err();
-    assert!(matches!(e, PmoError::Inconsistent { .. }), "{e}");
-    assert!(e.to_string().contains("referenced twice"), "{e}");
+    let pool = Pool::open(&path, Access::ReadOnly).unwrap();
+    pool.check().unwrap();
+    let h = pool.open_object("obj", Perm::Read, Some(KEY)).unwrap();
+    assert_eq!(h.read_all().unwrap()[..PAGE], page_of(1, 0)[..]);
+    let ls = pool.list();
+    assert_eq!(ls.len(), 2);
+    let q = ls[1].damaged.as_deref().unwrap();
+    assert!(
+        q.starts_with("directory record 1 was erased (record 0 has epoch 2, so it held epoch 1)"),
+        "{q}"
+    );
+    assert!(q.contains("frames (first "), "{q}");
+    assert!(
+        q.ends_with("are also claimed by object \"obj\" (slot 0)"),
+        "{q}"
+    );
 }

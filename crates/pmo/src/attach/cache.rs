@@ -4,10 +4,15 @@
 //! new plaintext of the dirty pages back into the cache beside sealing them,
 //! so the cache always holds the committed state.
 //!
-//! One `PageCache` per object, found by the object's fixed base address in a
-//! process-wide registry. The pool calls [`evict`] when an object is
-//! destroyed (or replaced by a new one at the same address); eviction zeroes
-//! the cached plaintext before the memory is returned.
+//! One `PageCache` per object, found in a process-wide registry by the
+//! object's identity (pool id, object id) and valid for one committed
+//! version ([`CacheIdentity`]): an attach of a later version (another
+//! process psynced meanwhile) or of another object at the same address
+//! (destroyed and re-created) gets a fresh, empty cache, so plaintext is
+//! never served across objects, generations or versions. A psync through
+//! the cache moves it to the new version. The pool calls [`evict`] when an
+//! object is destroyed; eviction zeroes the cached plaintext before the
+//! memory is returned.
 //!
 //! Invariant that makes the unsynchronised page bytes sound: a cache page is
 //! written only (a) while it is `FILLING`, by the one thread that moved it
@@ -17,7 +22,9 @@
 //! skips pages already mapped). It is read only when `READY`.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+
+use crate::backing::CacheIdentity;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use super::predict::{Predictor, PredictorKind};
@@ -50,6 +57,9 @@ impl Drop for Frames {
 
 /// The DRAM cache of one object.
 pub struct PageCache {
+    base: usize,
+    /// The committed version the cached pages reflect.
+    version: AtomicU64,
     page_size: usize,
     pages: usize,
     frames: Frames,
@@ -70,7 +80,17 @@ pub enum Lookup {
 }
 
 impl PageCache {
+    #[cfg(test)]
     fn new(pages: usize, page_size: usize) -> std::io::Result<PageCache> {
+        PageCache::new_at(0, 0, pages, page_size)
+    }
+
+    fn new_at(
+        base: usize,
+        version: u64,
+        pages: usize,
+        page_size: usize,
+    ) -> std::io::Result<PageCache> {
         let len = pages * page_size;
         // SAFETY: a fresh anonymous mapping; the result is checked.
         let ptr = unsafe {
@@ -93,6 +113,8 @@ impl PageCache {
             libc::madvise(ptr, len.max(page_size), libc::MADV_DONTDUMP);
         }
         Ok(PageCache {
+            base,
+            version: AtomicU64::new(version),
             page_size,
             pages,
             frames: Frames {
@@ -197,6 +219,11 @@ impl PageCache {
         *self.predictor.lock().unwrap_or_else(|e| e.into_inner()) = Some((kind, depth, p));
     }
 
+    /// The cache now holds `version` (after a psync through it).
+    pub(crate) fn set_version(&self, version: u64) {
+        self.version.store(version, Ordering::Release);
+    }
+
     /// Pages cached now.
     pub fn cached_pages(&self) -> usize {
         self.state
@@ -206,49 +233,55 @@ impl PageCache {
     }
 }
 
-type Registry = Mutex<HashMap<usize, Arc<PageCache>>>;
+type Registry = Mutex<HashMap<(u64, u64), Arc<PageCache>>>;
 
 fn registry() -> &'static Registry {
     static REGISTRY: OnceLock<Registry> = OnceLock::new();
     REGISTRY.get_or_init(|| Mutex::new(HashMap::new()))
 }
 
-/// The cache of the object at `base`, created empty if there is none (or if
-/// the one there has another shape: a different object now lives there).
+/// The cache of object `id` at `base`, created empty if there is none, or
+/// if the one there holds another version or has another shape (the old
+/// one's plaintext is zeroed once its last attachment is gone).
 pub(crate) fn cache_for(
+    id: CacheIdentity,
     base: usize,
     pages: usize,
     page_size: usize,
 ) -> std::io::Result<Arc<PageCache>> {
     let mut map = registry().lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(c) = map.get(&base) {
-        if c.pages == pages && c.page_size == page_size {
+    if let Some(c) = map.get(&(id.pool, id.object)) {
+        if c.pages == pages
+            && c.page_size == page_size
+            && c.base == base
+            && c.version.load(Ordering::Acquire) == id.version
+        {
             return Ok(c.clone());
         }
     }
-    let c = Arc::new(PageCache::new(pages, page_size)?);
-    map.insert(base, c.clone());
+    let c = Arc::new(PageCache::new_at(base, id.version, pages, page_size)?);
+    map.insert((id.pool, id.object), c.clone());
     Ok(c)
 }
 
-/// The cache of the object at `base`, if one exists.
-pub fn lookup(base: usize) -> Option<Arc<PageCache>> {
+/// The cache of object `id`, if one exists for its current version.
+pub fn lookup(id: CacheIdentity) -> Option<Arc<PageCache>> {
     registry()
         .lock()
         .unwrap_or_else(|e| e.into_inner())
-        .get(&base)
+        .get(&(id.pool, id.object))
+        .filter(|c| c.version.load(Ordering::Acquire) == id.version)
         .cloned()
 }
 
-/// Drop the DRAM cache of the object at `base` (pdestroy, or an object
-/// changed outside this process). Its plaintext is zeroed once the last
-/// attachment using it is gone. Returns whether there was one.
+/// Drop the DRAM caches of objects at `base` (pdestroy, or an object
+/// changed outside this process). Their plaintext is zeroed once the last
+/// attachment using them is gone. Returns whether there was one.
 pub fn evict(base: usize) -> bool {
-    registry()
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .remove(&base)
-        .is_some()
+    let mut map = registry().lock().unwrap_or_else(|e| e.into_inner());
+    let before = map.len();
+    map.retain(|_, c| c.base != base);
+    map.len() != before
 }
 
 #[cfg(test)]

@@ -165,13 +165,13 @@ pub enum AttachError {
         end: usize,
         occupant: String,
     },
-    #[error("mapping object at {base:#x}..{end:#x}: {source}")]
+    #[error("mapping object at {base:#x}..{end:#x}")]
     Map {
         base: usize,
         end: usize,
         source: io::Error,
     },
-    #[error("userfaultfd {op} for object at {base:#x}: {source}")]
+    #[error("userfaultfd {op} for object at {base:#x}")]
     Uffd {
         base: usize,
         op: &'static str,
@@ -184,13 +184,13 @@ pub enum AttachError {
         addr: usize,
         message: String,
     },
-    #[error("psync of object at {base:#x}: staging page {page}: {source}")]
+    #[error("psync of object at {base:#x}: staging page {page}")]
     Stage {
         base: usize,
         page: usize,
         source: Box<dyn std::error::Error + Send + Sync>,
     },
-    #[error("psync of object at {base:#x}: commit: {source}")]
+    #[error("psync of object at {base:#x}: commit")]
     Commit {
         base: usize,
         source: Box<dyn std::error::Error + Send + Sync>,
@@ -936,7 +936,7 @@ impl Attachment {
             }
         };
         let cache = if mode.uses_cache() {
-            match cache::cache_for(base, pages, page_size) {
+            match cache::cache_for(backing.cache_identity(), base, pages, page_size) {
                 Ok(c) => Some(c),
                 Err(e) => {
                     unmap();
@@ -1233,7 +1233,10 @@ impl Attachment {
                 s.dirty.set(p);
             }
         };
-        let cache = s.cache.clone().or_else(|| cache::lookup(s.base));
+        let cache = s
+            .cache
+            .clone()
+            .or_else(|| cache::lookup(s.backing.cache_identity()));
         let mut copies = vec![0u8; dirty.len() * s.page_size];
         for (&p, buf) in dirty.iter().zip(copies.chunks_mut(s.page_size)) {
             // SAFETY: page `p` is mapped (dirty pages are present) and lies
@@ -1263,6 +1266,7 @@ impl Attachment {
             for (&p, buf) in dirty.iter().zip(copies.chunks(s.page_size)) {
                 cache.update(p, buf);
             }
+            cache.set_version(s.backing.cache_identity().version);
         }
         let buf = &mut copies;
         buf.fill(0);
