@@ -16,6 +16,7 @@ mod study;
 mod study_banks;
 mod study_power;
 mod study_swap;
+mod sweep_cmd;
 mod trace_cmd;
 mod units;
 
@@ -83,6 +84,11 @@ enum Command {
         #[command(subcommand)]
         study: study::Study,
     },
+    /// A design-space sweep over a grid (TOML): every cell one task, on
+    /// this machine's cores or a Ray cluster (`--ray`); results in one
+    /// Parquet file and an HTML summary; resumes. Needs the Python package
+    /// (`pip install .`).
+    Sweep(sweep_cmd::SweepArgs),
     /// The allocators inside a real Linux 6.12 kernel under QEMU: build
     /// the patched kernel, run a workload with a policy, the kernel study.
     Kernel {
@@ -273,6 +279,7 @@ fn run(cli: Cli) -> Result<()> {
         } => trace_cmd::convert(args),
         Command::Memsys { memsys } => memsys_cmd::run(memsys),
         Command::Study { study } => study::run(study),
+        Command::Sweep(args) => sweep_cmd::run(args),
         Command::Kernel { kernel } => kernel_cmd::run(kernel),
         Command::Probe { probe } => probe_cmd::run(probe),
     }
