@@ -30,10 +30,7 @@ use numpy::{IntoPyArray, PyArray1, PyReadonlyArray1};
 use nvmos_frames::sync::SpinYield;
 use nvmos_frames::{MigrateType, ZoneMap};
 use nvmos_sim::evaluate::{heat_map, recorded_zones, study_zones};
-use nvmos_sim::{
-    study_allocator, study_as_recorded, AllocatorKind, Evaluation, StudyOptions, StudyRow,
-    TraceStudy, AS_RECORDED,
-};
+use nvmos_sim::{AllocatorKind, Evaluation, StudyOptions, StudyRow, AS_RECORDED};
 use nvmos_trace::{
     detect, Event, EventSource, Format, MachineInfo, NvtReader, Op, TextReader, TraceError,
     TraceHeader, TraceInfo,
@@ -647,42 +644,35 @@ fn evaluate(
             let mut progress = Progress::new(progress, total);
             let mut studies = Vec::new();
             for input in &inputs {
-                let path = input.path().display().to_string();
                 let name = input.stem();
-                let machine = machine_of(input, &options)?;
-                let mut out = Vec::new();
-                for &row in &rows {
-                    let label = row.map_or(AS_RECORDED, |k| k.name());
-                    progress.report(false, &format!("{name}: {label}"))?;
-                    let source = input
-                        .open()
-                        .map_err(Failure::rust(format!("opening {path}"), options_error))?;
-                    let result = match row {
-                        None => {
-                            study_as_recorded(&machine, source, &options).map_err(Failure::rust(
-                                format!("{path}: counting the recorded placement"),
-                                study_error,
-                            ))?
+                // The one per-trace study the CLI runs too; a Python error
+                // raised by the progress callback stops it and is re-raised.
+                let mut stopped: Option<PyErr> = None;
+                let study = nvmos_sim::evaluate::study_trace(
+                    input.path(),
+                    &|| input.open(),
+                    &rows,
+                    &options,
+                    &mut |label, finished| match progress
+                        .report(finished, &format!("{name}: {label}"))
+                    {
+                        Ok(()) => true,
+                        Err(e) => {
+                            stopped = Some(e);
+                            false
                         }
-                        Some(kind) => {
-                            study_allocator::<SpinYield, _, _>(kind, &machine, source, &options)
-                                .map_err(Failure::rust(
-                                    format!("{path}: replaying through {kind}"),
-                                    study_error,
-                                ))?
-                        }
-                    };
-                    out.push(result);
-                    progress.report(true, &format!("{name}: {label}"))?;
+                    },
+                );
+                match study {
+                    Ok(study) => studies.push(study),
+                    Err(_) if stopped.is_some() => {
+                        return Err(Failure::Message(stopped.take().expect("checked")))
+                    }
+                    Err(e @ nvmos_sim::evaluate::EvaluateError::Replay { .. }) => {
+                        return Err(Failure::rust(String::new(), study_error)(e))
+                    }
+                    Err(e) => return Err(Failure::rust(String::new(), options_error)(e)),
                 }
-                studies.push(TraceStudy {
-                    trace: name,
-                    source: path,
-                    events: out[0].stats.events,
-                    duration_ns: out[0].stats.trace_ns,
-                    machine,
-                    rows: out,
-                });
             }
             Ok(Evaluation {
                 options: options.clone(),
@@ -754,12 +744,15 @@ fn wear<'py>(
                 Some(kind) => {
                     let zones = study_zones(&machine, &options);
                     let cpus = options.cpus.unwrap_or(machine.cpus).max(1);
-                    let alloc = kind
-                        .build::<SpinYield>(&zones, cpus)
-                        .map_err(Failure::rust(
-                            format!("{path}: building {kind}"),
-                            options_error,
-                        ))?;
+                    let setup = nvmos_sim::allocators::Setup {
+                        bank_frames: options.bank_frames,
+                        ..nvmos_sim::allocators::Setup::new(&zones, cpus)
+                    }
+                    .fit_banks();
+                    let alloc = kind.build::<SpinYield>(&setup).map_err(Failure::rust(
+                        format!("{path}: building {kind}"),
+                        options_error,
+                    ))?;
                     let r = nvmos_sim::replay(&*alloc, source, options.model).map_err(
                         Failure::rust(format!("{path}: replaying through {kind}"), study_error),
                     )?;

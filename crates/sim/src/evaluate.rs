@@ -2,7 +2,7 @@
 //! count the kernel's own placement, and summarise wear, lifetime and
 //! speed as one row of the comparison.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use nvmos_frames::sync::SpinYield;
 use nvmos_frames::{ConfigError, Zone, ZoneMap};
@@ -156,6 +156,9 @@ pub enum EvaluateError {
     /// The trace does not describe its machine and no memory was given.
     #[error("{0} does not say which machine it was recorded on and has no page-allocation events to infer it from")]
     NoMachine(PathBuf),
+    /// The caller's progress callback asked to stop.
+    #[error("stopped by the caller")]
+    Cancelled,
     /// A replay failed.
     #[error("{}: {what}", path.display())]
     Replay {
@@ -187,76 +190,29 @@ pub fn evaluate(
     let total = (options.traces.len() * (options.allocators.len() + 1)) as u64;
     let mut done = 0;
     let mut traces = Vec::new();
-    let limits = Limits {
-        frames: study.memory_frames,
-        cpus: study.cpus,
-    };
+    let rows: Vec<Option<AllocatorKind>> = std::iter::once(None)
+        .chain(options.allocators.iter().copied().map(Some))
+        .collect();
     for path in &options.traces {
-        let open = || nvmos_trace::open(path).map_err(EvaluateError::Open);
-        // Every event checked against an explicit machine: the first one
-        // beyond it is an error naming pfn or CPU and line, never writes
-        // dropped or CPUs folded in silence.
-        let open_checked = || open().map(|s| Checked::new(s, path, limits));
-        let recorded_machine = open()?.header().and_then(|h| h.machine.clone());
-        let (machine, inferred) = match recorded_machine {
-            Some(m) => (m, false),
-            None => {
-                // A text trace: no header. What it needs, from its events.
-                let mut source = open()?;
-                let info = TraceInfo::from_source(&mut *source).map_err(EvaluateError::Open)?;
-                let needs = Needs::of(&info).ok_or_else(|| EvaluateError::NoMachine(path.clone()))?;
-                let frames = study.memory_frames.unwrap_or(needs.frames);
-                let cpus = study.cpus.unwrap_or(needs.cpus);
-                (
-                    single_zone_machine(frames, Some(cpus)),
-                    study.memory_frames.is_none() || study.cpus.is_none(),
-                )
-            }
-        };
-        let name = path
-            .file_stem()
-            .and_then(|s| s.to_str())
-            .map(|s| s.trim_end_matches(".nvt").to_string())
-            .unwrap_or_else(|| path.display().to_string());
-        let failed = |what: String| {
-            move |source| EvaluateError::Replay {
-                path: path.clone(),
-                what,
-                source,
-            }
-        };
-        let mut step = |what: &str, done: u64| {
-            progress(Progress {
-                done,
-                total,
-                step: format!("{name}: {what}"),
-            })
-        };
-        step(AS_RECORDED, done);
-        let mut source = open_checked()?;
-        let mut recorded = study_as_recorded(&machine, &mut source, study)
-            .map_err(failed("counting the recorded placement".into()))?;
-        recorded.stats.accounting.lost_events = source.counts().lost_events;
-        done += 1;
-        let mut rows = vec![recorded];
-        for &kind in &options.allocators {
-            step(kind.name(), done);
-            let mut source = open_checked()?;
-            let mut row = study_allocator::<SpinYield, _, _>(kind, &machine, &mut source, study)
-                .map_err(failed(format!("replaying through {kind}")))?;
-            row.stats.accounting.lost_events = source.counts().lost_events;
-            rows.push(row);
-            done += 1;
-        }
-        traces.push(TraceStudy {
-            trace: name,
-            source: path.display().to_string(),
-            events: rows[0].stats.events,
-            duration_ns: rows[0].stats.trace_ns,
-            machine,
-            inferred,
-            rows,
-        });
+        let name = trace_name(path);
+        let trace = study_trace(
+            path,
+            &|| nvmos_trace::open(path),
+            &rows,
+            study,
+            &mut |label, finished| {
+                if finished {
+                    done += 1;
+                }
+                progress(Progress {
+                    done,
+                    total,
+                    step: format!("{name}: {label}"),
+                });
+                true
+            },
+        )?;
+        traces.push(trace);
     }
     progress(Progress {
         done,
@@ -266,6 +222,96 @@ pub fn evaluate(
     Ok(Evaluation {
         options: study.clone(),
         traces,
+    })
+}
+
+/// A trace's short name: its file stem without `.nvt`, as rows are named.
+pub fn trace_name(path: &Path) -> String {
+    path.file_stem()
+        .and_then(|s| s.to_str())
+        .map(|s| s.trim_end_matches(".nvt").to_string())
+        .unwrap_or_else(|| path.display().to_string())
+}
+
+/// One trace's rows, in the order of `rows` (`None`: the kernel's own
+/// placement, as recorded): the one place `evaluate`, `replay` and the
+/// Python bindings (which also read traces from memory) study a trace.
+///
+/// `open` opens the trace afresh for each pass (it is named `path` in
+/// errors). A trace without a recorded machine (text) gets one zone of
+/// the memory and CPUs it needs, inferred from its events unless
+/// `study` names them, and the result says so (`inferred`); every event
+/// is checked against an explicit machine, so a pfn or CPU beyond it is
+/// an error naming it and its line, never a silent drop.
+/// `step(label, finished)` is told before and after each row; returning
+/// `false` stops with [`EvaluateError::Cancelled`].
+pub fn study_trace<S: EventSource>(
+    path: &Path,
+    open: &dyn Fn() -> Result<S, TraceError>,
+    rows: &[Option<AllocatorKind>],
+    study: &StudyOptions,
+    step: &mut dyn FnMut(&str, bool) -> bool,
+) -> Result<TraceStudy, EvaluateError> {
+    let limits = Limits {
+        frames: study.memory_frames,
+        cpus: study.cpus,
+    };
+    let open = || open().map_err(EvaluateError::Open);
+    let open_checked = || open().map(|s| Checked::new(s, path, limits));
+    let recorded_machine = open()?.header().and_then(|h| h.machine.clone());
+    let (machine, inferred) = match recorded_machine {
+        Some(m) => (m, false),
+        None => {
+            // A text trace: no header. What it needs, from its events.
+            let mut source = open()?;
+            let info = TraceInfo::from_source(&mut source).map_err(EvaluateError::Open)?;
+            let needs =
+                Needs::of(&info).ok_or_else(|| EvaluateError::NoMachine(path.to_owned()))?;
+            let frames = study.memory_frames.unwrap_or(needs.frames);
+            let cpus = study.cpus.unwrap_or(needs.cpus);
+            (
+                single_zone_machine(frames, Some(cpus)),
+                study.memory_frames.is_none() || study.cpus.is_none(),
+            )
+        }
+    };
+    let failed = |what: String| {
+        move |source| EvaluateError::Replay {
+            path: path.to_owned(),
+            what,
+            source,
+        }
+    };
+    let mut out = Vec::with_capacity(rows.len());
+    for &row in rows {
+        let label = row.map_or(AS_RECORDED, |k| k.name());
+        if !step(label, false) {
+            return Err(EvaluateError::Cancelled);
+        }
+        let mut source = open_checked()?;
+        let mut result = match row {
+            None => study_as_recorded(&machine, &mut source, study)
+                .map_err(failed("counting the recorded placement".into()))?,
+            Some(kind) => study_allocator::<SpinYield, _, _>(kind, &machine, &mut source, study)
+                .map_err(failed(format!("replaying through {kind}")))?,
+        };
+        result.stats.accounting.lost_events = source.counts().lost_events;
+        out.push(result);
+        if !step(label, true) {
+            return Err(EvaluateError::Cancelled);
+        }
+    }
+    let (events, duration_ns) = out
+        .first()
+        .map_or((0, 0), |r| (r.stats.events, r.stats.trace_ns));
+    Ok(TraceStudy {
+        trace: trace_name(path),
+        source: path.display().to_string(),
+        events,
+        duration_ns,
+        machine,
+        inferred,
+        rows: out,
     })
 }
 
