@@ -18,7 +18,7 @@ mod study_power;
 mod study_swap;
 mod sweep_cmd;
 mod trace_cmd;
-mod units;
+use nvmos_sim::units;
 
 use std::io::IsTerminal;
 use std::path::PathBuf;

@@ -296,53 +296,7 @@ fn machine_presets() -> Vec<String> {
 /// count) into 4 KiB frames.
 #[pyfunction]
 fn parse_memory(text: &str) -> PyResult<u64> {
-    parse_size(text).map_err(|e| OptionsError::new_err(format!("memory: {e}")))
-}
-
-/// Sizes exactly as the CLI's `--memory` reads them (`crates/cli/src/units.rs`,
-/// which a binary crate cannot share): `4GiB`, `512MiB`, `4G` (binary, as
-/// Linux's `memparse`), `123B`, or a bare number of 4 KiB frames; byte
-/// sizes must be whole frames; zero is refused.
-fn parse_size(text: &str) -> Result<u64, String> {
-    const FRAME_BYTES: u64 = 4096;
-    let trimmed = text.trim();
-    let split = trimmed
-        .find(|c: char| !c.is_ascii_digit() && c != '_')
-        .unwrap_or(trimmed.len());
-    let (digits, unit) = trimmed.split_at(split);
-    let number: u64 = digits.replace('_', "").parse().map_err(|_| {
-        format!("'{text}' is not a memory size: expected e.g. 4GiB, 512MiB, or a number of 4 KiB frames")
-    })?;
-    let shift = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "frames" => {
-            return match number {
-                0 => Err(format!("memory '{text}' is zero frames")),
-                frames => Ok(frames),
-            };
-        }
-        "b" => 0,
-        "k" | "kib" => 10,
-        "m" | "mib" => 20,
-        "g" | "gib" => 30,
-        "t" | "tib" => 40,
-        other => {
-            return Err(format!(
-                "'{text}' has an unknown unit '{other}': use B, KiB, MiB, GiB, TiB or a bare frame count"
-            ))
-        }
-    };
-    let bytes = number
-        .checked_mul(1 << shift)
-        .ok_or_else(|| format!("memory '{text}' is too large"))?;
-    if bytes == 0 {
-        return Err(format!("memory '{text}' is zero bytes"));
-    }
-    if bytes % FRAME_BYTES != 0 {
-        return Err(format!(
-            "memory '{text}' is not a whole number of {FRAME_BYTES}-byte frames"
-        ));
-    }
-    Ok(bytes / FRAME_BYTES)
+    nvmos_sim::units::parse_memory(text).map_err(|e| OptionsError::new_err(format!("memory: {e}")))
 }
 
 /// The header of a trace, its format and, when `scan`, a one-pass summary
@@ -536,25 +490,6 @@ fn parse_rows(names: &[String]) -> PyResult<Vec<Option<AllocatorKind>>> {
         .collect()
 }
 
-/// A machine of one zone, for text traces that do not describe theirs
-/// (as the CLI does).
-fn single_zone_machine(frames: u64, cpus: Option<u32>) -> MachineInfo {
-    MachineInfo {
-        page_size: 4096,
-        memory_bytes: frames * 4096,
-        cpus: cpus.unwrap_or(1),
-        zones: vec![nvmos_trace::ZoneInfo {
-            node: 0,
-            name: "Normal".into(),
-            start_pfn: 0,
-            spanned: frames,
-            present: frames,
-        }],
-        kernel: String::new(),
-        ram: Vec::new(),
-    }
-}
-
 /// Why a run stopped, carried out of the GIL-free section.
 enum Failure {
     /// A library error, with what was being done.
@@ -610,7 +545,7 @@ fn machine_of(input: &TraceInput<'_>, options: &StudyOptions) -> Result<MachineI
         .or_else(|| {
             options
                 .memory_frames
-                .map(|frames| single_zone_machine(frames, options.cpus))
+                .map(|frames| nvmos_sim::evaluate::single_zone_machine(frames, options.cpus))
         })
         .ok_or_else(|| {
             Failure::Message(OptionsError::new_err(format!(

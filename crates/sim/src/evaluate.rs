@@ -316,7 +316,7 @@ pub fn study_trace<S: EventSource>(
 }
 
 /// A machine of one zone, for text traces that do not describe theirs.
-fn single_zone_machine(frames: u64, cpus: Option<u32>) -> MachineInfo {
+pub fn single_zone_machine(frames: u64, cpus: Option<u32>) -> MachineInfo {
     MachineInfo {
         page_size: 4096,
         memory_bytes: frames * 4096,

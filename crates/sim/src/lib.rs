@@ -41,6 +41,7 @@ pub mod power;
 pub mod replay;
 pub mod study;
 pub mod swap_study;
+pub mod units;
 pub mod wear;
 
 pub use allocators::{
