@@ -179,14 +179,24 @@ def _rows_arg(allocators: Optional[Sequence[str]], as_recorded: bool) -> list[st
 #: The columns of an evaluation's DataFrame, in order: what ``summary.csv``
 #: and ``results.json`` hold per row, flattened (``lifetime_years`` split
 #: per endurance).
-EVALUATE_COLUMNS = [
-    "trace", "allocator", "source", "duration_ns",
-    "events", "allocs", "frees", "alloc_failures", "frees_before_recording",
-    "frees_of_failed", "partial_frees", "lost_frees", "elapsed_ns", "trace_ns",
+STATS_COLUMNS = [
+    "events", "allocs", "frees", "alloc_failures", "frees_of_failed", "outside",
+    "events_read", "lost_events", "frees_before_recording", "frees_mismatched_order",
+    "partial_frees", "allocs_of_live_pfn", "time_reversals", "elapsed_ns", "trace_ns",
+    "migration_passes", "blocks_migrated", "pages_migrated",
+]  # fmt: skip
+WEAR_COLUMNS = [
     "frames", "touched", "total_writes", "max", "mean", "max_over_mean",
     "max_over_touched_mean", "cov", "gini", "lifetime_pct_of_ideal",
+]  # fmt: skip
+# Every column of the CLI's summary.csv, plus the rest of results.json's
+# per-row numbers: the replay's counts (every event accounted for) and the
+# flag the CLI prints for a row with refused allocations or outside writes.
+EVALUATE_COLUMNS = [
+    "trace", "allocator", "source", "duration_ns",
+    *STATS_COLUMNS, *WEAR_COLUMNS,
     "lifetime_years_1e6", "lifetime_years_1e7", "lifetime_years_1e8",
-    "metadata_bytes_per_frame", "ns_per_event", "events_per_second",
+    "metadata_bytes_per_frame", "ns_per_event", "events_per_second", "flag",
 ]  # fmt: skip
 
 
@@ -194,6 +204,16 @@ def _lifetime(value: Optional[float]) -> float:
     # JSON has no infinity: serde writes an infinite lifetime (a frame
     # never written) as null.
     return math.inf if value is None else float(value)
+
+
+def _flag(stats: dict) -> str:
+    """The CLI's flag for a row whose figures are not the trace's (empty if none)."""
+    what = []
+    if stats.get("alloc_failures", 0) > 0:
+        what.append(f"{stats['alloc_failures']} allocations refused")
+    if stats.get("outside", 0) > 0:
+        what.append(f"{stats['outside']} frames written outside memory")
+    return ", ".join(what)
 
 
 def evaluation_frame(raw: dict) -> pd.DataFrame:
@@ -209,14 +229,15 @@ def evaluation_frame(raw: dict) -> pd.DataFrame:
                     "allocator": r["allocator"],
                     "source": t["source"],
                     "duration_ns": t["duration_ns"],
-                    **{k: s[k] for k in EVALUATE_COLUMNS[4:14]},
-                    **{k: w[k] for k in EVALUATE_COLUMNS[14:24]},
+                    **{k: s.get(k, 0) for k in STATS_COLUMNS},
+                    **{k: w[k] for k in WEAR_COLUMNS},
                     "lifetime_years_1e6": years[0],
                     "lifetime_years_1e7": years[1],
                     "lifetime_years_1e8": years[2],
                     "metadata_bytes_per_frame": r["metadata_bytes_per_frame"],
                     "ns_per_event": s["elapsed_ns"] / s["events"] if s["events"] else 0.0,
                     "events_per_second": s["events"] * 1e9 / s["elapsed_ns"] if s["elapsed_ns"] else 0.0,
+                    "flag": _flag(s),
                 }
             )
     df = pd.DataFrame(rows, columns=EVALUATE_COLUMNS)

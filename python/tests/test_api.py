@@ -61,7 +61,10 @@ def test_evaluate_matches_results_json_and_summary_csv(nvmos_bin, tmp_path):
         assert col in df.columns, col
         if col in ("ns_per_event", "events_per_second"):
             continue
-        if not (pd.api.types.is_numeric_dtype(df[col]) and pd.api.types.is_numeric_dtype(csv[col])):
+        if col == "flag":
+            # An empty CSV field reads back as NaN.
+            assert list(df[col]) == ["" if pd.isna(v) else v for v in csv[col]], col
+        elif not (pd.api.types.is_numeric_dtype(df[col]) and pd.api.types.is_numeric_dtype(csv[col])):
             assert list(df[col]) == list(csv[col]), col
         else:
             # summary.csv prints floats with Rust's shortest round-trip
@@ -203,14 +206,23 @@ def test_bad_text_line_names_the_line(tmp_path):
     assert e.value.line == 3 and f"{bad}:3" in str(e.value)
 
 
-def test_text_trace_without_machine_needs_memory(tmp_path):
+def test_text_trace_without_machine_gets_it_inferred_or_checked(tmp_path):
     t = tmp_path / "ok.trace"
     t.write_text(
-        "  bash-1 [000] ..... 1.000000: mm_page_alloc: page=0000000000000001 pfn=0x10 order=0 migratetype=1 gfp_flags=GFP_KERNEL\n"
+        "  bash-1 [001] ..... 1.000000: mm_page_alloc: page=0000000000000001 pfn=0x10 order=0 migratetype=1 gfp_flags=GFP_KERNEL\n"
     )
-    with pytest.raises(nvmos.OptionsError, match="give memory="):
-        nvmos.replay(t, ["iBuddy"])
+    # No machine in a text trace: memory and CPUs come from its events
+    # (highest pfn + block, highest CPU + 1), and the result says so.
+    df = nvmos.replay(t, ["iBuddy"])
+    assert df["allocs"].tolist() == [1, 1]
+    trace = df.attrs["result"].raw["traces"][0]
+    assert trace["inferred"] is True
+    assert trace["machine"]["cpus"] == 2 and trace["machine"]["zones"][0]["spanned"] == 0x11
     assert nvmos.replay(t, ["iBuddy"], memory="16MiB")["allocs"].tolist() == [1, 1]
+    # A memory the recorded placement cannot hold is refused, naming pfn and line.
+    with pytest.raises(nvmos.TraceFileError, match="pfn 0x10") as e:
+        nvmos.replay(t, ["iBuddy"], memory=8)
+    assert e.value.line == 1
 
 
 @pytest.mark.parametrize(

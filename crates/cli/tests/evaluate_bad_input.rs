@@ -107,8 +107,10 @@ fn unknown_allocators_and_bad_sizes_are_named() {
 /// lifetime 100 %. Now it is refused, naming the first pfn beyond it.
 #[test]
 fn too_little_memory_is_refused_naming_the_first_pfn_beyond_it() {
-    let trace = shipped("numpy.nvt");
-    for memory in ["1MiB", "4GiB", "1"] {
+    // A text trace has no machine but the memory given: its recorded
+    // placement cannot put a block beyond it, so the run is refused.
+    let trace = Path::new(env!("CARGO_MANIFEST_DIR")).join("../trace/tests/data/ftrace_pipe.txt");
+    for memory in ["1MiB", "1"] {
         let out = nvmos(&[
             "replay",
             "--trace",
@@ -122,7 +124,7 @@ fn too_little_memory_is_refused_naming_the_first_pfn_beyond_it() {
         refused(
             &out,
             &[
-                "numpy.nvt: event #",
+                "ftrace_pipe.txt:",
                 "pfn 0x",
                 "beyond the",
                 "needs more memory",
@@ -130,6 +132,34 @@ fn too_little_memory_is_refused_naming_the_first_pfn_beyond_it() {
         );
         assert!(out.stdout.is_empty(), "no table after the error");
     }
+}
+
+#[test]
+fn a_smaller_memory_for_a_recorded_trace_flags_the_refusing_allocator() {
+    // A recorded trace keeps its own zones for the recorded placement; an
+    // allocator given less memory than the traced pfns span is a real
+    // question (a memory-size sweep): every refused allocation is counted
+    // and the row is flagged, never dropped in silence.
+    let trace = shipped("numpy.nvt");
+    let out = nvmos(&[
+        "replay",
+        "--trace",
+        trace.to_str().unwrap(),
+        "--memory",
+        "1",
+        "--alloc",
+        "iBuddy",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("iBuddy: 21074 allocations refused"),
+        "the refusing row is flagged: {stdout}"
+    );
 }
 
 #[test]

@@ -114,6 +114,12 @@ fn to_py(
             (Some(path), None, None)
         }
         TraceError::Parse { path, line, .. } => (Some(path), Some(*line), None),
+        // `at` is ":LINE" in a text trace, ": event #N" in a .nvt.
+        TraceError::BeyondMachine { path, at, .. } => (
+            Some(path),
+            at.trim_start_matches(':').parse::<u64>().ok(),
+            None,
+        ),
         TraceError::BadMagic { path, offset }
         | TraceError::UnsupportedVersion { path, offset, .. }
         | TraceError::Checksum { path, offset, .. }

@@ -252,13 +252,26 @@ pub fn study_trace<S: EventSource>(
     study: &StudyOptions,
     step: &mut dyn FnMut(&str, bool) -> bool,
 ) -> Result<TraceStudy, EvaluateError> {
-    let limits = Limits {
-        frames: study.memory_frames,
+    let open = || open().map_err(EvaluateError::Open);
+    let recorded_machine = open()?.header().and_then(|h| h.machine.clone());
+    // What each row's events are checked against. The recorded placement
+    // puts every block at its traced pfn, so a text trace's events must
+    // lie inside the memory given for it (its only machine); a recorded
+    // machine's zones always hold its own trace. An allocator places
+    // blocks itself: a memory smaller than the traced pfns is a real
+    // question (a memory-size sweep), answered with refusals counted and
+    // the row flagged, never with events dropped. CPUs are checked for
+    // every row: a per-CPU allocator cannot serve a CPU it does not have.
+    let text_trace = recorded_machine.is_none();
+    let limits = |row: Option<AllocatorKind>| Limits {
+        frames: if row.is_none() && text_trace {
+            study.memory_frames
+        } else {
+            None
+        },
         cpus: study.cpus,
     };
-    let open = || open().map_err(EvaluateError::Open);
-    let open_checked = || open().map(|s| Checked::new(s, path, limits));
-    let recorded_machine = open()?.header().and_then(|h| h.machine.clone());
+    let open_checked = |row| open().map(|s| Checked::new(s, path, limits(row)));
     let (machine, inferred) = match recorded_machine {
         Some(m) => (m, false),
         None => {
@@ -288,7 +301,7 @@ pub fn study_trace<S: EventSource>(
         if !step(label, false) {
             return Err(EvaluateError::Cancelled);
         }
-        let mut source = open_checked()?;
+        let mut source = open_checked(row)?;
         let mut result = match row {
             None => study_as_recorded(&machine, &mut source, study)
                 .map_err(failed("counting the recorded placement".into()))?,
