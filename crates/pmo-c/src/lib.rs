@@ -604,16 +604,17 @@ pub unsafe extern "C" fn nvmos_pmo_attach(
             )
         };
         non_null(out, "out")?;
-        let perm = match perm {
-            p if p == NvmosPmoPerm::Read as u32 => Perm::Read,
-            p if p == NvmosPmoPerm::Write as u32 => Perm::Write,
-            other => {
-                return Err(Failure::new(
+        let perm =
+            match perm {
+                p if p == NvmosPmoPerm::Read as u32 => Perm::Read,
+                p if p == NvmosPmoPerm::Write as u32 => Perm::Write,
+                other => return Err(Failure::new(
                     NvmosPmoStatus::InvalidArgument,
-                    format!("perm {other} is not NVMOS_PMO_PERM_READ (0) or NVMOS_PMO_PERM_WRITE (1)"),
-                ))
-            }
-        };
+                    format!(
+                        "perm {other} is not NVMOS_PMO_PERM_READ (0) or NVMOS_PMO_PERM_WRITE (1)"
+                    ),
+                )),
+            };
         let mode = mode_arg(mode, depth)?;
         let attachment = pool.attach(name, perm, key, mode)?;
         // SAFETY: `out` is non-null and writable.
@@ -844,4 +845,22 @@ pub extern "C" fn nvmos_pmo_last_error() -> *const c_char {
     LAST_ERROR
         .try_with(|l| l.borrow().as_ptr())
         .unwrap_or(c"".as_ptr())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_panic_becomes_a_code_and_a_message() {
+        let status = ffi(|| panic!("boom at {}", 42));
+        assert_eq!(status, NvmosPmoStatus::Panic);
+        // SAFETY: the library's own NUL-terminated string.
+        let msg = unsafe { CStr::from_ptr(nvmos_pmo_last_error()) };
+        assert_eq!(
+            msg.to_str().unwrap(),
+            "internal error (panic caught): boom at 42"
+        );
+        assert_eq!(ffi(|| Ok(())), NvmosPmoStatus::Ok);
+    }
 }

@@ -15,7 +15,10 @@ use nvmos_pmo_c::NvmosPmoStatus;
 fn cdylib_dir() -> PathBuf {
     let exe = std::env::current_exe().expect("the test's own path");
     let deps = exe.parent().expect("the test's folder").to_path_buf();
-    for dir in [deps.clone(), deps.parent().map(Path::to_path_buf).unwrap_or_default()] {
+    for dir in [
+        deps.clone(),
+        deps.parent().map(Path::to_path_buf).unwrap_or_default(),
+    ] {
         if dir.join("libnvmos_pmo_c.so").is_file() {
             return dir;
         }
@@ -31,7 +34,14 @@ fn compile(out: &Path) -> PathBuf {
     let lib = cdylib_dir();
     let exe = out.join("phashmap");
     let status = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()))
-        .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-pedantic", "-O1"])
+        .args([
+            "-std=c11",
+            "-Wall",
+            "-Wextra",
+            "-Werror",
+            "-pedantic",
+            "-O1",
+        ])
         .arg("-I")
         .arg(crate_dir.join("include"))
         .arg(crate_dir.join("examples/c/phashmap.c"))
@@ -92,17 +102,30 @@ fn phashmap_survives_restarts_and_refuses_a_wrong_key() {
     std::fs::write(&wrong, "another passphrase").unwrap();
 
     // Each call below is a separate process.
-    assert_eq!(ok(&exe, &pool, &key, &["put", "alpha", "1"]), "put alpha; 1 entries\n");
+    assert_eq!(
+        ok(&exe, &pool, &key, &["put", "alpha", "1"]),
+        "put alpha; 1 entries\n"
+    );
     ok(&exe, &pool, &key, &["put", "beta", "two"]);
     ok(&exe, &pool, &key, &["put", "gamma", "3"]);
     assert_eq!(ok(&exe, &pool, &key, &["get", "alpha"]), "1\n");
     assert_eq!(ok(&exe, &pool, &key, &["get", "beta"]), "two\n");
     // Overwrite, delete, and a key that was never there.
-    assert_eq!(ok(&exe, &pool, &key, &["put", "alpha", "one"]), "put alpha; 3 entries\n");
-    assert_eq!(ok(&exe, &pool, &key, &["del", "beta"]), "deleted beta; 2 entries\n");
+    assert_eq!(
+        ok(&exe, &pool, &key, &["put", "alpha", "one"]),
+        "put alpha; 3 entries\n"
+    );
+    assert_eq!(
+        ok(&exe, &pool, &key, &["del", "beta"]),
+        "deleted beta; 2 entries\n"
+    );
     let missing = run(&exe, &pool, &key, &["get", "beta"]);
     assert_eq!(missing.code, 1, "{}", missing.stderr);
-    assert!(missing.stderr.contains("beta: not found"), "{}", missing.stderr);
+    assert!(
+        missing.stderr.contains("beta: not found"),
+        "{}",
+        missing.stderr
+    );
     assert_eq!(run(&exe, &pool, &key, &["del", "beta"]).code, 1);
     // The tombstone is reused, and lookups probe past it.
     ok(&exe, &pool, &key, &["put", "delta", "4"]);
@@ -120,8 +143,9 @@ fn phashmap_survives_restarts_and_refuses_a_wrong_key() {
         let r = run(&exe, &pool, &wrong, args);
         assert_eq!(r.code, 100 + wrong_key, "{args:?}: {}", r.stderr);
         assert!(
-            r.stderr
-                .contains(&format!("wrong key (code {wrong_key}): wrong key for object \"map\"")),
+            r.stderr.contains(&format!(
+                "wrong key (code {wrong_key}): wrong key for object \"map\""
+            )),
             "{}",
             r.stderr
         );
@@ -132,10 +156,18 @@ fn phashmap_survives_restarts_and_refuses_a_wrong_key() {
     assert_eq!(run(&exe, &pool, &key, &["put", "only-key"]).code, 64);
     // More entries over more runs: they hash all over the 64-page table.
     for i in 0..12 {
-        ok(&exe, &pool, &key, &["put", &format!("k{i}"), &format!("v{i}")]);
+        ok(
+            &exe,
+            &pool,
+            &key,
+            &["put", &format!("k{i}"), &format!("v{i}")],
+        );
     }
     for i in (0..12).step_by(5) {
-        assert_eq!(ok(&exe, &pool, &key, &["get", &format!("k{i}")]), format!("v{i}\n"));
+        assert_eq!(
+            ok(&exe, &pool, &key, &["get", &format!("k{i}")]),
+            format!("v{i}\n")
+        );
     }
     assert_eq!(ok(&exe, &pool, &key, &["list"]).lines().count(), 15);
 }

@@ -40,6 +40,9 @@ fn committed_header_matches_cbindgen() {
         "nvmos_pmo_strerror",
         "nvmos_pmo_last_error",
     ] {
-        assert!(text.contains(&format!("{f}(")), "{f} missing from the header");
+        assert!(
+            text.contains(&format!("{f}(")),
+            "{f} missing from the header"
+        );
     }
 }

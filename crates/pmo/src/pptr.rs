@@ -137,7 +137,9 @@ pub enum POffError {
         found: u64,
     },
     /// A whole `T` does not fit at the offset.
-    #[error("POff at offset {offset} with a {size}-byte target lies outside the {len}-byte object")]
+    #[error(
+        "POff at offset {offset} with a {size}-byte target lies outside the {len}-byte object"
+    )]
     OutOfBounds {
         /// The offset.
         offset: u64,
