@@ -1,4 +1,7 @@
-//! Typed pointers stored inside an object.
+//! Typed pointers stored inside an object: [`PPtr<T>`], an absolute
+//! address valid at the object's fixed attach address, and [`POff<T>`], an
+//! (object id, offset) pair valid at any attach address and only in its
+//! own object.
 //!
 //! An object is attached at the same virtual address every time (its
 //! `base_address`), so a pointer into it can be stored as a plain absolute
