@@ -112,6 +112,10 @@ enum NvmosPmoStatus
    * A panic inside the library was caught (a bug: please report it).
    */
   NVMOS_PMO_STATUS_PANIC = 21,
+  /**
+   * A relocatable offset of another object was resolved in this one.
+   */
+  NVMOS_PMO_STATUS_WRONG_OBJECT = 22,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L
@@ -243,6 +247,23 @@ typedef struct NvmosPmoKdf {
    */
   uint32_t p_cost;
 } NvmosPmoKdf;
+
+/**
+ * A relocatable pointer: an object id and a byte offset in that object
+ * (the layout of Rust's `nvmos_pmo::POff<T>`; id 0 is null). Stored in an
+ * object, it stays valid wherever the object is attached; resolve it with
+ * `nvmos_pmo_resolve`.
+ */
+typedef struct NvmosPmoOff {
+  /**
+   * The object's id (`nvmos_pmo_object_id`).
+   */
+  uint64_t object;
+  /**
+   * Byte offset in the object.
+   */
+  uint64_t offset;
+} NvmosPmoOff;
 
 #ifdef __cplusplus
 extern "C" {
@@ -394,6 +415,32 @@ NvmosPmoStatus nvmos_pmo_detach(struct NvmosPmoAttachment *a);
  * `a` is a live handle; `id` is writable.
  */
 NvmosPmoStatus nvmos_pmo_object_id(const struct NvmosPmoAttachment *a, uint64_t *id);
+
+/**
+ * The relocatable pointer of `ptr`, which must point into the attached
+ * object, into `*out`.
+ *
+ * # Safety
+ * `a` is a live handle; `out` is writable (`ptr` is only compared, never
+ * dereferenced).
+ */
+NvmosPmoStatus nvmos_pmo_off(const struct NvmosPmoAttachment *a,
+                             const void *ptr,
+                             struct NvmosPmoOff *out);
+
+/**
+ * Where `off` points in the attached object, for a target of `size` bytes
+ * aligned to `align` (a power of two): refused for null, for another
+ * object's offset (`WrongObject`), out of bounds and misaligned.
+ *
+ * # Safety
+ * `a` is a live handle; `out` is writable.
+ */
+NvmosPmoStatus nvmos_pmo_resolve(const struct NvmosPmoAttachment *a,
+                                 struct NvmosPmoOff off,
+                                 size_t size,
+                                 size_t align,
+                                 void **out);
 
 /**
  * A static, NUL-terminated description of a status code (any integer:

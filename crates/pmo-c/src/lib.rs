@@ -61,7 +61,8 @@ use std::path::Path;
 
 use nvmos_pmo::attach::predict::PredictorKind;
 use nvmos_pmo::{
-    Access, AttachError, Attachment, KdfParams, Mode, Perm, PmoError, Pool, PoolOptions,
+    Access, AttachError, Attachment, KdfParams, Mode, POff, POffError, Perm, PmoError, Pool,
+    PoolOptions,
 };
 
 /// What a call returned. 0 is success; every other value names a kind of
@@ -116,6 +117,8 @@ pub enum NvmosPmoStatus {
     OutOfRange = 20,
     /// A panic inside the library was caught (a bug: please report it).
     Panic = 21,
+    /// A relocatable offset of another object was resolved in this one.
+    WrongObject = 22,
 }
 
 /// How a pool is opened (values of `nvmos_pmo_pool_open`'s `access`).
@@ -168,6 +171,19 @@ pub struct NvmosPmoKdf {
     pub t_cost: u32,
     /// Lanes.
     pub p_cost: u32,
+}
+
+/// A relocatable pointer: an object id and a byte offset in that object
+/// (the layout of Rust's `nvmos_pmo::POff<T>`; id 0 is null). Stored in an
+/// object, it stays valid wherever the object is attached; resolve it with
+/// `nvmos_pmo_resolve`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct NvmosPmoOff {
+    /// The object's id (`nvmos_pmo_object_id`).
+    pub object: u64,
+    /// Byte offset in the object.
+    pub offset: u64,
 }
 
 /// An open pool (opaque). Attachments made from it stay valid after
@@ -604,17 +620,18 @@ pub unsafe extern "C" fn nvmos_pmo_attach(
             )
         };
         non_null(out, "out")?;
-        let perm =
-            match perm {
-                p if p == NvmosPmoPerm::Read as u32 => Perm::Read,
-                p if p == NvmosPmoPerm::Write as u32 => Perm::Write,
-                other => return Err(Failure::new(
+        let perm = match perm {
+            p if p == NvmosPmoPerm::Read as u32 => Perm::Read,
+            p if p == NvmosPmoPerm::Write as u32 => Perm::Write,
+            other => {
+                return Err(Failure::new(
                     NvmosPmoStatus::InvalidArgument,
                     format!(
                         "perm {other} is not NVMOS_PMO_PERM_READ (0) or NVMOS_PMO_PERM_WRITE (1)"
                     ),
-                )),
-            };
+                ))
+            }
+        };
         let mode = mode_arg(mode, depth)?;
         let attachment = pool.attach(name, perm, key, mode)?;
         // SAFETY: `out` is non-null and writable.
@@ -763,8 +780,101 @@ pub unsafe extern "C" fn nvmos_pmo_object_id(
     })
 }
 
+impl From<POffError> for Failure {
+    fn from(e: POffError) -> Failure {
+        let status = match e {
+            POffError::OtherObject { .. } => NvmosPmoStatus::WrongObject,
+            POffError::OutOfBounds { .. } | POffError::NotInObject { .. } => {
+                NvmosPmoStatus::OutOfRange
+            }
+            POffError::Null | POffError::Misaligned { .. } => NvmosPmoStatus::InvalidArgument,
+            POffError::ReadOnly => NvmosPmoStatus::ReadOnly,
+        };
+        Failure::new(status, e.to_string())
+    }
+}
+
+/// The relocatable pointer of `ptr`, which must point into the attached
+/// object, into `*out`.
+///
+/// # Safety
+/// `a` is a live handle; `out` is writable (`ptr` is only compared, never
+/// dereferenced).
+#[no_mangle]
+pub unsafe extern "C" fn nvmos_pmo_off(
+    a: *const NvmosPmoAttachment,
+    ptr: *const c_void,
+    out: *mut NvmosPmoOff,
+) -> NvmosPmoStatus {
+    ffi(|| {
+        // SAFETY: the caller's promise.
+        let a = unsafe { attachment_arg(a) }?;
+        non_null(out, "out")?;
+        let p = a.poff_of(ptr.cast::<u8>())?;
+        // SAFETY: non-null and writable.
+        unsafe {
+            *out = NvmosPmoOff {
+                object: p.object(),
+                offset: p.offset(),
+            }
+        };
+        Ok(())
+    })
+}
+
+/// Where `off` points in the attached object, for a target of `size` bytes
+/// aligned to `align` (a power of two): refused for null, for another
+/// object's offset (`WrongObject`), out of bounds and misaligned.
+///
+/// # Safety
+/// `a` is a live handle; `out` is writable.
+#[no_mangle]
+pub unsafe extern "C" fn nvmos_pmo_resolve(
+    a: *const NvmosPmoAttachment,
+    off: NvmosPmoOff,
+    size: usize,
+    align: usize,
+    out: *mut *mut c_void,
+) -> NvmosPmoStatus {
+    ffi(|| {
+        // SAFETY: the caller's promise.
+        let a = unsafe { attachment_arg(a) }?;
+        non_null(out, "out")?;
+        if !align.is_power_of_two() || align > 4096 {
+            return Err(Failure::new(
+                NvmosPmoStatus::InvalidArgument,
+                format!("align {align} is not a power of two up to 4096"),
+            ));
+        }
+        // Checked as a byte array of `size` (bounds), then for alignment.
+        let p = POff::<u8>::new(off.object, off.offset);
+        p.check(a.object_id(), a.len())?;
+        let end = off.offset.checked_add(size as u64);
+        if end.is_none_or(|e| e > a.len() as u64) {
+            return Err(POffError::OutOfBounds {
+                offset: off.offset,
+                size,
+                len: a.len(),
+            }
+            .into());
+        }
+        // `align` is a power of two (checked above).
+        if off.offset & (align as u64 - 1) != 0 {
+            return Err(POffError::Misaligned {
+                offset: off.offset,
+                align,
+            }
+            .into());
+        }
+        let ptr = a.resolve(p)?;
+        // SAFETY: non-null and writable.
+        unsafe { *out = ptr.cast() };
+        Ok(())
+    })
+}
+
 /// Every status, for conversions from C's integers.
-const STATUSES: [NvmosPmoStatus; 22] = {
+const STATUSES: [NvmosPmoStatus; 23] = {
     use NvmosPmoStatus::*;
     [
         Ok,
@@ -789,6 +899,7 @@ const STATUSES: [NvmosPmoStatus; 22] = {
         Attach,
         OutOfRange,
         Panic,
+        WrongObject,
     ]
 };
 
@@ -824,6 +935,7 @@ impl NvmosPmoStatus {
             Attach => c"cannot attach the object",
             OutOfRange => c"outside the object",
             Panic => c"internal error (panic caught)",
+            WrongObject => c"offset of another object",
         }
     }
 }

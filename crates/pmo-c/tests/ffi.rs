@@ -286,14 +286,14 @@ fn bytes_written_and_psynced_are_there_after_reopen() {
 
 #[test]
 fn strerror_names_every_code_and_last_error_is_per_thread() {
-    for code in 0..=21 {
-        let status = NvmosPmoStatus::from_code(code).expect("codes 0..=21 exist");
+    for code in 0..=22 {
+        let status = NvmosPmoStatus::from_code(code).expect("codes 0..=22 exist");
         assert_eq!(status as i32, code);
         // SAFETY: a static NUL-terminated string.
         let s = unsafe { CStr::from_ptr(nvmos_pmo_strerror(code)) };
         assert_ne!(s.to_str().unwrap(), "unknown status code", "code {code}");
     }
-    for code in [-1, 22, i32::MAX] {
+    for code in [-1, 23, i32::MAX] {
         assert!(NvmosPmoStatus::from_code(code).is_none());
         // SAFETY: as above.
         let s = unsafe { CStr::from_ptr(nvmos_pmo_strerror(code)) };
@@ -307,4 +307,75 @@ fn strerror_names_every_code_and_last_error_is_per_thread() {
         .join()
         .unwrap();
     assert_eq!(last_error(), here);
+}
+
+#[test]
+fn relocatable_offsets_resolve_only_in_their_object() {
+    let f = pool_with_object("one");
+    let mut a = null_mut();
+    let mut b = null_mut();
+    // SAFETY: valid handles, buffers and out-pointers.
+    unsafe {
+        assert_eq!(
+            nvmos_pmo_pcreate(f.pool, c"two".as_ptr(), 4096, null(), 0, null()),
+            S::Ok
+        );
+        assert_eq!(
+            nvmos_pmo_attach(
+                f.pool,
+                c"one".as_ptr(),
+                1,
+                KEY.as_ptr(),
+                KEY.len(),
+                2,
+                0,
+                &mut a
+            ),
+            S::Ok
+        );
+        assert_eq!(
+            nvmos_pmo_attach(f.pool, c"two".as_ptr(), 1, null(), 0, 0, 0, &mut b),
+            S::Ok
+        );
+        let (mut base, mut len) = (null_mut::<c_void>(), 0usize);
+        assert_eq!(nvmos_pmo_base(a, &mut base, &mut len), S::Ok);
+        let mut off = NvmosPmoOff::default();
+        let at = (base as *mut u8).add(4096 + 16);
+        assert_eq!(nvmos_pmo_off(a, at.cast(), &mut off), S::Ok);
+        assert_eq!(off.offset, 4096 + 16);
+        let mut id = 0;
+        assert_eq!(nvmos_pmo_object_id(a, &mut id), S::Ok);
+        assert_eq!(off.object, id);
+        let mut p = null_mut();
+        assert_eq!(nvmos_pmo_resolve(a, off, 8, 8, &mut p), S::Ok);
+        assert_eq!(p as *mut u8, at);
+        assert_eq!(nvmos_pmo_resolve(b, off, 8, 8, &mut p), S::WrongObject);
+        assert_eq!(nvmos_pmo_resolve(a, off, 8, 32, &mut p), S::InvalidArgument);
+        assert_eq!(nvmos_pmo_resolve(a, off, 8, 3, &mut p), S::InvalidArgument);
+        assert_eq!(
+            nvmos_pmo_resolve(
+                a,
+                NvmosPmoOff {
+                    object: id,
+                    offset: len as u64 - 4
+                },
+                8,
+                1,
+                &mut p
+            ),
+            S::OutOfRange
+        );
+        assert_eq!(
+            nvmos_pmo_resolve(a, NvmosPmoOff::default(), 1, 1, &mut p),
+            S::InvalidArgument
+        );
+        assert_eq!(last_error(), "null POff");
+        assert_eq!(
+            nvmos_pmo_off(a, (base as *const u8).add(len).cast(), &mut off),
+            S::OutOfRange
+        );
+        assert_eq!(nvmos_pmo_detach(a), S::Ok);
+        assert_eq!(nvmos_pmo_detach(b), S::Ok);
+        nvmos_pmo_pool_close(f.pool);
+    }
 }

@@ -37,6 +37,8 @@ fn committed_header_matches_cbindgen() {
         "nvmos_pmo_psync",
         "nvmos_pmo_detach",
         "nvmos_pmo_object_id",
+        "nvmos_pmo_off",
+        "nvmos_pmo_resolve",
         "nvmos_pmo_strerror",
         "nvmos_pmo_last_error",
     ] {
