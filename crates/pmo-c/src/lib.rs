@@ -975,4 +975,20 @@ mod tests {
         );
         assert_eq!(ffi(|| Ok(())), NvmosPmoStatus::Ok);
     }
+
+    #[test]
+    fn off_has_the_layout_of_poff() {
+        assert_eq!(size_of::<NvmosPmoOff>(), size_of::<POff<u64>>());
+        assert_eq!(align_of::<NvmosPmoOff>(), align_of::<POff<u64>>());
+        let p = POff::<u64>::new(5, 24);
+        // SAFETY: both are two u64s, #[repr(C)], same size (checked above).
+        let c: NvmosPmoOff = unsafe { std::mem::transmute(p) };
+        assert_eq!(
+            c,
+            NvmosPmoOff {
+                object: 5,
+                offset: 24
+            }
+        );
+    }
 }
