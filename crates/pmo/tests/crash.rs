@@ -142,8 +142,20 @@ fn setup(path: &Path) {
 /// child that psyncs in a loop). Returns the generations found.
 fn check(path: &Path, before: (u64, u64), loose: bool) -> (u64, u64) {
     // Strict: a store ahead of the pool would refuse the open.
-    let pool = Pool::open_with(path, Access::ReadWrite, with_state(path))
-        .unwrap_or_else(|e| panic!("reopening after a crash: {e}"));
+    // The other test of this file spawns children at the same time; a fork
+    // shares every open file description of this process until its exec,
+    // our pool's (and its flock) included, so a just-closed pool can read
+    // as locked for a moment: retry that, and only that.
+    let mut tries = 0;
+    let pool = loop {
+        match Pool::open_with(path, Access::ReadWrite, with_state(path)) {
+            Err(nvmos_pmo::PmoError::PoolBusy { .. }) if tries < 200 => {
+                tries += 1;
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            other => break other.unwrap_or_else(|e| panic!("reopening after a crash: {e}")),
+        }
+    };
     pool.check().unwrap();
     let mut found = [0u64; 2];
     for (k, (name, key, pages, was)) in [
