@@ -15,7 +15,11 @@
 //! - every pointer argument is checked for NULL (`NullArgument`), every
 //!   string for UTF-8, every enumeration value for range (`InvalidArgument`);
 //! - no panic crosses the boundary: one is caught and returned as `Panic`;
-//! - out-parameters are written only on success.
+//! - out-parameters are written only on success;
+//! - handles may be used from several threads at once (the types behind
+//!   them are `Send + Sync`, tested), except that `nvmos_pmo_detach` and
+//!   `nvmos_pmo_pool_close` free theirs and must not race other calls on
+//!   it; psync is meant for a quiescent point, as `msync(2)` is.
 //!
 //! ```c
 //! NvmosPmoPool *pool;
@@ -974,6 +978,14 @@ mod tests {
             "internal error (panic caught): boom at 42"
         );
         assert_eq!(ffi(|| Ok(())), NvmosPmoStatus::Ok);
+    }
+
+    /// C may share handles between threads: what they wrap must allow it.
+    #[test]
+    fn handles_are_send_and_sync() {
+        fn both<T: Send + Sync>() {}
+        both::<NvmosPmoPool>();
+        both::<NvmosPmoAttachment>();
     }
 
     #[test]
