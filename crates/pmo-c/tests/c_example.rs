@@ -1,5 +1,6 @@
 //! The C example `examples/c/phashmap.c`, compiled with the system's `cc`
-//! against the committed header and the cdylib cargo built for this test,
+//! against the committed header and the cdylib (and once the staticlib)
+//! cargo built for this test,
 //! then run as separate processes: what one run puts, later runs get; a
 //! delete survives too; a wrong passphrase is refused with
 //! `NVMOS_PMO_STATUS_WRONG_KEY`.
@@ -9,9 +10,10 @@ use std::process::{Command, Output};
 
 use nvmos_pmo_c::NvmosPmoStatus;
 
-/// The folder holding `libnvmos_pmo_c.so`: cargo builds the library with
-/// all its crate types for this test, into the test executable's folder
-/// (`target/<profile>/deps`).
+/// The folder holding `libnvmos_pmo_c.so` and `.a`: cargo builds the
+/// library with all its crate types for this test, into the test
+/// executable's folder (`target/<profile>/deps`; the copies one level up
+/// may be older, from another profile's build).
 fn cdylib_dir() -> PathBuf {
     let exe = std::env::current_exe().expect("the test's own path");
     let deps = exe.parent().expect("the test's folder").to_path_buf();
@@ -29,26 +31,57 @@ fn cdylib_dir() -> PathBuf {
     );
 }
 
-fn compile(out: &Path) -> PathBuf {
+/// How the example links the library.
+#[derive(Clone, Copy)]
+enum Link {
+    /// `-lnvmos_pmo_c` with an rpath to the cdylib.
+    Dynamic,
+    /// `libnvmos_pmo_c.a` and the system libraries Rust's std needs on
+    /// Linux (what `rustc --print native-static-libs` lists).
+    Static,
+}
+
+fn compile(out: &Path, link: Link) -> PathBuf {
     let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
     let lib = cdylib_dir();
-    let exe = out.join("phashmap");
-    let status = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()))
-        .args([
-            "-std=c11",
-            "-Wall",
-            "-Wextra",
-            "-Werror",
-            "-pedantic",
-            "-O1",
-        ])
-        .arg("-I")
-        .arg(crate_dir.join("include"))
-        .arg(crate_dir.join("examples/c/phashmap.c"))
-        .arg("-L")
-        .arg(&lib)
-        .arg("-lnvmos_pmo_c")
-        .arg(format!("-Wl,-rpath,{}", lib.display()))
+    let exe = out.join(match link {
+        Link::Dynamic => "phashmap",
+        Link::Static => "phashmap-static",
+    });
+    let mut cc = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()));
+    cc.args([
+        "-std=c11",
+        "-Wall",
+        "-Wextra",
+        "-Werror",
+        "-pedantic",
+        "-O1",
+    ])
+    .arg("-I")
+    .arg(crate_dir.join("include"))
+    .arg(crate_dir.join("examples/c/phashmap.c"));
+    match link {
+        Link::Dynamic => {
+            cc.arg("-L")
+                .arg(&lib)
+                .arg("-lnvmos_pmo_c")
+                .arg(format!("-Wl,-rpath,{}", lib.display()));
+        }
+        Link::Static => {
+            let a = lib.join("libnvmos_pmo_c.a");
+            assert!(a.is_file(), "{} was not built", a.display());
+            cc.arg(a).args([
+                "-lgcc_s",
+                "-lutil",
+                "-lrt",
+                "-lpthread",
+                "-lm",
+                "-ldl",
+                "-lc",
+            ]);
+        }
+    }
+    let status = cc
         .arg("-o")
         .arg(&exe)
         .status()
@@ -94,7 +127,7 @@ fn ok(exe: &Path, pool: &Path, key: &Path, args: &[&str]) -> String {
 #[test]
 fn phashmap_survives_restarts_and_refuses_a_wrong_key() {
     let dir = tempfile::tempdir().unwrap();
-    let exe = compile(dir.path());
+    let exe = compile(dir.path(), Link::Dynamic);
     let pool = dir.path().join("map.pool");
     let key = dir.path().join("key");
     std::fs::write(&key, "a long passphrase\n").unwrap();
@@ -170,4 +203,13 @@ fn phashmap_survives_restarts_and_refuses_a_wrong_key() {
         );
     }
     assert_eq!(ok(&exe, &pool, &key, &["list"]).lines().count(), 15);
+
+    // The same program linked with the staticlib reads and writes the
+    // same map.
+    let static_exe = compile(dir.path(), Link::Static);
+    assert_eq!(ok(&static_exe, &pool, &key, &["get", "gamma"]), "3\n");
+    ok(&static_exe, &pool, &key, &["put", "epsilon", "5"]);
+    assert_eq!(ok(&exe, &pool, &key, &["get", "epsilon"]), "5\n");
+    let r = run(&static_exe, &pool, &wrong, &["get", "gamma"]);
+    assert_eq!(r.code, 100 + wrong_key, "{}", r.stderr);
 }
