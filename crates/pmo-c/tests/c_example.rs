@@ -1,8 +1,8 @@
 //! The C example `examples/c/phashmap.c`, compiled with the system's `cc`
 //! against the committed header and the cdylib (and once the staticlib)
-//! cargo built for this test, then run as separate processes: what one run puts, later runs get; a
-//! delete survives too; a wrong passphrase is refused with
-//! `NVMOS_PMO_STATUS_WRONG_KEY`.
+//! cargo built for this test, then run as separate processes: what one
+//! run puts, later runs get; a delete survives too; a wrong passphrase is
+//! refused with `NVMOS_PMO_STATUS_WRONG_KEY`.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
