@@ -3,6 +3,7 @@
 
 mod bench;
 mod evaluate_cmd;
+mod memsys_cmd;
 mod pmo_cmd;
 mod record_swap;
 mod render;
@@ -61,6 +62,11 @@ enum Command {
     Trace {
         #[command(subcommand)]
         trace: TraceCommand,
+    },
+    /// The memory timing model: run DRAMSim3 / Ramulator 2 traces.
+    Memsys {
+        #[command(subcommand)]
+        memsys: memsys_cmd::MemsysCommand,
     },
     /// The studies of the seeds, each printing its results beside the
     /// seed's.
@@ -248,6 +254,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Trace {
             trace: TraceCommand::Convert(args),
         } => trace_cmd::convert(args),
+        Command::Memsys { memsys } => memsys_cmd::run(memsys),
         Command::Study { study } => study::run(study),
     }
 }

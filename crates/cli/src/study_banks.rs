@@ -51,6 +51,11 @@ pub struct BanksArgs {
     #[arg(long, default_value_t = 2012)]
     seed: u64,
 
+    /// The timing model before issue 18: blocking scheduler, writes
+    /// queued with reads (no write buffer), no refresh.
+    #[arg(long)]
+    basic_model: bool,
+
     /// Smaller arrays (1 MiB): a quick look.
     #[arg(long)]
     quick: bool,
@@ -133,6 +138,7 @@ pub fn run(args: BanksArgs) -> Result<()> {
         },
         queue_depth: args.queue as usize,
         seed: args.seed,
+        basic_model: args.basic_model,
         ..BanksOptions::default()
     };
     let cells = options.cores.len() * options.accesses.len() * options.placements.len();

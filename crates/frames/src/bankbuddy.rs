@@ -242,7 +242,7 @@ const PREFETCH_FROM_ORDER: u8 = 5;
 
 /// Hint the CPU to bring `value`'s cache line in; nothing elsewhere.
 #[inline(always)]
-fn prefetch<T>(value: &T) {
+pub(crate) fn prefetch<T>(value: &T) {
     prefetch_ptr((value as *const T).cast::<u8>());
 }
 

@@ -145,3 +145,23 @@ macro_rules! ensure {
     };
 }
 pub(crate) use ensure;
+
+/// Why [`crate::PerCpu::pin`] refused to hand out a CPU slot.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum PinError {
+    /// The CPU is out of range.
+    #[error("cpu {cpu} is out of range: the allocator serves cpus 0..{cpus}")]
+    InvalidCpu {
+        /// The CPU named.
+        cpu: u32,
+        /// How many CPUs the allocator serves.
+        cpus: u32,
+    },
+    /// Another `PinnedCpu` holds the slot: one thread per CPU slot at a
+    /// time.
+    #[error("cpu {cpu}'s per-CPU list is already pinned by another handle")]
+    Busy {
+        /// The CPU named.
+        cpu: u32,
+    },
+}

@@ -238,6 +238,12 @@ impl Space {
         (pfn - self.start) as u32
     }
 
+    /// Hint the CPU to fetch the metadata of frame `pfn` (in this space).
+    #[inline]
+    fn prefetch(&self, pfn: u64) {
+        crate::bankbuddy::prefetch(&self.meta[self.index(pfn) as usize]);
+    }
+
     /// Whether the aligned block of order `k` with index `block` is wholly
     /// free.
     #[inline]
@@ -559,8 +565,19 @@ impl<R: RawMutex + Send + Sync> FrameAllocator for IBuddy<R> {
             // Hold one space's lock for the run of blocks it owns.
             let s = self.space_of(blocks[n]);
             let (start, end) = self.bounds[s];
+            let run = n + blocks[n..]
+                .iter()
+                .take_while(|pfn| (start..end).contains(&pfn.0))
+                .count();
             let mut space = self.spaces[s].lock();
-            while n < blocks.len() && (start..end).contains(&blocks[n].0) {
+            // Random frees miss the cache on their metadata: ask for every
+            // line of the run first, so the misses overlap instead of
+            // following one another (a lazy layer's batches of gathered
+            // frees are the common caller).
+            for pfn in &blocks[n..run] {
+                space.prefetch(pfn.0);
+            }
+            while n < run {
                 let pfn = blocks[n];
                 if !pfn.is_aligned(req.order) {
                     return Err((

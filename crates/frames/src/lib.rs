@@ -10,7 +10,10 @@
 //!   With [`PcpPolicy::LinuxBulk`] it is Linux's `pcp` (bulk refill and
 //!   drain, hot frames reused first): `PerCpu<Buddy>` is the lazy buddy
 //!   system. With [`PcpPolicy::Bypass`] it is the lazy layer of iBuddy
-//!   (single frames only, a short capped list, no bulk moves).
+//!   (single frames only, a short capped list), with [`PcpPolicy::Staged`]
+//!   the fair lazy layer that keeps iBuddy's reuse order. A thread that
+//!   owns a CPU ([`PerCpu::pin`]) gets a [`PinnedCpu`] whose list hits take
+//!   no lock and make no atomic read-modify-write.
 //! - [`IBuddy`]: the inverse buddy system of seed 000: free frames kept
 //!   individually in the order they were freed, coalescing deferred to the
 //!   multi-frame requests that need it, per-core buddy spaces with their
@@ -74,10 +77,10 @@ mod zones;
 
 pub use bankbuddy::{BankBuddy, BankPolicy, BankRole, BankUsage, MigrateError, Migration, Move};
 pub use buddy::Buddy;
-pub use error::{AllocError, ConfigError, ValidationError};
+pub use error::{AllocError, ConfigError, PinError, ValidationError};
 pub use ibuddy::IBuddy;
 pub use m3::{M3Policy, M3};
-pub use percpu::{PcpPolicy, PerCpu};
+pub use percpu::{PcpPolicy, PerCpu, PinnedCpu};
 pub use stats::Stats;
 pub use types::{InvalidOrder, MigrateType, Order, Pfn, Request, Zone, MAX_ORDER, ORDERS};
 pub use zones::ZoneMap;

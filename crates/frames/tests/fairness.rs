@@ -90,3 +90,34 @@ fn ibuddy_hands_blocks_out_round_memory_too() {
         count.iter().max().unwrap()
     );
 }
+
+/// Issue 12's fair lazy policy: frames go round iBuddy's list before
+/// they are reused, so bursts spread as evenly as under iBuddy alone
+/// (within 2x of its max/mean), where LiS-31 recycles its list.
+#[test]
+fn the_staged_lazy_list_keeps_ibuddys_fairness() {
+    let frames = 4096;
+    let zones = [Zone::new(0, frames as u64)];
+    let spread = |config: Config, burst: usize| {
+        let a = config.build(&zones, 1);
+        max_over_mean(&counts(&*a, frames, 2000, burst))
+    };
+    for burst in [1, 10, 100] {
+        let (fair, lis31, ibuddy) = (
+            spread(Config::Lis31Fair, burst),
+            spread(Config::Lis31, burst),
+            spread(Config::IBuddy, burst),
+        );
+        assert!(
+            fair <= 2.0 * ibuddy,
+            "burst {burst}: fair max/mean {fair} vs iBuddy {ibuddy}"
+        );
+        // A burst that fits the list is where LiS-31 loses fairness.
+        if burst <= 10 {
+            assert!(
+                lis31 > 4.0 * fair,
+                "burst {burst}: LiS-31 max/mean {lis31} vs fair {fair}"
+            );
+        }
+    }
+}

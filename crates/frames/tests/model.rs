@@ -121,6 +121,11 @@ proptest! {
     }
 
     #[test]
+    fn lazy_ibuddy_31_fair(zones in zones(), cpus in 1u32..=3, ops in prop::collection::vec(op(3), 1..300)) {
+        run(Config::Lis31Fair, &zones, cpus, &clamp(ops, cpus))?;
+    }
+
+    #[test]
     fn m3_random(zones in zones(), cpus in 1u32..=3, ops in prop::collection::vec(op(3), 1..300)) {
         run(Config::M3Random, &zones, cpus, &clamp(ops, cpus))?;
     }

@@ -148,6 +148,7 @@ fn ibuddy_under_stress() {
 fn lazy_ibuddy_under_stress() {
     stress(Config::Lis1);
     stress(Config::Lis31);
+    stress(Config::Lis31Fair);
 }
 
 #[test]

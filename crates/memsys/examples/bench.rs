@@ -10,6 +10,11 @@
 //! time. Each figure is the median of `rounds` runs. The thread is pinned
 //! to one CPU (the last one it may use) so it does not migrate mid-run.
 //!
+//! Two configurations of the model: `full` ([`ControllerConfig::default`]:
+//! ready scheduler, write buffer, refresh, bank groups, rank switching)
+//! and `basic` ([`ControllerConfig::basic`]: the blocking model before
+//! issue 18).
+//!
 //! `cargo run --release -p nvmos-memsys --example bench [requests] [rounds]`
 use std::time::Instant;
 
@@ -90,8 +95,17 @@ fn main() {
     );
     println!("M/s = million requests per second: per CPU-second of this thread (cpu) and per wall-second (wall)");
     println!(
-        "{:<16} {:<7} {:>9} {:>9} {:>11} {:>11} {:>7} {:>6} {:>6}",
-        "machine", "stream", "model cpu", "wall", "decode cpu", "wall", "ratio", "hit%", "BLP"
+        "{:<18} {:<7} {:<6} {:>9} {:>9} {:>11} {:>11} {:>7} {:>6} {:>6}",
+        "machine",
+        "stream",
+        "model",
+        "model cpu",
+        "wall",
+        "decode cpu",
+        "wall",
+        "ratio",
+        "hit%",
+        "BLP"
     );
     for name in Machine::preset_names() {
         let m = Machine::preset(name).expect("presets load");
@@ -132,22 +146,27 @@ fn main() {
                     acc.wrapping_add(u64::from(b.bank ^ b.row))
                 })
             });
-            let (cpu, wall, report) = measure(rounds, || {
-                let mut mc = Controller::new(&m, ControllerConfig::default()).expect("builds");
-                mc.run(requests.iter().copied())
-                    .expect("requests are inside memory")
-            });
-            let rate = |secs: f64| n as f64 / secs / 1e6;
-            println!(
-                "{name:<16} {label:<7} {:>9.1} {:>9.1} {:>11.1} {:>11.1} {:>7.3} {:>6.1} {:>6.2}",
-                rate(cpu),
-                rate(wall),
-                rate(base_cpu),
-                rate(base_wall),
-                rate(cpu) / rate(base_cpu),
-                report.hit_rate * 100.0,
-                report.blp
-            );
+            for (model, config) in [
+                ("full", ControllerConfig::default()),
+                ("basic", ControllerConfig::basic()),
+            ] {
+                let (cpu, wall, report) = measure(rounds, || {
+                    let mut mc = Controller::new(&m, config).expect("builds");
+                    mc.run(requests.iter().copied())
+                        .expect("requests are inside memory")
+                });
+                let rate = |secs: f64| n as f64 / secs / 1e6;
+                println!(
+                    "{name:<18} {label:<7} {model:<6} {:>9.1} {:>9.1} {:>11.1} {:>11.1} {:>7.3} {:>6.1} {:>6.2}",
+                    rate(cpu),
+                    rate(wall),
+                    rate(base_cpu),
+                    rate(base_wall),
+                    rate(cpu) / rate(base_cpu),
+                    report.hit_rate * 100.0,
+                    report.blp
+                );
+            }
         }
     }
 }

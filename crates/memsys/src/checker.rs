@@ -9,10 +9,18 @@
 //! - bank: ACT only to a closed bank, PRE only to an open one, RD/WR only
 //!   to the open row; ACT→RD/WR ≥ `tRCD`, ACT→PRE ≥ `tRAS`, PRE→ACT ≥
 //!   `tRP`, RD→PRE ≥ `tRTP`, WR→PRE ≥ `tCWL + tBURST + tWR`;
+//! - bank group: ACT→ACT ≥ `tRRD_L`, RD/WR→RD/WR ≥ `tCCD_L`, WR→RD ≥
+//!   `tCWL + tBURST + tWTR` (`tWTR` is `tWTR_L`);
 //! - rank: ACT→ACT ≥ `tRRD`, five ACTs span ≥ `tFAW` (when not 0),
-//!   RD/WR→RD/WR ≥ `tCCD`, WR→RD ≥ `tCWL + tBURST + tWTR`;
-//! - channel: one column command per cycle, data bursts never overlap, and
-//!   write data starts at least the turnaround after read data ends.
+//!   RD/WR→RD/WR ≥ `tCCD`, WR→RD ≥ `tCWL + tBURST + tWTR_S`; REF only
+//!   when every bank of the rank is closed, ≥ `tRP` after their last PRE,
+//!   and no ACT in the rank until `tRFC` after it;
+//! - channel: one column command per cycle, data bursts never overlap,
+//!   bursts of different ranks are `tRTRS` apart, and write data starts at
+//!   least the turnaround after read data ends.
+//!
+//! A `_L`/`_S` timing of 0 in the [`Timing`] means the one-value timing
+//! applies to both.
 
 use std::fmt;
 
@@ -32,6 +40,8 @@ pub enum CommandKind {
     Read,
     /// Column write.
     Write,
+    /// All-bank refresh of the rank of `bank`.
+    Refresh,
 }
 
 /// One command as issued.
@@ -57,6 +67,8 @@ pub struct Layout {
     pub banks_per_rank: u32,
     /// Banks per channel.
     pub banks_per_channel: u32,
+    /// Banks per bank group.
+    pub banks_per_group: u32,
 }
 
 /// A broken constraint.
@@ -88,6 +100,8 @@ struct BankCheck {
     pre: Option<u64>,
     last_read: Option<u64>,
     last_write: Option<u64>,
+    /// End of the last refresh of its rank.
+    refreshed_until: Option<u64>,
 }
 
 #[derive(Clone, Default)]
@@ -98,9 +112,18 @@ struct RankCheck {
 }
 
 #[derive(Clone, Default)]
+struct GroupCheck {
+    last_act: Option<u64>,
+    last_col: Option<u64>,
+    last_write: Option<u64>,
+}
+
+#[derive(Clone, Default)]
 struct ChannelCheck {
     last_col: Option<u64>,
     data_end: u64,
+    /// Rank of the last burst.
+    data_rank: Option<u32>,
     read_end: Option<u64>,
 }
 
@@ -114,7 +137,10 @@ pub fn verify(commands: &[Command], t: &Timing, layout: Layout) -> Result<(), Vi
     let channels_n = layout.banks.div_ceil(layout.banks_per_channel);
     let mut ranks = vec![RankCheck::default(); ranks_n as usize];
     let mut channels = vec![ChannelCheck::default(); channels_n as usize];
+    let mut groups =
+        vec![GroupCheck::default(); layout.banks.div_ceil(layout.banks_per_group) as usize];
     let burst = u64::from(t.burst_cycles());
+    let (ccd_l, rrd_l, wtr_s) = t.bank_group_timings(true);
     for c in sorted {
         let fail = |rule: &'static str, allowed_from: u64| {
             Err(Violation {
@@ -127,16 +153,34 @@ pub fn verify(commands: &[Command], t: &Timing, layout: Layout) -> Result<(), Vi
             Some(f) if c.at < f + u64::from(gap) => fail(rule, f + u64::from(gap)),
             _ => Ok(()),
         };
+        let rank_index = c.bank / layout.banks_per_rank;
+        if c.kind == CommandKind::Refresh {
+            let first = (rank_index * layout.banks_per_rank) as usize;
+            for b in &mut banks[first..first + layout.banks_per_rank as usize] {
+                if b.open.is_some() {
+                    return fail("REF to a rank with an open bank", c.at);
+                }
+                need("tRP", b.pre, t.rp)?;
+                need("tRFC", b.refreshed_until, 0)?;
+                b.refreshed_until = Some(c.at + u64::from(t.rfc));
+            }
+            continue;
+        }
         let b = &mut banks[c.bank as usize];
-        let r = &mut ranks[(c.bank / layout.banks_per_rank) as usize];
+        let r = &mut ranks[rank_index as usize];
+        let g = &mut groups[(c.bank / layout.banks_per_group) as usize];
         let ch = &mut channels[(c.bank / layout.banks_per_channel) as usize];
         match c.kind {
+            CommandKind::Refresh => unreachable!("handled above"),
             CommandKind::Activate => {
                 if b.open.is_some() {
                     return fail("ACT to an open bank", c.at);
                 }
                 need("tRP", b.pre, t.rp)?;
+                need("tRFC", b.refreshed_until, 0)?;
                 need("tRRD", r.acts.last().copied(), t.rrd)?;
+                need("tRRD_L", g.last_act, rrd_l)?;
+                g.last_act = Some(c.at);
                 if t.faw != 0 && r.acts.len() >= 4 {
                     need("tFAW", Some(r.acts[r.acts.len() - 4]), t.faw)?;
                 }
@@ -163,14 +207,20 @@ pub fn verify(commands: &[Command], t: &Timing, layout: Layout) -> Result<(), Vi
                 }
                 need("tRCD", b.act, t.rcd)?;
                 need("tCCD", r.last_col, t.ccd)?;
+                need("tCCD_L", g.last_col, ccd_l)?;
                 need("one column command per cycle", ch.last_col, 1)?;
                 let read = c.kind == CommandKind::Read;
                 if read {
-                    need("tWTR", r.last_write, t.cwl + t.burst_cycles() + t.wtr)?;
+                    need("tWTR", g.last_write, t.cwl + t.burst_cycles() + t.wtr)?;
+                    need("tWTR_S", r.last_write, t.cwl + t.burst_cycles() + wtr_s)?;
                 }
                 let data = c.at + u64::from(if read { t.cl } else { t.cwl });
                 if data < ch.data_end {
                     return fail("data bus busy", c.at + (ch.data_end - data));
+                }
+                let switch = ch.data_rank.is_some_and(|r| r != rank_index);
+                if switch && data < ch.data_end + u64::from(t.rtrs) {
+                    return fail("tRTRS", c.at + (ch.data_end + u64::from(t.rtrs) - data));
                 }
                 if !read {
                     if let Some(end) = ch.read_end {
@@ -181,13 +231,16 @@ pub fn verify(commands: &[Command], t: &Timing, layout: Layout) -> Result<(), Vi
                     }
                 }
                 ch.data_end = data + burst;
+                ch.data_rank = Some(rank_index);
                 ch.last_col = Some(c.at);
                 r.last_col = Some(c.at);
+                g.last_col = Some(c.at);
                 if read {
                     ch.read_end = Some(data + burst);
                     b.last_read = Some(c.at);
                 } else {
                     r.last_write = Some(c.at);
+                    g.last_write = Some(c.at);
                     b.last_write = Some(c.at);
                 }
             }
@@ -205,6 +258,7 @@ mod tests {
         banks: 32,
         banks_per_rank: 16,
         banks_per_channel: 32,
+        banks_per_group: 4,
     };
 
     fn cmd(at: u64, kind: CommandKind, bank: u32, row: u32) -> Command {
@@ -321,5 +375,103 @@ mod tests {
             "column command to a row that is not open"
         );
         assert_eq!(rule(&[cmd(0, Precharge, 0, 1)]), "PRE to a closed bank");
+    }
+
+    #[test]
+    fn bank_group_rank_switch_and_refresh_rules_are_named() {
+        use CommandKind::*;
+        // DRAMSim3's DDR4_8Gb_x8_2400: tCCD_L 6, tRRD_L 6, tWTR_S 3,
+        // tRTRS 1, tRFC 420.
+        let t = Timing {
+            ccd_l: 6,
+            rrd_l: 6,
+            wtr_s: 3,
+            rtrs: 1,
+            refi: 9360,
+            rfc: 420,
+            ..DDR4
+        };
+        let rule = |cmds: &[Command]| verify(cmds, &t, L).unwrap_err().rule;
+        // Banks 0 and 1 share a bank group (4 banks a group), 0 and 4 not.
+        assert_eq!(
+            rule(&[cmd(0, Activate, 0, 1), cmd(4, Activate, 1, 1)]),
+            "tRRD_L"
+        );
+        assert_eq!(
+            verify(&[cmd(0, Activate, 0, 1), cmd(4, Activate, 4, 1)], &t, L),
+            Ok(())
+        );
+        let two_open = [cmd(0, Activate, 0, 1), cmd(6, Activate, 1, 1)];
+        let with = |more: &[Command]| [&two_open[..], more].concat();
+        assert_eq!(
+            rule(&with(&[cmd(20, Read, 0, 1), cmd(24, Read, 1, 1)])),
+            "tCCD_L"
+        );
+        // Write data ends 17 + 12 + 4 = 33: a read in the same group waits
+        // tWTR_L = 9, in another group tWTR_S = 3.
+        assert_eq!(
+            rule(&with(&[cmd(17, Write, 0, 1), cmd(40, Read, 1, 1)])),
+            "tWTR"
+        );
+        let other_group = [
+            cmd(0, Activate, 0, 1),
+            cmd(4, Activate, 4, 1),
+            cmd(17, Write, 0, 1),
+        ];
+        assert_eq!(
+            verify(&[&other_group[..], &[cmd(36, Read, 4, 1)]].concat(), &t, L),
+            Ok(())
+        );
+        assert_eq!(
+            rule(&[&other_group[..], &[cmd(35, Read, 4, 1)]].concat()),
+            "tWTR_S"
+        );
+        // Banks 0 and 16 are in different ranks: bursts 4 + tRTRS apart.
+        let ranks = [cmd(0, Activate, 0, 1), cmd(0, Activate, 16, 1)];
+        assert_eq!(
+            rule(&[&ranks[..], &[cmd(17, Read, 0, 1), cmd(21, Read, 16, 1)]].concat()),
+            "tRTRS"
+        );
+        assert_eq!(
+            verify(
+                &[&ranks[..], &[cmd(17, Read, 0, 1), cmd(22, Read, 16, 1)]].concat(),
+                &t,
+                L
+            ),
+            Ok(())
+        );
+        // Refresh: every bank of the rank closed, tRP after the PRE, no
+        // ACT for tRFC.
+        assert_eq!(
+            rule(&[cmd(0, Activate, 3, 1), cmd(100, Refresh, 0, 0)]),
+            "REF to a rank with an open bank"
+        );
+        let refreshed = [
+            cmd(0, Activate, 3, 1),
+            cmd(39, Precharge, 3, 1),
+            cmd(56, Refresh, 0, 0),
+        ];
+        assert_eq!(verify(&refreshed, &t, L), Ok(()));
+        assert_eq!(
+            rule(&[
+                cmd(0, Activate, 3, 1),
+                cmd(39, Precharge, 3, 1),
+                cmd(55, Refresh, 0, 0)
+            ]),
+            "tRP"
+        );
+        assert_eq!(
+            rule(&[&refreshed[..], &[cmd(56 + 419, Activate, 5, 1)]].concat()),
+            "tRFC"
+        );
+        // The other rank is not refreshed.
+        assert_eq!(
+            verify(
+                &[&refreshed[..], &[cmd(60, Activate, 16, 1)]].concat(),
+                &t,
+                L
+            ),
+            Ok(())
+        );
     }
 }

@@ -1,52 +1,79 @@
 //! The memory controller timing model: per-bank request queues, FR-FCFS
-//! scheduling, command timing per bank, rank and channel, and data-bus
-//! contention; event-driven, one scheduling decision per request.
+//! scheduling, write buffering, refresh, command timing per bank, bank
+//! group, rank and channel, and data-bus contention; event-driven, one
+//! scheduling decision per request.
 //!
 //! # What it models
 //!
 //! Each channel has a bounded queue of `queue_depth` requests, kept as one
-//! queue per bank. The scheduler is first-ready first-come-first-served
-//! (Rixner et al., ISCA 2000): when the channel can take its next column
-//! command it picks, among the requests queued by then, the oldest that
-//! hits its bank's open row, or failing that the oldest request. The
-//! chosen request's commands are then placed as early as every timing
+//! queue per bank, and (with [`ControllerConfig::write_queue_depth`] > 0)
+//! a separate write buffer of that many writes, also kept per bank. Two
+//! schedulers ([`Scheduler`]):
+//!
+//! - **ready** (the default): first-ready first-come-first-served over
+//!   *ready* commands (Rixner et al., ISCA 2000, as DRAMSim3 and
+//!   Ramulator 2 implement it). Each bank offers one candidate, its oldest
+//!   queued row hit or else its oldest request; the channel serves, at
+//!   the earliest cycle any candidate's column command can issue, the
+//!   candidate that can issue then, row hits before misses, then the
+//!   oldest. A busy bank (`tRC`, `tRP`, `tFAW`) therefore stalls only its
+//!   own requests.
+//! - **blocking** (the model before issue 18, [`ControllerConfig::basic`]):
+//!   when the channel can take its next column command it picks the oldest
+//!   queued hit, or failing that the oldest request, and issues strictly
+//!   in that order, so a busy bank holds up every later request.
+//!
+//! With a write buffer, reads are served while it holds fewer than
+//! `write_high` writes; then writes are drained until `write_low` remain
+//! (and writes are served whenever no read is queued), so the data bus
+//! turns around (`tWTR`) once per batch rather than once per write
+//! (Ramulator 2's watermarks: 0.8 and 0.2 of the buffer).
+//!
+//! The chosen request's commands are placed as early as every timing
 //! constraint allows:
 //!
 //! - **bank**: ACT→RD/WR `tRCD`, ACT→PRE `tRAS`, PRE→ACT `tRP`, RD→PRE
 //!   `tRTP`, end of write data→PRE `tWR`;
+//! - **bank group** (with [`ControllerConfig::bank_groups`] and a timing
+//!   that gives them): `tCCD_L`, `tRRD_L`, `tWTR_L` within a bank group,
+//!   the `_S` values between groups;
 //! - **rank**: ACT→ACT `tRRD`, at most four ACTs in `tFAW`, RD/WR→RD/WR
-//!   `tCCD`, end of write data→RD `tWTR`;
+//!   `tCCD`, end of write data→RD `tWTR`; all-bank refresh every `tREFI`
+//!   (staggered over the ranks of a channel, as DRAMSim3's
+//!   `RANK_LEVEL_STAGGERED`), which precharges every bank and keeps the
+//!   rank closed for `tRFC` (with [`ControllerConfig::refresh`] and a
+//!   timing that gives `tREFI`);
 //! - **channel**: one data burst (`burst_length / 2` cycles) on the bus at
 //!   a time, data `tCL` after a read and `tCWL` after a write, two cycles
 //!   of bus turnaround from read data to write data (JEDEC's
-//!   `RL + tCCD + 2 - WL` read-to-write spacing), one column command per
-//!   cycle.
+//!   `RL + tCCD + 2 - WL` read-to-write spacing), `tRTRS` idle cycles
+//!   between bursts of different ranks (with
+//!   [`ControllerConfig::rank_switch`]), one column command per cycle.
 //!
 //! Column commands of a channel issue in the order the scheduler picks
 //! requests; a bank's PRE and ACT for a picked request may issue before
 //! the column command of an earlier pick to another bank (as soon as the
 //! request is queued and the bank and rank allow), which is how banks work
 //! in parallel. Under the open-page policy a row stays open until a
-//! request for another row needs the bank; under the closed-page policy
-//! every column command is followed by a precharge as soon as `tRAS`,
-//! `tRTP` or `tWR` allow (auto-precharge).
+//! request for another row needs the bank (or a refresh closes it); under
+//! the closed-page policy every column command is followed by a precharge
+//! as soon as `tRAS`, `tRTP` or `tWR` allow (auto-precharge).
 //!
 //! PCM is the same state machine with Lee et al.'s timings: the array read
 //! is `tRCD`, and the slow array write happens when a row closes, as the
 //! long `tRP`.
 //!
-//! Not modelled: refresh, the rank-to-rank switching gap, bank-group
-//! (`_L`) variants of `tCCD`/`tRRD`/`tWTR` (one value per rank), the
-//! command bus for ACT and PRE (they may share a cycle with other
-//! commands), write queues drained in batches (writes are scheduled like
-//! reads).
+//! Not modelled: the command bus for ACT, PRE and REF (they may share a
+//! cycle with another command; column commands are one per cycle), reads
+//! served from the write buffer (DRAMSim3 forwards a read that matches a
+//! buffered write), per-bank refresh, power-down.
 //!
 //! # Time
 //!
 //! Everything is in cycles of the memory clock `tCK`. The model is event
 //! driven: it does not tick; each decision jumps to the time the channel
 //! can next issue a column command, so its cost is per request, not per
-//! cycle.
+//! cycle. A refresh due before a decision is applied first.
 //!
 //! # Assertion mode
 //!
@@ -54,6 +81,8 @@
 //! [`Controller::verify`] replays them through an independent checker
 //! ([`crate::checker`]) that knows nothing of how they were scheduled and
 //! reports the first timing constraint any pair of commands breaks.
+
+use std::cell::Cell;
 
 use serde::{Deserialize, Serialize};
 
@@ -74,23 +103,85 @@ const CLOSED: u32 = u32::MAX;
 /// End of an intrusive list of slots.
 const NIL: u32 = u32::MAX;
 
+/// No command of this kind planned.
+const NONE: u64 = u64::MAX;
+
+/// How the channel picks the next request to serve.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Scheduler {
+    /// FR-FCFS over requests whose column command can issue soonest: a
+    /// busy bank holds up only its own requests.
+    Ready,
+    /// FR-FCFS over queued requests in strict order: the oldest hit, else
+    /// the oldest request, whether its bank is ready or not.
+    Blocking,
+}
+
 /// How the controller runs.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ControllerConfig {
     /// Open- or closed-page policy.
     pub policy: PagePolicy,
-    /// Requests each channel's queue holds (1 is first-come first-served).
+    /// Requests each channel's queue holds (1 is first-come first-served);
+    /// with a write buffer, reads only.
     pub queue_depth: usize,
     /// Record every command for [`Controller::verify`].
     pub check: bool,
+    /// Ready (non-blocking) or blocking FR-FCFS.
+    pub scheduler: Scheduler,
+    /// Writes each channel buffers apart from the reads; 0: writes share
+    /// the request queue and are scheduled like reads. Needs the ready
+    /// scheduler.
+    pub write_queue_depth: usize,
+    /// Buffered writes at which the channel starts draining them.
+    pub write_high: usize,
+    /// Buffered writes at which draining stops (while reads wait).
+    pub write_low: usize,
+    /// Refresh every rank every `tREFI` for `tRFC`, where the timing gives
+    /// them.
+    pub refresh: bool,
+    /// Same-bank-group `_L` timings, where the timing gives them.
+    pub bank_groups: bool,
+    /// `tRTRS` between data bursts of different ranks, where given.
+    pub rank_switch: bool,
 }
 
 impl Default for ControllerConfig {
+    /// The full model: ready FR-FCFS, a 32-request queue and a 32-write
+    /// buffer per channel drained between Ramulator 2's watermarks (0.8
+    /// and 0.2 of it), refresh, bank groups and rank switching on (each
+    /// only where the machine's timing gives its parameters).
     fn default() -> Self {
         Self {
             policy: PagePolicy::Open,
             queue_depth: 32,
             check: false,
+            scheduler: Scheduler::Ready,
+            write_queue_depth: 32,
+            write_high: 26,
+            write_low: 6,
+            refresh: true,
+            bank_groups: true,
+            rank_switch: true,
+        }
+    }
+}
+
+impl ControllerConfig {
+    /// The model before issue 18: blocking FR-FCFS, reads and writes in one
+    /// 32-request queue, no refresh, one `tCCD`/`tRRD`/`tWTR` per rank, no
+    /// rank-switch gap. The closed-form tests hold for it.
+    pub fn basic() -> Self {
+        Self {
+            scheduler: Scheduler::Blocking,
+            write_queue_depth: 0,
+            write_high: 0,
+            write_low: 0,
+            refresh: false,
+            bank_groups: false,
+            rank_switch: false,
+            ..Self::default()
         }
     }
 }
@@ -105,8 +196,18 @@ pub enum ControllerError {
         machine: String,
     },
     /// A queue of no requests, or of more than slot numbers can name.
-    #[error("queue_depth must be at least 1 and below 2^32 - 1")]
+    #[error("queue_depth must be at least 1 and below 2^31")]
     QueueDepth,
+    /// Write-buffer watermarks that cannot work.
+    #[error("write buffer of {depth}: needs 0 <= write_low ({low}) < write_high ({high}) <= write_queue_depth, and the ready scheduler")]
+    WriteBuffer {
+        /// write_queue_depth.
+        depth: usize,
+        /// write_high.
+        high: usize,
+        /// write_low.
+        low: usize,
+    },
     /// A request beyond the mapped memory.
     #[error("request for physical address {paddr:#x} lies beyond the {size:#x} bytes mapped")]
     Beyond {
@@ -138,10 +239,15 @@ pub struct Completion {
     pub id: u64,
     /// Its core.
     pub core: u32,
+    /// Read or write.
+    pub kind: AccessKind,
     /// What it found in its bank's row buffer.
     pub outcome: RowOutcome,
     /// When it arrived.
     pub arrival: u64,
+    /// When it entered the controller's queue (later than `arrival` when
+    /// the queue was full): DRAMSim3 counts latency from here.
+    pub entered: u64,
     /// When its last data beat moved.
     pub done: u64,
 }
@@ -184,31 +290,71 @@ pub struct ControllerReport {
     pub total_ns: f64,
     /// Bytes moved per second of modelled time, in GB/s (10^9 B/s).
     pub bandwidth_gbs: f64,
+    /// All-bank refreshes due over the run (every rank, cycle 0 to the
+    /// last data).
+    pub refreshes: u64,
     /// Per core, indexed by core.
     pub cores: Vec<CoreLatency>,
 }
 
-// Layout of the queues. Each channel owns a fixed array of `queue_depth`
-// slots, allocated once; a queued request lives in one slot until it is
-// picked. Slots are threaded on two intrusive doubly linked lists: the
-// channel's arrival-order list (oldest first, so the FCFS fallback is its
-// head) and its bank's queue (also oldest first). Both unlink in O(1), so
-// neither submitting nor picking allocates or searches a queue. Each bank
-// also keeps its first queued row hit, and each channel a bitmask of the
-// banks that have one, so FR-FCFS looks at one candidate per such bank
-// instead of walking queues.
+// Layout of the queues. Each channel owns a fixed array of slots
+// (`queue_depth` for reads, or for everything without a write buffer, and
+// `write_queue_depth` more for buffered writes), allocated once; a queued
+// request lives in one slot until it is picked. Slots are threaded on two
+// intrusive doubly linked lists: the channel's arrival-order list (oldest
+// first, so the blocking scheduler's fallback is its head) and its bank's
+// queue of its class (reads, or buffered writes; also oldest first). Both
+// unlink in O(1), so neither submitting nor picking allocates or searches
+// a queue. Each bank queue also keeps its first queued row hit, and each
+// channel a bitmask of the banks that have one, so FR-FCFS looks at one
+// candidate per such bank instead of walking queues.
+
+/// Reads (and writes, without a write buffer).
+const READS: usize = 0;
+/// Buffered writes.
+const WRITES: usize = 1;
+
+#[derive(Copy, Clone, Debug)]
+struct List {
+    /// Oldest and youngest slot, or `NIL`.
+    head: u32,
+    tail: u32,
+    /// The oldest queued slot whose row is the bank's open row, or `NIL`.
+    /// Invariant: `NIL` exactly when `hits == 0`.
+    first_hit: u32,
+    /// How many queued slots hit the open row.
+    hits: u32,
+    /// The ready scheduler's candidate (`first_hit`, else `head`), or
+    /// `NIL`, with what of its column command's earliest cycle depends on
+    /// the bank alone: kept up to date whenever the candidate or the bank
+    /// changes, so a decision only adds the rank, group and channel gates.
+    cand: u32,
+    cand_id: u64,
+    /// The candidate's earliest column command as far as its own arrival
+    /// and its bank allow (`tRCD` after the ACT the bank allows).
+    local: u64,
+    /// It needs an ACT (a miss or a conflict).
+    miss: bool,
+    /// It is a read.
+    read: bool,
+}
+
+const EMPTY: List = List {
+    head: NIL,
+    tail: NIL,
+    first_hit: NIL,
+    hits: 0,
+    cand: NIL,
+    cand_id: 0,
+    local: 0,
+    miss: false,
+    read: true,
+};
 
 #[derive(Clone, Debug)]
 struct BankQ {
     open_row: u32,
-    /// Oldest and youngest slot of this bank's queue, or `NIL`.
-    head: u32,
-    tail: u32,
-    /// The oldest queued slot whose row is `open_row`, or `NIL`.
-    /// Invariant: `NIL` exactly when `hits == 0`.
-    first_hit: u32,
-    /// How many queued slots hit `open_row`.
-    hits: u32,
+    q: [List; 2],
     act_ok: u64,
     pre_ok: u64,
     col_ok: u64,
@@ -219,11 +365,25 @@ struct BankQ {
 
 #[derive(Clone, Debug, Default)]
 struct RankQ {
+    /// tRRD(_S) after the last ACT.
     act_ok: u64,
     /// The last four ACTs, ring; `faw_n` counts ACTs up to four.
     faw: [u64; 4],
     faw_i: usize,
     faw_n: usize,
+    /// tCCD(_S) after the last column command.
+    col_ok: u64,
+    /// tWTR(_S) after the last write data.
+    read_ok: u64,
+    /// When the next all-bank refresh is due.
+    next_ref: u64,
+}
+
+/// Same-bank-group gates (`_L` timings); equal to the rank's without bank
+/// groups.
+#[derive(Copy, Clone, Debug, Default)]
+struct GroupQ {
+    act_ok: u64,
     col_ok: u64,
     read_ok: u64,
 }
@@ -238,6 +398,8 @@ struct Slot {
     bank: u32,
     core: u32,
     kind: AccessKind,
+    /// `READS` or `WRITES`: which queue it is in.
+    class: u8,
     /// Arrival-order list links.
     older: u32,
     younger: u32,
@@ -256,6 +418,7 @@ impl Default for Slot {
             bank: 0,
             core: 0,
             kind: AccessKind::Read,
+            class: 0,
             older: NIL,
             younger: NIL,
             bank_older: NIL,
@@ -264,39 +427,95 @@ impl Default for Slot {
     }
 }
 
+/// The ready scheduler's next pick of a channel, cached between changes.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+struct Pick {
+    /// Its column command's cycle.
+    col: u64,
+    /// Row hit first, then oldest.
+    miss: bool,
+    id: u64,
+    slot: u32,
+    class: u8,
+}
+
+impl Pick {
+    fn key(&self) -> (u64, bool, u64) {
+        (self.col, self.miss, self.id)
+    }
+}
+
 #[derive(Clone, Debug)]
 struct ChannelQ {
     slots: Vec<Slot>,
-    /// Free slots, a stack (capacity `queue_depth`, never reallocated).
-    free: Vec<u32>,
+    /// Free slots per class, stacks (never reallocated).
+    free: [Vec<u32>; 2],
+    /// Queued requests per class.
+    len: [usize; 2],
     /// Oldest and youngest queued slot, or `NIL`.
     oldest: u32,
     youngest: u32,
-    len: usize,
-    /// Local banks with at least one queued hit.
-    hit_banks: Vec<u64>,
+    /// Local banks with at least one queued hit, per class.
+    hit_banks: [Vec<u64>; 2],
+    /// Local banks with a queued request, per class (ready scheduler).
+    queued_banks: [Vec<u64>; 2],
     last_col: u64,
-    /// When the last decision's slot freed (its column command).
-    freed_at: u64,
+    /// When the last decision that freed a slot of each class freed it
+    /// (its column command).
+    freed_at: [u64; 2],
     bus_free: u64,
     last_read_end: u64,
+    /// The rank of the last data burst, or `NIL`.
+    last_rank: u32,
+    /// Draining the write buffer.
+    draining: bool,
+    /// The ready scheduler's next pick: `None` when stale, `Some(None)`
+    /// when nothing is queued.
+    next: Cell<Option<Option<Pick>>>,
+}
+
+/// Where a picked request's commands go.
+#[derive(Copy, Clone, Debug)]
+struct Plan {
+    outcome: RowOutcome,
+    /// PRE and ACT cycles, or `NONE`.
+    pre: u64,
+    act: u64,
+    col: u64,
+    data_end: u64,
 }
 
 /// The memory controller timing model of one machine. See the module
 /// documentation.
 #[derive(Clone, Debug)]
 pub struct Controller {
+    /// The timings as the model applies them: `_L`/`_S` filled in (equal
+    /// without bank groups), `tRTRS` and `tREFI` zero when off.
     timing: Timing,
+    /// `tCCD_L`, `tRRD_L`, `tWTR_S` in effect.
+    ccd_l: u64,
+    rrd_l: u64,
+    wtr_s: u64,
     policy: PagePolicy,
-    depth: usize,
+    scheduler: Scheduler,
+    /// Queue depth per class.
+    depth: [usize; 2],
+    buffered: bool,
+    write_high: usize,
+    write_low: usize,
     decoder: BankDecoder,
     banks_per_channel: u32,
     banks_per_rank: u32,
-    /// log2 of the two above (both are powers of two: bit-mapped fields).
+    ranks_per_channel: u32,
+    bank_groups: u32,
+    /// log2 of banks per channel, per rank and per group (all powers of
+    /// two: bit-mapped fields).
     bpc_shift: u32,
     bpr_shift: u32,
+    bpg_shift: u32,
     banks: Vec<BankQ>,
     ranks: Vec<RankQ>,
+    groups: Vec<GroupQ>,
     channels: Vec<ChannelQ>,
     next_id: u64,
     // Statistics.
@@ -315,25 +534,45 @@ impl Controller {
         if config.queue_depth == 0 {
             return Err(ControllerError::QueueDepth);
         }
+        let buffered = config.write_queue_depth > 0;
+        if buffered
+            && (config.write_low >= config.write_high
+                || config.write_high > config.write_queue_depth
+                || config.scheduler != Scheduler::Ready)
+        {
+            return Err(ControllerError::WriteBuffer {
+                depth: config.write_queue_depth,
+                high: config.write_high,
+                low: config.write_low,
+            });
+        }
         let technology = machine.zones()[0].technology;
         if machine.zones().iter().any(|z| z.technology != technology) {
             return Err(ControllerError::MixedTechnology {
                 machine: machine.name().to_owned(),
             });
         }
-        let timing = *machine
+        let mut timing = *machine
             .timing(technology)
             .expect("a checked machine has timings for its zones");
+        let (ccd_l, rrd_l, wtr_s) = timing.bank_group_timings(config.bank_groups);
+        timing.ccd_l = ccd_l;
+        timing.rrd_l = rrd_l;
+        timing.wtr_s = wtr_s;
+        if !config.rank_switch {
+            timing.rtrs = 0;
+        }
+        if !config.refresh {
+            timing.refi = 0;
+            timing.rfc = 0;
+        }
         let org = machine.organisation();
         let decoder = BankDecoder::new(machine);
         let banks_per_channel = decoder.banks_per_channel();
         let banks_per_rank = org.bank_groups * org.banks;
         let bank = BankQ {
             open_row: CLOSED,
-            head: NIL,
-            tail: NIL,
-            first_hit: NIL,
-            hits: 0,
+            q: [EMPTY; 2],
             act_ok: 0,
             pre_ok: 0,
             col_ok: 0,
@@ -341,32 +580,59 @@ impl Controller {
             busy: 0,
         };
         // Slot numbers are u32 with NIL reserved.
-        let depth = u32::try_from(config.queue_depth)
+        let total = config.queue_depth + config.write_queue_depth;
+        let total32 = u32::try_from(total)
             .ok()
-            .filter(|&d| d < NIL)
+            .filter(|&d| d < 1 << 31)
             .ok_or(ControllerError::QueueDepth)?;
+        let reads = config.queue_depth as u32;
+        let words = (banks_per_channel as usize).div_ceil(64);
         let channel = ChannelQ {
-            slots: vec![Slot::default(); config.queue_depth],
-            free: (0..depth).rev().collect(),
+            slots: vec![Slot::default(); total],
+            free: [(0..reads).rev().collect(), (reads..total32).rev().collect()],
+            len: [0; 2],
             oldest: NIL,
             youngest: NIL,
-            len: 0,
-            hit_banks: vec![0; (banks_per_channel as usize).div_ceil(64)],
+            hit_banks: [vec![0; words], vec![0; words]],
+            queued_banks: [vec![0; words], vec![0; words]],
             last_col: 0,
-            freed_at: 0,
+            freed_at: [0; 2],
             bus_free: 0,
             last_read_end: 0,
+            last_rank: NIL,
+            draining: false,
+            next: Cell::new(None),
         };
+        let ranks_per_channel = org.ranks;
+        let mut ranks = vec![RankQ::default(); (org.channels * org.ranks) as usize];
+        if timing.refi != 0 {
+            // Staggered: rank i of R refreshes first at tREFI (i + 1) / R.
+            for (i, r) in ranks.iter_mut().enumerate() {
+                let local = (i as u64 % u64::from(ranks_per_channel)) + 1;
+                r.next_ref = u64::from(timing.refi) * local / u64::from(ranks_per_channel);
+            }
+        }
         Ok(Self {
             timing,
+            ccd_l: u64::from(ccd_l),
+            rrd_l: u64::from(rrd_l),
+            wtr_s: u64::from(wtr_s),
             policy: config.policy,
-            depth: config.queue_depth,
+            scheduler: config.scheduler,
+            depth: [config.queue_depth, config.write_queue_depth],
+            buffered,
+            write_high: config.write_high,
+            write_low: config.write_low,
             banks_per_channel,
             banks_per_rank,
+            ranks_per_channel,
+            bank_groups: org.bank_groups,
             bpc_shift: banks_per_channel.trailing_zeros(),
             bpr_shift: banks_per_rank.trailing_zeros(),
+            bpg_shift: org.banks.trailing_zeros(),
             banks: vec![bank; org.total_banks()],
-            ranks: vec![RankQ::default(); (org.channels * org.ranks) as usize],
+            ranks,
+            groups: vec![GroupQ::default(); (org.channels * org.ranks * org.bank_groups) as usize],
             channels: vec![channel; org.channels as usize],
             decoder,
             next_id: 0,
@@ -380,7 +646,7 @@ impl Controller {
         })
     }
 
-    /// The timings in use.
+    /// The timings in use (`_L`/`_S`, `tRTRS` and refresh as configured).
     pub fn timing(&self) -> &Timing {
         &self.timing
     }
@@ -402,21 +668,46 @@ impl Controller {
             })
     }
 
-    /// Whether `channel`'s queue has room for another request.
-    #[inline]
-    pub fn has_space(&self, channel: usize) -> bool {
-        self.channels[channel].len < self.depth
+    /// Which queue a request of `kind` goes to.
+    #[inline(always)]
+    fn class_of(&self, kind: AccessKind) -> usize {
+        if self.buffered && kind == AccessKind::Write {
+            WRITES
+        } else {
+            READS
+        }
     }
 
-    /// When `channel` next picks a request, if it has any queued: the
-    /// later of its last column command and its oldest request's arrival.
+    /// Whether `channel`'s queue (and write buffer, if any) has room for
+    /// another request of either kind.
+    #[inline]
+    pub fn has_space(&self, channel: usize) -> bool {
+        let ch = &self.channels[channel];
+        ch.len[READS] < self.depth[READS] && (!self.buffered || ch.len[WRITES] < self.depth[WRITES])
+    }
+
+    /// Whether `channel` has room for another request of `kind`.
+    #[inline]
+    pub fn has_space_for(&self, channel: usize, kind: AccessKind) -> bool {
+        let class = self.class_of(kind);
+        self.channels[channel].len[class] < self.depth[class]
+    }
+
+    /// When `channel` next picks a request, if it has any queued. Blocking:
+    /// the later of its last column command and its oldest request's
+    /// arrival. Ready: the cycle of the column command it will issue.
     #[inline]
     pub fn decision_time(&self, channel: usize) -> Option<u64> {
-        let ch = &self.channels[channel];
-        if ch.oldest == NIL {
-            return None;
+        match self.scheduler {
+            Scheduler::Blocking => {
+                let ch = &self.channels[channel];
+                if ch.oldest == NIL {
+                    return None;
+                }
+                Some(ch.last_col.max(ch.slots[ch.oldest as usize].entered))
+            }
+            Scheduler::Ready => self.ready_pick(channel).map(|p| p.col),
         }
-        Some(ch.last_col.max(ch.slots[ch.oldest as usize].entered))
     }
 
     /// The channel that decides next and when.
@@ -443,7 +734,7 @@ impl Controller {
     /// [`Controller::submit`] handing each completion to `done`: `run`
     /// drops them without storing them.
     #[inline(always)]
-    fn submit_with(
+    pub fn submit_with(
         &mut self,
         req: MemRequest,
         mut done: impl FnMut(Completion),
@@ -456,15 +747,22 @@ impl Controller {
                 size: self.decoder.size(),
             })?;
         let c = (at.bank >> self.bpc_shift) as usize;
+        let class = self.class_of(req.kind);
         // The request enters the queue when it arrives, or, if the queue
         // is full then, when a decision frees a slot.
         let mut entered = req.arrival;
         while let Some(t) = self.decision_time(c) {
             if t < req.arrival {
-                done(self.decide_at(c, t));
-            } else if self.channels[c].len == self.depth {
-                done(self.decide_at(c, t));
-                entered = entered.max(self.channels[c].freed_at);
+                if let Some(x) = self.decide_at(c, t) {
+                    done(x);
+                }
+            } else if self.channels[c].len[class] == self.depth[class] {
+                if let Some(x) = self.decide_at(c, t) {
+                    done(x);
+                }
+                if self.channels[c].len[class] < self.depth[class] {
+                    entered = entered.max(self.channels[c].freed_at[class]);
+                }
             } else {
                 break;
             }
@@ -472,9 +770,11 @@ impl Controller {
         let id = self.next_id;
         self.next_id += 1;
         self.first_arrival.get_or_insert(req.arrival);
+        let local = (at.bank & (self.banks_per_channel - 1)) as usize;
         let bank = &mut self.banks[at.bank as usize];
         let ch = &mut self.channels[c];
-        let s = ch.free.pop().expect("the queue has room");
+        let s = ch.free[class].pop().expect("the queue has room");
+        let list = &mut bank.q[class];
         ch.slots[s as usize] = Slot {
             id,
             arrival: req.arrival,
@@ -483,9 +783,10 @@ impl Controller {
             bank: at.bank,
             core: req.core,
             kind: req.kind,
+            class: class as u8,
             older: ch.youngest,
             younger: NIL,
-            bank_older: bank.tail,
+            bank_older: list.tail,
             bank_younger: NIL,
         };
         // Append to the channel's arrival order and to the bank's queue.
@@ -494,28 +795,225 @@ impl Controller {
             y => ch.slots[y as usize].younger = s,
         }
         ch.youngest = s;
-        match bank.tail {
-            NIL => bank.head = s,
+        let was_empty = list.head == NIL;
+        let old_head = list.head;
+        match list.tail {
+            NIL => list.head = s,
             t => ch.slots[t as usize].bank_younger = s,
         }
-        bank.tail = s;
-        ch.len += 1;
+        list.tail = s;
+        let before = ch.len;
+        ch.len[class] += 1;
+        ch.queued_banks[class][local / 64] |= 1 << (local % 64);
+        let mut new_candidate = was_empty;
         if bank.open_row == at.row {
-            bank.hits += 1;
-            if bank.first_hit == NIL {
-                bank.first_hit = s;
+            list.hits += 1;
+            if list.first_hit == NIL {
+                list.first_hit = s;
+                new_candidate = true;
             }
-            let local = (at.bank & (self.banks_per_channel - 1)) as usize;
-            ch.hit_banks[local / 64] |= 1 << (local % 64);
+            ch.hit_banks[class][local / 64] |= 1 << (local % 64);
+        }
+        if self.scheduler == Scheduler::Ready {
+            if new_candidate {
+                self.update_candidate(c, at.bank, class);
+            }
+            self.ready_submitted(c, s, class, before, new_candidate, old_head);
         }
         Ok(id)
+    }
+
+    /// Keep the ready scheduler's cached pick of channel `c` true after
+    /// slot `s` was queued: only the new slot can beat it, unless the
+    /// class served changed or the new slot displaced the pick as its
+    /// bank's candidate.
+    #[inline(always)]
+    fn ready_submitted(
+        &self,
+        c: usize,
+        s: u32,
+        class: usize,
+        before: [usize; 2],
+        new_candidate: bool,
+        old_head: u32,
+    ) {
+        let ch = &self.channels[c];
+        let Some(Some(pick)) = ch.next.get() else {
+            ch.next.set(None);
+            return;
+        };
+        if self.serving(ch.draining, before) != self.serving(ch.draining, ch.len) {
+            ch.next.set(None);
+            return;
+        }
+        if !new_candidate || usize::from(pick.class) != class {
+            return;
+        }
+        if old_head != NIL && old_head == pick.slot {
+            // A new first hit replaced the pick as its bank's candidate.
+            ch.next.set(None);
+            return;
+        }
+        let cand = self.candidate(c, s, &ch.slots[s as usize]);
+        if cand.key() < pick.key() {
+            ch.next.set(Some(Some(cand)));
+        }
+    }
+
+    /// Which class the channel serves given its draining flag and queue
+    /// lengths: writes while draining (until `write_low` are left, if a
+    /// read waits), from `write_high` on, and whenever no read waits.
+    #[inline(always)]
+    fn serving(&self, draining: bool, len: [usize; 2]) -> usize {
+        if !self.buffered || len[WRITES] == 0 {
+            return READS;
+        }
+        let drain = len[READS] == 0
+            || len[WRITES] >= self.write_high
+            || (draining && len[WRITES] > self.write_low);
+        if drain {
+            WRITES
+        } else {
+            READS
+        }
+    }
+
+    /// The pick of slot `s` (`slot`) as it stands.
+    #[inline(always)]
+    fn candidate(&self, c: usize, s: u32, slot: &Slot) -> Pick {
+        let plan = self.plan(c, slot, 0);
+        Pick {
+            col: plan.col,
+            miss: plan.outcome != RowOutcome::Hit,
+            id: slot.id,
+            slot: s,
+            class: slot.class,
+        }
+    }
+
+    /// Recompute bank `bank_index`'s candidate in `class` and the part of
+    /// its earliest column command that depends on the bank alone (the
+    /// bank part of [`Controller::plan`]).
+    #[inline(always)]
+    fn update_candidate(&mut self, c: usize, bank_index: u32, class: usize) {
+        let t = &self.timing;
+        let bank = &self.banks[bank_index as usize];
+        let list = &bank.q[class];
+        let s = if list.hits > 0 {
+            list.first_hit
+        } else {
+            list.head
+        };
+        if s == NIL {
+            self.banks[bank_index as usize].q[class].cand = NIL;
+            return;
+        }
+        let slot = &self.channels[c].slots[s as usize];
+        let (rcd, rp) = (u64::from(t.rcd), u64::from(t.rp));
+        let from = slot.entered.max(bank.col_ok);
+        let (local, miss) = match bank.open_row {
+            CLOSED => (from.max(slot.entered.max(bank.act_ok) + rcd), true),
+            r if r == slot.row => (from, false),
+            _ => {
+                let pre = slot.entered.max(bank.pre_ok);
+                let act = slot.entered.max(bank.act_ok).max(pre + rp);
+                (from.max(act + rcd), true)
+            }
+        };
+        let (id, read) = (slot.id, slot.kind == AccessKind::Read);
+        let list = &mut self.banks[bank_index as usize].q[class];
+        list.cand = s;
+        list.cand_id = id;
+        list.local = local;
+        list.miss = miss;
+        list.read = read;
+    }
+
+    /// The ready scheduler's next pick on channel `c`, from the cache or
+    /// by looking at every bank's candidate.
+    fn ready_pick(&self, c: usize) -> Option<Pick> {
+        let ch = &self.channels[c];
+        if let Some(p) = ch.next.get() {
+            return p;
+        }
+        let class = self.serving(ch.draining, ch.len);
+        let first_bank = c * self.banks_per_channel as usize;
+        let t = &self.timing;
+        // The channel's gates, by same rank as the last burst or not, and
+        // read or write (as `plan` computes them).
+        let after = ch.last_col + 1;
+        let bus = |switch: bool, read: bool| {
+            let mut from = ch.bus_free + if switch { u64::from(t.rtrs) } else { 0 };
+            let latency = if read {
+                t.cl
+            } else {
+                from = from.max(ch.last_read_end + u64::from(READ_TO_WRITE_TURNAROUND));
+                t.cwl
+            };
+            after.max(from.saturating_sub(u64::from(latency)))
+        };
+        let gates = [
+            [bus(false, false), bus(false, true)],
+            [bus(true, false), bus(true, true)],
+        ];
+        let rcd = u64::from(t.rcd);
+        let faw = u64::from(t.faw);
+        let mut best: Option<Pick> = None;
+        for (w, &word) in ch.queued_banks[class].iter().enumerate() {
+            let mut word = word;
+            while word != 0 {
+                let bank_index = first_bank + w * 64 + word.trailing_zeros() as usize;
+                word &= word - 1;
+                let list = &self.banks[bank_index].q[class];
+                let rank_index = bank_index >> self.bpr_shift;
+                let rank = &self.ranks[rank_index];
+                let group = &self.groups[bank_index >> self.bpg_shift];
+                let switch = ch.last_rank != rank_index as u32 && ch.last_rank != NIL;
+                let mut col = list
+                    .local
+                    .max(gates[usize::from(switch)][usize::from(list.read)])
+                    .max(rank.col_ok)
+                    .max(group.col_ok);
+                if list.read {
+                    col = col.max(rank.read_ok).max(group.read_ok);
+                }
+                if list.miss {
+                    let mut act = rank.act_ok.max(group.act_ok);
+                    if faw != 0 && rank.faw_n == 4 {
+                        act = act.max(rank.faw[rank.faw_i] + faw);
+                    }
+                    col = col.max(act + rcd);
+                }
+                let cand = Pick {
+                    col,
+                    miss: list.miss,
+                    id: list.cand_id,
+                    slot: list.cand,
+                    class: class as u8,
+                };
+                debug_assert_eq!(
+                    cand,
+                    self.candidate(c, list.cand, &ch.slots[list.cand as usize]),
+                    "the cached candidate of bank {bank_index} is stale"
+                );
+                if best.is_none_or(|b| cand.key() < b.key()) {
+                    best = Some(cand);
+                }
+            }
+        }
+        ch.next.set(Some(best));
+        best
     }
 
     /// Make the next decision on the channel that decides first; `None`
     /// when every queue is empty.
     pub fn decide_next(&mut self) -> Option<Completion> {
-        let (c, _) = self.next_decision()?;
-        Some(self.decide(c))
+        loop {
+            let (c, t) = self.next_decision()?;
+            if let Some(done) = self.decide_at(c, t) {
+                return Some(done);
+            }
+        }
     }
 
     /// Serve every queued request, completions to `done`.
@@ -538,48 +1036,112 @@ impl Controller {
         Ok(self.report())
     }
 
-    /// Pick a request on channel `c` (which must have one) and issue its
-    /// commands.
-    fn decide(&mut self, c: usize) -> Completion {
-        let now = self.decision_time(c).expect("decide on a non-empty queue");
-        self.decide_at(c, now)
-    }
-
-    /// [`Controller::decide`] with `now` the channel's decision time.
+    /// Apply every refresh of channel `c` due by `now`; whether any was.
     #[inline(always)]
-    fn decide_at(&mut self, c: usize, now: u64) -> Completion {
-        let first_bank = c * self.banks_per_channel as usize;
-        // FR-FCFS: the oldest queued hit (each bank's candidate is its
-        // first queued hit), else the oldest request.
-        let ch = &self.channels[c];
-        let mut pick = NIL;
-        let mut pick_id = u64::MAX;
-        for (w, &word) in ch.hit_banks.iter().enumerate() {
-            let mut word = word;
-            while word != 0 {
-                let local = w * 64 + word.trailing_zeros() as usize;
-                word &= word - 1;
-                let s = self.banks[first_bank + local].first_hit;
-                let slot = &ch.slots[s as usize];
-                if slot.entered <= now && slot.id < pick_id {
-                    pick = s;
-                    pick_id = slot.id;
-                }
+    fn refresh_due(&mut self, c: usize, now: u64) -> bool {
+        if self.timing.refi == 0 {
+            return false;
+        }
+        let first = c * self.ranks_per_channel as usize;
+        let mut any = false;
+        for r in first..first + self.ranks_per_channel as usize {
+            while self.ranks[r].next_ref <= now {
+                self.refresh(c, r);
+                any = true;
             }
         }
-        let s = if pick == NIL { ch.oldest } else { pick };
-        let slot = ch.slots[s as usize];
+        if any {
+            self.channels[c].next.set(None);
+        }
+        any
+    }
+
+    /// One all-bank refresh of rank `r` (global index) on channel `c`:
+    /// precharge the open banks as soon as they allow, REF `tRP` after the
+    /// last, and keep every bank closed `tRFC` after it.
+    #[cold]
+    fn refresh(&mut self, c: usize, r: usize) {
+        let t = self.timing;
+        let (rp, rfc) = (u64::from(t.rp), u64::from(t.rfc));
+        let due = self.ranks[r].next_ref;
+        let first = r * self.banks_per_rank as usize;
+        let mut ref_at = due;
+        for b in first..first + self.banks_per_rank as usize {
+            let bank = &self.banks[b];
+            if bank.open_row != CLOSED {
+                let pre = due.max(bank.pre_ok);
+                if let Some(log) = self.commands.as_mut() {
+                    log.push(Command {
+                        at: pre,
+                        kind: CommandKind::Precharge,
+                        bank: b as u32,
+                        row: bank.open_row,
+                    });
+                }
+                ref_at = ref_at.max(pre + rp);
+            } else {
+                ref_at = ref_at.max(bank.act_ok);
+            }
+        }
+        if let Some(log) = self.commands.as_mut() {
+            log.push(Command {
+                at: ref_at,
+                kind: CommandKind::Refresh,
+                bank: first as u32,
+                row: 0,
+            });
+        }
+        for b in first..first + self.banks_per_rank as usize {
+            let was_open = self.banks[b].open_row != CLOSED;
+            let bank = &mut self.banks[b];
+            bank.open_row = CLOSED;
+            bank.act_ok = ref_at + rfc;
+            if was_open {
+                self.refresh_hits(c, b as u32);
+            }
+            if self.scheduler == Scheduler::Ready {
+                self.update_candidate(c, b as u32, READS);
+                self.update_candidate(c, b as u32, WRITES);
+            }
+        }
+        self.ranks[r].next_ref += u64::from(t.refi);
+    }
+
+    /// [`Controller::decide`] with `now` the channel's decision time;
+    /// `None` when a refresh came due first (the decision moves).
+    #[inline(always)]
+    fn decide_at(&mut self, c: usize, now: u64) -> Option<Completion> {
+        if self.refresh_due(c, now) {
+            return None;
+        }
+        let s = match self.scheduler {
+            Scheduler::Blocking => self.blocking_pick(c, now),
+            Scheduler::Ready => {
+                let pick = self.ready_pick(c).expect("decide on a non-empty queue");
+                let ch = &mut self.channels[c];
+                ch.draining = usize::from(pick.class) == WRITES;
+                pick.slot
+            }
+        };
+        let slot = self.channels[c].slots[s as usize];
         let kind = slot.kind;
         self.unlink(c, s, &slot);
-        let (outcome, col, data_end, start) = self.issue(c, &slot, kind, now);
-        self.channels[c].freed_at = col;
+        let plan = self.plan(c, &slot, now);
+        let start = self.apply(c, &slot, &plan);
+        let (outcome, col, data_end) = (plan.outcome, plan.col, plan.data_end);
+        self.channels[c].freed_at[usize::from(slot.class)] = col;
         if outcome != RowOutcome::Hit || self.policy == PagePolicy::Closed {
             // The open row changed: recount the bank's queued hits.
             self.refresh_hits(c, slot.bank);
-        } else if self.banks[slot.bank as usize].hits == 0 {
+        } else if self.banks[slot.bank as usize].q[usize::from(slot.class)].hits == 0 {
             let local = (slot.bank & (self.banks_per_channel - 1)) as usize;
-            self.channels[c].hit_banks[local / 64] &= !(1 << (local % 64));
+            self.channels[c].hit_banks[usize::from(slot.class)][local / 64] &= !(1 << (local % 64));
         }
+        if self.scheduler == Scheduler::Ready {
+            self.update_candidate(c, slot.bank, READS);
+            self.update_candidate(c, slot.bank, WRITES);
+        }
+        self.channels[c].next.set(None);
 
         // Statistics.
         self.rows.record(outcome);
@@ -602,12 +1164,42 @@ impl Controller {
         entry.0 += 1;
         entry.1 += latency;
         entry.2 = entry.2.max(latency);
-        Completion {
+        Some(Completion {
             id: slot.id,
             core: slot.core,
+            kind,
             outcome,
             arrival: slot.arrival,
+            entered: slot.entered,
             done: data_end,
+        })
+    }
+
+    /// The blocking scheduler's pick: the oldest queued hit (each bank's
+    /// candidate is its first queued hit), else the oldest request.
+    #[inline(always)]
+    fn blocking_pick(&self, c: usize, now: u64) -> u32 {
+        let first_bank = c * self.banks_per_channel as usize;
+        let ch = &self.channels[c];
+        let mut pick = NIL;
+        let mut pick_id = u64::MAX;
+        for (w, &word) in ch.hit_banks[READS].iter().enumerate() {
+            let mut word = word;
+            while word != 0 {
+                let local = w * 64 + word.trailing_zeros() as usize;
+                word &= word - 1;
+                let s = self.banks[first_bank + local].q[READS].first_hit;
+                let slot = &ch.slots[s as usize];
+                if slot.entered <= now && slot.id < pick_id {
+                    pick = s;
+                    pick_id = slot.id;
+                }
+            }
+        }
+        if pick == NIL {
+            ch.oldest
+        } else {
+            pick
         }
     }
 
@@ -616,28 +1208,35 @@ impl Controller {
     /// hit, and free it.
     #[inline(always)]
     fn unlink(&mut self, c: usize, s: u32, slot: &Slot) {
+        let class = usize::from(slot.class);
         let ch = &mut self.channels[c];
         let bank = &mut self.banks[slot.bank as usize];
+        let open_row = bank.open_row;
+        let list = &mut bank.q[class];
         match slot.bank_older {
-            NIL => bank.head = slot.bank_younger,
+            NIL => list.head = slot.bank_younger,
             o => ch.slots[o as usize].bank_younger = slot.bank_younger,
         }
         match slot.bank_younger {
-            NIL => bank.tail = slot.bank_older,
+            NIL => list.tail = slot.bank_older,
             y => ch.slots[y as usize].bank_older = slot.bank_older,
         }
-        if slot.row == bank.open_row {
-            bank.hits -= 1;
-            if bank.first_hit == s {
+        if list.head == NIL {
+            let local = (slot.bank & (self.banks_per_channel - 1)) as usize;
+            ch.queued_banks[class][local / 64] &= !(1 << (local % 64));
+        }
+        if slot.row == open_row {
+            list.hits -= 1;
+            if list.first_hit == s {
                 // The next hit is younger than this one.
                 let mut next = slot.bank_younger;
-                if bank.hits == 0 {
+                if list.hits == 0 {
                     next = NIL;
                 }
-                while next != NIL && ch.slots[next as usize].row != bank.open_row {
+                while next != NIL && ch.slots[next as usize].row != open_row {
                     next = ch.slots[next as usize].bank_younger;
                 }
-                bank.first_hit = next;
+                list.first_hit = next;
             }
         }
         match slot.older {
@@ -648,53 +1247,116 @@ impl Controller {
             NIL => ch.youngest = slot.older,
             y => ch.slots[y as usize].older = slot.older,
         }
-        ch.free.push(s);
-        ch.len -= 1;
+        ch.free[class].push(s);
+        ch.len[class] -= 1;
     }
 
     /// Recount a bank's queued hits after its open row may have changed.
     fn refresh_hits(&mut self, c: usize, bank_index: u32) {
+        let local = (bank_index & (self.banks_per_channel - 1)) as usize;
         let ch = &mut self.channels[c];
         let bank = &mut self.banks[bank_index as usize];
         let open = bank.open_row;
-        bank.hits = 0;
-        bank.first_hit = NIL;
-        let mut s = bank.head;
-        while s != NIL {
-            let slot = &ch.slots[s as usize];
-            if slot.row == open {
-                if bank.first_hit == NIL {
-                    bank.first_hit = s;
+        for (class, list) in bank.q.iter_mut().enumerate() {
+            list.hits = 0;
+            list.first_hit = NIL;
+            let mut s = list.head;
+            while s != NIL {
+                let slot = &ch.slots[s as usize];
+                if slot.row == open {
+                    if list.first_hit == NIL {
+                        list.first_hit = s;
+                    }
+                    list.hits += 1;
                 }
-                bank.hits += 1;
+                s = slot.bank_younger;
             }
-            s = slot.bank_younger;
-        }
-        let local = (bank_index & (self.banks_per_channel - 1)) as usize;
-        if bank.hits > 0 {
-            ch.hit_banks[local / 64] |= 1 << (local % 64);
-        } else {
-            ch.hit_banks[local / 64] &= !(1 << (local % 64));
+            if list.hits > 0 {
+                ch.hit_banks[class][local / 64] |= 1 << (local % 64);
+            } else {
+                ch.hit_banks[class][local / 64] &= !(1 << (local % 64));
+            }
         }
     }
 
-    /// Place the commands of `slot`, picked at `now`, as early as every
-    /// constraint allows. Returns (outcome, column command time, end of
-    /// data, first command time).
+    /// Where the commands of `slot`, picked no earlier than `now`, would
+    /// go: as early as every constraint allows. Changes nothing.
     #[inline(always)]
-    fn issue(
-        &mut self,
-        c: usize,
-        slot: &Slot,
-        kind: AccessKind,
-        now: u64,
-    ) -> (RowOutcome, u64, u64, u64) {
-        let t = self.timing;
-        let (rcd, rp, ras) = (u64::from(t.rcd), u64::from(t.rp), u64::from(t.ras));
+    fn plan(&self, c: usize, slot: &Slot, now: u64) -> Plan {
+        let t = &self.timing;
+        let (rcd, rp) = (u64::from(t.rcd), u64::from(t.rp));
         let burst = u64::from(t.burst_cycles());
         let rank_index = (slot.bank >> self.bpr_shift) as usize;
+        let group_index = (slot.bank >> self.bpg_shift) as usize;
+        let bank = &self.banks[slot.bank as usize];
+        let rank = &self.ranks[rank_index];
+        let group = &self.groups[group_index];
+        let ch = &self.channels[c];
+        let outcome = match bank.open_row {
+            CLOSED => RowOutcome::Miss,
+            r if r == slot.row => RowOutcome::Hit,
+            _ => RowOutcome::Conflict,
+        };
+        let (mut pre, mut act) = (NONE, NONE);
+        let mut col_ok = bank.col_ok;
+        if outcome != RowOutcome::Hit {
+            let mut act_from = slot.entered.max(bank.act_ok);
+            if outcome == RowOutcome::Conflict {
+                pre = slot.entered.max(bank.pre_ok);
+                act_from = act_from.max(pre + rp);
+            }
+            let mut a = act_from.max(rank.act_ok).max(group.act_ok);
+            if t.faw != 0 && rank.faw_n == 4 {
+                // The oldest of the last four ACTs.
+                a = a.max(rank.faw[rank.faw_i] + u64::from(t.faw));
+            }
+            act = a;
+            col_ok = col_ok.max(a + rcd);
+        }
+        let latency = u64::from(match slot.kind {
+            AccessKind::Read => t.cl,
+            AccessKind::Write => t.cwl,
+        });
+        // The data may start once the bus is free (after another rank's
+        // data, tRTRS later; after read data, write data also waits for
+        // the turnaround).
+        let mut bus_from = ch.bus_free;
+        if ch.last_rank != rank_index as u32 && ch.last_rank != NIL {
+            bus_from += u64::from(t.rtrs);
+        }
+        if slot.kind == AccessKind::Write {
+            bus_from = bus_from.max(ch.last_read_end + u64::from(READ_TO_WRITE_TURNAROUND));
+        }
+        let mut col = now
+            .max(slot.entered)
+            .max(col_ok)
+            .max(rank.col_ok)
+            .max(group.col_ok)
+            .max(ch.last_col + 1)
+            .max(bus_from.saturating_sub(latency));
+        if slot.kind == AccessKind::Read {
+            col = col.max(rank.read_ok).max(group.read_ok);
+        }
+        Plan {
+            outcome,
+            pre,
+            act,
+            col,
+            data_end: col + latency + burst,
+        }
+    }
+
+    /// Issue `plan`'s commands for `slot`: update the bank, its group,
+    /// rank and channel. Returns the first command's cycle.
+    #[inline(always)]
+    fn apply(&mut self, c: usize, slot: &Slot, plan: &Plan) -> u64 {
+        let t = self.timing;
+        let (rcd, rp, ras) = (u64::from(t.rcd), u64::from(t.rp), u64::from(t.ras));
+        let rank_index = (slot.bank >> self.bpr_shift) as usize;
+        let group_index = (slot.bank >> self.bpg_shift) as usize;
         let bank = &mut self.banks[slot.bank as usize];
         let rank = &mut self.ranks[rank_index];
+        let group = &mut self.groups[group_index];
         let ch = &mut self.channels[c];
         let mut log = |at: u64, kind: CommandKind| {
             if let Some(commands) = self.commands.as_mut() {
@@ -706,73 +1368,49 @@ impl Controller {
                 });
             }
         };
-        let outcome = match bank.open_row {
-            CLOSED => RowOutcome::Miss,
-            r if r == slot.row => RowOutcome::Hit,
-            _ => RowOutcome::Conflict,
-        };
         let mut start = u64::MAX;
-        if outcome != RowOutcome::Hit {
-            let mut act_from = slot.entered.max(bank.act_ok);
-            if outcome == RowOutcome::Conflict {
-                let pre = slot.entered.max(bank.pre_ok);
-                log(pre, CommandKind::Precharge);
-                start = pre;
-                act_from = act_from.max(pre + rp);
-            }
-            let mut act = act_from.max(rank.act_ok);
-            if t.faw != 0 && rank.faw_n == 4 {
-                // The oldest of the last four ACTs.
-                act = act.max(rank.faw[rank.faw_i] + u64::from(t.faw));
-            }
+        if plan.pre != NONE {
+            log(plan.pre, CommandKind::Precharge);
+            start = plan.pre;
+        }
+        if plan.act != NONE {
+            let act = plan.act;
             log(act, CommandKind::Activate);
             start = start.min(act);
             bank.open_row = slot.row;
             bank.col_ok = bank.col_ok.max(act + rcd);
             bank.pre_ok = bank.pre_ok.max(act + ras);
             rank.act_ok = act + u64::from(t.rrd);
+            group.act_ok = act + self.rrd_l;
             rank.faw[rank.faw_i] = act;
             rank.faw_i = (rank.faw_i + 1) % 4;
             rank.faw_n = (rank.faw_n + 1).min(4);
         }
-        let latency = u64::from(match kind {
-            AccessKind::Read => t.cl,
-            AccessKind::Write => t.cwl,
-        });
-        // The data may start once the bus is free (after read data, write
-        // data also waits for the turnaround).
-        let mut bus_from = ch.bus_free;
-        if kind == AccessKind::Write {
-            bus_from = bus_from.max(ch.last_read_end + u64::from(READ_TO_WRITE_TURNAROUND));
-        }
-        let mut col = now
-            .max(slot.entered)
-            .max(bank.col_ok)
-            .max(rank.col_ok)
-            .max(ch.last_col + 1)
-            .max(bus_from.saturating_sub(latency));
-        if kind == AccessKind::Read {
-            col = col.max(rank.read_ok);
-        }
+        let col = plan.col;
         log(
             col,
-            match kind {
+            match slot.kind {
                 AccessKind::Read => CommandKind::Read,
                 AccessKind::Write => CommandKind::Write,
             },
         );
         start = start.min(col);
-        let data_end = col + latency + burst;
+        let burst = u64::from(t.burst_cycles());
+        let data_end = plan.data_end;
+        bank.col_ok = col + burst;
         rank.col_ok = col + u64::from(t.ccd);
+        group.col_ok = col + self.ccd_l;
         ch.last_col = col;
         ch.bus_free = data_end;
-        match kind {
+        ch.last_rank = rank_index as u32;
+        match slot.kind {
             AccessKind::Read => {
                 ch.last_read_end = data_end;
                 bank.pre_ok = bank.pre_ok.max(col + u64::from(t.rtp));
             }
             AccessKind::Write => {
-                rank.read_ok = data_end + u64::from(t.wtr);
+                rank.read_ok = rank.read_ok.max(data_end + self.wtr_s);
+                group.read_ok = group.read_ok.max(data_end + u64::from(t.wtr));
                 bank.pre_ok = bank.pre_ok.max(data_end + u64::from(t.wr));
             }
         }
@@ -782,7 +1420,27 @@ impl Controller {
             bank.open_row = CLOSED;
             bank.act_ok = pre + rp;
         }
-        (outcome, col, data_end, start)
+        start
+    }
+
+    /// All-bank refreshes due from cycle 0 to `until`, every rank.
+    fn refreshes_until(&self, until: u64) -> u64 {
+        let refi = u64::from(self.timing.refi);
+        if refi == 0 {
+            return 0;
+        }
+        let r = u64::from(self.ranks_per_channel);
+        let per_channel: u64 = (1..=r)
+            .map(|i| {
+                let first = refi * i / r;
+                if until >= first {
+                    (until - first) / refi + 1
+                } else {
+                    0
+                }
+            })
+            .sum();
+        per_channel * self.channels.len() as u64
     }
 
     /// What the run measured so far (served requests only).
@@ -820,6 +1478,7 @@ impl Controller {
             } else {
                 (requests * self.bytes_per_request) as f64 / total_ns
             },
+            refreshes: self.refreshes_until(self.last_done),
             cores: self
                 .cores
                 .iter()
@@ -852,6 +1511,7 @@ impl Controller {
             banks: self.banks.len() as u32,
             banks_per_rank: self.banks_per_rank,
             banks_per_channel: self.banks_per_channel,
+            banks_per_group: self.banks_per_rank / self.bank_groups,
         };
         checker::verify(commands, &self.timing, layout)?;
         Ok(commands.len())

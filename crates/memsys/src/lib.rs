@@ -15,11 +15,12 @@
 //! [`AddressMapping::decode`] and [`AddressMapping::encode`] are inverse
 //! over the whole mapped range.
 //!
-//! Machines are written in TOML. Four presets are built in (see
+//! Machines are written in TOML. Five presets are built in (see
 //! [`Machine::preset_names`]): `xeon-3ch` (the seed's Xeon), `ddr4-2400`,
-//! `coffeelake-xor` (a published Intel XOR bank mapping) and `pcm-lee2009`
-//! (PCM timings from Lee et al., ISCA 2009); each file says where its
-//! numbers come from. [`Machine::load`] reads any other file.
+//! `coffeelake-xor` (a published Intel XOR bank mapping), `pcm-lee2009`
+//! (PCM timings from Lee et al., ISCA 2009) and `ddr4-2400-dramsim3`
+//! (DRAMSim3's `DDR4_8Gb_x8_2400.ini`, with bank groups and refresh);
+//! each file says where its numbers come from. [`Machine::load`] reads any other file.
 //!
 //! [`bank`] holds the per-bank part of the timing model: each bank's open
 //! row ([`BankState`]) under an open- or closed-page [`PagePolicy`], and
@@ -33,6 +34,9 @@
 //! request, and an assertion mode whose [`checker`] verifies every timing
 //! constraint between the commands issued. [`lookup`] decodes addresses to
 //! banks with byte-wise lookup tables for it.
+//!
+//! [`trace`] reads DRAMSim3 and Ramulator 2 request traces and runs them
+//! through the controller with the statistics DRAMSim3 prints.
 //!
 //! [`power`] is the memory power model of seed 004: per-bank power states
 //! (Read/Write, Active-Idle, Self-Refresh, Deep-Power-Down) from the
@@ -78,11 +82,12 @@ mod machine;
 pub mod mapping;
 pub mod power;
 mod timing;
+pub mod trace;
 
 pub use bank::{AccessKind, BankState, PagePolicy, RowOutcome, RowStats, Served};
 pub use controller::{
     Completion, Controller, ControllerConfig, ControllerError, ControllerReport, CoreLatency,
-    MemRequest,
+    MemRequest, Scheduler,
 };
 pub use error::{LoadError, MachineError};
 pub use lookup::{BankDecoder, BankRow};

@@ -119,6 +119,10 @@ const PRESETS: &[(&str, &str)] = &[
         include_str!("../presets/coffeelake-xor.toml"),
     ),
     ("pcm-lee2009", include_str!("../presets/pcm-lee2009.toml")),
+    (
+        "ddr4-2400-dramsim3",
+        include_str!("../presets/ddr4-2400-dramsim3.toml"),
+    ),
 ];
 
 impl Machine {

@@ -81,6 +81,36 @@ pub struct Timing {
     /// as Ramulator encodes it).
     #[serde(rename = "tFAW")]
     pub faw: u32,
+    /// Column command to column command in the same bank group
+    /// (`tCCD_L`); 0 where the technology has no bank groups, and then
+    /// `tCCD` applies between any two banks. With bank groups, `tCCD` is
+    /// `tCCD_S` (other bank group).
+    #[serde(rename = "tCCD_L", default, skip_serializing_if = "is_zero")]
+    pub ccd_l: u32,
+    /// Activate to activate in the same bank group (`tRRD_L`); 0: `tRRD`
+    /// everywhere. With bank groups, `tRRD` is `tRRD_S`.
+    #[serde(rename = "tRRD_L", default, skip_serializing_if = "is_zero")]
+    pub rrd_l: u32,
+    /// End of write data to a read in another bank group (`tWTR_S`); 0:
+    /// `tWTR` everywhere. With bank groups, `tWTR` is `tWTR_L`.
+    #[serde(rename = "tWTR_S", default, skip_serializing_if = "is_zero")]
+    pub wtr_s: u32,
+    /// Rank-to-rank switch: idle cycles on the data bus between bursts of
+    /// different ranks (`tRTRS`); 0 where not given.
+    #[serde(rename = "tRTRS", default, skip_serializing_if = "is_zero")]
+    pub rtrs: u32,
+    /// Average refresh interval per rank (`tREFI`); 0: not refreshed
+    /// (PCM, or a preset that leaves refresh out).
+    #[serde(rename = "tREFI", default, skip_serializing_if = "is_zero")]
+    pub refi: u32,
+    /// All-bank refresh cycle time (`tRFC`): a rank's banks stay closed
+    /// this long after its REF. Required when `tREFI` is given.
+    #[serde(rename = "tRFC", default, skip_serializing_if = "is_zero")]
+    pub rfc: u32,
+}
+
+fn is_zero(v: &u32) -> bool {
+    *v == 0
 }
 
 /// Why a timing table was refused.
@@ -113,6 +143,30 @@ pub enum TimingError {
         faw: u32,
         /// tRRD.
         rrd: u32,
+    },
+    /// A refresh interval needs a refresh cycle time, shorter than it.
+    #[error("timing.{technology}.tREFI = {refi} needs 0 < tRFC < tREFI (tRFC = {rfc})")]
+    Refresh {
+        /// Technology.
+        technology: Technology,
+        /// tREFI.
+        refi: u32,
+        /// tRFC.
+        rfc: u32,
+    },
+    /// A same-bank-group (`_L`) timing shorter than its other-group one.
+    #[error(
+        "timing.{technology}.{field} = {long} is shorter than its other-bank-group value {short}"
+    )]
+    LongShorterThanShort {
+        /// Technology.
+        technology: Technology,
+        /// Parameter as written in the preset.
+        field: &'static str,
+        /// The `_L` value.
+        long: u32,
+        /// The `_S` value.
+        short: u32,
     },
     /// DDR moves two transfers a clock, so a burst is an even number.
     #[error(
@@ -161,6 +215,27 @@ impl Timing {
                 rrd: self.rrd,
             });
         }
+        if self.refi != 0 && (self.rfc == 0 || self.rfc >= self.refi) {
+            return Err(TimingError::Refresh {
+                technology,
+                refi: self.refi,
+                rfc: self.rfc,
+            });
+        }
+        for (field, long, short) in [
+            ("tCCD_L", self.ccd_l, self.ccd),
+            ("tRRD_L", self.rrd_l, self.rrd),
+            ("tWTR", self.wtr, self.wtr_s),
+        ] {
+            if long != 0 && short != 0 && long < short {
+                return Err(TimingError::LongShorterThanShort {
+                    technology,
+                    field,
+                    long,
+                    short,
+                });
+            }
+        }
         if self.burst_length & 1 == 1 {
             return Err(TimingError::OddBurst {
                 technology,
@@ -174,6 +249,18 @@ impl Timing {
     /// rate, two transfers a clock.
     pub fn burst_cycles(&self) -> u32 {
         self.burst_length / 2
+    }
+
+    /// `tCCD_L`, `tRRD_L` and `tWTR_S` as the controller uses them: with
+    /// `bank_groups` off or a value of 0 (no bank groups), the one-value
+    /// `tCCD`, `tRRD`, `tWTR`.
+    pub fn bank_group_timings(&self, bank_groups: bool) -> (u32, u32, u32) {
+        let or = |v: u32, one: u32| if bank_groups && v != 0 { v } else { one };
+        (
+            or(self.ccd_l, self.ccd),
+            or(self.rrd_l, self.rrd),
+            or(self.wtr_s, self.wtr),
+        )
     }
 
     /// `cycles` in nanoseconds.
@@ -224,6 +311,12 @@ pub(crate) mod fixtures {
         ccd: 4,
         rrd: 4,
         faw: 26,
+        ccd_l: 0,
+        rrd_l: 0,
+        wtr_s: 0,
+        rtrs: 0,
+        refi: 0,
+        rfc: 0,
     };
 
     /// Lee et al. 2009 PCM, as the `pcm-lee2009` preset.
@@ -241,6 +334,12 @@ pub(crate) mod fixtures {
         ccd: 4,
         rrd: 2,
         faw: 0,
+        ccd_l: 0,
+        rrd_l: 0,
+        wtr_s: 0,
+        rtrs: 0,
+        refi: 0,
+        rfc: 0,
     };
 }
 

@@ -14,7 +14,7 @@ fn preset(name: &str) -> Machine {
 #[test]
 fn every_preset_loads_and_covers_its_zones() {
     let names = Machine::preset_names();
-    assert_eq!(names.len(), 4);
+    assert_eq!(names.len(), 5);
     for name in names {
         let m = preset(name);
         assert_eq!(m.name(), name);

@@ -3,6 +3,7 @@
 
 use nvmos_memsys::{
     AccessKind, Controller, ControllerConfig, Coordinates, Machine, MemRequest, PagePolicy,
+    Scheduler,
 };
 use proptest::prelude::*;
 
@@ -20,6 +21,7 @@ fn checked(policy: PagePolicy, queue_depth: usize) -> ControllerConfig {
         policy,
         queue_depth,
         check: true,
+        ..ControllerConfig::basic()
     }
 }
 
@@ -162,15 +164,117 @@ fn stream(size: u64) -> impl Strategy<Value = Vec<MemRequest>> {
 }
 
 fn machine_and_stream() -> impl Strategy<Value = (Machine, Vec<MemRequest>)> {
-    (0usize..4).prop_flat_map(|i| {
+    (0usize..Machine::preset_names().len()).prop_flat_map(|i| {
         let m = Machine::preset(Machine::preset_names()[i]).unwrap();
         let size = m.memory_bytes();
         (Just(m), stream(size))
     })
 }
 
+/// Every switch of the full model, drawn at random.
+fn full_config() -> impl Strategy<Value = ControllerConfig> {
+    (
+        any::<bool>(),
+        1usize..40,
+        prop_oneof![Just(0usize), 2usize..40],
+        any::<[bool; 3]>(),
+        any::<u8>(),
+    )
+        .prop_map(|(closed, depth, writes, [refresh, groups, switch], w)| {
+            let high = if writes == 0 {
+                0
+            } else {
+                1 + usize::from(w) % writes
+            };
+            ControllerConfig {
+                policy: if closed {
+                    PagePolicy::Closed
+                } else {
+                    PagePolicy::Open
+                },
+                queue_depth: depth,
+                check: true,
+                scheduler: Scheduler::Ready,
+                write_queue_depth: writes,
+                write_high: high,
+                write_low: if high == 0 { 0 } else { usize::from(w) % high },
+                refresh,
+                bank_groups: groups,
+                rank_switch: switch,
+            }
+        })
+}
+
+/// Requests spread over a long time, so that refreshes fall among them.
+fn spread(requests: Vec<MemRequest>) -> Vec<MemRequest> {
+    requests
+        .into_iter()
+        .map(|r| MemRequest {
+            arrival: r.arrival * 97,
+            ..r
+        })
+        .collect()
+}
+
+/// The checks every run must pass: no broken constraint, every request
+/// served once, none sooner than a row hit could be.
+fn check_run(
+    m: &Machine,
+    config: ControllerConfig,
+    requests: &[MemRequest],
+) -> Result<(), TestCaseError> {
+    let mut mc = Controller::new(m, config).unwrap();
+    let mut done = Vec::new();
+    for &req in requests {
+        mc.submit(req, &mut done).unwrap();
+    }
+    mc.drain(&mut done);
+    if let Err(v) = mc.verify() {
+        return Err(TestCaseError::fail(format!("{} {config:?}: {v}", m.name())));
+    }
+    prop_assert_eq!(done.len(), requests.len());
+    let mut ids: Vec<u64> = done.iter().map(|c| c.id).collect();
+    ids.sort_unstable();
+    prop_assert!(ids.iter().enumerate().all(|(i, &id)| id == i as u64));
+    let t = *mc.timing();
+    for c in &done {
+        let req = requests[c.id as usize];
+        let fastest = u64::from(
+            match req.kind {
+                AccessKind::Read => t.cl,
+                AccessKind::Write => t.cwl,
+            } + t.burst_cycles(),
+        );
+        prop_assert!(c.done >= c.entered + fastest);
+        prop_assert!(c.entered >= c.arrival);
+        prop_assert_eq!(c.arrival, req.arrival);
+        prop_assert_eq!(c.kind, req.kind);
+    }
+    let r = mc.report();
+    prop_assert_eq!(r.requests, requests.len() as u64);
+    prop_assert_eq!(r.cores.iter().map(|c| c.requests).sum::<u64>(), r.requests);
+    if config.policy == PagePolicy::Closed {
+        prop_assert_eq!(r.rows.hits + r.rows.conflicts, 0);
+    }
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(96))]
+
+    /// Assertion mode, full model: whatever the stream and whichever
+    /// switches are on (ready scheduler, write buffer and watermarks,
+    /// refresh, bank groups, rank switching), no two commands break a
+    /// timing constraint and every request is served once.
+    #[test]
+    fn the_checker_never_fires_on_the_full_model(
+        (m, requests) in machine_and_stream(),
+        config in full_config(),
+        slow in any::<bool>(),
+    ) {
+        let requests = if slow { spread(requests) } else { requests };
+        check_run(&m, config, &requests)?;
+    }
 
     /// Assertion mode: whatever the stream, policy and queue depth, no two
     /// commands break a timing constraint, every request completes once,
@@ -182,6 +286,7 @@ proptest! {
         depth in 1usize..40,
     ) {
         let policy = if closed { PagePolicy::Closed } else { PagePolicy::Open };
+        check_run(&m, checked(policy, depth), &requests)?;
         let mut mc = Controller::new(&m, checked(policy, depth)).unwrap();
         let mut done = Vec::new();
         for &req in &requests {

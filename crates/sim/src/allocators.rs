@@ -23,6 +23,9 @@ pub enum AllocatorKind {
     Lis1,
     /// (f) lazy iBuddy, lists of 31.
     Lis31,
+    /// Lazy iBuddy with staged lists of 31 that keep iBuddy's reuse order
+    /// (issue 12's fair lazy policy, `PcpPolicy::LIS_31_FAIR`).
+    Lis31Fair,
     /// Seed 002's M³: frames at random over the banks of the seed's Xeon
     /// (`xeon-3ch`: 32 rank x bank colours, a bank every three frames).
     M3,
@@ -33,7 +36,7 @@ pub enum AllocatorKind {
 impl AllocatorKind {
     /// Every configuration, in Table 2's order with Linux's default after
     /// the lazy buddies.
-    pub const ALL: [AllocatorKind; 9] = [
+    pub const ALL: [AllocatorKind; 10] = [
         AllocatorKind::Buddy,
         AllocatorKind::Lbs1,
         AllocatorKind::Lbs31,
@@ -41,6 +44,7 @@ impl AllocatorKind {
         AllocatorKind::IBuddy,
         AllocatorKind::Lis1,
         AllocatorKind::Lis31,
+        AllocatorKind::Lis31Fair,
         AllocatorKind::M3,
         AllocatorKind::M3Part,
     ];
@@ -55,6 +59,7 @@ impl AllocatorKind {
             AllocatorKind::IBuddy => "iBuddy",
             AllocatorKind::Lis1 => "LiS-1",
             AllocatorKind::Lis31 => "LiS-31",
+            AllocatorKind::Lis31Fair => "LiS-31-fair",
             AllocatorKind::M3 => "M3",
             AllocatorKind::M3Part => "M3-part",
         }
@@ -70,6 +75,7 @@ impl AllocatorKind {
             AllocatorKind::IBuddy => "(d) iBuddy",
             AllocatorKind::Lis1 => "(e) lazy iBuddy, list of 1",
             AllocatorKind::Lis31 => "(f) lazy iBuddy, lists of 31",
+            AllocatorKind::Lis31Fair => "lazy iBuddy, staged lists of 31 (fair)",
             AllocatorKind::M3 => "M3, random over the Xeon's banks (seed 002)",
             AllocatorKind::M3Part => "M3, banks partitioned among CPUs (seed 002)",
         }
@@ -102,6 +108,9 @@ impl AllocatorKind {
             AllocatorKind::IBuddy => job.run(ibuddy()?),
             AllocatorKind::Lis1 => job.run(PerCpu::<_, L>::new(ibuddy()?, PcpPolicy::LIS_1)?),
             AllocatorKind::Lis31 => job.run(PerCpu::<_, L>::new(ibuddy()?, PcpPolicy::LIS_31)?),
+            AllocatorKind::Lis31Fair => {
+                job.run(PerCpu::<_, L>::new(ibuddy()?, PcpPolicy::LIS_31_FAIR)?)
+            }
             AllocatorKind::M3 | AllocatorKind::M3Part => {
                 // The default colouring: the seed's own machine.
                 let xeon = nvmos_memsys::Machine::preset("xeon-3ch")

@@ -21,6 +21,8 @@ pub enum Config {
     IBuddy,
     Lis1,
     Lis31,
+    /// The fair lazy iBuddy (staged lists of 31).
+    Lis31Fair,
     /// M³, random placement (8 colours of 3 frames, like a bank every
     /// three frames on seed 002's Xeon).
     M3Random,
@@ -39,7 +41,7 @@ pub fn m3_colour(pfn: Pfn) -> u32 {
 }
 
 impl Config {
-    pub const ALL: [Config; 9] = [
+    pub const ALL: [Config; 10] = [
         Config::Buddy,
         Config::Lbs1,
         Config::Lbs31,
@@ -47,6 +49,7 @@ impl Config {
         Config::IBuddy,
         Config::Lis1,
         Config::Lis31,
+        Config::Lis31Fair,
         Config::M3Random,
         Config::M3Partitioned,
     ];
@@ -101,6 +104,9 @@ impl Config {
             Config::IBuddy => Box::new(ibuddy()),
             Config::Lis1 => Box::new(PerCpu::<_, Lock>::new(ibuddy(), PcpPolicy::LIS_1).unwrap()),
             Config::Lis31 => Box::new(PerCpu::<_, Lock>::new(ibuddy(), PcpPolicy::LIS_31).unwrap()),
+            Config::Lis31Fair => {
+                Box::new(PerCpu::<_, Lock>::new(ibuddy(), PcpPolicy::LIS_31_FAIR).unwrap())
+            }
             Config::M3Random => {
                 Box::new(M3::<Lock>::new(zones, cpus, 8, m3_colour, M3Policy::RANDOM).unwrap())
             }

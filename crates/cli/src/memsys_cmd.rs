@@ -1,0 +1,168 @@
+//! `nvmos memsys run`: a DRAMSim3 or Ramulator 2 request trace through the
+//! timing model, printing the statistics DRAMSim3 prints and the latency
+//! distribution. The work is `nvmos_memsys::trace`; this file parses and
+//! renders.
+
+use std::fs::File;
+use std::io::BufReader;
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, Subcommand};
+use nvmos_memsys::trace::{self, Latency, TraceFormat};
+use nvmos_memsys::{ControllerConfig, Machine, PagePolicy, Scheduler};
+
+#[derive(Subcommand, Debug)]
+pub enum MemsysCommand {
+    /// Run a request trace through the timing model.
+    Run(RunArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    /// The trace file.
+    #[arg(long)]
+    trace: String,
+    /// Its format: dramsim3 (`0x<addr> READ|WRITE <cycle>`) or ramulator
+    /// (`LD|ST <addr>`, one request offered a cycle).
+    #[arg(long, default_value = "dramsim3")]
+    format: String,
+    /// A machine preset or TOML file.
+    #[arg(long, default_value = "ddr4-2400-dramsim3")]
+    machine: String,
+    /// The model before issue 18: blocking scheduler, no write buffer,
+    /// refresh, bank groups or rank switching.
+    #[arg(long)]
+    basic: bool,
+    /// Turn refresh off.
+    #[arg(long)]
+    no_refresh: bool,
+    /// Use one tCCD/tRRD/tWTR for all bank groups (the `_S` values for
+    /// tCCD and tRRD, `tWTR_L` for tWTR).
+    #[arg(long)]
+    no_bank_groups: bool,
+    /// Requests the read queue holds per channel.
+    #[arg(long, default_value_t = 32)]
+    queue_depth: usize,
+    /// Writes the write buffer holds per channel (0: none, writes are
+    /// queued and scheduled like reads).
+    #[arg(long, default_value_t = 32)]
+    write_queue: usize,
+    /// Closed-page policy instead of open-page.
+    #[arg(long)]
+    closed_page: bool,
+    /// Print the statistics as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(command: MemsysCommand) -> Result<()> {
+    match command {
+        MemsysCommand::Run(args) => run_trace(&args),
+    }
+}
+
+fn machine(name: &str) -> Result<Machine> {
+    if Machine::preset_names().contains(&name) {
+        return Ok(Machine::preset(name)?);
+    }
+    if std::path::Path::new(name).exists() {
+        return Machine::load(name).with_context(|| format!("loading machine file {name}"));
+    }
+    bail!(
+        "{name:?} is neither a preset ({}) nor a machine file",
+        Machine::preset_names().join(", ")
+    )
+}
+
+fn config(args: &RunArgs) -> ControllerConfig {
+    let mut c = if args.basic {
+        ControllerConfig::basic()
+    } else {
+        ControllerConfig::default()
+    };
+    c.queue_depth = args.queue_depth;
+    if c.scheduler == Scheduler::Ready {
+        // Ramulator 2's watermarks: 0.8 and 0.2 of the buffer.
+        c.write_queue_depth = args.write_queue;
+        c.write_high = args.write_queue * 4 / 5;
+        c.write_low = args.write_queue / 5;
+    }
+    c.refresh &= !args.no_refresh;
+    c.bank_groups &= !args.no_bank_groups;
+    if args.closed_page {
+        c.policy = PagePolicy::Closed;
+    }
+    c
+}
+
+fn run_trace(args: &RunArgs) -> Result<()> {
+    let format: TraceFormat = args.format.parse()?;
+    let machine = machine(&args.machine)?;
+    let config = config(args);
+    let file = File::open(&args.trace).with_context(|| format!("opening {}", args.trace))?;
+    let t = trace::parse(BufReader::new(file), format)
+        .with_context(|| format!("reading {}", args.trace))?;
+    let s = trace::run(&machine, config, &t).with_context(|| format!("running {}", args.trace))?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&s)?);
+        return Ok(());
+    }
+    let tck_ns = machine
+        .timing(machine.zones()[0].technology)
+        .map_or(0.0, |t| f64::from(t.tck_ps) / 1000.0);
+    println!(
+        "{} on {} ({:?} scheduler, write buffer {}, refresh {}, bank groups {})",
+        args.trace,
+        s.machine,
+        config.scheduler,
+        config.write_queue_depth,
+        if config.refresh { "on" } else { "off" },
+        if config.bank_groups { "on" } else { "off" },
+    );
+    if s.skipped_lines + s.late_lines > 0 {
+        println!(
+            "lines skipped (blank, #): {}; lines whose cycle went backwards (served with the line before): {}",
+            s.skipped_lines, s.late_lines
+        );
+    }
+    let pct = |n: u64, of: u64| {
+        if of == 0 {
+            0.0
+        } else {
+            100.0 * n as f64 / of as f64
+        }
+    };
+    println!("num_cycles             {:>12}", s.cycles);
+    println!("num_reads_done         {:>12}", s.reads);
+    println!("num_writes_done        {:>12}", s.writes);
+    println!(
+        "num_read_row_hits      {:>12}  ({:.2} % of reads)",
+        s.read_row_hits,
+        pct(s.read_row_hits, s.reads)
+    );
+    println!(
+        "num_write_row_hits     {:>12}  ({:.2} % of writes)",
+        s.write_row_hits,
+        pct(s.write_row_hits, s.writes)
+    );
+    println!("row_hit_rate           {:>11.2} %", 100.0 * s.row_hit_rate);
+    println!("num_act_cmds           {:>12}", s.activates);
+    println!("num_ref_cmds           {:>12}", s.refreshes);
+    println!("average_bandwidth      {:>12.3} GB/s", s.bandwidth_gbs);
+    let row = |name: &str, l: &Latency| {
+        println!(
+            "{name:<22} {:>12.2} cycles ({:.2} ns)  p50 {}  p90 {}  p99 {}  max {}  (n = {})",
+            l.mean,
+            l.mean * tck_ns,
+            l.p50,
+            l.p90,
+            l.p99,
+            l.max,
+            l.count
+        )
+    };
+    row("average_read_latency", &s.read_latency);
+    row("  from trace arrival", &s.read_latency_from_arrival);
+    row("average_write_latency", &s.write_latency);
+    Ok(())
+}
