@@ -101,6 +101,9 @@ fn run(exe: &Path, pool: &Path, key: &Path, args: &[&str]) -> Run {
         stdout,
         stderr,
     } = Command::new(exe)
+        // Cheap key stretching (the library's lower bounds) so 36 runs
+        // take seconds; the default cost is the same code path.
+        .env("PHASHMAP_KDF", "8,1,1")
         .arg(pool)
         .arg(key)
         .args(args)
@@ -202,6 +205,20 @@ fn phashmap_survives_restarts_and_refuses_a_wrong_key() {
         );
     }
     assert_eq!(ok(&exe, &pool, &key, &["list"]).lines().count(), 15);
+
+    // A malformed cost, and one Argon2 refuses, leave no pool behind.
+    let fresh = dir.path().join("fresh.pool");
+    for (kdf, code) in [("8,1", 64), ("1,1,1", 100 + NvmosPmoStatus::BadKey as i32)] {
+        let r = Command::new(&exe)
+            .env("PHASHMAP_KDF", kdf)
+            .arg(&fresh)
+            .arg(&key)
+            .args(["put", "a", "b"])
+            .output()
+            .unwrap();
+        assert_eq!(r.status.code(), Some(code), "PHASHMAP_KDF={kdf}");
+        assert!(!fresh.exists(), "PHASHMAP_KDF={kdf} left a pool");
+    }
 
     // The same program linked with the staticlib reads and writes the
     // same map.

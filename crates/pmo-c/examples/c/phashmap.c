@@ -13,6 +13,11 @@
  * mapping, and makes a change durable with one psync (all or nothing: a
  * crash leaves the map as before the command or after it).
  *
+ * The environment variable PHASHMAP_KDF="M_KIB,PASSES,LANES" sets the
+ * Argon2id cost of the new object's key (default: the library's, 19 MiB,
+ * 2 passes, 1 lane); every later attach pays the cost chosen here. Tests
+ * use a cheap one.
+ *
  * Exit status: 0 done; 1 key not in the map (get, del) or map full (put);
  * 64 usage; 100 + the nvmos status code when the library refuses (for
  * example 112 for a wrong passphrase), with the library's message on
@@ -154,10 +159,25 @@ int main(int argc, char **argv) {
         st = nvmos_pmo_pool_create(pool_path, POOL_SIZE, NULL, &pool);
         if (st)
             return fail("creating the pool", st);
+        NvmosPmoKdf kdf;
+        const NvmosPmoKdf *cost = NULL;
+        const char *env = getenv("PHASHMAP_KDF");
+        if (env) {
+            char end;
+            if (sscanf(env, "%u,%u,%u%c", &kdf.m_cost_kib, &kdf.t_cost, &kdf.p_cost, &end) != 3) {
+                fprintf(stderr, "phashmap: PHASHMAP_KDF=%s: expected M_KIB,PASSES,LANES\n", env);
+                nvmos_pmo_pool_close(pool);
+                remove(pool_path);
+                return 64;
+            }
+            cost = &kdf;
+        }
         st = nvmos_pmo_pcreate(pool, "map", sizeof(struct map), (const uint8_t *)pass, pass_len,
-                               NULL);
+                               cost);
         if (st) {
+            /* The pool is this run's own: leave no pool without its map. */
             nvmos_pmo_pool_close(pool);
+            remove(pool_path);
             return fail("creating object map", st);
         }
     }
