@@ -43,8 +43,8 @@
 //! let dir = tempfile::tempdir()?;
 //! let pool = Pool::create(&dir.path().join("pool"), 4 << 20)?;
 //! // Cheap key stretching for the example; real keys use the default.
-//! pool.pcreate_with("list", 64 << 10, Some(b"a long secret"), KdfParams::INSECURE_FAST)?;
-//! let obj = pool.open_object("list", Perm::Write, Some(b"a long secret"))?;
+//! pool.pcreate_with("list", 64 << 10, Some(b"a secret key"), KdfParams::INSECURE_FAST)?;
+//! let obj = pool.open_object("list", Perm::Write, Some(b"a secret key"))?;
 //! obj.write_at(100, b"hello")?;
 //! obj.psync()?; // durable, all or nothing
 //! drop(obj);
@@ -53,7 +53,7 @@
 //! let pool = Pool::open(&dir.path().join("pool"), nvmos_pmo::Access::ReadOnly)?;
 //! assert!(pool.open_object("list", Perm::Read, Some(b"wrong")).is_err());
 //! // Map it at its fixed address; pages arrive at their first touch.
-//! let a = pool.attach("list", Perm::Read, Some(b"a long secret"), Mode::DecryptAtFault)?;
+//! let a = pool.attach("list", Perm::Read, Some(b"a secret key"), Mode::DecryptAtFault)?;
 //! assert_eq!(&a.as_slice()[100..105], b"hello");
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
