@@ -3,19 +3,14 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
-use nvmos_frames::sync::SpinYield;
-use nvmos_sim::{
-    study_allocator, study_as_recorded, AllocatorKind, Evaluation, StudyOptions, StudyRow,
-    TraceStudy, WriteModel,
-};
-use nvmos_trace::MachineInfo;
+use nvmos_sim::{AllocatorKind, Evaluation, StudyOptions, StudyRow, WriteModel};
 
 use crate::report::{self, format_value};
 
 /// What every trace study takes.
 #[derive(clap::Args, Debug, Clone)]
 pub struct StudyArgs {
-    /// Allocators to replay through, by name (buddy, LBS-1, LBS-31, linux-pcp, iBuddy, LiS-1, LiS-31); all when omitted.
+    /// Allocators to replay through, by registry name or alias (buddy, LBS-1, LBS-31, linux-pcp, iBuddy, LiS-1, LiS-31, M3, M3-part, array-bank, list-bank, adaptive, adaptive-migrate); all when omitted.
     #[arg(long = "alloc", value_delimiter = ',')]
     pub allocators: Vec<String>,
     /// Memory the allocators manage, as one zone (e.g. 4GiB, 512MiB or a frame count); default: the recorded machine's zones.
@@ -30,6 +25,16 @@ pub struct StudyArgs {
     /// Print the results as JSON instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// Long-horizon mode: replay each trace again and again, allocator
+    /// state carried over, until every allocator's wear converges; report
+    /// years to the first failed frame and the fraction of the ideal
+    /// lifetime.
+    #[arg(long)]
+    pub horizon: bool,
+    /// With --horizon: most repetitions per allocator before giving up
+    /// (reported as not converged).
+    #[arg(long, value_name = "N", default_value_t = 4096)]
+    pub horizon_max_reps: u32,
 }
 
 /// `nvmos evaluate`.
@@ -56,7 +61,7 @@ pub struct ReplayArgs {
 }
 
 impl StudyArgs {
-    fn options(&self) -> Result<StudyOptions> {
+    pub(crate) fn options(&self) -> Result<StudyOptions> {
         let memory_frames = self
             .memory
             .as_deref()
@@ -77,18 +82,13 @@ impl StudyArgs {
         })
     }
 
-    fn kinds(&self) -> Result<Vec<AllocatorKind>> {
+    pub(crate) fn kinds(&self) -> Result<Vec<AllocatorKind>> {
         if self.allocators.is_empty() {
             return Ok(AllocatorKind::ALL.to_vec());
         }
         self.allocators
             .iter()
-            .map(|name| {
-                AllocatorKind::parse(name).with_context(|| {
-                    let known: Vec<_> = AllocatorKind::ALL.iter().map(|k| k.name()).collect();
-                    format!("unknown allocator {name:?}; known: {}", known.join(", "))
-                })
-            })
+            .map(|name| name.parse().map_err(anyhow::Error::msg))
             .collect()
     }
 }
@@ -96,6 +96,9 @@ impl StudyArgs {
 /// Run `nvmos evaluate`.
 pub fn evaluate(args: EvaluateArgs) -> Result<()> {
     let files = trace_files(&args.traces)?;
+    if args.study.horizon {
+        return crate::horizon_cmd::run(&files, &args.study, Some(&args.out));
+    }
     let evaluation = study(&files, &args.study)?;
     report::write(&args.out, &evaluation)?;
     if args.study.json {
@@ -109,6 +112,9 @@ pub fn evaluate(args: EvaluateArgs) -> Result<()> {
 
 /// Run `nvmos replay`.
 pub fn replay(args: ReplayArgs) -> Result<()> {
+    if args.study.horizon {
+        return crate::horizon_cmd::run(&[args.trace], &args.study, None);
+    }
     let evaluation = study(&[args.trace], &args.study)?;
     if args.study.json {
         println!("{}", serde_json::to_string_pretty(&evaluation)?);
@@ -147,82 +153,51 @@ fn trace_files(dir: &Path) -> Result<Vec<PathBuf>> {
 }
 
 fn study(files: &[PathBuf], args: &StudyArgs) -> Result<Evaluation> {
-    let options = args.options()?;
-    let kinds = args.kinds()?;
-    let progress = crate::progress_bar((files.len() * (kinds.len() + 1)) as u64);
-    let mut traces = Vec::new();
-    for path in files {
-        let source =
-            nvmos_trace::open(path).with_context(|| format!("opening {}", path.display()))?;
-        let machine = source
-            .header()
-            .and_then(|h| h.machine.clone())
-            .or_else(|| options.memory_frames.map(|frames| single_zone_machine(frames, args.cpus)))
-            .with_context(|| {
-                format!(
-                    "{} does not say which machine it was recorded on (a text trace?): give --memory",
-                    path.display()
-                )
-            })?;
-        let name = path
-            .file_stem()
-            .and_then(|s| s.to_str())
-            .map(|s| s.trim_end_matches(".nvt").to_string())
-            .unwrap_or_else(|| path.display().to_string());
-        let open =
-            || nvmos_trace::open(path).with_context(|| format!("opening {}", path.display()));
-        progress.set_message(format!("{name}: {}", nvmos_sim::AS_RECORDED));
-        let recorded = study_as_recorded(&machine, open()?, &options)
-            .with_context(|| format!("{}: counting the recorded placement", path.display()))?;
-        progress.inc(1);
-        let mut rows = vec![recorded];
-        for &kind in &kinds {
-            progress.set_message(format!("{name}: {kind}"));
-            let row = study_allocator::<SpinYield, _, _>(kind, &machine, open()?, &options)
-                .with_context(|| format!("{}: replaying through {kind}", path.display()))?;
-            rows.push(row);
-            progress.inc(1);
-        }
-        traces.push(TraceStudy {
-            trace: name,
-            source: path.display().to_string(),
-            events: rows[0].stats.events,
-            duration_ns: rows[0].stats.trace_ns,
-            machine,
-            rows,
-        });
-    }
-    progress.finish_and_clear();
-    Ok(Evaluation { options, traces })
-}
-
-/// A machine of one zone, for text traces that do not describe theirs.
-fn single_zone_machine(frames: u64, cpus: Option<u32>) -> MachineInfo {
-    MachineInfo {
-        page_size: 4096,
-        memory_bytes: frames * 4096,
-        cpus: cpus.unwrap_or(1),
-        zones: vec![nvmos_trace::ZoneInfo {
-            node: 0,
-            name: "Normal".into(),
-            start_pfn: 0,
-            spanned: frames,
-            present: frames,
-        }],
-        kernel: String::new(),
-        ram: Vec::new(),
-    }
+    let options = nvmos_sim::evaluate::Options {
+        traces: files.to_vec(),
+        allocators: args.kinds()?,
+        study: args.options()?,
+    };
+    let bar = crate::progress_bar(0);
+    let evaluation = nvmos_sim::evaluate(&options, &mut |p| crate::show(&bar, &p));
+    bar.finish_and_clear();
+    Ok(evaluation?)
 }
 
 fn print_tables(evaluation: &Evaluation) {
     for trace in &evaluation.traces {
         println!(
-            "\n{} — {} events, {:.2} s, {} frames",
+            "\n{} — {} events, {:.2} s, {} frames, {} CPUs{}",
             trace.trace,
             trace.events,
             trace.duration_ns as f64 / 1e9,
-            trace.rows.first().map_or(0, |r| r.wear.frames)
+            trace.rows.first().map_or(0, |r| r.wear.frames),
+            trace.machine.cpus,
+            if trace.inferred {
+                " (inferred from the trace: highest pfn + block, highest CPU + 1)"
+            } else {
+                ""
+            }
         );
+        if let Some(first) = trace.rows.first() {
+            let a = &first.stats.accounting;
+            let unusual: Vec<String> = a
+                .rows()
+                .iter()
+                .skip(1)
+                .filter(|(_, n)| *n > 0)
+                .map(|(name, n)| format!("{name} {n}"))
+                .collect();
+            println!(
+                "{} events read{}",
+                a.events_read,
+                if unusual.is_empty() {
+                    String::new()
+                } else {
+                    format!("; {}", unusual.join(", "))
+                }
+            );
+        }
         println!(
             "{:<20} {:>9} {:>8} {:>9} {:>10} {:>9} {:>7} {:>9} {:>11} {:>9}",
             "allocator",
@@ -256,4 +231,10 @@ fn print_row(row: &StudyRow) {
         format_value(row.wear.lifetime_years[1]),
         format_value(row.stats.ns_per_event()),
     );
+    if let Some(flag) = row.stats.flag() {
+        println!(
+            "  !! {}: {flag}: its wear figures are not the trace's",
+            row.allocator
+        );
+    }
 }

@@ -3,8 +3,12 @@
 
 mod bench;
 mod evaluate_cmd;
+mod horizon_cmd;
+mod kernel_cmd;
+mod levelling_cmd;
 mod memsys_cmd;
 mod pmo_cmd;
+mod probe_cmd;
 mod record_swap;
 mod render;
 mod report;
@@ -12,8 +16,9 @@ mod study;
 mod study_banks;
 mod study_power;
 mod study_swap;
+mod sweep_cmd;
 mod trace_cmd;
-mod units;
+use nvmos_sim::units;
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -58,6 +63,11 @@ enum Command {
     /// Run a command in a memory cgroup with a swap file of its own and
     /// record the block requests to that swap file (needs root).
     RecordSwap(record_swap::RecordSwapArgs),
+    /// Probe this machine: seed 002's analysing program on real hardware.
+    Probe {
+        #[command(subcommand)]
+        probe: probe_cmd::ProbeCommand,
+    },
     /// Look at and convert traces.
     Trace {
         #[command(subcommand)]
@@ -73,6 +83,17 @@ enum Command {
     Study {
         #[command(subcommand)]
         study: study::Study,
+    },
+    /// A design-space sweep over a grid (TOML): every cell one task, on
+    /// this machine's cores or a Ray cluster (`--ray`); results in one
+    /// Parquet file and an HTML summary; resumes. Needs the Python package
+    /// (`pip install .`).
+    Sweep(sweep_cmd::SweepArgs),
+    /// The allocators inside a real Linux 6.12 kernel under QEMU: build
+    /// the patched kernel, run a workload with a policy, the kernel study.
+    Kernel {
+        #[command(subcommand)]
+        kernel: kernel_cmd::KernelCommand,
     },
 }
 
@@ -102,8 +123,10 @@ enum BenchCommand {
 
 #[derive(Args, Debug)]
 struct AllocArgs {
-    /// Allocators (rows), comma-separated, case-insensitive: buddy, LBS-1,
-    /// LBS-31, iBuddy, LiS-1, LiS-31, linux-pcp, bsa.
+    /// Allocators (rows), comma-separated, case-insensitive: any of the
+    /// registry's (buddy, LBS-1, LBS-31, linux-pcp, iBuddy, LiS-1, LiS-31,
+    /// M3, M3-part, array-bank, list-bank, adaptive, adaptive-migrate) or
+    /// the peer, bsa.
     #[arg(long, value_name = "NAME,...", value_delimiter = ',', value_parser = parse_allocator,
           default_value = "buddy,LBS-1,LBS-31,iBuddy,LiS-1,LiS-31,linux-pcp,bsa")]
     alloc: Vec<AllocatorKind>,
@@ -256,6 +279,9 @@ fn run(cli: Cli) -> Result<()> {
         } => trace_cmd::convert(args),
         Command::Memsys { memsys } => memsys_cmd::run(memsys),
         Command::Study { study } => study::run(study),
+        Command::Sweep(args) => sweep_cmd::run(args),
+        Command::Kernel { kernel } => kernel_cmd::run(kernel),
+        Command::Probe { probe } => probe_cmd::run(probe),
     }
 }
 
@@ -298,4 +324,11 @@ pub(crate) fn progress_bar(steps: u64) -> ProgressBar {
         .unwrap_or_else(|_| ProgressStyle::default_bar());
     bar.set_style(style);
     bar
+}
+
+/// Draw a study's progress report on `bar`.
+pub(crate) fn show(bar: &ProgressBar, p: &nvmos_sim::Progress) {
+    bar.set_length(p.total);
+    bar.set_position(p.done);
+    bar.set_message(p.step.clone());
 }

@@ -149,7 +149,11 @@ fn comparison_rows(report: &Report, pattern: Pattern, op: Op) -> Vec<Vec<String>
             .iter()
             .map(|&t| {
                 let c = report
-                    .cell(AllocatorKind::Lbs31, pattern, t)
+                    .cell(
+                        AllocatorKind::Nvmos(nvmos_sim::AllocatorKind::Lbs31),
+                        pattern,
+                        t,
+                    )
                     .map(|c| c.op(op));
                 let x = report.cell(other, pattern, t).map(|c| c.op(op));
                 match (c, x) {
@@ -160,20 +164,26 @@ fn comparison_rows(report: &Report, pattern: Pattern, op: Op) -> Vec<Vec<String>
             .collect::<Vec<_>>()
     };
     let mut rows = Vec::new();
-    if has(AllocatorKind::Lbs31) && has(AllocatorKind::Lis1) {
-        let cells = pair(AllocatorKind::Lis1, &|c, e, _, _| {
-            format!("{:.0}%", (c - e) / c * 100.0)
-        });
+    if has(AllocatorKind::Nvmos(nvmos_sim::AllocatorKind::Lbs31))
+        && has(AllocatorKind::Nvmos(nvmos_sim::AllocatorKind::Lis1))
+    {
+        let cells = pair(
+            AllocatorKind::Nvmos(nvmos_sim::AllocatorKind::Lis1),
+            &|c, e, _, _| format!("{:.0}%", (c - e) / c * 100.0),
+        );
         rows.push(
             std::iter::once("(c-e)/c".to_string())
                 .chain(cells)
                 .collect(),
         );
     }
-    if has(AllocatorKind::Lbs31) && has(AllocatorKind::Lis31) {
-        let cells = pair(AllocatorKind::Lis31, &|c, f, sc, sf| {
-            format!("{:.2}x sd {:.2}x", c / f, sc / sf)
-        });
+    if has(AllocatorKind::Nvmos(nvmos_sim::AllocatorKind::Lbs31))
+        && has(AllocatorKind::Nvmos(nvmos_sim::AllocatorKind::Lis31))
+    {
+        let cells = pair(
+            AllocatorKind::Nvmos(nvmos_sim::AllocatorKind::Lis31),
+            &|c, f, sc, sf| format!("{:.2}x sd {:.2}x", c / f, sc / sf),
+        );
         rows.push(std::iter::once("c/f".to_string()).chain(cells).collect());
     }
     rows

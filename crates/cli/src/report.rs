@@ -17,9 +17,14 @@ use nvmos_sim::{Evaluation, StudyRow, TraceStudy};
 pub fn write(dir: &Path, evaluation: &Evaluation) -> Result<()> {
     std::fs::create_dir_all(dir)
         .with_context(|| format!("creating report folder {}", dir.display()))?;
-    let put = |name: &str, text: String| {
+    // Each file whole or not at all.
+    let put = |name: &str, text: String| -> Result<()> {
         let path = dir.join(name);
-        std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))
+        let mut out = nvmos_trace::Output::create(&path, &[])?;
+        std::io::Write::write_all(&mut out, text.as_bytes())
+            .with_context(|| format!("writing {}", path.display()))?;
+        out.commit()?;
+        Ok(())
     };
     put("results.json", serde_json::to_string_pretty(evaluation)?)?;
     put("summary.csv", summary_csv(evaluation))?;
@@ -31,16 +36,39 @@ pub fn write(dir: &Path, evaluation: &Evaluation) -> Result<()> {
 /// The columns of the comparison: name in `results.json`, heading, value.
 type Field = (&'static str, &'static str, fn(&StudyRow) -> f64);
 
-const FIELDS: [Field; 12] = [
+const FIELDS: [Field; 19] = [
+    ("events_read", "events read", |r| {
+        r.stats.accounting.events_read as f64
+    }),
+    ("lost_events", "lost events", |r| {
+        r.stats.accounting.lost_events as f64
+    }),
     ("allocs", "allocations", |r| r.stats.allocs as f64),
-    ("alloc_failures", "failures", |r| {
+    ("alloc_failures", "allocations refused", |r| {
         r.stats.alloc_failures as f64
+    }),
+    ("outside", "frames written outside memory", |r| {
+        r.stats.outside as f64
     }),
     (
         "frees_before_recording",
         "frees of pre-recording frames",
-        |r| r.stats.frees_before_recording as f64,
+        |r| r.stats.accounting.frees_before_recording as f64,
     ),
+    (
+        "frees_mismatched_order",
+        "frees of a mismatched order",
+        |r| r.stats.accounting.frees_mismatched_order as f64,
+    ),
+    ("partial_frees", "partial frees", |r| {
+        r.stats.accounting.partial_frees as f64
+    }),
+    ("allocs_of_live_pfn", "allocations of a live pfn", |r| {
+        r.stats.accounting.allocs_of_live_pfn as f64
+    }),
+    ("time_reversals", "out-of-order timestamps", |r| {
+        r.stats.accounting.time_reversals as f64
+    }),
     ("touched", "frames touched", |r| r.wear.touched as f64),
     ("max", "max writes/frame", |r| r.wear.max as f64),
     ("max_over_mean", "max/mean", |r| r.wear.max_over_mean),
@@ -78,7 +106,7 @@ fn summary_csv(evaluation: &Evaluation) -> String {
     for (name, _, _) in FIELDS {
         write!(out, ",{name}").unwrap();
     }
-    out.push_str(",lifetime_years_1e6,lifetime_years_1e8,events_per_second\n");
+    out.push_str(",lifetime_years_1e6,lifetime_years_1e8,events_per_second,flag\n");
     for trace in &evaluation.traces {
         for row in &trace.rows {
             write!(
@@ -93,10 +121,11 @@ fn summary_csv(evaluation: &Evaluation) -> String {
             }
             writeln!(
                 out,
-                ",{},{},{}",
+                ",{},{},{},{}",
                 row.wear.lifetime_years[0],
                 row.wear.lifetime_years[2],
-                row.stats.events_per_second()
+                row.stats.events_per_second(),
+                csv_field(&row.stats.flag().unwrap_or_default())
             )
             .unwrap();
         }
@@ -181,12 +210,18 @@ fn trace_section(out: &mut String, trace: &TraceStudy) {
     let t = escape(&trace.trace);
     write!(
         out,
-        "<h2 id=\"trace-{t}\">{t}</h2><p class=\"note\">{} events over {:.2} s; {} frames of {} in {} zone(s); kernel {}.</p>",
+        "<h2 id=\"trace-{t}\">{t}</h2><p class=\"note\">{} events over {:.2} s; {} frames of {} in {} zone(s), {} CPUs{}; kernel {}.</p>",
         trace.events,
         trace.duration_ns as f64 / 1e9,
         trace.rows.first().map_or(0, |r| r.wear.frames),
         escape(&trace.source),
         trace.machine.zones.len(),
+        trace.machine.cpus,
+        if trace.inferred {
+            " (inferred from the trace: highest pfn + block, highest CPU + 1)"
+        } else {
+            ""
+        },
         escape(&trace.machine.kernel),
     )
     .unwrap();
@@ -197,7 +232,18 @@ fn trace_section(out: &mut String, trace: &TraceStudy) {
     out.push_str("</tr>");
     for row in &trace.rows {
         let a = escape(&row.allocator);
-        write!(out, "<tr><td>{a}</td>").unwrap();
+        match row.stats.flag() {
+            // Flagged: the replay did not follow the trace.
+            Some(flag) => write!(
+                out,
+                "<tr class=\"flagged\" data-flag=\"{}\"><td>{a} <strong title=\"{}\">!! {}</strong></td>",
+                escape(&flag),
+                escape(&flag),
+                escape(&flag)
+            )
+            .unwrap(),
+            None => write!(out, "<tr><td>{a}</td>").unwrap(),
+        }
         for (name, _, value) in FIELDS {
             write!(
                 out,

@@ -24,6 +24,10 @@ pub enum Study {
     /// latency; for Buddy, lazy buddy, the bank-buddy allocators and
     /// Adaptive-Buddy, with and without migration.
     Power(study_power::PowerArgs),
+    /// Seed 000 beside the hardware: lifetime (% of ideal) of each
+    /// allocator's placement with no wear levelling, Start-Gap and
+    /// randomised Start-Gap (Qureshi, MICRO'09) beneath it.
+    Levelling(crate::levelling_cmd::LevellingArgs),
 }
 
 /// Run a study.
@@ -32,5 +36,6 @@ pub fn run(study: Study) -> Result<()> {
         Study::Banks(args) => study_banks::run(args),
         Study::Swap(args) => study_swap::run(args),
         Study::Power(args) => study_power::run(args),
+        Study::Levelling(args) => crate::levelling_cmd::run(args),
     }
 }

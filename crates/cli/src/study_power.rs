@@ -15,9 +15,10 @@ use clap::Args;
 use nvmos_frames::sync::SpinYield;
 use nvmos_frames::{MigrateType, Order, Pfn, Request, Zone};
 use nvmos_sim::power::{
-    run_synthetic, run_trace, PowerAllocator, PowerModel, PowerRow, SyntheticMachine, TraceMachine,
-    TracePlacement, Workload,
+    run_synthetic, run_trace, PowerModel, PowerRow, SyntheticMachine, TraceMachine, TracePlacement,
+    Workload,
 };
+use nvmos_sim::AllocatorKind;
 use serde::Serialize;
 
 use crate::bench::stats::percentile;
@@ -63,10 +64,11 @@ pub struct PowerArgs {
     #[arg(long, default_value_t = 2015)]
     seed: u64,
 
-    /// Allocators: buddy, lazy-buddy, array-bank, list-bank, adaptive.
+    /// Allocators of the registry (nvmos evaluate --help lists them); the
+    /// bank-aware ones run without and with migration.
     #[arg(long, value_name = "NAME,...", value_delimiter = ',', value_parser = parse_alloc,
           default_value = "buddy,lazy-buddy,array-bank,list-bank,adaptive")]
-    alloc: Vec<PowerAllocator>,
+    alloc: Vec<AllocatorKind>,
 
     /// Power models: presets (seed004-relative, ddr4-2400-micron,
     /// lpddr4-3200-micron) or TOML files.
@@ -126,12 +128,22 @@ fn parse_mem(text: &str) -> Result<u64, String> {
     parse_memory(text)
 }
 
-fn parse_alloc(text: &str) -> Result<PowerAllocator, String> {
-    PowerAllocator::parse(text).ok_or_else(|| {
-        format!(
-            "unknown allocator '{text}': use buddy, lazy-buddy, array-bank, list-bank, adaptive"
-        )
-    })
+fn parse_alloc(text: &str) -> Result<AllocatorKind, String> {
+    text.parse()
+}
+
+/// The migration settings `a` runs with: without and with migration for
+/// the bank-aware allocators whose registry entry does not migrate, only
+/// with for those whose entry does, only without for the others.
+fn migration_runs(a: AllocatorKind) -> &'static [bool] {
+    let caps = a.caps();
+    if caps.migrates {
+        &[true]
+    } else if caps.banks {
+        &[false, true]
+    } else {
+        &[false]
+    }
 }
 
 /// Seed 004's own figures, for side-by-side display.
@@ -149,7 +161,7 @@ impl SeedFigures {
     fn table5_cell(&self, row: &LatencyRow) -> (String, String) {
         let seed = self.table5.iter().find(|s| s.0 == row.pages);
         match (seed, row.allocator.as_str()) {
-            (Some(s), "Buddy") => (s.1.to_string(), s.3.to_string()),
+            (Some(s), "buddy") => (s.1.to_string(), s.3.to_string()),
             (Some(s), "Adaptive-Buddy") => (s.2.to_string(), s.4.to_string()),
             _ => ("-".into(), "-".into()),
         }
@@ -295,6 +307,26 @@ fn workload(spec: &str, seed: u64, args: &PowerArgs, epochs: u32) -> Result<Work
 
 /// Run the study.
 pub fn run(args: PowerArgs) -> Result<()> {
+    // Checked before anything runs: a benchmark of 0 requests has no
+    // latency to report (it used to panic after the other parts ran).
+    if let Some(bad) = args
+        .latency_pages
+        .iter()
+        .flatten()
+        .find(|&&p| p == 0 || p > 1 << 30)
+    {
+        anyhow::bail!(
+            "--latency-pages {bad}: each count of page requests must be in 1..={}",
+            1u64 << 30
+        );
+    }
+    if !args.quick {
+        // The default study replays every trace and runs the latency
+        // benchmark up to 4 M pages: minutes, not seconds.
+        eprintln!(
+            "nvmos study power: the full study takes several minutes (over 5 on a 2-core machine); --quick runs a small version in seconds"
+        );
+    }
     let study = study(&args)?;
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("creating report folder {}", args.out.display()))?;
@@ -346,7 +378,7 @@ fn study(args: &PowerArgs) -> Result<PowerStudy> {
             );
         }
     }
-    let runs_per = |a: &PowerAllocator| if a.migrates() { 2 } else { 1 };
+    let runs_per = |a: &AllocatorKind| migration_runs(*a).len() as u64;
     let per_input: u64 = args.alloc.iter().map(runs_per).sum();
     let trace_files = if args.no_traces {
         Vec::new()
@@ -367,15 +399,12 @@ fn study(args: &PowerArgs) -> Result<PowerStudy> {
             };
             let mut rows = Vec::new();
             for &a in &args.alloc {
-                for migrate in [false, true] {
-                    if migrate && !a.migrates() {
-                        continue;
-                    }
+                for &migrate in migration_runs(a) {
                     bar.set_message(format!(
                         "{} {} {}{}",
                         w.name,
                         machine.name,
-                        a.key(),
+                        a.name(),
                         if migrate { " +migration" } else { "" }
                     ));
                     let row =
@@ -453,13 +482,10 @@ fn study(args: &PowerArgs) -> Result<PowerStudy> {
             );
         }
         for &a in &args.alloc {
-            for migrate in [false, true] {
-                if migrate && !a.migrates() {
-                    continue;
-                }
+            for &migrate in migration_runs(a) {
                 bar.set_message(format!(
                     "{name} {}{}",
-                    a.key(),
+                    a.name(),
                     if migrate { " +migration" } else { "" }
                 ));
                 let events = nvmos_trace::open(path)
@@ -498,6 +524,7 @@ fn study(args: &PowerArgs) -> Result<PowerStudy> {
                 vec![10_000, 100_000, 1_000_000, 2_000_000, 4_000_000]
             }
         });
+
         Some(latency(
             &args.alloc,
             &pages,
@@ -542,7 +569,7 @@ fn trace_files(dir: &Path) -> Result<Vec<PathBuf>> {
 /// Seed 004's synthetic benchmark: `n` successive single-page (user)
 /// requests on a fresh allocator, each timed with the TSC.
 fn latency(
-    allocators: &[PowerAllocator],
+    allocators: &[AllocatorKind],
     pages: &[u64],
     frames: u64,
     bank_frames: u64,
@@ -560,16 +587,20 @@ fn latency(
             );
         }
         for &a in allocators {
-            bar.set_message(format!("latency {n} {}", a.key()));
+            bar.set_message(format!("latency {n} {}", a.name()));
             let mut first: Vec<u64> = Vec::new();
             let mut best: Vec<u64> = vec![u64::MAX; n as usize];
             let mut raw_max = 0u64;
             let mut first_call = u64::MAX;
             for round in 0..rounds {
+                let setup = nvmos_sim::Setup {
+                    bank_frames,
+                    ..nvmos_sim::Setup::new(&zone, 1)
+                };
                 let built = a
-                    .build::<SpinYield>(&zone, 1, bank_frames)
+                    .build::<SpinYield>(&setup)
                     .with_context(|| format!("building {}", a.name()))?;
-                let alloc = built.allocator();
+                let alloc = &*built;
                 let mut held: Vec<Pfn> = Vec::with_capacity(n as usize);
                 let mut samples: Vec<u64> = Vec::with_capacity(n as usize);
                 let req = Request::new(Order::ZERO, 0, MigrateType::Movable);
@@ -635,15 +666,21 @@ fn latency(
     })
 }
 
-fn find<'a>(rows: &'a [PowerRow], name: &str, migration: bool) -> Option<&'a PowerRow> {
-    rows.iter()
-        .find(|r| r.allocator == name && r.migration == migration)
+/// The row of `kind` with or without migration; Adaptive-Buddy with
+/// migration is also the registry's `Adaptive-Buddy+migration`.
+fn find(rows: &[PowerRow], kind: AllocatorKind, migration: bool) -> Option<&PowerRow> {
+    let is = |r: &&PowerRow, k| r.kind == Some(k) && r.migration == migration;
+    rows.iter().find(|r| is(r, kind)).or_else(|| {
+        (kind == AllocatorKind::Adaptive && migration)
+            .then(|| rows.iter().find(|r| is(r, AllocatorKind::AdaptiveMigrate)))
+            .flatten()
+    })
 }
 
 fn targets(study: &PowerStudy) -> Vec<TargetCheck> {
     let mut out = Vec::new();
     for s in &study.synthetic {
-        if let Some(r) = find(&s.rows, "Adaptive-Buddy", true) {
+        if let Some(r) = find(&s.rows, AllocatorKind::Adaptive, true) {
             out.push(TargetCheck {
                 target: format!(
                     "Adaptive-Buddy with migration within 5 points of the optimum ({}, {})",
@@ -657,7 +694,7 @@ fn targets(study: &PowerStudy) -> Vec<TargetCheck> {
             });
         }
         if s.workload.name == "light" {
-            if let Some(r) = find(&s.rows, "Buddy", false) {
+            if let Some(r) = find(&s.rows, AllocatorKind::Buddy, false) {
                 out.push(TargetCheck {
                     target: format!(
                         "Buddy keeps nearly every bank up at low occupancy (light, {})",
@@ -700,7 +737,7 @@ fn energy_of(r: &PowerRow, i: usize) -> f64 {
 }
 
 fn row_name(r: &PowerRow) -> String {
-    if r.migration {
+    if r.migration && !r.kind.is_some_and(|k| k.caps().migrates) {
         format!("{} +migration", r.allocator)
     } else {
         r.allocator.clone()
@@ -788,7 +825,7 @@ fn tables(study: &PowerStudy) -> String {
             s.workload.name == w && s.machine.name.replace(" GiB", "") == m.replace(" GB", "")
         });
         let (o, a) = ours
-            .and_then(|s| find(&s.rows, "Adaptive-Buddy", true))
+            .and_then(|s| find(&s.rows, AllocatorKind::Adaptive, true))
             .map_or(("-".into(), "-".into()), |r| {
                 (
                     format!("{:.1}", r.optimum_offline_percent),
@@ -992,7 +1029,7 @@ fn html(study: &PowerStudy) -> String {
             .find(|s| {
                 s.workload.name == w && s.machine.name.replace(" GiB", "") == m.replace(" GB", "")
             })
-            .and_then(|s| find(&s.rows, "Adaptive-Buddy", true));
+            .and_then(|s| find(&s.rows, AllocatorKind::Adaptive, true));
         let (o, a) = ours.map_or(("-".into(), "-".into()), |r| {
             (
                 format!("{:.1}", r.optimum_offline_percent),

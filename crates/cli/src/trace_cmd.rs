@@ -10,7 +10,7 @@ use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use nvmos_trace::record::{RecordOptions, RecordSummary};
-use nvmos_trace::{nvt, NvtWriter, TraceHeader, TraceInfo};
+use nvmos_trace::{nvt, NvtWriter, Output, TraceHeader, TraceInfo};
 
 /// `nvmos record -o FILE.nvt -- CMD [ARGS...]`.
 #[derive(Args, Debug)]
@@ -21,7 +21,9 @@ pub struct RecordArgs {
 
     /// Ring-buffer size per CPU in KiB; bigger loses fewer events when the
     /// command allocates faster than the recorder reads.
-    #[arg(long, value_name = "KIB", default_value_t = 64 * 1024)]
+    /// At most 1 GiB per CPU: the kernel allocates it on every CPU.
+    #[arg(long, value_name = "KIB", default_value_t = 64 * 1024,
+          value_parser = clap::value_parser!(u64).range(4..=1 << 20))]
     pub buffer_kb: u64,
 
     /// zstd level of the trace's blocks (1 fast … 19 small).
@@ -187,17 +189,29 @@ pub fn info(args: InfoArgs) -> Result<()> {
         ),
         _ => println!("  pfn span      -"),
     }
-    println!(
-        "  frees of frames allocated before recording  {}",
-        info.frees_before_recording
-    );
-    println!(
-        "  frees inside larger live blocks             {}",
-        info.frees_inside_live_blocks
-    );
+    if info
+        .header
+        .as_ref()
+        .and_then(|h| h.machine.as_ref())
+        .is_none()
+    {
+        // No machine header (text traces): what a replay infers.
+        if let Some(n) = nvmos_trace::Needs::of(&info) {
+            println!(
+                "  inferred      {} CPUs (highest CPU + 1), {} frames = {:.2} GiB of memory (highest pfn + block); a replay uses these unless told more",
+                n.cpus,
+                n.frames,
+                n.frames as f64 * 4096.0 / (1u64 << 30) as f64
+            );
+        }
+    }
+    println!("  accounting");
+    for (name, n) in info.accounting.rows() {
+        println!("    {name:<30} {n}");
+    }
+    println!("    {:<30} {}", "blocks live at the end", info.live_at_end);
     let c = &info.counts;
     println!("  failed allocs {}", c.failed_allocs);
-    println!("  lost events   {}", c.lost_events);
     if c.batched_duplicates + c.batched_unmatched > 0 {
         println!(
             "  batched frees {} duplicates of mm_page_free dropped, {} kept",
@@ -221,15 +235,16 @@ pub fn info(args: InfoArgs) -> Result<()> {
 
 /// Converts any trace to `.nvt`.
 pub fn convert(args: ConvertArgs) -> Result<()> {
+    // Refused before anything is opened for writing: converting a file
+    // onto itself (or a link to it) would destroy it.
+    let output = Output::create(&args.output, &[&args.input])?;
     let mut source = nvmos_trace::open(&args.input)?;
     let header = source.header().cloned().unwrap_or_else(|| TraceHeader {
         source: source.format().name().to_owned(),
         ..TraceHeader::default()
     });
-    let file = std::fs::File::create(&args.output)
-        .with_context(|| format!("creating {}", args.output.display()))?;
     let mut writer = NvtWriter::with_level(
-        std::io::BufWriter::with_capacity(1 << 20, file),
+        std::io::BufWriter::with_capacity(1 << 20, output),
         &args.output,
         header,
         args.level,
@@ -257,7 +272,12 @@ pub fn convert(args: ConvertArgs) -> Result<()> {
         bar.finish_and_clear();
     }
     writer.header_mut().counts = source.counts();
-    let (_, summary) = writer.finish()?;
+    let (file, summary) = writer.finish()?;
+    // Only a complete trace appears at the output path.
+    file.into_inner()
+        .map_err(|e| e.into_error())
+        .with_context(|| format!("writing {}", args.output.display()))?
+        .commit()?;
     println!(
         "{} -> {}: {} events, {} bytes, {:.2} bytes/event ({} failed allocs, {} lines of other events skipped)",
         args.input.display(),

@@ -25,9 +25,11 @@ fn snapshot() -> Vec<(String, String)> {
 
 #[test]
 fn ctrl_c_stops_the_command_keeps_the_events_and_restores_tracing() {
-    let Some(mounted_here) = tracefs_common::ready("recording") else {
+    if !tracefs_common::can_record("recording") {
         return;
-    };
+    }
+    let _lock = tracefs_common::lock();
+    let mount = tracefs_common::Mounted::new();
     let before = snapshot();
 
     let dir = std::env::temp_dir().join(format!("nvmos-record-int-{}", std::process::id()));
@@ -71,7 +73,7 @@ fn ctrl_c_stops_the_command_keeps_the_events_and_restores_tracing() {
     assert!(!stderr.contains("panicked"), "{stderr}");
 
     // The tracing state is what it was, and tracefs is still mounted.
-    assert_eq!(snapshot(), before);
+    tracefs_common::assert_restored(&before, &snapshot(), "after Ctrl-C");
     assert!(tracefs_mounted());
 
     // The events up to the interrupt are in a readable trace.
@@ -89,5 +91,5 @@ fn ctrl_c_stops_the_command_keeps_the_events_and_restores_tracing() {
     assert!(info["events"].as_u64().unwrap() > 0, "{info}");
 
     let _ = std::fs::remove_dir_all(&dir);
-    tracefs_common::unmount_if(mounted_here);
+    drop(mount);
 }

@@ -19,6 +19,7 @@ fn snapshot() -> Vec<(String, String)> {
         "tracing_on",
         "current_tracer",
         "trace_clock",
+        "buffer_size_kb",
         "events/block/block_rq_issue/enable",
         "events/block/block_rq_issue/filter",
         "events/block/block_rq_requeue/enable",
@@ -66,7 +67,7 @@ fn assert_clean(dir: &Path, before: &[(String, String)], what: &str) {
     assert!(files.is_empty(), "{what}: swap file left: {files:?}");
     let cgroups = leftover_cgroups();
     assert!(cgroups.is_empty(), "{what}: cgroup left: {cgroups:?}");
-    assert_eq!(snapshot(), before, "{what}: tracing state changed");
+    tracefs_common::assert_restored(before, &snapshot(), &format!("{what}: tracing state"));
 }
 
 fn nvmos(dir: &Path, out: &str, cmd: &[&str]) -> Command {
@@ -107,9 +108,11 @@ fn wait(mut child: std::process::Child, what: &str) -> (std::process::ExitStatus
 
 #[test]
 fn interrupted_anywhere_leaves_nothing_behind() {
-    let Some(mounted_here) = tracefs_common::ready("record-swap") else {
+    if !tracefs_common::can_record("record-swap") {
         return;
-    };
+    }
+    let _lock = tracefs_common::lock();
+    let mount = tracefs_common::Mounted::new();
     let before = snapshot();
     // The swap file must live on a disk-backed filesystem: the target dir.
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
@@ -190,5 +193,5 @@ fn interrupted_anywhere_leaves_nothing_behind() {
     assert!(written >= 16 << 20, "{written} bytes written to swap");
 
     let _ = std::fs::remove_dir_all(&dir);
-    tracefs_common::unmount_if(mounted_here);
+    drop(mount);
 }

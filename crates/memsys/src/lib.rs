@@ -43,6 +43,9 @@
 //! seed's relative table or from published IDD currents (DDR4, LPDDR4),
 //! and the energy of banks up and down over time plus migration copies.
 //!
+//! [`probe`] is seed 002's analysing program for real hardware: bank
+//! functions from row-conflict timing (DRAMA), on the model or the machine.
+//!
 //! ```
 //! use nvmos_memsys::{Coordinates, Machine, Technology};
 //!
@@ -81,6 +84,7 @@ pub mod lookup;
 mod machine;
 pub mod mapping;
 pub mod power;
+pub mod probe;
 mod timing;
 pub mod trace;
 

@@ -19,7 +19,9 @@
 //!   strides change the bank — the machine's interleaving — checked
 //!   against its mapping.
 
-use nvmos_frames::{Buddy, FrameAllocator, M3Policy, MigrateType, Order, Pfn, Request, Zone, M3};
+use nvmos_frames::{FrameAllocator, MigrateType, Order, Pfn, Request, Zone};
+
+use crate::allocators::{AllocatorJob, AllocatorKind, Setup};
 use nvmos_memsys::{
     AccessKind, BankDecoder, Completion, Controller, ControllerConfig, ControllerError,
     ControllerReport, Machine, MemRequest, PagePolicy,
@@ -440,7 +442,17 @@ impl Placement {
     /// Every placement, in the study's order.
     pub const ALL: [Placement; 3] = [Placement::Sequential, Placement::Random, Placement::M3];
 
-    /// Build the allocator over `zones` for `cpus` CPUs.
+    /// The registry allocator that places the frames.
+    pub const fn allocator(self) -> AllocatorKind {
+        match self {
+            Placement::Sequential => AllocatorKind::Buddy,
+            Placement::Random => AllocatorKind::M3,
+            Placement::M3 => AllocatorKind::M3Part,
+        }
+    }
+
+    /// Build the allocator over `zones` for `cpus` CPUs, colouring frames
+    /// by `machine`'s banks.
     pub fn build(
         self,
         machine: &Machine,
@@ -448,32 +460,19 @@ impl Placement {
         cpus: u32,
         seed: u64,
     ) -> Result<Box<dyn FrameAllocator>, BanksError> {
-        let colouring = BankColouring::new(machine);
-        let colours = colouring.colours();
-        let colour = |pfn| colouring.colour(pfn);
-        Ok(match self {
-            Placement::Sequential => Box::new(Buddy::<Lock>::new(zones, cpus)?),
-            Placement::Random => Box::new(M3::<Lock>::new(
-                zones,
-                cpus,
-                colours,
-                colour,
-                M3Policy {
-                    seed,
-                    ..M3Policy::RANDOM
-                },
-            )?),
-            Placement::M3 => Box::new(M3::<Lock>::new(
-                zones,
-                cpus,
-                colours,
-                colour,
-                M3Policy {
-                    seed,
-                    ..M3Policy::PARTITIONED
-                },
-            )?),
-        })
+        let setup = Setup {
+            machine: Some(machine),
+            seed: Some(seed),
+            ..Setup::new(zones, cpus)
+        };
+        struct Boxed;
+        impl AllocatorJob for Boxed {
+            type Output = Box<dyn FrameAllocator>;
+            fn run<A: crate::StudyAllocator + 'static>(self, alloc: A) -> Box<dyn FrameAllocator> {
+                Box::new(alloc)
+            }
+        }
+        Ok(self.allocator().with::<Lock, _>(&setup, Boxed)?)
     }
 }
 

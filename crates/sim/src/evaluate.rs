@@ -2,11 +2,15 @@
 //! count the kernel's own placement, and summarise wear, lifetime and
 //! speed as one row of the comparison.
 
-use nvmos_frames::{ConfigError, Zone, ZoneMap};
-use nvmos_trace::{Event, MachineInfo};
+use std::path::{Path, PathBuf};
 
-use crate::allocators::AllocatorKind;
-use crate::replay::{as_recorded, replay, ReplayError, ReplayStats};
+use nvmos_frames::sync::SpinYield;
+use nvmos_frames::{ConfigError, Zone, ZoneMap};
+use nvmos_trace::{Checked, Event, EventSource, Limits, MachineInfo, Needs, TraceError, TraceInfo};
+
+use crate::allocators::{AllocatorJob, AllocatorKind, Setup, StudyAllocator, DEFAULT_BANK_FRAMES};
+use crate::replay::{as_recorded, run, Migrating, ReplayError, ReplayStats};
+use crate::study::Progress;
 use crate::wear::{WearCounter, WearSummary, WriteModel};
 
 /// The row name of the kernel's own placement.
@@ -24,6 +28,22 @@ pub struct StudyOptions {
     pub model: WriteModel,
     /// Columns of the wear heat map.
     pub heat_buckets: usize,
+    /// Frames per bank for the bank-aware allocators (their zones are cut
+    /// to whole banks; halved on machines too small for it, see
+    /// [`Setup::fit_banks`]).
+    #[serde(default = "default_bank_frames")]
+    pub bank_frames: u64,
+    /// Trace time between migration passes of the allocators that migrate.
+    #[serde(default = "default_migrate_every_ns")]
+    pub migrate_every_ns: u64,
+}
+
+fn default_bank_frames() -> u64 {
+    DEFAULT_BANK_FRAMES
+}
+
+fn default_migrate_every_ns() -> u64 {
+    1_000_000_000
 }
 
 impl Default for StudyOptions {
@@ -33,6 +53,8 @@ impl Default for StudyOptions {
             cpus: None,
             model: WriteModel::default(),
             heat_buckets: 256,
+            bank_frames: DEFAULT_BANK_FRAMES,
+            migrate_every_ns: default_migrate_every_ns(),
         }
     }
 }
@@ -60,8 +82,13 @@ pub struct TraceStudy {
     pub trace: String,
     /// Where it was read from.
     pub source: String,
-    /// The recorded machine.
+    /// The recorded machine (for a text trace: one zone of what it needs,
+    /// or of `--memory`).
     pub machine: MachineInfo,
+    /// Whether memory or CPUs were inferred from the events (a text trace
+    /// without `--memory`/`--cpus`).
+    #[serde(default)]
+    pub inferred: bool,
     /// Events in the trace.
     pub events: u64,
     /// First to last event.
@@ -88,6 +115,222 @@ pub enum StudyError<E: std::error::Error + 'static> {
     /// The replay stopped.
     #[error(transparent)]
     Replay(#[from] ReplayError<E>),
+}
+
+/// What `nvmos evaluate` and `nvmos replay` run: trace files through
+/// registry allocators.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
+pub struct Options {
+    /// The trace files, in the order their results are listed.
+    pub traces: Vec<PathBuf>,
+    /// The allocators, after the kernel's own placement.
+    pub allocators: Vec<AllocatorKind>,
+    /// How every replay runs.
+    pub study: StudyOptions,
+}
+
+impl Default for Options {
+    /// No traces; every registry allocator.
+    fn default() -> Self {
+        Options {
+            traces: Vec::new(),
+            allocators: AllocatorKind::ALL.to_vec(),
+            study: StudyOptions::default(),
+        }
+    }
+}
+
+/// Why `run` stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum EvaluateError {
+    /// No trace to replay.
+    #[error("no traces given")]
+    NoTraces,
+    /// The options ask for something impossible.
+    #[error("{0}")]
+    Options(&'static str),
+    /// A trace file could not be opened.
+    #[error("opening a trace")]
+    Open(#[source] TraceError),
+    /// The trace does not describe its machine and no memory was given.
+    #[error("{0} does not say which machine it was recorded on and has no page-allocation events to infer it from")]
+    NoMachine(PathBuf),
+    /// The caller's progress callback asked to stop.
+    #[error("stopped by the caller")]
+    Cancelled,
+    /// A replay failed.
+    #[error("{}: {what}", path.display())]
+    Replay {
+        /// The trace.
+        path: PathBuf,
+        /// Which row.
+        what: String,
+        /// Why.
+        #[source]
+        source: StudyError<TraceError>,
+    },
+}
+
+/// Replay every trace of `options` through the kernel's own placement and
+/// every allocator asked for, reporting each replay to `progress`.
+pub fn evaluate(
+    options: &Options,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<Evaluation, EvaluateError> {
+    if options.traces.is_empty() {
+        return Err(EvaluateError::NoTraces);
+    }
+    if options.study.cpus == Some(0) {
+        return Err(EvaluateError::Options(
+            "cpus = 0: an allocator serves at least one CPU",
+        ));
+    }
+    let study = &options.study;
+    let total = (options.traces.len() * (options.allocators.len() + 1)) as u64;
+    let mut done = 0;
+    let mut traces = Vec::new();
+    let rows: Vec<Option<AllocatorKind>> = std::iter::once(None)
+        .chain(options.allocators.iter().copied().map(Some))
+        .collect();
+    for path in &options.traces {
+        let name = trace_name(path);
+        let trace = study_trace(
+            path,
+            &|| nvmos_trace::open(path),
+            &rows,
+            study,
+            &mut |label, finished| {
+                if finished {
+                    done += 1;
+                }
+                progress(Progress {
+                    done,
+                    total,
+                    step: format!("{name}: {label}"),
+                });
+                true
+            },
+        )?;
+        traces.push(trace);
+    }
+    progress(Progress {
+        done,
+        total,
+        step: String::new(),
+    });
+    Ok(Evaluation {
+        options: study.clone(),
+        traces,
+    })
+}
+
+/// A trace's short name: its file stem without `.nvt`, as rows are named.
+pub fn trace_name(path: &Path) -> String {
+    path.file_stem()
+        .and_then(|s| s.to_str())
+        .map(|s| s.trim_end_matches(".nvt").to_string())
+        .unwrap_or_else(|| path.display().to_string())
+}
+
+/// One trace's rows, in the order of `rows` (`None`: the kernel's own
+/// placement, as recorded): the one place `evaluate`, `replay` and the
+/// Python bindings (which also read traces from memory) study a trace.
+///
+/// `open` opens the trace afresh for each pass (it is named `path` in
+/// errors). A trace without a recorded machine (text) gets one zone of
+/// the memory and CPUs it needs, inferred from its events unless
+/// `study` names them, and the result says so (`inferred`); every event
+/// is checked against an explicit machine, so a pfn or CPU beyond it is
+/// an error naming it and its line, never a silent drop.
+/// `step(label, finished)` is told before and after each row; returning
+/// `false` stops with [`EvaluateError::Cancelled`].
+pub fn study_trace<S: EventSource>(
+    path: &Path,
+    open: &dyn Fn() -> Result<S, TraceError>,
+    rows: &[Option<AllocatorKind>],
+    study: &StudyOptions,
+    step: &mut dyn FnMut(&str, bool) -> bool,
+) -> Result<TraceStudy, EvaluateError> {
+    let limits = Limits {
+        frames: study.memory_frames,
+        cpus: study.cpus,
+    };
+    let open = || open().map_err(EvaluateError::Open);
+    let open_checked = || open().map(|s| Checked::new(s, path, limits));
+    let recorded_machine = open()?.header().and_then(|h| h.machine.clone());
+    let (machine, inferred) = match recorded_machine {
+        Some(m) => (m, false),
+        None => {
+            // A text trace: no header. What it needs, from its events.
+            let mut source = open()?;
+            let info = TraceInfo::from_source(&mut source).map_err(EvaluateError::Open)?;
+            let needs =
+                Needs::of(&info).ok_or_else(|| EvaluateError::NoMachine(path.to_owned()))?;
+            let frames = study.memory_frames.unwrap_or(needs.frames);
+            let cpus = study.cpus.unwrap_or(needs.cpus);
+            (
+                single_zone_machine(frames, Some(cpus)),
+                study.memory_frames.is_none() || study.cpus.is_none(),
+            )
+        }
+    };
+    let failed = |what: String| {
+        move |source| EvaluateError::Replay {
+            path: path.to_owned(),
+            what,
+            source,
+        }
+    };
+    let mut out = Vec::with_capacity(rows.len());
+    for &row in rows {
+        let label = row.map_or(AS_RECORDED, |k| k.name());
+        if !step(label, false) {
+            return Err(EvaluateError::Cancelled);
+        }
+        let mut source = open_checked()?;
+        let mut result = match row {
+            None => study_as_recorded(&machine, &mut source, study)
+                .map_err(failed("counting the recorded placement".into()))?,
+            Some(kind) => study_allocator::<SpinYield, _, _>(kind, &machine, &mut source, study)
+                .map_err(failed(format!("replaying through {kind}")))?,
+        };
+        result.stats.accounting.lost_events = source.counts().lost_events;
+        out.push(result);
+        if !step(label, true) {
+            return Err(EvaluateError::Cancelled);
+        }
+    }
+    let (events, duration_ns) = out
+        .first()
+        .map_or((0, 0), |r| (r.stats.events, r.stats.trace_ns));
+    Ok(TraceStudy {
+        trace: trace_name(path),
+        source: path.display().to_string(),
+        events,
+        duration_ns,
+        machine,
+        inferred,
+        rows: out,
+    })
+}
+
+/// A machine of one zone, for text traces that do not describe theirs.
+pub fn single_zone_machine(frames: u64, cpus: Option<u32>) -> MachineInfo {
+    MachineInfo {
+        page_size: 4096,
+        memory_bytes: frames * 4096,
+        cpus: cpus.unwrap_or(1),
+        zones: vec![nvmos_trace::ZoneInfo {
+            node: 0,
+            name: "Normal".into(),
+            start_pfn: 0,
+            spanned: frames,
+            present: frames,
+        }],
+        kernel: String::new(),
+        ram: Vec::new(),
+    }
 }
 
 /// The recorded machine's memory: its zones, cut to the frames backed by
@@ -123,7 +366,10 @@ pub fn study_zones(machine: &MachineInfo, options: &StudyOptions) -> Vec<Zone> {
     }
 }
 
-/// Replay `events` through a fresh allocator of `kind`.
+/// Replay `events` through a fresh allocator of `kind` (built for its
+/// concrete type: no virtual calls per event), with its migration passes
+/// every `options.migrate_every_ns` of trace time when its registry entry
+/// migrates.
 pub fn study_allocator<L, I, E>(
     kind: AllocatorKind,
     machine: &MachineInfo,
@@ -135,18 +381,51 @@ where
     I: IntoIterator<Item = Result<Event, E>>,
     E: std::error::Error + 'static,
 {
+    struct Job<'a, I> {
+        kind: AllocatorKind,
+        events: I,
+        options: &'a StudyOptions,
+    }
+    impl<I, E> AllocatorJob for Job<'_, I>
+    where
+        I: IntoIterator<Item = Result<Event, E>>,
+        E: std::error::Error + 'static,
+    {
+        type Output = Result<StudyRow, StudyError<E>>;
+        fn run<A: StudyAllocator + 'static>(self, alloc: A) -> Self::Output {
+            let zones = ZoneMap::new(alloc.zones())?;
+            let mut wear = WearCounter::new(zones, self.options.model);
+            let every = self
+                .kind
+                .caps()
+                .migrates
+                .then_some(self.options.migrate_every_ns);
+            let stats = run(&mut Migrating(&alloc), &mut wear, self.events, every)?;
+            let frames = wear.writes().len().max(1) as f64;
+            Ok(row(
+                self.kind.name().to_string(),
+                stats,
+                &wear,
+                self.options.heat_buckets,
+                alloc.metadata_bytes() as f64 / frames,
+            ))
+        }
+    }
     let zones = study_zones(machine, options);
     let cpus = options.cpus.unwrap_or(machine.cpus).max(1);
-    let alloc = kind.build::<L>(&zones, cpus)?;
-    let (stats, wear) = replay(&*alloc, events, options.model)?;
-    let frames = wear.writes().len().max(1) as f64;
-    Ok(row(
-        kind.name().to_string(),
-        stats,
-        &wear,
-        options.heat_buckets,
-        alloc.metadata_bytes() as f64 / frames,
-    ))
+    let setup = Setup {
+        bank_frames: options.bank_frames,
+        ..Setup::new(&zones, cpus)
+    }
+    .fit_banks();
+    kind.with::<L, _>(
+        &setup,
+        Job {
+            kind,
+            events,
+            options,
+        },
+    )?
 }
 
 /// Count the kernel's own placement in `events` over the recorded zones.
@@ -172,11 +451,12 @@ where
 
 fn row(
     allocator: String,
-    stats: ReplayStats,
+    mut stats: ReplayStats,
     wear: &WearCounter,
     buckets: usize,
     metadata_bytes_per_frame: f64,
 ) -> StudyRow {
+    stats.outside = wear.outside;
     StudyRow {
         allocator,
         wear: wear.summary(stats.trace_ns),

@@ -12,6 +12,9 @@
 //! seed's analysing program that recovers a machine's bank interleaving
 //! from access latencies alone.
 //!
+//! [`levelling`] puts hardware wear levelling (none, Start-Gap with its
+//! randomiser) beneath any allocator's per-frame writes.
+//!
 //! ```
 //! use nvmos_frames::{IBuddy, MigrateType, Order, Pfn, Zone};
 //! use nvmos_sim::{replay, WriteModel};
@@ -32,15 +35,22 @@
 pub mod allocators;
 pub mod banks;
 pub mod evaluate;
+pub mod horizon;
+pub mod levelling;
 pub mod power;
 pub mod replay;
+pub mod study;
 pub mod swap_study;
+pub mod units;
 pub mod wear;
 
-pub use allocators::{AllocatorJob, AllocatorKind};
+pub use allocators::{
+    AllocatorJob, AllocatorKind, Caps, Info, Setup, StudyAllocator, DEFAULT_BANK_FRAMES,
+};
 pub use evaluate::{
-    study_allocator, study_as_recorded, Evaluation, StudyError, StudyOptions, StudyRow, TraceStudy,
-    AS_RECORDED,
+    evaluate, study_allocator, study_as_recorded, EvaluateError, Evaluation, StudyError,
+    StudyOptions, StudyRow, TraceStudy, AS_RECORDED,
 };
 pub use replay::{as_recorded, replay, ReplayError, ReplayStats};
+pub use study::Progress;
 pub use wear::{WearCounter, WearSummary, WriteModel, ENDURANCES};

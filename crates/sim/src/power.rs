@@ -16,138 +16,31 @@
 //! it reports is applied to the driver's owner tables, so the owner of a
 //! page follows it, and its copies are charged to the energy.
 
-use lock_api::RawMutex;
 use nvmos_frames::sync::SpinYield;
 use nvmos_frames::{
-    AllocError, BankBuddy, BankPolicy, Buddy, ConfigError, FrameAllocator, MigrateType, Move,
-    Order, PcpPolicy, PerCpu, Pfn, Request, Zone,
+    AllocError, BankBuddy, BankPolicy, ConfigError, MigrateType, Move, Order, Pfn, Request, Zone,
 };
 use nvmos_memsys::power::EnergyMeter;
 pub use nvmos_memsys::power::{EnergyReport, PowerModel, PowerState};
-use nvmos_trace::{Event, Op};
+use nvmos_trace::Event;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use rustc_hash::FxHashMap;
 
-/// The allocators the power study compares.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-pub enum PowerAllocator {
-    /// Linux's buddy.
-    Buddy,
-    /// Lazy buddy: `PerCpu<Buddy>` with Linux's default pcp lists.
-    LazyBuddy,
-    /// Array-based Bank-Buddy.
-    ArrayBank,
-    /// List-based Bank-Buddy.
-    ListBank,
-    /// Adaptive-Buddy.
-    Adaptive,
-}
+use crate::allocators::{AllocatorKind, Setup, StudyAllocator};
+use crate::replay::{self, Hook, Migrating, Recorded, ReplayError};
 
-impl PowerAllocator {
-    /// Every allocator, in the report's order.
-    pub const ALL: [PowerAllocator; 5] = [
-        PowerAllocator::Buddy,
-        PowerAllocator::LazyBuddy,
-        PowerAllocator::ArrayBank,
-        PowerAllocator::ListBank,
-        PowerAllocator::Adaptive,
-    ];
-
-    /// Display name.
-    pub const fn name(self) -> &'static str {
-        match self {
-            PowerAllocator::Buddy => "Buddy",
-            PowerAllocator::LazyBuddy => "Lazy buddy",
-            PowerAllocator::ArrayBank => "Array-based Bank-Buddy",
-            PowerAllocator::ListBank => "List-based Bank-Buddy",
-            PowerAllocator::Adaptive => "Adaptive-Buddy",
-        }
-    }
-
-    /// The bank policy, for the bank-aware ones.
-    pub const fn bank_policy(self) -> Option<BankPolicy> {
-        match self {
-            PowerAllocator::ArrayBank => Some(BankPolicy::Array),
-            PowerAllocator::ListBank => Some(BankPolicy::List),
-            PowerAllocator::Adaptive => Some(BankPolicy::Adaptive),
-            _ => None,
-        }
-    }
-
-    /// Whether it can migrate pages between banks. Linux's buddy has no
-    /// bank-aware migration (its compaction gathers free pages for large
-    /// blocks, not onto few banks).
-    pub const fn migrates(self) -> bool {
-        self.bank_policy().is_some()
-    }
-
-    /// Short name for command lines.
-    pub const fn key(self) -> &'static str {
-        match self {
-            PowerAllocator::Buddy => "buddy",
-            PowerAllocator::LazyBuddy => "lazy-buddy",
-            PowerAllocator::ArrayBank => "array-bank",
-            PowerAllocator::ListBank => "list-bank",
-            PowerAllocator::Adaptive => "adaptive",
-        }
-    }
-
-    /// By short or display name, ignoring case.
-    pub fn parse(name: &str) -> Option<PowerAllocator> {
-        Self::ALL
-            .into_iter()
-            .find(|a| a.key().eq_ignore_ascii_case(name) || a.name().eq_ignore_ascii_case(name))
-    }
-
-    /// Build it over `zones` with banks of `bank_frames`.
-    pub fn build<L: RawMutex + Send + Sync + 'static>(
-        self,
-        zones: &[Zone],
-        cpus: u32,
-        bank_frames: u64,
-    ) -> Result<Built<L>, ConfigError> {
-        Ok(match self {
-            PowerAllocator::Buddy => Built::Plain(Box::new(Buddy::<L>::new(zones, cpus)?)),
-            PowerAllocator::LazyBuddy => Built::Plain(Box::new(PerCpu::<_, L>::new(
-                Buddy::<L>::new(zones, cpus)?,
-                PcpPolicy::LINUX_DEFAULT,
-            )?)),
-            _ => Built::Banked(BankBuddy::<L>::new(
-                zones,
-                cpus,
-                bank_frames,
-                self.bank_policy().expect("bank-aware"),
-            )?),
-        })
-    }
-}
-
-/// A built allocator of the study: any allocator, or a bank-aware one
-/// that can migrate.
-pub enum Built<L: RawMutex> {
-    /// No migration.
-    Plain(Box<dyn FrameAllocator>),
-    /// Bank-aware.
-    Banked(BankBuddy<L>),
-}
-
-impl<L: RawMutex + Send + Sync + 'static> Built<L> {
-    /// The allocator.
-    pub fn allocator(&self) -> &dyn FrameAllocator {
-        match self {
-            Built::Plain(a) => &**a,
-            Built::Banked(a) => a,
-        }
-    }
-
-    /// One migration pass; `None` for allocators without migration.
-    pub fn migrate(&self) -> Option<Vec<Move>> {
-        match self {
-            Built::Plain(_) => None,
-            Built::Banked(a) => Some(a.migrate().moves),
-        }
-    }
+/// Build `kind` for the power study over `zone` with banks of
+/// `bank_frames`.
+fn build(
+    kind: AllocatorKind,
+    zone: Zone,
+    cpus: u32,
+    bank_frames: u64,
+) -> Result<Box<dyn StudyAllocator>, ConfigError> {
+    kind.build::<SpinYield>(&Setup {
+        bank_frames,
+        ..Setup::new(&[zone], cpus)
+    })
 }
 
 /// Why the power study could not run.
@@ -173,7 +66,7 @@ pub enum PowerStudyError {
         source: ConfigError,
     },
     /// The allocator refused to free or move its own block: a bug.
-    #[error("{allocator}: refused to free its own block {pfn} (order {order}): {error}")]
+    #[error("{allocator}: refused to free its own block {pfn} (order {order})")]
     Allocator {
         /// The allocator.
         allocator: &'static str,
@@ -284,6 +177,8 @@ impl Workload {
 /// One allocator's figures on one workload or trace.
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct PowerRow {
+    /// The registry allocator; `None` for the kernel's own placement.
+    pub kind: Option<AllocatorKind>,
     /// Allocator name.
     pub allocator: String,
     /// Whether migration ran.
@@ -448,7 +343,14 @@ impl Banks {
         }
     }
 
-    fn row(self, allocator: &str, migration: bool, m: &MigrationCount, failures: u64) -> PowerRow {
+    fn row(
+        self,
+        kind: Option<AllocatorKind>,
+        allocator: &str,
+        migration: bool,
+        m: &MigrationCount,
+        failures: u64,
+    ) -> PowerRow {
         let mean = |s: f64| {
             if self.seconds > 0.0 {
                 s / self.seconds
@@ -470,6 +372,7 @@ impl Banks {
             })
             .collect();
         PowerRow {
+            kind,
             allocator: allocator.to_owned(),
             migration,
             banks: self.kernel.len(),
@@ -583,7 +486,7 @@ pub struct SyntheticMachine {
 /// epoch when `migrate` (and the allocator can), metering energy under
 /// every model in `models`.
 pub fn run_synthetic(
-    allocator: PowerAllocator,
+    allocator: AllocatorKind,
     migrate: bool,
     workload: &Workload,
     machine: &SyntheticMachine,
@@ -599,10 +502,8 @@ pub fn run_synthetic(
     // Check the bank size for every allocator, the bank-unaware included.
     BankBuddy::<SpinYield>::new(&[zone], 1, machine.bank_frames, BankPolicy::Array)
         .map_err(layout)?;
-    let built = allocator
-        .build::<SpinYield>(&[zone], 1, machine.bank_frames)
-        .map_err(layout)?;
-    let a = built.allocator();
+    let built = build(allocator, zone, 1, machine.bank_frames).map_err(layout)?;
+    let a = &*built;
     let name = allocator.name();
     let mut banks = Banks::new(zone, machine.bank_frames, models, machine.page_size);
     banks.warmup = u64::from(workload.epochs / 10);
@@ -723,8 +624,8 @@ pub fn run_synthetic(
         }
         banks.advance(1.0);
     }
-    let migration = migrate && allocator.migrates();
-    Ok(banks.row(name, migration, &migrated, failures))
+    let migration = migrate && allocator.caps().banks;
+    Ok(banks.row(Some(allocator), name, migration, &migrated, failures))
 }
 
 /// Apply a pass's moves to the bank counts (user pages only move); `follow`
@@ -764,20 +665,45 @@ pub struct TraceMachine {
     pub migrate_every_ns: u64,
 }
 
-/// A traced block alive in the replay.
-#[derive(Copy, Clone)]
-struct Traced {
-    ours: Pfn,
-    order: Order,
-    kind: MigrateType,
-    freed: u64,
+/// The power study's view of a replay: allocated frames per bank, time
+/// passing between events, migration's copies.
+struct BankHook<'a> {
+    banks: &'a mut Banks,
+    last_ns: Option<u64>,
+    page_size: u64,
 }
 
-/// Replay `events` through `allocator` on `machine`, matching frees to
-/// allocations as [`crate::replay`] does (frees of blocks allocated before
-/// the recording skipped, blocks freed in pieces given back when whole, a
+impl Hook for BankHook<'_> {
+    fn event(&mut self, event: &Event) {
+        if let Some(last) = self.last_ns {
+            self.banks
+                .advance(event.time_ns.saturating_sub(last) as f64 / 1e9);
+        }
+        self.last_ns = Some(event.time_ns);
+    }
+
+    fn placed(&mut self, ours: Pfn, order: Order, kind: MigrateType) {
+        self.banks.add(ours, order, kind);
+    }
+
+    fn moved(&mut self, m: &Move) {
+        // Only movable (user) blocks move.
+        self.banks.remove(m.old, m.order, MigrateType::Movable);
+        self.banks.add(m.new, m.order, MigrateType::Movable);
+        self.banks.copied(m.order.frames() * self.page_size);
+    }
+
+    fn freed(&mut self, ours: Pfn, order: Order, kind: MigrateType) {
+        self.banks.remove(ours, order, kind);
+    }
+}
+
+/// Replay `events` through `placement` on `machine` with the replay engine
+/// ([`crate::replay::run`]: frees of blocks allocated before the
+/// recording skipped, blocks freed in pieces given back when whole, a
 /// traced block allocated again before its free was seen freed first),
-/// migrating every `migrate_every_ns` of trace time when `migrate`.
+/// migrating every `migrate_every_ns` of trace time when `migrate` and the
+/// allocator knows banks.
 pub fn run_trace<I, E>(
     placement: TracePlacement,
     migrate: bool,
@@ -798,152 +724,56 @@ where
     BankBuddy::<SpinYield>::new(&[zone], 1, machine.bank_frames, BankPolicy::Array)
         .map_err(layout)?;
     let cpus = machine.cpus.max(1);
-    let built = match placement {
-        TracePlacement::Allocator(allocator) => Some(
-            allocator
-                .build::<SpinYield>(&[zone], cpus, machine.bank_frames)
-                .map_err(layout)?,
-        ),
-        TracePlacement::AsRecorded => None,
-    };
     let name = placement.name();
     let mut banks = Banks::new(zone, machine.bank_frames, models, machine.page_size);
-    // Traced first frame -> block; our first frame -> traced first frame.
-    let mut live: FxHashMap<u64, Traced> = FxHashMap::default();
-    let mut owner: FxHashMap<u64, u64> = FxHashMap::default();
-    let mut failures = 0u64;
-    let mut migrated = MigrationCount::default();
-    let mut last_ns: Option<u64> = None;
-    let mut next_migration = machine.migrate_every_ns.max(1);
-    let mut first_ns = 0;
-
-    let give_back = |block: Traced,
-                     cpu: u32,
-                     banks: &mut Banks,
-                     owner: &mut FxHashMap<u64, u64>|
-     -> Result<(), PowerStudyError> {
-        if let Some(built) = &built {
-            built
-                .allocator()
-                .free(block.ours, Request::new(block.order, cpu, block.kind))
-                .map_err(|error| PowerStudyError::Allocator {
-                    allocator: name,
-                    pfn: block.ours,
-                    order: block.order,
-                    error,
-                })?;
-        }
-        owner.remove(&block.ours.0);
-        banks.remove(block.ours, block.order, block.kind);
-        Ok(())
+    let mut hook = BankHook {
+        banks: &mut banks,
+        last_ns: None,
+        page_size: machine.page_size,
     };
-
-    for event in events {
-        let event = event.map_err(|e| PowerStudyError::Trace(Box::new(e)))?;
-        let now = event.time_ns;
-        match last_ns {
-            None => first_ns = now,
-            Some(last) => banks.advance(now.saturating_sub(last) as f64 / 1e9),
+    let migration = migrate && placement.migrates();
+    let every = migration.then_some(machine.migrate_every_ns.max(1));
+    let (kind, result) = match placement {
+        TracePlacement::Allocator(kind) => {
+            let built = build(kind, zone, cpus, machine.bank_frames).map_err(layout)?;
+            let result = replay::run(&mut Migrating(&*built), &mut hook, events, every);
+            (Some(kind), result)
         }
-        last_ns = Some(now);
-        if migrate && now.saturating_sub(first_ns) >= next_migration {
-            next_migration += machine.migrate_every_ns.max(1);
-            if let Some(moves) = built.as_ref().and_then(Built::migrate) {
-                migrated.passes += 1;
-                apply_moves(&moves, &mut banks, &mut migrated, machine.page_size, |m| {
-                    let Some(traced) = owner.remove(&m.old.0) else {
-                        return false;
-                    };
-                    let Some(block) = live.get_mut(&traced) else {
-                        return false;
-                    };
-                    block.ours = m.new;
-                    owner.insert(m.new.0, traced);
-                    true
-                })
-                .map_err(|old| PowerStudyError::LostMove {
-                    allocator: name,
-                    old,
-                })?;
-            }
+        TracePlacement::AsRecorded => {
+            let mut recorded = Recorded {
+                limit_frames: Some(machine.frames),
+            };
+            (None, replay::run(&mut recorded, &mut hook, events, None))
         }
-        let cpu = event.cpu % cpus;
-        match event.op {
-            Op::Alloc(kind) => {
-                if let Some(old) = live.remove(&event.pfn.0) {
-                    give_back(old, cpu, &mut banks, &mut owner)?;
-                }
-                let placed = match &built {
-                    Some(built) => built
-                        .allocator()
-                        .alloc(Request::new(event.order, cpu, kind))
-                        .ok(),
-                    // The kernel's own placement, where it lies inside the
-                    // machine (a block past its end is counted as refused).
-                    None => {
-                        (event.pfn.0 + event.order.frames() <= machine.frames).then_some(event.pfn)
-                    }
-                };
-                match placed {
-                    Some(ours) => {
-                        banks.add(ours, event.order, kind);
-                        owner.insert(ours.0, event.pfn.0);
-                        live.insert(
-                            event.pfn.0,
-                            Traced {
-                                ours,
-                                order: event.order,
-                                kind,
-                                freed: 0,
-                            },
-                        );
-                    }
-                    None => failures += 1,
-                }
-            }
-            Op::Free => {
-                if let Some(block) = live.get(&event.pfn.0).copied() {
-                    if block.order == event.order && block.freed == 0 {
-                        live.remove(&event.pfn.0);
-                        give_back(block, cpu, &mut banks, &mut owner)?;
-                        continue;
-                    }
-                }
-                // Part of a block: its head is the pfn itself or found by
-                // aligning down order by order.
-                let head = std::iter::once(event.pfn.0)
-                    .chain(
-                        Order::all()
-                            .skip(event.order.index() + 1)
-                            .map(|o| event.pfn.0 & !(o.frames() - 1)),
-                    )
-                    .find(|h| {
-                        live.get(h).is_some_and(|b| {
-                            h + b.order.frames() >= event.pfn.0 + event.order.frames()
-                                && b.order >= event.order
-                        })
-                    });
-                if let Some(head) = head {
-                    let mut block = live.remove(&head).expect("found above");
-                    block.freed += event.order.frames();
-                    if block.freed >= block.order.frames() {
-                        give_back(block, cpu, &mut banks, &mut owner)?;
-                    } else {
-                        live.insert(head, block);
-                    }
-                }
-            }
-        }
-    }
-    let migration = migrate && built.is_some() && placement.migrates();
-    Ok(banks.row(name, migration, &migrated, failures))
+    };
+    let stats = result.map_err(|e| match e {
+        ReplayError::Trace(e) => PowerStudyError::Trace(Box::new(e)),
+        ReplayError::Allocator {
+            pfn, order, error, ..
+        } => PowerStudyError::Allocator {
+            allocator: name,
+            pfn,
+            order,
+            error,
+        },
+        ReplayError::LostMove { old, .. } => PowerStudyError::LostMove {
+            allocator: name,
+            old,
+        },
+    })?;
+    let migrated = MigrationCount {
+        pages: stats.pages_migrated,
+        blocks: stats.blocks_migrated,
+        passes: stats.migration_passes,
+    };
+    Ok(banks.row(kind, name, migration, &migrated, stats.alloc_failures))
 }
 
 /// Who places a traced block.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum TracePlacement {
     /// An allocator under test.
-    Allocator(PowerAllocator),
+    Allocator(AllocatorKind),
     /// The kernel's own placement: the traced pfn (Linux as recorded).
     AsRecorded,
 }
@@ -960,7 +790,7 @@ impl TracePlacement {
     /// Whether migration can run.
     pub const fn migrates(self) -> bool {
         match self {
-            TracePlacement::Allocator(a) => a.migrates(),
+            TracePlacement::Allocator(a) => a.caps().banks,
             TracePlacement::AsRecorded => false,
         }
     }
@@ -969,6 +799,7 @@ impl TracePlacement {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use nvmos_trace::Op;
 
     fn machine() -> SyntheticMachine {
         // 64 MiB in 16 banks of 4 MiB.
@@ -992,11 +823,11 @@ mod tests {
     #[test]
     fn same_seed_same_figures_and_migration_helps_adaptive() {
         let w = small(Workload::light(7));
-        let a = run_synthetic(PowerAllocator::Adaptive, false, &w, &machine(), &models()).unwrap();
-        let b = run_synthetic(PowerAllocator::Adaptive, false, &w, &machine(), &models()).unwrap();
+        let a = run_synthetic(AllocatorKind::Adaptive, false, &w, &machine(), &models()).unwrap();
+        let b = run_synthetic(AllocatorKind::Adaptive, false, &w, &machine(), &models()).unwrap();
         assert_eq!(a.offline_percent, b.offline_percent);
         assert_eq!(a.bank_map, b.bank_map);
-        let m = run_synthetic(PowerAllocator::Adaptive, true, &w, &machine(), &models()).unwrap();
+        let m = run_synthetic(AllocatorKind::Adaptive, true, &w, &machine(), &models()).unwrap();
         // Same requests, so the same footprint and optimum.
         assert_eq!(a.optimum_offline_percent, m.optimum_offline_percent);
         assert!(m.pages_migrated > 0 && m.migration_passes == 40);
@@ -1014,10 +845,10 @@ mod tests {
     #[test]
     fn buddy_cannot_migrate_and_keeps_more_banks_up() {
         let w = small(Workload::light(3));
-        let buddy = run_synthetic(PowerAllocator::Buddy, true, &w, &machine(), &models()).unwrap();
+        let buddy = run_synthetic(AllocatorKind::Buddy, true, &w, &machine(), &models()).unwrap();
         assert!(!buddy.migration && buddy.pages_migrated == 0);
         let adaptive =
-            run_synthetic(PowerAllocator::Adaptive, true, &w, &machine(), &models()).unwrap();
+            run_synthetic(AllocatorKind::Adaptive, true, &w, &machine(), &models()).unwrap();
         assert!(adaptive.migration);
         assert!(adaptive.offline_percent > buddy.offline_percent);
         assert!(adaptive.pinned_banks <= buddy.pinned_banks);
@@ -1028,7 +859,7 @@ mod tests {
         let mut w = Workload::medium(1);
         w.footprint_max_percent = 120.0;
         let err =
-            run_synthetic(PowerAllocator::Buddy, false, &w, &machine(), &models()).unwrap_err();
+            run_synthetic(AllocatorKind::Buddy, false, &w, &machine(), &models()).unwrap_err();
         assert!(
             err.to_string()
                 .contains("footprint_max_percent = 120% is outside 0–100%"),
@@ -1036,11 +867,11 @@ mod tests {
         );
         let mut w = Workload::medium(1);
         w.footprint_min_percent = 90.0;
-        assert!(run_synthetic(PowerAllocator::Buddy, false, &w, &machine(), &models()).is_err());
+        assert!(run_synthetic(AllocatorKind::Buddy, false, &w, &machine(), &models()).is_err());
         let mut m = machine();
         m.bank_frames = 1000;
         let err = run_synthetic(
-            PowerAllocator::Buddy,
+            AllocatorKind::Buddy,
             false,
             &Workload::light(1),
             &m,
@@ -1084,7 +915,7 @@ mod tests {
             migrate_every_ns: 1_000_000_000,
         };
         let row = run_trace(
-            TracePlacement::Allocator(PowerAllocator::Adaptive),
+            TracePlacement::Allocator(AllocatorKind::Adaptive),
             true,
             trace.clone(),
             &m,

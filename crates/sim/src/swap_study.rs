@@ -217,7 +217,7 @@ pub struct SwapStudy {
 #[derive(Debug, thiserror::Error)]
 pub enum SwapStudyError {
     /// The model or a trace failed.
-    #[error("{what}: {source}")]
+    #[error("{what}")]
     Swap {
         /// What was being done.
         what: String,
@@ -226,7 +226,7 @@ pub enum SwapStudyError {
         source: SwapError,
     },
     /// Listing the trace folder failed.
-    #[error("{}: {source}", path.display())]
+    #[error("{}", path.display())]
     Io {
         /// The folder.
         path: PathBuf,
@@ -320,6 +320,36 @@ pub fn run(
     opts: &SwapStudyOptions,
     progress: &mut dyn FnMut(&str),
 ) -> Result<SwapStudy, SwapStudyError> {
+    // Settings first: an unbounded one must not run for minutes (or grow
+    // memory without bound) before it is refused.
+    ctx(
+        "options",
+        PcScenario {
+            scale: opts.pc_scale,
+            aging_rounds: opts.aging_rounds,
+            seed: opts.seed,
+        }
+        .check(),
+    )?;
+    // Recorded traces next: a bad or empty one fails before the models run.
+    let recorded_traces: Vec<(PathBuf, SwapTrace)> = files(&opts.traces, ".swt.zst")?
+        .into_iter()
+        .map(|p| {
+            progress(&format!("reading {}", p.display()));
+            let t = ctx(p.display().to_string(), SwapTrace::read(&p))?;
+            if t.requests.is_empty() {
+                return ctx(
+                    p.display().to_string(),
+                    Err(SwapError::Parse {
+                        path: p.clone(),
+                        line: 1,
+                        message: "no swap requests: nothing to draw conclusions from (record with a lower --limit so the command swaps)".into(),
+                    }),
+                );
+            }
+            Ok((p, t))
+        })
+        .collect::<Result<_, SwapStudyError>>()?;
     let mut model = Vec::new();
     // The PC scenario, clean and aged, on a machine with memory and swap of
     // the seed's 1 GB scaled.
@@ -351,14 +381,6 @@ pub fn run(
     // Congestion control on and off as the device gets faster: a hog
     // writing 4× its memory limit once.
     let hog = hog_write_only((opts.hog_memory_pages * 4) as u32);
-    let recorded_traces: Vec<(PathBuf, SwapTrace)> = files(&opts.traces, ".swt.zst")?
-        .into_iter()
-        .map(|p| {
-            progress(&format!("reading {}", p.display()));
-            let t = ctx(p.display().to_string(), SwapTrace::read(&p))?;
-            Ok((p, t))
-        })
-        .collect::<Result<_, SwapStudyError>>()?;
     let mut congestion = Vec::new();
     for &iops in &IOPS {
         progress(&format!("congestion sweep at {iops} IOPS"));

@@ -29,6 +29,12 @@ use crate::SwapError;
 /// The first header line.
 pub const MAGIC: &str = "# nvmos swap trace 1";
 
+/// The largest swap area a trace without a `# swap_bytes:` header line may
+/// address (64 GiB). A recorded trace names its swap size; offsets in one
+/// that does not are held to this, so a corrupt offset cannot make a
+/// device model allocate per-page counters for petabytes.
+pub const MAX_SWAP_BYTES_UNHEADED: u64 = 64 << 30;
+
 /// One request to the swap device.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SwapRequest {
@@ -98,11 +104,27 @@ impl SwapTrace {
         }
     }
 
+    /// The swap size the trace was recorded with (`# swap_bytes:`), if
+    /// it names one.
+    pub fn swap_bytes(&self) -> Option<u64> {
+        self.header.get("swap_bytes")?.parse().ok()
+    }
+
     /// Parses the text form; `path` names the source in errors.
+    ///
+    /// Every request must lie inside the swap area: `offset + size` must
+    /// not overflow and must not pass the recorded `# swap_bytes:` (or
+    /// [`MAX_SWAP_BYTES_UNHEADED`] without one). An empty input (a 0-byte
+    /// file) is an error, not a trace of nothing.
     pub fn parse(input: impl BufRead, path: &Path) -> Result<SwapTrace, SwapError> {
         let mut trace = SwapTrace::default();
         let mut last_time = 0u64;
+        // Line of each request, to name it if a `swap_bytes` line after it
+        // shows it out of range.
+        let mut request_lines: Vec<u64> = Vec::new();
+        let mut lines_read = 0u64;
         for (i, line) in input.lines().enumerate() {
+            lines_read += 1;
             let line_no = i as u64 + 1;
             let err = |message: String| SwapError::Parse {
                 path: path.to_owned(),
@@ -142,6 +164,29 @@ impl SwapTrace {
                     if size == 0 {
                         return Err(err("field `size`: a request of 0 bytes".into()));
                     }
+                    let end = offset.checked_add(size).ok_or_else(|| {
+                        err(format!(
+                            "fields `offset` {offset} + `size` {size} overflow 64 bits"
+                        ))
+                    })?;
+                    let (limit, what) = match trace.header.get("swap_bytes") {
+                        Some(v) => (
+                            v.parse::<u64>().map_err(|_| {
+                                err(format!("header `swap_bytes`: '{v}' is not a whole number"))
+                            })?,
+                            "the recorded swap size (`# swap_bytes:`)",
+                        ),
+                        None => (
+                            MAX_SWAP_BYTES_UNHEADED,
+                            "64 GiB, the most a trace without a `# swap_bytes:` line may address",
+                        ),
+                    };
+                    if end > limit {
+                        return Err(err(format!(
+                            "fields `offset` {offset} + `size` {size}: the request ends at byte {end}, beyond {what} of {limit} bytes"
+                        )));
+                    }
+                    request_lines.push(line_no);
                     if time_ns < last_time {
                         return Err(err(format!(
                             "field `time_ns`: {time_ns} is before the previous event's {last_time}"
@@ -180,6 +225,36 @@ impl SwapTrace {
                 other => return Err(err(format!("field `kind`: '{other}' is not R, W, T or P"))),
             }
         }
+        if lines_read == 0 {
+            return Err(SwapError::Parse {
+                path: path.to_owned(),
+                line: 1,
+                message: format!("the file is empty: expected the header line `{MAGIC}`"),
+            });
+        }
+        // A `swap_bytes` line after some requests: check those too.
+        if let Some(v) = trace.header.get("swap_bytes") {
+            let limit: u64 = v.parse().map_err(|_| SwapError::Parse {
+                path: path.to_owned(),
+                line: 0,
+                message: format!("header `swap_bytes`: '{v}' is not a whole number"),
+            })?;
+            if let Some((r, &line)) = trace
+                .requests
+                .iter()
+                .zip(&request_lines)
+                .find(|(r, _)| r.offset + r.size > limit)
+            {
+                return Err(SwapError::Parse {
+                    path: path.to_owned(),
+                    line,
+                    message: format!(
+                        "fields `offset` {} + `size` {}: the request ends beyond the recorded swap size (`# swap_bytes:`) of {limit} bytes",
+                        r.offset, r.size
+                    ),
+                });
+            }
+        }
         Ok(trace)
     }
 
@@ -207,13 +282,14 @@ impl SwapTrace {
         Ok(())
     }
 
-    /// Writes a zstd-compressed file.
+    /// Writes a zstd-compressed file: whole or not at all (a temporary
+    /// beside `path`, renamed when complete).
     pub fn write(&self, path: &Path) -> Result<(), SwapError> {
-        let file = std::fs::File::create(path).map_err(|e| SwapError::io(path, e))?;
-        let mut enc = zstd::Encoder::new(file, 19).map_err(|e| SwapError::io(path, e))?;
+        let out = nvmos_trace::Output::create(path, &[])?;
+        let mut enc = zstd::Encoder::new(out, 19).map_err(|e| SwapError::io(path, e))?;
         self.write_text(&mut enc)
             .map_err(|e| SwapError::io(path, e))?;
-        enc.finish().map_err(|e| SwapError::io(path, e))?;
+        enc.finish().map_err(|e| SwapError::io(path, e))?.commit()?;
         Ok(())
     }
 }
@@ -260,5 +336,46 @@ mod tests {
         assert!(e.contains(":3:") && e.contains("before"), "{e}");
         let e = parse("hello\n").unwrap_err().to_string();
         assert!(e.contains(":1:"), "{e}");
+    }
+
+    /// Issue 12: offsets are checked against the swap size, with no
+    /// overflow, no huge allocation and no panic; an empty file is an error.
+    #[test]
+    fn requests_beyond_the_swap_area_are_refused_with_file_and_line() {
+        let gib = 1u64 << 30;
+        for (line, what) in [
+            (format!("W 10 {} 4096", u64::MAX), "overflow"),
+            (format!("W 10 {} 4096", 1u64 << 46), "recorded swap size"),
+            (format!("W 10 {} {}", 0, 2 * gib), "recorded swap size"),
+            (format!("W 10 {} 4096", gib), "recorded swap size"),
+        ] {
+            let text = format!("{MAGIC}\n# swap_bytes: {gib}\nR 5 0 4096\n{line}\n");
+            let e = parse(&text).unwrap_err().to_string();
+            assert!(e.starts_with("t.swt:4: "), "{e}");
+            assert!(e.contains(what), "{e} should say {what}");
+        }
+        // The last byte of the area is fine.
+        let text = format!("{MAGIC}\n# swap_bytes: {gib}\nW 5 {} 4096\n", gib - 4096);
+        assert_eq!(parse(&text).unwrap().requests.len(), 1);
+        // Without a swap_bytes line: 64 GiB at most.
+        let text = format!("{MAGIC}\nW 5 {} 4096\n", 1u64 << 46);
+        let e = parse(&text).unwrap_err().to_string();
+        assert!(e.starts_with("t.swt:2: ") && e.contains("64 GiB"), "{e}");
+        // A swap_bytes line after the requests still applies.
+        let text = format!("{MAGIC}\nW 5 {} 4096\n# swap_bytes: {gib}\n", 2 * gib);
+        let e = parse(&text).unwrap_err().to_string();
+        assert!(e.starts_with("t.swt:2: "), "{e}");
+        // Empty, plain or compressed.
+        let e = parse("").unwrap_err().to_string();
+        assert!(e.contains("empty"), "{e}");
+        let dir = tempfile::tempdir().unwrap();
+        let empty = dir.path().join("empty.swt.zst");
+        std::fs::write(&empty, b"").unwrap();
+        let e = SwapTrace::read(&empty).unwrap_err().to_string();
+        assert!(e.contains("empty.swt.zst:1: the file is empty"), "{e}");
+        let zst = dir.path().join("zero.swt.zst");
+        std::fs::write(&zst, zstd::encode_all(&b""[..], 3).unwrap()).unwrap();
+        let e = SwapTrace::read(&zst).unwrap_err().to_string();
+        assert!(e.contains("the file is empty"), "{e}");
     }
 }

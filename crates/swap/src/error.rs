@@ -53,7 +53,7 @@ pub enum SwapError {
     },
 
     /// Reading or writing a file failed.
-    #[error("{}: {source}", path.display())]
+    #[error("{}", path.display())]
     Io {
         /// The file.
         path: PathBuf,

@@ -277,8 +277,10 @@ pub fn record_swap(
         });
     }
     let signals = Signals::install();
-    // The output first: a bad path fails before anything is changed.
-    File::create(out).map_err(|e| SwapError::io(out, e))?;
+    // The output first: a bad path fails before anything is changed. The
+    // probe (a temporary beside `out`) is removed at once: the trace
+    // appears at `out` only when complete (`SwapTrace::write`).
+    drop(nvmos_trace::Output::create(out, &[])?);
     let mut cleanup = Cleanup::default();
     let mut tracefs: Option<Tracefs> = None;
     let result = run(command, out, opts, &signals, &mut cleanup, &mut tracefs);

@@ -165,7 +165,41 @@ pub struct PcScenario {
     pub seed: u64,
 }
 
+/// The most aging rounds [`PcScenario::check`] accepts: each round adds
+/// about as many page references as the measured one (the whole
+/// scenario's memory goes up with it), and the seed's aged system is a
+/// few rounds old.
+pub const MAX_AGING_ROUNDS: u32 = 64;
+
+/// The largest [`PcScenario::scale`]: 4× the seed's 1 GB machine.
+pub const MAX_PC_SCALE: f64 = 4.0;
+
 impl PcScenario {
+    /// Refuses settings that cannot make a sensible scenario or would
+    /// grow without bound: a scale outside (0, [`MAX_PC_SCALE`]], more
+    /// than [`MAX_AGING_ROUNDS`] aging rounds.
+    pub fn check(&self) -> Result<(), crate::SwapError> {
+        if !(self.scale > 0.0 && self.scale <= MAX_PC_SCALE) {
+            return Err(crate::SwapError::BadConfig {
+                field: "pc-scale",
+                reason: format!(
+                    "{} is not in (0, {MAX_PC_SCALE}] (1 is the seed's 1 GB machine)",
+                    self.scale
+                ),
+            });
+        }
+        if self.aging_rounds > MAX_AGING_ROUNDS {
+            return Err(crate::SwapError::BadConfig {
+                field: "aging-rounds",
+                reason: format!(
+                    "{} is more than {MAX_AGING_ROUNDS}: every round adds a measured round's references (memory grows with them)",
+                    self.aging_rounds
+                ),
+            });
+        }
+        Ok(())
+    }
+
     /// The memory (and swap) size the scenario is made for: 1 GiB scaled.
     pub fn memory_pages(&self) -> u64 {
         ((262_144.0 * self.scale) as u64).max(1024)
@@ -298,6 +332,49 @@ pub fn pc_scenario(s: &PcScenario) -> Workload {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn unbounded_settings_are_refused() {
+        let ok = PcScenario {
+            scale: 1.0,
+            aging_rounds: MAX_AGING_ROUNDS,
+            seed: 1,
+        };
+        assert!(ok.check().is_ok());
+        for (bad, field) in [
+            (
+                PcScenario {
+                    aging_rounds: 100_000,
+                    ..ok.clone()
+                },
+                "aging-rounds",
+            ),
+            (
+                PcScenario {
+                    scale: 0.0,
+                    ..ok.clone()
+                },
+                "pc-scale",
+            ),
+            (
+                PcScenario {
+                    scale: f64::NAN,
+                    ..ok.clone()
+                },
+                "pc-scale",
+            ),
+            (
+                PcScenario {
+                    scale: 5.0,
+                    ..ok.clone()
+                },
+                "pc-scale",
+            ),
+        ] {
+            let e = bad.check().unwrap_err().to_string();
+            assert!(e.contains(field), "{e}");
+        }
+    }
 
     #[test]
     fn scenario_is_deterministic_and_phased() {

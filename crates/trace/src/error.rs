@@ -11,7 +11,7 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 pub enum TraceError {
     /// Reading or writing a file failed.
-    #[error("{}: {source}", path.display())]
+    #[error("{}", path.display())]
     Io {
         /// The file.
         path: PathBuf,
@@ -113,6 +113,29 @@ pub enum TraceError {
         reason: String,
     },
 
+    /// An event lies beyond the memory or CPUs a replay was asked to use
+    /// (the first such event; `at` is `:LINE` for text traces, `: event
+    /// #N` for `.nvt`).
+    #[error("{}{at}: {what}", path.display())]
+    BeyondMachine {
+        /// The trace.
+        path: PathBuf,
+        /// Where in it.
+        at: String,
+        /// The pfn or CPU and the limit.
+        what: String,
+    },
+
+    /// The output is one of the inputs (the same path, a symlink or a hard
+    /// link): writing it would destroy the input. Nothing was written.
+    #[error("{}: the output is the input {} (the same file); nothing was written", output.display(), input.display())]
+    SameFile {
+        /// The input.
+        input: PathBuf,
+        /// The output asked for.
+        output: PathBuf,
+    },
+
     /// Recording needs root (tracefs is root-only). Nothing was changed.
     #[error("recording page-allocation events needs root (effective uid {euid}); run it with sudo. Nothing was changed.")]
     NotRoot {
@@ -128,7 +151,7 @@ pub enum TraceError {
     },
 
     /// The command to record could not be started.
-    #[error("cannot start {command:?}: {source}")]
+    #[error("cannot start {command:?}")]
     Spawn {
         /// The command line.
         command: String,

@@ -1,9 +1,10 @@
 //! [`TraceInfo`]: what a trace holds, from one pass over any source.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use nvmos_frames::{MigrateType, ORDERS};
 
+use crate::accounting::{Accounting, BlockTracker};
 use crate::event::{Event, Op};
 use crate::source::{EventSource, Format, SourceCounts, TraceHeader};
 use crate::TraceError;
@@ -37,18 +38,11 @@ pub struct TraceInfo {
     pub pfn_max: Option<u64>,
     /// Frames allocated during the trace: `sum(2^order)` over allocations.
     pub frames_allocated: u64,
-    /// Frees of a block that was not allocated earlier in the trace and
-    /// does not lie inside a live block: frames allocated before recording
-    /// began. A replay skips them.
-    pub frees_before_recording: u64,
-    /// Frees of part of a live block allocated at a higher order (the
-    /// kernel split it, e.g. a huge page): not the block's own free.
-    pub frees_inside_live_blocks: u64,
+    /// Everything beyond clean allocate-then-free pairs, classified by the
+    /// same [`BlockTracker`] a replay uses (so the counts agree).
+    pub accounting: Accounting,
     /// Blocks still allocated at the end of the trace.
     pub live_at_end: u64,
-    /// Events whose time is earlier than the event before (out-of-order
-    /// CPU buffers).
-    pub time_reversals: u64,
     /// What the source skipped, lost or remapped.
     pub counts: SourceCounts,
 }
@@ -79,16 +73,7 @@ pub struct Accumulator {
     pfn_min: u64,
     pfn_max: u64,
     frames_allocated: u64,
-    /// Live blocks by first frame → order. Invariant: holds every block
-    /// allocated in the trace and not yet freed at the same pfn.
-    live: HashMap<u64, u8>,
-    /// The same blocks ordered, to find the block a partial free lies in;
-    /// only blocks of order > 0, which are the only ones that can contain
-    /// another pfn.
-    live_large: BTreeMap<u64, u8>,
-    frees_before_recording: u64,
-    frees_inside_live_blocks: u64,
-    time_reversals: u64,
+    tracker: BlockTracker,
 }
 
 impl Default for Accumulator {
@@ -113,11 +98,7 @@ impl Accumulator {
             pfn_min: u64::MAX,
             pfn_max: 0,
             frames_allocated: 0,
-            live: HashMap::new(),
-            live_large: BTreeMap::new(),
-            frees_before_recording: 0,
-            frees_inside_live_blocks: 0,
-            time_reversals: 0,
+            tracker: BlockTracker::new(),
         }
     }
 
@@ -127,53 +108,25 @@ impl Accumulator {
         *self.cpus.entry(e.cpu).or_default() += 1;
         if self.first_time.is_none() {
             self.first_time = Some(e.time_ns);
-        } else if e.time_ns < self.last_time {
-            self.time_reversals += 1;
         }
-        self.last_time = e.time_ns;
+        self.last_time = self.last_time.max(e.time_ns);
         let pfn = e.pfn.get();
         let frames = e.order.frames();
         self.pfn_min = self.pfn_min.min(pfn);
         self.pfn_max = self.pfn_max.max(pfn + frames - 1);
-        let order = e.order.get();
         match e.op {
             Op::Alloc(kind) => {
                 self.allocs += 1;
                 self.alloc_orders[e.order.index()] += 1;
                 self.migratetypes[kind as usize] += 1;
                 self.frames_allocated += frames;
-                // A second alloc of a live pfn means a free was lost; the
-                // newer block replaces the old.
-                if let Some(old) = self.live.insert(pfn, order) {
-                    if old > 0 {
-                        self.live_large.remove(&pfn);
-                    }
-                }
-                if order > 0 {
-                    self.live_large.insert(pfn, order);
-                }
             }
             Op::Free => {
                 self.frees += 1;
                 self.free_orders[e.order.index()] += 1;
-                if let Some(old) = self.live.remove(&pfn) {
-                    if old > 0 {
-                        self.live_large.remove(&pfn);
-                    }
-                    return;
-                }
-                let inside = self
-                    .live_large
-                    .range(..pfn)
-                    .next_back()
-                    .is_some_and(|(&start, &o)| pfn < start + (1u64 << o));
-                if inside {
-                    self.frees_inside_live_blocks += 1;
-                } else {
-                    self.frees_before_recording += 1;
-                }
             }
         }
+        self.tracker.step(e);
     }
 
     /// The summary, with the source's format, header and counts.
@@ -203,10 +156,11 @@ impl Accumulator {
             pfn_min: touched.then_some(self.pfn_min),
             pfn_max: touched.then_some(self.pfn_max),
             frames_allocated: self.frames_allocated,
-            frees_before_recording: self.frees_before_recording,
-            frees_inside_live_blocks: self.frees_inside_live_blocks,
-            live_at_end: self.live.len() as u64,
-            time_reversals: self.time_reversals,
+            accounting: Accounting {
+                lost_events: counts.lost_events,
+                ..self.tracker.counts().clone()
+            },
+            live_at_end: self.tracker.live_blocks(),
             counts,
         }
     }

@@ -15,6 +15,12 @@
 //!   ([`NvtWriter`], [`NvtReader`]); 0.8–2.5 bytes per event on the
 //!   shipped traces.
 //! - [`open`]: any of those by content; [`TraceInfo`]: a summary in one pass.
+//! - [`Needs`]: the memory and CPUs a trace needs (inferred for text
+//!   traces, which have no header); [`Checked`]: refuses an explicit
+//!   smaller machine at the first event beyond it, naming pfn/CPU and line.
+//! - [`BlockTracker`] and [`Accounting`]: the live traced blocks and every
+//!   event that is not a clean allocate-then-free, classified in one place
+//!   for `trace info` and the replay engine alike.
 //! - The tracefs recorder ([`record::record`], Linux, root), which runs a
 //!   command and streams the kernel's events into a `.nvt` file, restoring
 //!   the tracing state afterwards.
@@ -40,25 +46,31 @@
 //! assert_eq!(summary.events, 2);
 //! let mut reader = NvtReader::new(std::io::Cursor::new(bytes), "mem.nvt")?;
 //! let info = TraceInfo::from_source(&mut reader)?;
-//! assert_eq!((info.allocs, info.frees, info.frees_before_recording), (1, 1, 0));
+//! assert_eq!((info.allocs, info.frees, info.accounting.frees_before_recording), (1, 1, 0));
 //! # Ok::<(), nvmos_trace::TraceError>(())
 //! ```
 #![warn(missing_docs)]
 
+pub mod accounting;
+pub mod check;
 mod error;
 mod event;
 mod info;
 pub mod machine;
 pub mod nvt;
+pub mod output;
 #[cfg(target_os = "linux")]
 pub mod record;
 mod source;
 mod text;
 
+pub use accounting::{Accounting, BlockTracker, Effect, LiveBlock};
+pub use check::{Checked, Limits, Needs};
 pub use error::TraceError;
 pub use event::{Event, MachineInfo, Op, ZoneInfo};
 pub use info::{Accumulator, TraceInfo};
 pub use nvt::{NvtReader, NvtWriter, WriteSummary};
+pub use output::Output;
 pub use source::{detect, open, BoxedSource, EventSource, Format, SourceCounts, TraceHeader};
 pub use text::{TextReader, RECENT_FREES};
 

@@ -13,7 +13,9 @@
 //! Ctrl-C (SIGINT or SIGTERM, forwarded to the command), and — through a
 //! drop guard — a panic. The contents of the ring buffer cannot be given
 //! back. A `buffer_size_kb` of `7 (expanded: 1408)` (buffers never used
-//! since boot) is restored as `1408`, the size the kernel would give them.
+//! since boot) cannot be un-used: it is restored as what the kernel reports
+//! for a write of `1408` (it rounds to whole sub-buffers: `1410` on 4 KiB
+//! pages), and every restored file is read back and compared.
 //!
 //! Without root, nothing is touched: [`TraceError::NotRoot`].
 //!
@@ -43,6 +45,7 @@ use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::nvt::{NvtWriter, DEFAULT_LEVEL};
+use crate::output::Output;
 use crate::source::{Format, SourceCounts, TraceHeader};
 use crate::text::TextReader;
 use crate::TraceError;
@@ -164,12 +167,11 @@ pub fn record(
         events: 0,
         counts: SourceCounts::default(),
     };
-    // The output first: a bad path fails before anything is changed.
+    // The output first: a bad path fails before anything is changed. It
+    // appears at `out` only once the trace is complete (also after Ctrl-C:
+    // the events up to then are a complete trace); an error leaves nothing.
     let writer = NvtWriter::with_level(
-        BufWriter::with_capacity(
-            1 << 20,
-            File::create(out).map_err(|e| TraceError::io(out, e))?,
-        ),
+        BufWriter::with_capacity(1 << 20, Output::create(out, &[])?),
         out,
         header,
         opts.zstd_level,
@@ -190,7 +192,7 @@ fn run(
     program: &OsString,
     command: &[OsString],
     command_text: &[String],
-    writer: NvtWriter<BufWriter<File>>,
+    writer: NvtWriter<BufWriter<Output>>,
     opts: &RecordOptions,
 ) -> Result<RecordSummary, TraceError> {
     tracefs.set("tracing_on", "0")?;
@@ -264,7 +266,11 @@ fn run(
     writer.header_mut().counts = counts;
     let mut header = writer.header_mut().clone();
     header.events = writer.events();
-    let (_, written) = writer.finish()?;
+    let (file, written) = writer.finish()?;
+    let path = file.get_ref().path().to_owned();
+    file.into_inner()
+        .map_err(|e| TraceError::io(path, e.into_error()))?
+        .commit()?;
     Ok(RecordSummary {
         events: written.events,
         lost_events: header.counts.lost_events,
@@ -317,8 +323,8 @@ fn wait(
 fn stream(
     pipe: TracePipe,
     path: PathBuf,
-    mut writer: NvtWriter<BufWriter<File>>,
-) -> Result<(NvtWriter<BufWriter<File>>, SourceCounts), TraceError> {
+    mut writer: NvtWriter<BufWriter<Output>>,
+) -> Result<(NvtWriter<BufWriter<Output>>, SourceCounts), TraceError> {
     let mut reader = TextReader::new(
         BufReader::with_capacity(1 << 20, pipe),
         &path,
@@ -458,9 +464,23 @@ impl Tracefs {
     }
 
     /// Saves `file`'s value the first time, then writes `value`.
+    ///
+    /// The value saved is one that reads back as itself once written, so
+    /// [`restore`](Tracefs::restore) can check every file. That needs care
+    /// for `buffer_size_kb` of never-used buffers, `7 (expanded: 1408)`:
+    /// the kernel rounds a size up to whole sub-buffers (1408 KiB reads
+    /// back as 1410 on 4 KiB pages), and expanded buffers cannot be
+    /// un-expanded. So the expanded size is written first and what the
+    /// kernel reports for it is saved: that is the value restored. The
+    /// write only does early what `value`'s write does anyway.
     pub fn set(&mut self, file: &str, value: &str) -> Result<(), TraceError> {
         if !self.saved.iter().any(|(f, _)| f == file) {
-            let old = restorable(file, &self.read(file)?);
+            let raw = self.read(file)?;
+            let mut old = restorable(file, &raw);
+            if file == "buffer_size_kb" && old != raw {
+                self.write(file, &old)?;
+                old = self.read(file)?;
+            }
             self.saved.push((file.to_owned(), old));
         }
         self.write(file, value)
@@ -507,6 +527,14 @@ impl Tracefs {
         for (file, value) in self.saved.iter().rev() {
             if let Err(e) = self.write(file, value) {
                 failures.push(format!("{file} (should be {value:?}): {e}"));
+                continue;
+            }
+            // Read back: a value the kernel silently changed (rounded,
+            // refused) is a failure to restore, not a success.
+            match self.read(file) {
+                Ok(now) if restorable(file, &now) == *value => {}
+                Ok(now) => failures.push(format!("{file} reads {now:?} after writing {value:?}")),
+                Err(e) => failures.push(format!("{file} (should be {value:?}): {e}")),
             }
         }
         if self.mounted {

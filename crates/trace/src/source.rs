@@ -121,6 +121,29 @@ pub trait EventSource: Iterator<Item = Result<Event, TraceError>> {
     fn header(&self) -> Option<&TraceHeader>;
     /// What was skipped, lost or remapped (for `.nvt`: as recorded).
     fn counts(&self) -> SourceCounts;
+    /// The line of the last event yielded, for text sources; `None` where
+    /// the format has no lines.
+    fn line(&self) -> Option<u64> {
+        None
+    }
+}
+
+impl<S: EventSource + ?Sized> EventSource for Box<S> {
+    fn format(&self) -> Format {
+        (**self).format()
+    }
+
+    fn header(&self) -> Option<&TraceHeader> {
+        (**self).header()
+    }
+
+    fn counts(&self) -> SourceCounts {
+        (**self).counts()
+    }
+
+    fn line(&self) -> Option<u64> {
+        (**self).line()
+    }
 }
 
 /// Any trace source, ready to iterate on another thread.

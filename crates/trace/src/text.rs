@@ -316,6 +316,10 @@ impl<R: BufRead> EventSource for TextReader<R> {
     fn counts(&self) -> SourceCounts {
         self.counts.clone()
     }
+
+    fn line(&self) -> Option<u64> {
+        Some(self.line_no)
+    }
 }
 
 #[derive(Copy, Clone)]

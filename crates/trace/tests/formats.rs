@@ -116,8 +116,9 @@ fn trace_info_known_answers() {
     assert_eq!(info.migratetypes["reclaimable"], 1);
     assert_eq!(info.duration_ns, 2_010_000);
     assert_eq!((info.pfn_min, info.pfn_max), (Some(0x100), Some(0x400)));
-    assert_eq!(info.frees_before_recording, 1);
-    assert_eq!(info.frees_inside_live_blocks, 1);
+    assert_eq!(info.accounting.frees_before_recording, 1);
+    assert_eq!(info.accounting.partial_frees, 1);
+    assert_eq!(info.accounting.events_read, 6);
     assert_eq!(info.live_at_end, 2);
     assert_eq!(info.frames_allocated, 4 + 8 + 1);
     assert_eq!(info.counts.failed_allocs, 1);
@@ -434,4 +435,33 @@ fn chunks_and_iterator_agree() {
         }
     }
     assert_eq!(back, events);
+}
+
+/// The fixture with every unusual case: `trace info`'s accounting counts
+/// each exactly (the replay engine's agreement is tested in `nvmos-sim`).
+#[test]
+fn every_case_is_accounted() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/every_case.txt");
+    let mut source = nvmos_trace::open(&path).unwrap();
+    let info = TraceInfo::from_source(&mut *source).unwrap();
+    assert_eq!(
+        info.accounting,
+        nvmos_trace::Accounting {
+            events_read: 14,
+            lost_events: 5,
+            frees_before_recording: 1,
+            frees_mismatched_order: 1,
+            partial_frees: 4,
+            allocs_of_live_pfn: 2,
+            time_reversals: 1,
+        }
+    );
+    assert_eq!(info.live_at_end, 3);
+    assert_eq!(
+        nvmos_trace::Needs::of(&info),
+        Some(nvmos_trace::Needs {
+            frames: 0x5556,
+            cpus: 3
+        })
+    );
 }

@@ -6,38 +6,22 @@
 use std::ffi::OsString;
 use std::path::Path;
 
-use nvmos_trace::record::{record, RecordOptions, EVENTS, TRACEFS};
+use nvmos_trace::record::{record, RecordOptions, EVENTS};
 use nvmos_trace::{EventSource, NvtReader, TraceInfo};
 
-fn tracefs_mounted() -> bool {
-    std::fs::read_to_string("/proc/mounts")
-        .unwrap()
-        .lines()
-        .any(|l| l.split_whitespace().nth(2) == Some("tracefs"))
-}
+#[path = "kernel_state/mod.rs"]
+mod kernel_state;
+use kernel_state::tracefs_mounted;
 
 /// The tracing state the recorder promises to restore.
-fn snapshot(root: &Path) -> Vec<(String, String)> {
+fn snapshot() -> Vec<(String, String)> {
     let mut files = vec![
         "tracing_on".to_owned(),
         "current_tracer".to_owned(),
         "buffer_size_kb".to_owned(),
     ];
     files.extend(EVENTS.iter().map(|e| format!("events/{e}/enable")));
-    files
-        .into_iter()
-        .map(|f| {
-            let v = std::fs::read_to_string(root.join(&f)).unwrap();
-            let v = v.trim();
-            // Never-used buffers read "7 (expanded: 1408)"; restored as 1408.
-            let v = v
-                .split("expanded:")
-                .nth(1)
-                .map_or(v, |s| s.trim().trim_end_matches(')'))
-                .to_owned();
-            (f, v)
-        })
-        .collect()
+    kernel_state::snapshot(&files.iter().map(String::as_str).collect::<Vec<_>>())
 }
 
 fn command() -> Vec<OsString> {
@@ -64,15 +48,10 @@ fn record_and_check(out: &Path) {
 
 #[test]
 fn records_and_restores_the_tracing_state() {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        println!("skipped: recording needs root");
+    if !kernel_state::can_record("recording") {
         return;
     }
-    if !Path::new(TRACEFS).is_dir() {
-        println!("skipped: no {TRACEFS} to mount tracefs on");
-        return;
-    }
+    let _lock = kernel_state::lock();
     let dir = tempfile::tempdir().unwrap();
 
     // 1. tracefs not mounted: the recorder mounts it and unmounts it again.
@@ -83,18 +62,10 @@ fn records_and_restores_the_tracing_state() {
     }
 
     // 2. tracefs mounted, with a state of ours: every file comes back.
-    let we_mount = !tracefs_mounted();
-    if we_mount {
-        let status = std::process::Command::new("mount")
-            .args(["-t", "tracefs", "nodev", TRACEFS])
-            .status()
-            .unwrap();
-        assert!(status.success());
-    }
-    let root = Path::new(TRACEFS);
-    let before = snapshot(root);
+    let mount = kernel_state::Mounted::new();
+    let before = snapshot();
     record_and_check(&dir.path().join("b.nvt"));
-    let after = snapshot(root);
+    let after = snapshot();
     // The command's failure: a complete trace and its exit status.
     let failing: Vec<OsString> = ["sh", "-c", "exit 3"].iter().map(OsString::from).collect();
     let summary = record(
@@ -105,7 +76,7 @@ fn records_and_restores_the_tracing_state() {
     .unwrap();
     assert_eq!(summary.exit.code, Some(3));
     assert!(NvtReader::open(dir.path().join("c.nvt")).is_ok());
-    let after_failure = snapshot(root);
+    let after_failure = snapshot();
     // A command that cannot start: an error, and the state restored too.
     let missing = [OsString::from("/nonexistent/nvmos-no-such-command")];
     let err = record(
@@ -115,23 +86,29 @@ fn records_and_restores_the_tracing_state() {
     )
     .unwrap_err();
     assert!(err.to_string().contains("cannot start"), "{err}");
-    let after_spawn_error = snapshot(root);
-    if we_mount {
-        let _ = std::process::Command::new("umount").arg(TRACEFS).status();
-    }
-    assert_eq!(before, after);
-    assert_eq!(before, after_failure);
-    assert_eq!(before, after_spawn_error);
+    let after_spawn_error = snapshot();
+    kernel_state::assert_restored(&before, &after, "after a recording");
+    kernel_state::assert_restored(&before, &after_failure, "after a failing command");
+    kernel_state::assert_restored(&before, &after_spawn_error, "after a spawn error");
+    // Twice in a row: the state left by the first recording is restored
+    // exactly by the next (no rounding drift).
+    let again = snapshot();
+    record_and_check(&dir.path().join("e.nvt"));
+    assert_eq!(snapshot(), again, "a second recording changed the state");
+    drop(mount);
 }
 
 #[test]
 fn a_missing_command_is_an_error_and_changes_nothing() {
-    // SAFETY: as above.
-    if unsafe { libc::geteuid() } != 0 {
-        println!("skipped: recording needs root");
+    if !kernel_state::can_record("recording") {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
     let err = record(&[], &dir.path().join("x.nvt"), &RecordOptions::default()).unwrap_err();
-    assert!(err.to_string().contains("no command"), "{err}");
+    // The message says what failed once; the cause is its source.
+    let cause = std::error::Error::source(&err).map(ToString::to_string);
+    assert!(
+        cause.as_deref().unwrap_or("").contains("no command"),
+        "{err}: {cause:?}"
+    );
 }

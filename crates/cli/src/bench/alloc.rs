@@ -810,7 +810,7 @@ mod tests {
     #[test]
     fn every_pattern_runs_on_every_allocator() {
         for pattern in Pattern::ALL {
-            for (i, allocator) in AllocatorKind::ALL.into_iter().enumerate() {
+            for (i, allocator) in AllocatorKind::all().into_iter().enumerate() {
                 // Both locks, alternating, so each pattern runs on each.
                 let lock = [LockKind::Spin, LockKind::Parking][i % 2];
                 let config = Config {
@@ -846,7 +846,10 @@ mod tests {
 
     #[test]
     fn impossible_configs_are_refused() {
-        let mut config = tiny(Pattern::Bulk, AllocatorKind::Buddy);
+        let mut config = tiny(
+            Pattern::Bulk,
+            AllocatorKind::Nvmos(nvmos_sim::AllocatorKind::Buddy),
+        );
         config.threads = vec![0];
         assert!(config
             .check()

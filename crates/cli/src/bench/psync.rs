@@ -500,5 +500,29 @@ pub fn main(args: &PsyncArgs) -> Result<()> {
     } else {
         print!("{}", table(&report));
     }
+    // A row without a figure (PMDK missing, a medium that failed) makes
+    // the comparison incomplete: say so with a failing exit, not only in
+    // a table cell.
+    let missing: Vec<String> = report
+        .rows
+        .iter()
+        .filter(|r| r.gib_per_s.is_none())
+        .map(|r| {
+            format!(
+                "{} on {}: {}",
+                r.system,
+                r.medium,
+                r.note.as_deref().unwrap_or("no figure")
+            )
+        })
+        .collect();
+    if !missing.is_empty() {
+        anyhow::bail!(
+            "{} of {} rows could not run, so the comparison is incomplete: {}",
+            missing.len(),
+            report.rows.len(),
+            missing.join("; ")
+        );
+    }
     Ok(())
 }

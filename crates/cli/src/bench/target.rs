@@ -103,84 +103,56 @@ impl<L: lock_api::RawMutex + Send + Sync> BenchTarget for Bsa<L> {
     }
 }
 
-/// A row of the table: which allocator, configured as in seed 000.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Serialize)]
+/// A row of the table: an allocator of nvmos's registry, or the peer.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 pub enum AllocatorKind {
-    /// (a) the standard buddy system.
-    #[serde(rename = "buddy")]
-    Buddy,
-    /// (b) lazy buddy, batch 1.
-    #[serde(rename = "LBS-1")]
-    Lbs1,
-    /// (c) lazy buddy, batch 31: the seed's baseline.
-    #[serde(rename = "LBS-31")]
-    Lbs31,
-    /// (d) iBuddy, one buddy space per CPU.
-    #[serde(rename = "iBuddy")]
-    IBuddy,
-    /// (e) lazy iBuddy, lists of one frame.
-    #[serde(rename = "LiS-1")]
-    Lis1,
-    /// (f) lazy iBuddy, lists of 31 frames.
-    #[serde(rename = "LiS-31")]
-    Lis31,
-    /// Lazy buddy with today's Linux pcp setting.
-    #[serde(rename = "linux-pcp")]
-    LinuxPcp,
+    /// An nvmos allocator.
+    Nvmos(nvmos_sim::AllocatorKind),
     /// The crates.io peer.
-    #[serde(rename = "bsa")]
     Bsa,
 }
 
 impl AllocatorKind {
-    /// Every row, in table order.
-    pub const ALL: [AllocatorKind; 8] = [
-        AllocatorKind::Buddy,
-        AllocatorKind::Lbs1,
-        AllocatorKind::Lbs31,
-        AllocatorKind::IBuddy,
-        AllocatorKind::Lis1,
-        AllocatorKind::Lis31,
-        AllocatorKind::LinuxPcp,
-        AllocatorKind::Bsa,
-    ];
+    /// Every row the benchmark can time: the registry's allocators, then
+    /// the peer.
+    #[cfg(test)]
+    pub fn all() -> Vec<AllocatorKind> {
+        nvmos_sim::AllocatorKind::ALL
+            .into_iter()
+            .map(AllocatorKind::Nvmos)
+            .chain([AllocatorKind::Bsa])
+            .collect()
+    }
 
     /// The name `--alloc` takes and results carry: the registry's name for
     /// nvmos allocators.
     pub const fn name(self) -> &'static str {
-        match self.nvmos() {
-            Some(kind) => kind.name(),
-            None => "bsa",
+        match self {
+            AllocatorKind::Nvmos(kind) => kind.name(),
+            AllocatorKind::Bsa => "bsa",
         }
     }
 
-    /// The row label, with the seed's letter where it has one.
+    /// The row label, with seed 000's letter where it has one.
     pub const fn label(self) -> &'static str {
+        use nvmos_sim::AllocatorKind as K;
         match self {
-            AllocatorKind::Buddy => "(a) buddy",
-            AllocatorKind::Lbs1 => "(b) LBS-1",
-            AllocatorKind::Lbs31 => "(c) LBS-31",
-            AllocatorKind::IBuddy => "(d) iBuddy",
-            AllocatorKind::Lis1 => "(e) LiS-1",
-            AllocatorKind::Lis31 => "(f) LiS-31",
-            AllocatorKind::LinuxPcp => "linux-pcp",
-            AllocatorKind::Bsa => "bsa",
+            AllocatorKind::Nvmos(K::Buddy) => "(a) buddy",
+            AllocatorKind::Nvmos(K::Lbs1) => "(b) LBS-1",
+            AllocatorKind::Nvmos(K::Lbs31) => "(c) LBS-31",
+            AllocatorKind::Nvmos(K::IBuddy) => "(d) iBuddy",
+            AllocatorKind::Nvmos(K::Lis1) => "(e) LiS-1",
+            AllocatorKind::Nvmos(K::Lis31) => "(f) LiS-31",
+            other => other.name(),
         }
     }
 
     /// The nvmos configuration behind the row; `None` for the peer.
     pub const fn nvmos(self) -> Option<nvmos_sim::AllocatorKind> {
-        use nvmos_sim::AllocatorKind as K;
-        Some(match self {
-            AllocatorKind::Buddy => K::Buddy,
-            AllocatorKind::Lbs1 => K::Lbs1,
-            AllocatorKind::Lbs31 => K::Lbs31,
-            AllocatorKind::IBuddy => K::IBuddy,
-            AllocatorKind::Lis1 => K::Lis1,
-            AllocatorKind::Lis31 => K::Lis31,
-            AllocatorKind::LinuxPcp => K::LinuxPcp,
-            AllocatorKind::Bsa => return None,
-        })
+        match self {
+            AllocatorKind::Nvmos(kind) => Some(kind),
+            AllocatorKind::Bsa => None,
+        }
     }
 
     /// Build the allocator over `frames` frames (one zone from pfn 0) for
@@ -199,16 +171,29 @@ impl AllocatorKind {
                 self.name()
             )
         };
+        // Banks as large as a memory section where they divide the memory.
+        let setup = nvmos_sim::Setup {
+            bank_frames: gcd(frames, nvmos_sim::DEFAULT_BANK_FRAMES),
+            ..nvmos_sim::Setup::new(&zones, cpus)
+        };
         match (self.nvmos(), lock) {
             (Some(kind), LockKind::Spin) => kind
-                .with::<SpinYield, _>(&zones, cpus, Run(job))
+                .with::<SpinYield, _>(&setup, Run(job))
                 .with_context(context)?,
             (Some(kind), LockKind::Parking) => kind
-                .with::<parking_lot::RawMutex, _>(&zones, cpus, Run(job))
+                .with::<parking_lot::RawMutex, _>(&setup, Run(job))
                 .with_context(context)?,
             (None, LockKind::Spin) => job.run(&Bsa::<SpinYield>::new(frames)),
             (None, LockKind::Parking) => job.run(&Bsa::<parking_lot::RawMutex>::new(frames)),
         }
+    }
+}
+
+fn gcd(a: u64, b: u64) -> u64 {
+    if b == 0 {
+        a.max(1)
+    } else {
+        gcd(b, a % b)
     }
 }
 
@@ -228,7 +213,7 @@ struct Run<J>(J);
 
 impl<J: TargetJob> nvmos_sim::AllocatorJob for Run<J> {
     type Output = Result<J::Output>;
-    fn run<A: FrameAllocator + 'static>(self, alloc: A) -> Self::Output {
+    fn run<A: nvmos_sim::StudyAllocator + 'static>(self, alloc: A) -> Self::Output {
         self.0.run(&alloc)
     }
 }
@@ -248,20 +233,27 @@ impl fmt::Display for AllocatorKind {
     }
 }
 
+impl Serialize for AllocatorKind {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
+}
+
 impl FromStr for AllocatorKind {
     type Err = String;
 
-    /// A row name, case-insensitive.
+    /// A registry name or alias, or `bsa`; case-insensitive.
     fn from_str(text: &str) -> Result<Self, String> {
         let wanted = text.trim();
-        AllocatorKind::ALL
-            .into_iter()
-            .find(|kind| kind.name().eq_ignore_ascii_case(wanted))
+        if wanted.eq_ignore_ascii_case("bsa") {
+            return Ok(AllocatorKind::Bsa);
+        }
+        nvmos_sim::AllocatorKind::parse(wanted)
+            .map(AllocatorKind::Nvmos)
             .ok_or_else(|| {
-                let names: Vec<&str> = AllocatorKind::ALL.iter().map(|k| k.name()).collect();
                 format!(
-                    "unknown allocator '{text}': expected one of {}",
-                    names.join(", ")
+                    "unknown allocator '{text}': expected one of {}, bsa",
+                    nvmos_sim::AllocatorKind::names().join(", ")
                 )
             })
     }
@@ -273,7 +265,7 @@ mod tests {
 
     #[test]
     fn names_parse_case_insensitively() {
-        for kind in AllocatorKind::ALL {
+        for kind in AllocatorKind::all() {
             assert_eq!(
                 kind.name().to_uppercase().parse::<AllocatorKind>(),
                 Ok(kind)

@@ -1,4 +1,4 @@
-//! Sizes on the command line: memory as bytes with a binary unit, or as a
+//! Sizes as users write them (the CLI, the Python package, sweep grids): memory as bytes with a binary unit, or as a
 //! plain count of 4 KiB frames.
 
 /// The frame size every nvmos allocator manages.

@@ -1,0 +1,67 @@
+//! `nvmos kernel` refuses bad input with a clear message and a failing exit
+//! status, before building or booting anything. (Booting is tested in
+//! crates/kernel/tests/boot.rs.)
+
+use std::process::Command;
+
+fn nvmos(args: &[&str]) -> (bool, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_nvmos"))
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn kernel_commands_refuse_bad_input() {
+    let out = std::env::temp_dir().join("nvmos-kernel-cmd-test.nvt");
+    let out = out.to_str().unwrap();
+    let (ok, err) = nvmos(&[
+        "kernel",
+        "run",
+        "--policy",
+        "adaptive",
+        "-o",
+        out,
+        "--",
+        "memstress",
+    ]);
+    assert!(!ok);
+    assert!(err.contains("not in the kernel series"), "{err}");
+    let (ok, err) = nvmos(&[
+        "kernel",
+        "run",
+        "--policy",
+        "slab",
+        "-o",
+        out,
+        "--",
+        "memstress",
+    ]);
+    assert!(!ok);
+    assert!(err.contains("unknown policy \"slab\""), "{err}");
+    let (ok, err) = nvmos(&[
+        "kernel",
+        "run",
+        "--policy",
+        "ibuddy",
+        "--mem",
+        "lots",
+        "-o",
+        out,
+        "--",
+        "memstress",
+    ]);
+    assert!(!ok);
+    assert!(err.contains("lots"), "{err}");
+    let (ok, err) = nvmos(&["kernel", "study", "--workloads", "kernbench"]);
+    assert!(!ok);
+    assert!(err.contains("unknown workload \"kernbench\""), "{err}");
+    let (ok, err) = nvmos(&["kernel", "build", "--source", "/nonexistent/linux.tar.xz"]);
+    assert!(!ok);
+    assert!(err.contains("apt-get install linux-source-6.12"), "{err}");
+    assert!(!std::path::Path::new(out).exists(), "no output written");
+}

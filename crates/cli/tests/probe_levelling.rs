@@ -1,0 +1,72 @@
+//! `nvmos probe banks --simulate` and `nvmos study levelling`: end to end
+//! through the binary, and bad input refused by name.
+
+use std::process::{Command, Output};
+
+fn nvmos(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_nvmos"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn probe_on_a_preset_writes_a_preset_that_loads() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("probed.toml");
+    let o = nvmos(&[
+        "probe",
+        "banks",
+        "--simulate",
+        "coffeelake-xor",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        stdout.contains("a6^a13, a14^a17, a15^a18, a16^a19"),
+        "{stdout}"
+    );
+    let m = nvmos_memsys::Machine::load(&out).unwrap();
+    assert_eq!(m.organisation().total_banks(), 16);
+}
+
+#[test]
+fn probe_refuses_the_modulo_interleave_and_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("probed.toml");
+    let o = nvmos(&[
+        "probe",
+        "banks",
+        "--simulate",
+        "xeon-3ch",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("no preset written"));
+    assert!(!out.exists());
+}
+
+#[test]
+fn bad_input_is_refused_by_name() {
+    let o = nvmos(&["probe", "banks", "--simulate", "nosuch"]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("nosuch"));
+    let o = nvmos(&["study", "levelling", "--endurance", "0"]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--endurance"));
+    let o = nvmos(&["study", "levelling", "--lines-per-frame", "0"]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--lines-per-frame"));
+    let dir = tempfile::tempdir().unwrap();
+    let o = nvmos(&[
+        "study",
+        "levelling",
+        "--traces",
+        dir.path().to_str().unwrap(),
+    ]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("no traces"));
+}

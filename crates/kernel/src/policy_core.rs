@@ -1,0 +1,172 @@
+//! The kernel's iBuddy core (`kernel/policy/ibuddy_core.c`), compiled for
+//! user space against its shim, behind a safe interface, for the
+//! differential test against `nvmos-frames`.
+//!
+//! [`CoreSpace`] composes the space and the bypass list exactly as the
+//! kernel patch does: an order-0 allocation tries the lazy list first, an
+//! order-0 free goes on it while it has room; everything else goes to the
+//! space.
+
+use std::collections::HashMap;
+use std::ffi::{c_int, c_uint, c_void};
+use std::ptr::NonNull;
+
+#[repr(C)]
+struct Harness {
+    _opaque: [u8; 0],
+}
+
+extern "C" {
+    fn ib_harness_new(start: u64, end: u64, cap: u32) -> *mut Harness;
+    fn ib_harness_drop(h: *mut Harness);
+    fn ib_harness_space(h: *mut Harness) -> *mut c_void;
+    fn ib_harness_lazy(h: *mut Harness) -> *mut c_void;
+    fn ib_harness_next_level(h: *const Harness) -> c_int;
+    fn ib_harness_coalesces(h: *const Harness) -> u64;
+    fn ib_alloc(s: *mut c_void, order: c_uint) -> u64;
+    fn ib_free(s: *mut c_void, pfn: u64, order: c_uint);
+    fn ib_nr_free(s: *const c_void) -> u64;
+    fn ib_frame_free(s: *const c_void, pfn: u64) -> c_int;
+    fn ib_lazy_take(l: *mut c_void, pfn: *mut u64) -> c_int;
+    fn ib_lazy_put(l: *mut c_void, pfn: u64) -> c_int;
+}
+
+/// Largest order the core coalesces (`IB_MAX_ORDER`).
+pub const CORE_MAX_ORDER: u8 = 10;
+
+/// Most frames a bypass list holds (`IB_LAZY_MAX`).
+pub const CORE_LAZY_MAX: u32 = 31;
+
+/// Why [`CoreSpace`] refused a call (the C core itself trusts its caller,
+/// as the kernel's page allocator does; this wrapper checks for it).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CoreError {
+    /// The range is empty or has more frames than a `u32` index holds.
+    #[error("space [{start:#x}, {end:#x}) is empty or too large")]
+    BadRange {
+        /// First frame.
+        start: u64,
+        /// One past the last frame.
+        end: u64,
+    },
+    /// A bypass list longer than [`CORE_LAZY_MAX`].
+    #[error("bypass list of {0} frames; the core holds at most 31")]
+    BadCap(u32),
+    /// An order above [`CORE_MAX_ORDER`].
+    #[error("order {0} is above the core's largest, 10")]
+    BadOrder(u8),
+    /// A free of a block this space did not hand out with that order.
+    #[error("frame {pfn:#x} is not an allocated block of order {order}")]
+    NotAllocated {
+        /// First frame of the block.
+        pfn: u64,
+        /// Its order.
+        order: u8,
+    },
+}
+
+/// One iBuddy space over `[start, end)`, all free, with a bypass list of
+/// `cap` frames (0: plain iBuddy).
+pub struct CoreSpace {
+    h: NonNull<Harness>,
+    /// Blocks handed out and not freed, by first frame: their order.
+    live: HashMap<u64, u8>,
+}
+
+// SAFETY: the harness is plain memory owned by this value alone.
+unsafe impl Send for CoreSpace {}
+
+impl CoreSpace {
+    /// A space over `[start, end)` with every frame free.
+    pub fn new(start: u64, end: u64, cap: u32) -> Result<CoreSpace, CoreError> {
+        if start >= end || end - start >= u64::from(u32::MAX) {
+            return Err(CoreError::BadRange { start, end });
+        }
+        if cap > CORE_LAZY_MAX {
+            return Err(CoreError::BadCap(cap));
+        }
+        // SAFETY: a valid range; the harness owns what it allocates.
+        let h = unsafe { ib_harness_new(start, end, cap) };
+        let h = NonNull::new(h).expect("out of memory for the core's space");
+        Ok(CoreSpace {
+            h,
+            live: HashMap::new(),
+        })
+    }
+
+    fn space(&self) -> *mut c_void {
+        // SAFETY: `h` is live until drop.
+        unsafe { ib_harness_space(self.h.as_ptr()) }
+    }
+
+    /// Allocate a block of `2^order` frames as the kernel's `rmqueue`
+    /// hook does: a single frame off the bypass list when it has one, else
+    /// from the space. `None` when the space has no such block.
+    pub fn alloc(&mut self, order: u8) -> Result<Option<u64>, CoreError> {
+        if order > CORE_MAX_ORDER {
+            return Err(CoreError::BadOrder(order));
+        }
+        let mut pfn = 0u64;
+        // SAFETY: the pointers come from the live harness.
+        let got = unsafe {
+            if order == 0 && ib_lazy_take(ib_harness_lazy(self.h.as_ptr()), &mut pfn) != 0 {
+                Some(pfn)
+            } else {
+                let p = ib_alloc(self.space(), c_uint::from(order));
+                (p != u64::MAX).then_some(p)
+            }
+        };
+        if let Some(p) = got {
+            self.live.insert(p, order);
+        }
+        Ok(got)
+    }
+
+    /// Free a block as the kernel's free path does: a single frame onto
+    /// the bypass list while it has room, else into the space.
+    pub fn free(&mut self, pfn: u64, order: u8) -> Result<(), CoreError> {
+        if self.live.get(&pfn) != Some(&order) {
+            return Err(CoreError::NotAllocated { pfn, order });
+        }
+        self.live.remove(&pfn);
+        // SAFETY: the block was handed out by this space and not freed.
+        unsafe {
+            if order == 0 && ib_lazy_put(ib_harness_lazy(self.h.as_ptr()), pfn) != 0 {
+                return Ok(());
+            }
+            ib_free(self.space(), pfn, c_uint::from(order));
+        }
+        Ok(())
+    }
+
+    /// Free frames in the space (not counting the bypass list).
+    pub fn nr_free(&self) -> u64 {
+        // SAFETY: live harness.
+        unsafe { ib_nr_free(self.space()) }
+    }
+
+    /// Whether `pfn` is free in the space.
+    pub fn frame_free(&self, pfn: u64) -> bool {
+        // SAFETY: live harness; out-of-range pfns read as not free.
+        unsafe { ib_frame_free(self.space(), pfn) != 0 }
+    }
+
+    /// The highest order with a wholly free block, -1 when none.
+    pub fn next_level(&self) -> i32 {
+        // SAFETY: live harness.
+        unsafe { ib_harness_next_level(self.h.as_ptr()) }
+    }
+
+    /// Bits set at orders >= 1 by frees climbing the bitmap.
+    pub fn coalesces(&self) -> u64 {
+        // SAFETY: live harness.
+        unsafe { ib_harness_coalesces(self.h.as_ptr()) }
+    }
+}
+
+impl Drop for CoreSpace {
+    fn drop(&mut self) {
+        // SAFETY: created by ib_harness_new, dropped once.
+        unsafe { ib_harness_drop(self.h.as_ptr()) }
+    }
+}

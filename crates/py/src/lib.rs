@@ -1,0 +1,829 @@
+//! # nvmos-py: nvmos from Python
+//!
+//! The extension module `nvmos._nvmos` under the pure-Python package
+//! `nvmos` (`python/nvmos/`): traces, replay, the evaluation and the
+//! studies of `nvmos-sim`, for pandas, numpy and sweeps (local or on Ray).
+//!
+//! The seam is deliberately thin. Options come in as JSON text that serde
+//! turns into the study's own `Options` type, and results go out as JSON
+//! text of the study's own `Serialize` result (the same bytes the CLI
+//! writes to `results.json`, `banks.json`, `swap.json`), so a study's
+//! binding is a few lines and a field added in `nvmos-sim` reaches Python
+//! without touching this crate. Only bulk arrays (trace columns, per-frame
+//! write counts) cross as numpy arrays, moved rather than copied.
+//!
+//! Every long call releases the GIL (`Python::detach`) and reports
+//! progress through an optional Python callable, taking the GIL back only
+//! for that call; a Python exception raised by the callable (Ctrl-C's
+//! `KeyboardInterrupt`) stops the run at the next step.
+//!
+//! ```python
+//! import nvmos
+//! df = nvmos.replay("traces/numpy.nvt", allocators=["iBuddy", "buddy"], memory="1GiB")
+//! df[["allocator", "max", "lifetime_pct_of_ideal"]]
+//! ```
+
+use std::io::Cursor;
+use std::path::{Path, PathBuf};
+
+use numpy::{IntoPyArray, PyArray1, PyReadonlyArray1};
+use nvmos_frames::sync::SpinYield;
+use nvmos_frames::{MigrateType, ZoneMap};
+use nvmos_sim::evaluate::{heat_map, recorded_zones, study_zones};
+use nvmos_sim::{AllocatorKind, Evaluation, StudyOptions, StudyRow, AS_RECORDED};
+use nvmos_trace::{
+    detect, Event, EventSource, Format, MachineInfo, NvtReader, Op, TextReader, TraceError,
+    TraceHeader, TraceInfo,
+};
+use pyo3::create_exception;
+use pyo3::exceptions::PyException;
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+create_exception!(
+    _nvmos,
+    NvmosError,
+    PyException,
+    "Base of every error nvmos raises; the message is the Rust error's, causes joined by ': '."
+);
+create_exception!(
+    _nvmos,
+    TraceFileError,
+    NvmosError,
+    "A trace could not be read: `path`, and `line` (text) or `offset` (.nvt) where known."
+);
+create_exception!(
+    _nvmos,
+    OptionsError,
+    NvmosError,
+    "Impossible or unknown options: the message names the field."
+);
+create_exception!(
+    _nvmos,
+    StudyError,
+    NvmosError,
+    "The study itself failed (an allocator or model refused)."
+);
+
+/// The message of `error` and of every cause not already part of it,
+/// joined by ": " (anyhow's `{:#}`, without repeating a cause that a
+/// `#[error("...: {source}")]` already printed).
+fn chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut message = error.to_string();
+    let mut cause = error.source();
+    while let Some(c) = cause {
+        let text = c.to_string();
+        if !message.contains(&text) {
+            message.push_str(": ");
+            message.push_str(&text);
+        }
+        cause = c.source();
+    }
+    message
+}
+
+/// The first `TraceError` in `error`'s chain.
+fn find_trace_error<'a>(error: &'a (dyn std::error::Error + 'static)) -> Option<&'a TraceError> {
+    let mut cause = Some(error);
+    while let Some(c) = cause {
+        if let Some(t) = c.downcast_ref::<TraceError>() {
+            return Some(t);
+        }
+        cause = c.source();
+    }
+    None
+}
+
+/// A Python exception for `error`: `TraceFileError` with `path`, `line`
+/// and `offset` attributes when a trace was at fault, else `kind`.
+fn to_py(
+    context: &str,
+    error: &(dyn std::error::Error + 'static),
+    kind: fn(String) -> PyErr,
+) -> PyErr {
+    let message = if context.is_empty() {
+        chain(error)
+    } else {
+        format!("{context}: {}", chain(error))
+    };
+    let Some(trace) = find_trace_error(error) else {
+        return kind(message);
+    };
+    let (path, line, offset) = match trace {
+        TraceError::Io { path, .. } | TraceError::UnknownFormat { path, .. } => {
+            (Some(path), None, None)
+        }
+        TraceError::Parse { path, line, .. } => (Some(path), Some(*line), None),
+        TraceError::BadMagic { path, offset }
+        | TraceError::UnsupportedVersion { path, offset, .. }
+        | TraceError::Checksum { path, offset, .. }
+        | TraceError::Truncated { path, offset, .. }
+        | TraceError::Corrupt { path, offset, .. } => (Some(path), None, Some(*offset)),
+        _ => (None, None, None),
+    };
+    let err = TraceFileError::new_err(message);
+    Python::attach(|py| {
+        let value = err.value(py);
+        // Setting attributes on a fresh exception instance cannot fail
+        // short of memory exhaustion; the message carries them anyway.
+        let _ = value.setattr("path", path.map(|p| p.display().to_string()));
+        let _ = value.setattr("line", line);
+        let _ = value.setattr("offset", offset);
+    });
+    err
+}
+
+fn options_error(message: String) -> PyErr {
+    OptionsError::new_err(message)
+}
+
+fn study_error(message: String) -> PyErr {
+    StudyError::new_err(message)
+}
+
+/// Parse `json` into a study's options, naming the field serde refused.
+fn parse_options<T: serde::de::DeserializeOwned>(what: &str, json: &str) -> PyResult<T> {
+    serde_json::from_str(json).map_err(|e| OptionsError::new_err(format!("{what} options: {e}")))
+}
+
+fn to_json<T: serde::Serialize>(value: &T) -> PyResult<String> {
+    serde_json::to_string(value).map_err(|e| StudyError::new_err(format!("serialising: {e}")))
+}
+
+/// A progress callable, called as `progress(done, total, message)` with
+/// the GIL taken back for the call only.
+struct Progress {
+    callback: Option<Py<PyAny>>,
+    total: u64,
+    done: u64,
+}
+
+impl Progress {
+    fn new(callback: Option<Py<PyAny>>, total: u64) -> Self {
+        Progress {
+            callback,
+            total,
+            done: 0,
+        }
+    }
+
+    /// Report that `message` is next (or done, when `step`); an exception
+    /// the callable raised stops the run.
+    fn report(&mut self, step: bool, message: &str) -> PyResult<()> {
+        if step {
+            self.done += 1;
+        }
+        let Some(callback) = &self.callback else {
+            return Ok(());
+        };
+        Python::attach(|py| {
+            callback.call1(py, (self.done, self.total, message))?;
+            // Ctrl-C arrives as a pending signal while Rust runs.
+            py.check_signals()
+        })
+    }
+}
+
+/// A trace given from Python: a path, or the bytes of a trace file
+/// already in memory (a numpy `uint8` array, e.g. from Ray's object store,
+/// read without a copy) with a name for messages.
+enum TraceInput<'a> {
+    Path(PathBuf),
+    Bytes { name: PathBuf, bytes: &'a [u8] },
+}
+
+type Source<'a> = Box<dyn EventSource + Send + 'a>;
+
+impl TraceInput<'_> {
+    fn path(&self) -> &Path {
+        match self {
+            TraceInput::Path(p) => p,
+            TraceInput::Bytes { name, .. } => name,
+        }
+    }
+
+    /// The trace's short name: the file stem without `.nvt`, as the CLI
+    /// names rows.
+    fn stem(&self) -> String {
+        let path = self.path();
+        path.file_stem()
+            .and_then(|s| s.to_str())
+            .map(|s| s.trim_end_matches(".nvt").to_string())
+            .unwrap_or_else(|| path.display().to_string())
+    }
+
+    fn open(&self) -> Result<Source<'_>, TraceError> {
+        match self {
+            TraceInput::Path(p) => Ok(nvmos_trace::open(p)?),
+            TraceInput::Bytes { name, bytes } => {
+                let head = &bytes[..bytes.len().min(64 * 1024)];
+                match detect(head) {
+                    Some(Format::Nvt) => Ok(Box::new(NvtReader::new(Cursor::new(*bytes), name)?)),
+                    Some(format) => Ok(Box::new(TextReader::new(*bytes, name, format))),
+                    None => Err(TraceError::UnknownFormat {
+                        path: name.clone(),
+                        reason: if bytes.is_empty() {
+                            "the buffer is empty".into()
+                        } else {
+                            "neither .nvt magic nor ftrace/perf text lines of kmem events".into()
+                        },
+                    }),
+                }
+            }
+        }
+    }
+}
+
+/// Borrowed views of what Python passed: paths as they are, buffers as
+/// slices of the arrays (which stay borrowed, read-only, meanwhile).
+fn trace_inputs<'a>(
+    traces: &'a [(String, Option<PyReadonlyArray1<'a, u8>>)],
+) -> PyResult<Vec<TraceInput<'a>>> {
+    traces
+        .iter()
+        .map(|(name, bytes)| match bytes {
+            None => Ok(TraceInput::Path(PathBuf::from(name))),
+            Some(array) => Ok(TraceInput::Bytes {
+                name: PathBuf::from(name),
+                bytes: array.as_slice().map_err(|e| {
+                    OptionsError::new_err(format!(
+                        "{name}: trace bytes: {e} (need a contiguous uint8 array)"
+                    ))
+                })?,
+            }),
+        })
+        .collect()
+}
+
+/// The allocator names the replay knows, with what each is.
+#[pyfunction]
+fn allocators() -> Vec<(&'static str, &'static str)> {
+    AllocatorKind::ALL
+        .iter()
+        .map(|k| (k.name(), k.describe()))
+        .collect()
+}
+
+/// The recorded placement's row name.
+#[pyfunction]
+fn as_recorded_name() -> &'static str {
+    AS_RECORDED
+}
+
+/// A study's default options as JSON: `evaluate` or `banks` or `swap`.
+#[pyfunction]
+fn default_options(study: &str) -> PyResult<String> {
+    match study {
+        "evaluate" => to_json(&StudyOptions::default()),
+        "banks" => to_json(&nvmos_sim::banks::BanksOptions::default()),
+        "swap" => to_json(&nvmos_sim::swap_study::SwapStudyOptions::default()),
+        other => Err(OptionsError::new_err(format!(
+            "unknown study {other:?}; known: evaluate, banks, swap"
+        ))),
+    }
+}
+
+/// Memory-system presets (`nvmos-memsys`).
+#[pyfunction]
+fn machine_presets() -> Vec<String> {
+    nvmos_memsys::Machine::preset_names()
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
+}
+
+/// Parse a size the CLI's `--memory` takes ("4GiB", "512MiB", a frame
+/// count) into 4 KiB frames.
+#[pyfunction]
+fn parse_memory(text: &str) -> PyResult<u64> {
+    nvmos_sim::units::parse_memory(text).map_err(|e| OptionsError::new_err(format!("memory: {e}")))
+}
+
+/// The header of a trace, its format and, when `scan`, a one-pass summary
+/// (`TraceInfo`: counts by CPU, order, migratetype, pfn span...), as JSON.
+#[pyfunction]
+#[pyo3(signature = (path, scan=false))]
+fn trace_header(py: Python<'_>, path: PathBuf, scan: bool) -> PyResult<String> {
+    py.detach(|| -> Result<String, (String, TraceError)> {
+        let mut source = nvmos_trace::open(&path).map_err(|e| (String::new(), e))?;
+        let mut out = serde_json::Map::new();
+        out.insert("path".into(), path.display().to_string().into());
+        out.insert("format".into(), source.format().name().into());
+        let header: Option<TraceHeader> = source.header().cloned();
+        out.insert(
+            "header".into(),
+            serde_json::to_value(&header).unwrap_or_default(),
+        );
+        if scan {
+            let info =
+                TraceInfo::from_source(&mut *source).map_err(|e| ("summarising".to_string(), e))?;
+            out.insert(
+                "info".into(),
+                serde_json::to_value(&info).unwrap_or_default(),
+            );
+        }
+        Ok(serde_json::Value::Object(out).to_string())
+    })
+    .map_err(|(context, e)| to_py(&context, &e, options_error))
+}
+
+/// A trace's events as batches of numpy columns: `time_ns` (u64), `cpu`
+/// (u32), `op` (u8: 0 alloc, 1 free), `migratetype` (i8: 0 unmovable,
+/// 1 movable, 2 reclaimable, -1 for frees), `pfn` (u64), `order` (u8).
+/// Each column is built in Rust and handed to numpy without a copy.
+#[pyclass(module = "nvmos._nvmos")]
+struct TraceBatches {
+    source: Option<Box<dyn EventSource + Send + Sync>>,
+    batch: usize,
+    path: PathBuf,
+}
+
+/// `open` gives a `Send` source; the batches object also has to be
+/// `Sync` for pyo3, and only ever touches the source with the GIL held
+/// (`&mut self`), so the wrapper's `Sync` is sound.
+struct SyncSource(nvmos_trace::BoxedSource);
+// SAFETY: the only access is through `&mut`, serialised by the GIL.
+unsafe impl Sync for SyncSource {}
+impl Iterator for SyncSource {
+    type Item = Result<Event, TraceError>;
+    fn next(&mut self) -> Option<Self::Item> {
+        self.0.next()
+    }
+}
+impl EventSource for SyncSource {
+    fn format(&self) -> Format {
+        self.0.format()
+    }
+    fn header(&self) -> Option<&TraceHeader> {
+        self.0.header()
+    }
+    fn counts(&self) -> nvmos_trace::SourceCounts {
+        self.0.counts()
+    }
+}
+
+#[pymethods]
+impl TraceBatches {
+    #[new]
+    #[pyo3(signature = (path, batch=1 << 20))]
+    fn new(path: PathBuf, batch: usize) -> PyResult<Self> {
+        if batch == 0 {
+            return Err(OptionsError::new_err("batch: at least one event per batch"));
+        }
+        let source = nvmos_trace::open(&path).map_err(|e| to_py("", &e, options_error))?;
+        Ok(TraceBatches {
+            source: Some(Box::new(SyncSource(source))),
+            batch,
+            path,
+        })
+    }
+
+    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    fn __next__<'py>(&mut self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
+        let Some(mut source) = self.source.take() else {
+            return Ok(None);
+        };
+        let batch = self.batch;
+        let (columns, source) = py.detach(move || {
+            let mut c = Columns::with_capacity(batch.min(1 << 20));
+            let mut error = None;
+            for event in source.by_ref().take(batch) {
+                match event {
+                    Ok(e) => c.push(&e),
+                    Err(e) => {
+                        error = Some(e);
+                        break;
+                    }
+                }
+            }
+            ((c, error), source)
+        });
+        let (columns, error) = columns;
+        if let Some(e) = error {
+            return Err(to_py(
+                &format!("reading {}", self.path.display()),
+                &e,
+                options_error,
+            ));
+        }
+        if columns.time_ns.is_empty() {
+            return Ok(None);
+        }
+        self.source = Some(source);
+        columns.into_dict(py).map(Some)
+    }
+}
+
+/// One batch of events, column by column.
+struct Columns {
+    time_ns: Vec<u64>,
+    cpu: Vec<u32>,
+    op: Vec<u8>,
+    migratetype: Vec<i8>,
+    pfn: Vec<u64>,
+    order: Vec<u8>,
+}
+
+impl Columns {
+    fn with_capacity(n: usize) -> Self {
+        Columns {
+            time_ns: Vec::with_capacity(n),
+            cpu: Vec::with_capacity(n),
+            op: Vec::with_capacity(n),
+            migratetype: Vec::with_capacity(n),
+            pfn: Vec::with_capacity(n),
+            order: Vec::with_capacity(n),
+        }
+    }
+
+    fn push(&mut self, e: &Event) {
+        self.time_ns.push(e.time_ns);
+        self.cpu.push(e.cpu);
+        let (op, mt) = match e.op {
+            Op::Alloc(MigrateType::Unmovable) => (0, 0),
+            Op::Alloc(MigrateType::Movable) => (0, 1),
+            Op::Alloc(MigrateType::Reclaimable) => (0, 2),
+            Op::Free => (1, -1),
+        };
+        self.op.push(op);
+        self.migratetype.push(mt);
+        self.pfn.push(e.pfn.0);
+        self.order.push(e.order.get());
+    }
+
+    fn into_dict(self, py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+        let d = PyDict::new(py);
+        d.set_item("time_ns", self.time_ns.into_pyarray(py))?;
+        d.set_item("cpu", self.cpu.into_pyarray(py))?;
+        d.set_item("op", self.op.into_pyarray(py))?;
+        d.set_item("migratetype", self.migratetype.into_pyarray(py))?;
+        d.set_item("pfn", self.pfn.into_pyarray(py))?;
+        d.set_item("order", self.order.into_pyarray(py))?;
+        Ok(d)
+    }
+}
+
+/// The rows to produce: the recorded placement and/or allocators.
+fn parse_rows(names: &[String]) -> PyResult<Vec<Option<AllocatorKind>>> {
+    if names.is_empty() {
+        return Err(OptionsError::new_err(
+            "allocators: name at least one (or leave it out for all)",
+        ));
+    }
+    names
+        .iter()
+        .map(|name| {
+            if name.eq_ignore_ascii_case(AS_RECORDED) || name.eq_ignore_ascii_case("as-recorded") {
+                return Ok(None);
+            }
+            AllocatorKind::parse(name).map(Some).ok_or_else(|| {
+                let known: Vec<_> = AllocatorKind::ALL.iter().map(|k| k.name()).collect();
+                OptionsError::new_err(format!(
+                    "allocators: unknown allocator {name:?}; known: {}, {AS_RECORDED:?}",
+                    known.join(", ")
+                ))
+            })
+        })
+        .collect()
+}
+
+/// Why a run stopped, carried out of the GIL-free section.
+enum Failure {
+    /// A library error, with what was being done.
+    Rust {
+        context: String,
+        error: Box<dyn std::error::Error + Send + Sync + 'static>,
+        kind: fn(String) -> PyErr,
+    },
+    /// A plain message.
+    Message(PyErr),
+}
+
+impl Failure {
+    fn rust<E: std::error::Error + Send + Sync + 'static>(
+        context: impl Into<String>,
+        kind: fn(String) -> PyErr,
+    ) -> impl FnOnce(E) -> Failure {
+        move |e| Failure::Rust {
+            context: context.into(),
+            error: Box::new(e),
+            kind,
+        }
+    }
+
+    fn into_py(self) -> PyErr {
+        match self {
+            Failure::Rust {
+                context,
+                error,
+                kind,
+            } => to_py(&context, &*error, kind),
+            Failure::Message(e) => e,
+        }
+    }
+}
+
+impl From<PyErr> for Failure {
+    fn from(e: PyErr) -> Self {
+        Failure::Message(e)
+    }
+}
+
+/// The recorded machine of `input`, or a single zone of `memory_frames`
+/// for a text trace without one.
+fn machine_of(input: &TraceInput<'_>, options: &StudyOptions) -> Result<MachineInfo, Failure> {
+    let path = input.path().display().to_string();
+    let source = input
+        .open()
+        .map_err(Failure::rust(format!("opening {path}"), options_error))?;
+    source
+        .header()
+        .and_then(|h| h.machine.clone())
+        .or_else(|| {
+            options
+                .memory_frames
+                .map(|frames| nvmos_sim::evaluate::single_zone_machine(frames, options.cpus))
+        })
+        .ok_or_else(|| {
+            Failure::Message(OptionsError::new_err(format!(
+                "{path} does not say which machine it was recorded on (a text trace?): give memory="
+            )))
+        })
+}
+
+/// The CLI's `evaluate`/`replay` over `traces`: for each trace, one row
+/// per entry of `allocators` (allocator names, or the recorded
+/// placement's name), in that order. Returns the `Evaluation` as JSON,
+/// exactly what the CLI writes to `results.json`.
+///
+/// `traces` is a list of `(path, None)` or `(name, uint8 array)`.
+#[pyfunction]
+#[pyo3(signature = (traces, allocators, options, progress=None))]
+fn evaluate(
+    py: Python<'_>,
+    traces: Vec<(String, Option<PyReadonlyArray1<'_, u8>>)>,
+    allocators: Vec<String>,
+    options: &str,
+    progress: Option<Py<PyAny>>,
+) -> PyResult<String> {
+    let options: StudyOptions = parse_options("evaluate", options)?;
+    check_study_options(&options)?;
+    let rows = parse_rows(&allocators)?;
+    let inputs = trace_inputs(&traces)?;
+    let total = (inputs.len() * rows.len()) as u64;
+    let evaluation = py
+        .detach(|| -> Result<Evaluation, Failure> {
+            let mut progress = Progress::new(progress, total);
+            let mut studies = Vec::new();
+            for input in &inputs {
+                let name = input.stem();
+                // The one per-trace study the CLI runs too; a Python error
+                // raised by the progress callback stops it and is re-raised.
+                let mut stopped: Option<PyErr> = None;
+                let study = nvmos_sim::evaluate::study_trace(
+                    input.path(),
+                    &|| input.open(),
+                    &rows,
+                    &options,
+                    &mut |label, finished| match progress
+                        .report(finished, &format!("{name}: {label}"))
+                    {
+                        Ok(()) => true,
+                        Err(e) => {
+                            stopped = Some(e);
+                            false
+                        }
+                    },
+                );
+                match study {
+                    Ok(study) => studies.push(study),
+                    Err(_) if stopped.is_some() => {
+                        return Err(Failure::Message(stopped.take().expect("checked")))
+                    }
+                    Err(e @ nvmos_sim::evaluate::EvaluateError::Replay { .. }) => {
+                        return Err(Failure::rust(String::new(), study_error)(e))
+                    }
+                    Err(e) => return Err(Failure::rust(String::new(), options_error)(e)),
+                }
+            }
+            Ok(Evaluation {
+                options: options.clone(),
+                traces: studies,
+            })
+        })
+        .map_err(Failure::into_py)?;
+    to_json(&evaluation)
+}
+
+/// What the CLI refuses before a run.
+fn check_study_options(options: &StudyOptions) -> PyResult<()> {
+    if options.cpus == Some(0) {
+        return Err(OptionsError::new_err(
+            "cpus: 0: an allocator serves at least one CPU",
+        ));
+    }
+    if options.memory_frames == Some(0) {
+        return Err(OptionsError::new_err("memory: 0 frames"));
+    }
+    if options.model.writes_per_alloc == 0 {
+        return Err(OptionsError::new_err(
+            "model.writes_per_alloc: at least one write per allocation",
+        ));
+    }
+    Ok(())
+}
+
+/// One trace through one allocator (or the recorded placement), keeping
+/// the per-frame write counts: returns `(writes, row_json)` with `writes`
+/// a numpy `uint32` array over the frames in dense zone order (moved from
+/// the replay's counter, not copied) and the row as in `results.json`.
+#[pyfunction]
+#[pyo3(signature = (trace, allocator, options, bytes=None))]
+fn wear<'py>(
+    py: Python<'py>,
+    trace: String,
+    allocator: String,
+    options: &str,
+    bytes: Option<PyReadonlyArray1<'py, u8>>,
+) -> PyResult<(Bound<'py, PyArray1<u32>>, String)> {
+    let options: StudyOptions = parse_options("wear", options)?;
+    check_study_options(&options)?;
+    let row = parse_rows(std::slice::from_ref(&allocator))?[0];
+    let traces = [(trace, bytes)];
+    let inputs = trace_inputs(&traces)?;
+    let input = &inputs[0];
+    let (writes, row) = py
+        .detach(|| -> Result<(Vec<u32>, StudyRow), Failure> {
+            let path = input.path().display().to_string();
+            let machine = machine_of(input, &options)?;
+            let source = input
+                .open()
+                .map_err(Failure::rust(format!("opening {path}"), options_error))?;
+            let (name, (stats, counter), metadata) = match row {
+                None => {
+                    let map = ZoneMap::new(&recorded_zones(&machine)).map_err(Failure::rust(
+                        format!("{path}: the recorded zones"),
+                        study_error,
+                    ))?;
+                    let r = nvmos_sim::as_recorded(map, source, options.model).map_err(
+                        Failure::rust(
+                            format!("{path}: counting the recorded placement"),
+                            study_error,
+                        ),
+                    )?;
+                    (AS_RECORDED.to_string(), r, 0)
+                }
+                Some(kind) => {
+                    let zones = study_zones(&machine, &options);
+                    let cpus = options.cpus.unwrap_or(machine.cpus).max(1);
+                    let setup = nvmos_sim::allocators::Setup {
+                        bank_frames: options.bank_frames,
+                        ..nvmos_sim::allocators::Setup::new(&zones, cpus)
+                    }
+                    .fit_banks();
+                    let alloc = kind.build::<SpinYield>(&setup).map_err(Failure::rust(
+                        format!("{path}: building {kind}"),
+                        options_error,
+                    ))?;
+                    let r = nvmos_sim::replay(&*alloc, source, options.model).map_err(
+                        Failure::rust(format!("{path}: replaying through {kind}"), study_error),
+                    )?;
+                    (kind.name().to_string(), r, alloc.metadata_bytes())
+                }
+            };
+            let writes = counter.writes();
+            let frames = writes.len().max(1) as f64;
+            let row = StudyRow {
+                allocator: name,
+                wear: counter.summary(stats.trace_ns),
+                heat: heat_map(writes, options.heat_buckets),
+                stats,
+                metadata_bytes_per_frame: metadata as f64 / frames,
+            };
+            Ok((writes.to_vec(), row))
+        })
+        .map_err(Failure::into_py)?;
+    Ok((writes.into_pyarray(py), to_json(&row)?))
+}
+
+/// Seed 002's study (`nvmos study banks`) on `machine` (a preset name or
+/// a machine TOML file); with `analyse`, also the analysing program.
+/// Returns `{"study": BanksStudy, "analysis": Analysis | null}` as JSON.
+#[pyfunction]
+#[pyo3(signature = (machine, options, analyse=true, progress=None))]
+fn banks(
+    py: Python<'_>,
+    machine: &str,
+    options: &str,
+    analyse: bool,
+    progress: Option<Py<PyAny>>,
+) -> PyResult<String> {
+    use nvmos_memsys::Machine;
+    use nvmos_sim::banks::{self, BanksOptions};
+    let options: BanksOptions = parse_options("banks", options)?;
+    if options.cores.is_empty() || options.cores.contains(&0) {
+        return Err(OptionsError::new_err(
+            "cores: give one or more core counts, each at least 1",
+        ));
+    }
+    let m = if Machine::preset_names().contains(&machine) {
+        Machine::preset(machine).map_err(|e| to_py(machine, &e, options_error))?
+    } else if Path::new(machine).exists() {
+        Machine::load(machine).map_err(|e| {
+            to_py(
+                &format!("loading machine file {machine}"),
+                &e,
+                options_error,
+            )
+        })?
+    } else {
+        return Err(OptionsError::new_err(format!(
+            "machine: {machine:?} is neither a preset ({}) nor a machine file",
+            Machine::preset_names().join(", ")
+        )));
+    };
+    let cells = (options.cores.len() * options.accesses.len() * options.placements.len()) as u64;
+    let json = py
+        .detach(|| -> Result<serde_json::Value, Failure> {
+            let mut progress = Progress::new(progress, cells);
+            let mut stop = None;
+            let study = banks::study(&m, &options, &mut |row| {
+                if stop.is_none() {
+                    let what = format!("{} cores {:?} {:?}", row.cores, row.access, row.placement);
+                    stop = progress.report(true, &what).err();
+                }
+            });
+            if let Some(e) = stop {
+                return Err(e.into());
+            }
+            let study = study.map_err(Failure::rust("running the banks study", study_error))?;
+            let analysis = if analyse {
+                Some(
+                    banks::analyse(&m, 1)
+                        .map_err(Failure::rust("running the analysing program", study_error))?,
+                )
+            } else {
+                None
+            };
+            Ok(serde_json::json!({ "study": study, "analysis": analysis }))
+        })
+        .map_err(Failure::into_py)?;
+    Ok(json.to_string())
+}
+
+/// Seed 003's study (`nvmos study swap`). Returns the `SwapStudy` as JSON
+/// (what the CLI writes to `swap.json`).
+#[pyfunction]
+#[pyo3(signature = (options, progress=None))]
+fn swap(py: Python<'_>, options: &str, progress: Option<Py<PyAny>>) -> PyResult<String> {
+    use nvmos_sim::swap_study::{self, SwapStudyOptions};
+    let options: SwapStudyOptions = parse_options("swap", options)?;
+    if !(options.pc_scale > 0.0 && options.pc_scale <= 4.0) {
+        return Err(OptionsError::new_err(format!(
+            "pc_scale: {} is not in (0, 4]",
+            options.pc_scale
+        )));
+    }
+    let study = py
+        .detach(|| -> Result<_, Failure> {
+            let mut progress = Progress::new(progress, 0);
+            let mut stop = None;
+            let study = swap_study::run(&options, &mut |what: &str| {
+                if stop.is_none() {
+                    stop = progress.report(true, what).err();
+                }
+            });
+            if let Some(e) = stop {
+                return Err(e.into());
+            }
+            study.map_err(Failure::rust("running the swap study", study_error))
+        })
+        .map_err(Failure::into_py)?;
+    to_json(&study)
+}
+
+/// The extension module.
+#[pymodule]
+fn _nvmos(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    m.add("NvmosError", py.get_type::<NvmosError>())?;
+    m.add("TraceFileError", py.get_type::<TraceFileError>())?;
+    m.add("OptionsError", py.get_type::<OptionsError>())?;
+    m.add("StudyError", py.get_type::<StudyError>())?;
+    m.add_class::<TraceBatches>()?;
+    m.add_function(wrap_pyfunction!(allocators, m)?)?;
+    m.add_function(wrap_pyfunction!(as_recorded_name, m)?)?;
+    m.add_function(wrap_pyfunction!(default_options, m)?)?;
+    m.add_function(wrap_pyfunction!(machine_presets, m)?)?;
+    m.add_function(wrap_pyfunction!(parse_memory, m)?)?;
+    m.add_function(wrap_pyfunction!(trace_header, m)?)?;
+    m.add_function(wrap_pyfunction!(evaluate, m)?)?;
+    m.add_function(wrap_pyfunction!(wear, m)?)?;
+    m.add_function(wrap_pyfunction!(banks, m)?)?;
+    m.add_function(wrap_pyfunction!(swap, m)?)?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}

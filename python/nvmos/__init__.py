@@ -1,0 +1,48 @@
+"""nvmos from Python: page-frame allocator replay, wear and the seed
+studies as pandas DataFrames, and design-space sweeps run on this
+machine's cores or on a Ray cluster.
+
+>>> import nvmos
+>>> df = nvmos.replay("traces/numpy.nvt", ["iBuddy", "buddy"], memory="1GiB")
+>>> df[["allocator", "max", "lifetime_pct_of_ideal"]]          # doctest: +SKIP
+>>> df.attrs["result"].heat("numpy", "iBuddy")                 # doctest: +SKIP
+>>> nvmos.sweep("grid.toml", backend="ray", ray_address="auto") # doctest: +SKIP
+
+The engine is the Rust workspace's (``nvmos._nvmos``, built with PyO3);
+numbers are the CLI's to the bit. Errors are ``NvmosError`` subclasses
+carrying the Rust error's message: ``TraceFileError`` (with ``path``,
+``line``, ``offset``), ``OptionsError``, ``StudyError``, ``SweepError``.
+"""
+
+from ._api import (
+    AS_RECORDED,
+    ENDURANCES,
+    EVALUATE_COLUMNS,
+    NvmosError,
+    OptionsError,
+    Result,
+    StudyError,
+    Trace,
+    TraceFileError,
+    Wear,
+    allocators,
+    banks,
+    evaluate,
+    evaluation_frame,
+    machine_presets,
+    open_trace,
+    parse_memory,
+    replay,
+    swap,
+    trace_files,
+    wear,
+)
+from ._nvmos import __version__
+from ._sweep import TIMING_COLUMNS, Sweep, SweepError, sweep
+
+__all__ = [
+    "AS_RECORDED", "ENDURANCES", "EVALUATE_COLUMNS", "NvmosError", "OptionsError", "Result",
+    "StudyError", "Sweep", "SweepError", "TIMING_COLUMNS", "Trace", "TraceFileError", "Wear",
+    "__version__", "allocators", "banks", "evaluate", "evaluation_frame", "machine_presets",
+    "open_trace", "parse_memory", "replay", "swap", "sweep", "trace_files", "wear",
+]  # fmt: skip
