@@ -83,4 +83,4 @@ pub use pool::{
     Access, CheckReport, ObjectCheck, ObjectInfo, Pool, PoolInfo, PoolOptions, RepairReport,
     VerifyReport, MIN_POOL_SIZE,
 };
-pub use pptr::PPtr;
+pub use pptr::{POff, POffError, PPtr};

@@ -65,7 +65,7 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 
 use crate::backing::PageBacking;
-use crate::pptr::PPtr;
+use crate::pptr::{POff, POffError, PPtr};
 use cache::{Lookup, PageCache};
 use predict::{new_predictor, Predictor, PredictorKind};
 use uffd::{CopyOutcome, Msg, Uffd};
@@ -791,6 +791,8 @@ fn occupant(start: usize, end: usize) -> String {
 /// ```
 pub struct Attachment {
     shared: Arc<Shared>,
+    /// The backing's object id ([`CacheIdentity::object`](crate::CacheIdentity)), fixed for its life: what [`POff`]s are checked against.
+    object_id: u64,
     handler: Option<JoinHandle<()>>,
     worker: Option<JoinHandle<()>>,
 }
@@ -992,6 +994,7 @@ impl Attachment {
             }
         };
         let mut attachment = Attachment {
+            object_id: shared.backing.cache_identity().object,
             shared: shared.clone(),
             handler: Some(handler),
             worker: None,
@@ -1072,6 +1075,56 @@ impl Attachment {
         // SAFETY: as in `get`, and `&mut self` makes the write unique.
         unsafe { std::ptr::write(self.as_ptr().add(offset) as *mut T, value) };
         true
+    }
+
+    /// The attached object's id: what a [`POff`] into it holds.
+    pub fn object_id(&self) -> u64 {
+        self.object_id
+    }
+
+    /// A relocatable typed pointer to byte `offset` of this object (see
+    /// [`POff`]); it resolves in this object at any attach address.
+    pub fn poff<T>(&self, offset: usize) -> POff<T> {
+        POff::new(self.object_id, offset as u64)
+    }
+
+    /// The [`POff`] of `ptr`, which must point into this attachment.
+    pub fn poff_of<T>(&self, ptr: *const T) -> Result<POff<T>, POffError> {
+        let (addr, base) = (ptr as usize, self.shared.base);
+        let end = base + self.len();
+        if addr < base || addr >= end {
+            return Err(POffError::NotInObject { addr, base, end });
+        }
+        Ok(self.poff(addr - base))
+    }
+
+    /// Where `p` points in this attachment: refused for null, for a POff of
+    /// another object, and unless a whole, aligned `T` lies there.
+    pub fn resolve<T>(&self, p: POff<T>) -> Result<*mut T, POffError> {
+        let offset = p.check(self.object_id, self.len())?;
+        // SAFETY: `check` put `offset + size_of::<T>()` inside the mapping.
+        Ok(unsafe { self.as_ptr().add(offset) }.cast())
+    }
+
+    /// The `T` that `p` points at, copied out (`T` plain data, as for
+    /// [`Attachment::get`]; [`POff`] fields are fine).
+    pub fn get_off<T: Copy>(&self, p: POff<T>) -> Result<T, POffError> {
+        let ptr = self.resolve(p)?;
+        // SAFETY: `resolve` checked bounds and alignment in the mapping,
+        // which lives as long as `self`; T is Copy plain data.
+        Ok(unsafe { std::ptr::read(ptr) })
+    }
+
+    /// Store `value` where `p` points; refused as [`Attachment::resolve`]
+    /// refuses, and for a read-only attachment (nothing written then).
+    pub fn set_off<T: Copy>(&mut self, p: POff<T>, value: T) -> Result<(), POffError> {
+        let ptr = self.resolve(p)?;
+        if self.shared.perm != Perm::Write {
+            return Err(POffError::ReadOnly);
+        }
+        // SAFETY: as in `get_off`, and `&mut self` makes the write unique.
+        unsafe { std::ptr::write(ptr, value) };
+        Ok(())
     }
 
     /// Whether only user-mode accesses are served (`UFFD_USER_MODE_ONLY`,
