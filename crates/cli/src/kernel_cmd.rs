@@ -307,13 +307,13 @@ fn run_study(a: &StudyArgs) -> Result<()> {
     Ok(())
 }
 
+/// The file whole or not at all (`nvmos_trace::Output`: a temporary in
+/// the same folder, renamed on success).
 fn write_atomic(path: &std::path::Path, bytes: &[u8]) -> Result<()> {
-    use std::io::Write;
-    let dir = path.parent().unwrap_or(std::path::Path::new("."));
-    let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
-    tmp.write_all(bytes)?;
-    tmp.persist(path)
+    let mut out = nvmos_trace::Output::create(path, &[])?;
+    std::io::Write::write_all(&mut out, bytes)
         .with_context(|| format!("writing {}", path.display()))?;
+    out.commit()?;
     Ok(())
 }
 

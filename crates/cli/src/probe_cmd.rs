@@ -148,16 +148,11 @@ fn physical_address_bits() -> Result<u32> {
     Ok(64 - top.leading_zeros())
 }
 
+/// The preset whole or not at all (`nvmos_trace::Output`).
 fn write_atomically(path: &PathBuf, text: &str) -> Result<()> {
-    let dir = path
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(std::path::Path::new("."));
-    let mut tmp = tempfile::NamedTempFile::new_in(dir)
-        .with_context(|| format!("creating a temporary file in {}", dir.display()))?;
-    tmp.write_all(text.as_bytes())
+    let mut out = nvmos_trace::Output::create(path, &[])?;
+    out.write_all(text.as_bytes())
         .with_context(|| format!("writing {}", path.display()))?;
-    tmp.persist(path)
-        .with_context(|| format!("writing {}", path.display()))?;
+    out.commit()?;
     Ok(())
 }

@@ -560,17 +560,11 @@ pub fn check(opts: &BuildOptions, progress: &mut dyn FnMut(Progress)) -> Result<
     Ok(results)
 }
 
-/// Write `bytes` to `path` through a temporary file in the same folder.
+/// Write `bytes` to `path` whole or not at all (`nvmos_trace::Output`).
 pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    let dir = path
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let mut tmp = tempfile::NamedTempFile::new_in(dir)
-        .map_err(|e| KernelError::io("creating a temporary file in", dir, e))?;
-    tmp.write_all(bytes)
-        .map_err(|e| KernelError::io("writing", tmp.path().to_owned(), e))?;
-    tmp.persist(path)
-        .map_err(|e| KernelError::io("renaming into", path, e.error))?;
+    let mut out = nvmos_trace::Output::create(path, &[])?;
+    out.write_all(bytes)
+        .map_err(|e| KernelError::io("writing", path, e))?;
+    out.commit()?;
     Ok(())
 }

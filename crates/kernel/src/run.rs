@@ -826,12 +826,9 @@ fn write_nvt(
     counts: &SourceCounts,
     events: &[Event],
 ) -> Result<()> {
-    let dir = path
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let mut tmp = tempfile::NamedTempFile::new_in(dir)
-        .map_err(|e| KernelError::io("creating a temporary file in", dir, e))?;
+    // Whole or not at all: the one output mechanism (a temporary in the
+    // same folder, renamed on success).
+    let out = nvmos_trace::Output::create(path, &[])?;
     let header = TraceHeader {
         machine: Some(machine.clone()),
         command: opts.command.clone(),
@@ -845,16 +842,15 @@ fn write_nvt(
         events: 0,
         counts: counts.clone(),
     };
-    {
-        let mut w = NvtWriter::new(std::io::BufWriter::new(tmp.as_file_mut()), path, header)?;
-        for e in events {
-            w.push(*e)?;
-        }
-        let (mut buf, _) = w.finish()?;
-        std::io::Write::flush(&mut buf).map_err(|e| KernelError::io("writing", path, e))?;
+    let mut w = NvtWriter::new(std::io::BufWriter::new(out), path, header)?;
+    for e in events {
+        w.push(*e)?;
     }
-    tmp.persist(path)
-        .map_err(|e| KernelError::io("renaming into", path, e.error))?;
+    let (buf, _) = w.finish()?;
+    let out = buf
+        .into_inner()
+        .map_err(|e| KernelError::io("writing", path, e.into_error()))?;
+    out.commit()?;
     Ok(())
 }
 

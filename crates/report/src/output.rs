@@ -67,46 +67,25 @@ pub fn json_text<T: Serialize + ?Sized>(value: &T) -> Result<String, Error> {
 /// Unix, by device and inode). The file is made readable by all (0644),
 /// as `std::fs::write` would under the usual umask.
 pub fn write_atomic(path: &Path, bytes: &[u8], inputs: &[&Path]) -> Result<(), Error> {
-    if let Some(input) = inputs.iter().find(|i| same_file(path, i)) {
-        return Err(Error::WouldOverwriteInput {
+    // The project's one output mechanism (`nvmos_trace::Output`), so the
+    // CLI's reports, traces and presets keep one rule.
+    let from_trace = |e: nvmos_trace::TraceError| match e {
+        nvmos_trace::TraceError::SameFile { input, output } => Error::WouldOverwriteInput {
+            path: output,
+            input,
+        },
+        nvmos_trace::TraceError::Io { path, source } => Error::Io { path, source },
+        other => Error::Io {
             path: path.to_path_buf(),
-            input: input.to_path_buf(),
-        });
-    }
-    let dir = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
+            source: std::io::Error::other(other.to_string()),
+        },
     };
-    let io = |source| Error::Io {
+    let mut out = nvmos_trace::Output::create(path, inputs).map_err(from_trace)?;
+    out.write_all(bytes).map_err(|source| Error::Io {
         path: path.to_path_buf(),
         source,
-    };
-    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(io)?;
-    tmp.write_all(bytes).map_err(io)?;
-    tmp.as_file().sync_all().map_err(io)?;
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        tmp.as_file()
-            .set_permissions(std::fs::Permissions::from_mode(0o644))
-            .map_err(io)?;
-    }
-    tmp.persist(path).map_err(|e| io(e.error))?;
-    Ok(())
-}
-
-fn same_file(a: &Path, b: &Path) -> bool {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::MetadataExt;
-        if let (Ok(x), Ok(y)) = (std::fs::metadata(a), std::fs::metadata(b)) {
-            return x.dev() == y.dev() && x.ino() == y.ino();
-        }
-    }
-    match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
-        (Ok(x), Ok(y)) => x == y,
-        _ => a == b,
-    }
+    })?;
+    out.commit().map_err(from_trace)
 }
 
 /// A report folder: created on open, every file written into it

@@ -71,6 +71,16 @@ impl Output {
             .flush()
             .and_then(|()| self.temp.as_file().sync_all())
             .map_err(|e| TraceError::io(&self.path, e))?;
+        // A temporary file is private (0600); the output is readable by
+        // all, as `File::create` makes it under the usual umask (022).
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            self.temp
+                .as_file()
+                .set_permissions(std::fs::Permissions::from_mode(0o644))
+                .map_err(|e| TraceError::io(&self.path, e))?;
+        }
         let path = self.path;
         self.temp
             .persist(&path)
