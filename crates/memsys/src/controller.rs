@@ -1016,6 +1016,49 @@ impl Controller {
         }
     }
 
+    /// The data-dependent access pair of seed 002's analysing program (and
+    /// of `probe`): on a fresh controller with one request in flight,
+    /// `first` and `second` are read alternately, each issued when the one
+    /// before it completes, for `rounds` rounds. Returns the latency in
+    /// cycles of each access after the first round (which opens the rows),
+    /// in order (`first`'s at even indices), and the cycle time in ps.
+    pub fn alternating_latencies(
+        machine: &Machine,
+        first: u64,
+        second: u64,
+        rounds: u32,
+    ) -> Result<(Vec<u64>, u32), ControllerError> {
+        let mut mc = Controller::new(
+            machine,
+            ControllerConfig {
+                queue_depth: 1,
+                ..ControllerConfig::default()
+            },
+        )?;
+        let mut done = Vec::new();
+        let mut out = Vec::with_capacity(2 * rounds as usize);
+        let mut t = 0;
+        for i in 0..2 * rounds {
+            let paddr = if i % 2 == 0 { first } else { second };
+            mc.submit(
+                MemRequest {
+                    paddr,
+                    kind: AccessKind::Read,
+                    core: 0,
+                    arrival: t,
+                },
+                &mut done,
+            )?;
+            mc.drain(&mut done);
+            let c = done.pop().expect("one request in flight, one completion");
+            if i >= 2 {
+                out.push(c.done - c.arrival);
+            }
+            t = c.done;
+        }
+        Ok((out, mc.timing().tck_ps))
+    }
+
     /// Serve every queued request, completions to `done`.
     pub fn drain(&mut self, done: &mut Vec<Completion>) {
         while let Some(c) = self.decide_next() {

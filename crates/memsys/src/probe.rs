@@ -39,9 +39,7 @@
 
 use std::collections::HashMap;
 
-use crate::{
-    AccessKind, Controller, ControllerConfig, ControllerError, Field, Machine, MemRequest,
-};
+use crate::{Controller, ControllerError, Field, Machine};
 
 /// Cache-line size: bits below this cannot be told apart by timing.
 pub const LINE_BITS: u32 = 6;
@@ -503,35 +501,9 @@ impl Timer for SimTimer<'_> {
                 return Err(ProbeError::Unavailable(x));
             }
         }
-        let mut mc = Controller::new(
-            self.machine,
-            ControllerConfig {
-                queue_depth: 1,
-                ..ControllerConfig::default()
-            },
-        )?;
-        let mut done = Vec::new();
-        let (mut t, mut sum) = (0, 0);
         let rounds = 4;
-        for i in 0..2 * rounds {
-            let paddr = if i % 2 == 0 { a } else { b };
-            mc.submit(
-                MemRequest {
-                    paddr,
-                    kind: AccessKind::Read,
-                    core: 0,
-                    arrival: t,
-                },
-                &mut done,
-            )?;
-            mc.drain(&mut done);
-            let c = done.pop().expect("one request, one completion");
-            // The first round opens the rows.
-            if i >= 2 {
-                sum += c.done - c.arrival;
-            }
-            t = c.done;
-        }
+        let (cycles, _) = Controller::alternating_latencies(self.machine, a, b, rounds)?;
+        let sum: u64 = cycles.iter().sum();
         Ok(sum as f64 / f64::from(2 * rounds - 2))
     }
 }

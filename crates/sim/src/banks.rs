@@ -696,37 +696,12 @@ pub struct Analysis {
 /// access outstanding at a time (the data dependency of the seed's
 /// program), on a fresh controller.
 fn pair_latency(machine: &Machine, a: u64, b: u64) -> Result<f64, BanksError> {
-    let mut mc = Controller::new(
-        machine,
-        ControllerConfig {
-            queue_depth: 1,
-            ..ControllerConfig::default()
-        },
-    )?;
-    let mut done = Vec::new();
-    let mut t = 0;
-    let mut sum = 0;
     let rounds = 6;
-    for i in 0..2 * rounds {
-        let paddr = if i % 2 == 0 { b } else { a };
-        mc.submit(
-            MemRequest {
-                paddr,
-                kind: AccessKind::Read,
-                core: 0,
-                arrival: t,
-            },
-            &mut done,
-        )?;
-        mc.drain(&mut done);
-        let c = done.pop().expect("one request, one completion");
-        // The first round warms the banks up.
-        if i >= 2 && paddr == a {
-            sum += c.done - c.arrival;
-        }
-        t = c.done;
-    }
-    let tck = f64::from(mc.timing().tck_ps) / 1000.0;
+    // `b` first, so every access to `a` finds `b`'s row just used.
+    let (cycles, tck_ps) = Controller::alternating_latencies(machine, b, a, rounds)?;
+    // `a`'s accesses are the odd ones.
+    let sum: u64 = cycles.iter().skip(1).step_by(2).sum();
+    let tck = f64::from(tck_ps) / 1000.0;
     Ok(sum as f64 / f64::from(rounds - 1) * tck)
 }
 
