@@ -28,12 +28,11 @@ use std::path::{Path, PathBuf};
 
 use numpy::{IntoPyArray, PyArray1, PyReadonlyArray1};
 use nvmos_frames::sync::SpinYield;
-use nvmos_frames::{MigrateType, ZoneMap};
-use nvmos_sim::evaluate::{heat_map, recorded_zones, study_zones};
+use nvmos_frames::MigrateType;
 use nvmos_sim::{AllocatorKind, Evaluation, StudyOptions, StudyRow, AS_RECORDED};
 use nvmos_trace::{
-    detect, Event, EventSource, Format, MachineInfo, NvtReader, Op, TextReader, TraceError,
-    TraceHeader, TraceInfo,
+    detect, Event, EventSource, Format, NvtReader, Op, TextReader, TraceError, TraceHeader,
+    TraceInfo,
 };
 use pyo3::create_exception;
 use pyo3::exceptions::PyException;
@@ -538,28 +537,6 @@ impl From<PyErr> for Failure {
     }
 }
 
-/// The recorded machine of `input`, or a single zone of `memory_frames`
-/// for a text trace without one.
-fn machine_of(input: &TraceInput<'_>, options: &StudyOptions) -> Result<MachineInfo, Failure> {
-    let path = input.path().display().to_string();
-    let source = input
-        .open()
-        .map_err(Failure::rust(format!("opening {path}"), options_error))?;
-    source
-        .header()
-        .and_then(|h| h.machine.clone())
-        .or_else(|| {
-            options
-                .memory_frames
-                .map(|frames| nvmos_sim::evaluate::single_zone_machine(frames, options.cpus))
-        })
-        .ok_or_else(|| {
-            Failure::Message(OptionsError::new_err(format!(
-                "{path} does not say which machine it was recorded on (a text trace?): give memory="
-            )))
-        })
-}
-
 /// The CLI's `evaluate`/`replay` over `traces`: for each trace, one row
 /// per entry of `allocators` (allocator names, or the recorded
 /// placement's name), in that order. Returns the `Evaluation` as JSON,
@@ -663,53 +640,33 @@ fn wear<'py>(
     let input = &inputs[0];
     let (writes, row) = py
         .detach(|| -> Result<(Vec<u32>, StudyRow), Failure> {
-            let path = input.path().display().to_string();
-            let machine = machine_of(input, &options)?;
-            let source = input
-                .open()
-                .map_err(Failure::rust(format!("opening {path}"), options_error))?;
-            let (name, (stats, counter), metadata) = match row {
-                None => {
-                    let map = ZoneMap::new(&recorded_zones(&machine)).map_err(Failure::rust(
-                        format!("{path}: the recorded zones"),
-                        study_error,
-                    ))?;
-                    let r = nvmos_sim::as_recorded(map, source, options.model).map_err(
-                        Failure::rust(
-                            format!("{path}: counting the recorded placement"),
-                            study_error,
-                        ),
-                    )?;
-                    (AS_RECORDED.to_string(), r, 0)
-                }
-                Some(kind) => {
-                    let zones = study_zones(&machine, &options);
-                    let cpus = options.cpus.unwrap_or(machine.cpus).max(1);
-                    let setup = nvmos_sim::allocators::Setup {
-                        bank_frames: options.bank_frames,
-                        ..nvmos_sim::allocators::Setup::new(&zones, cpus)
-                    }
-                    .fit_banks();
-                    let alloc = kind.build::<SpinYield>(&setup).map_err(Failure::rust(
-                        format!("{path}: building {kind}"),
-                        options_error,
-                    ))?;
-                    let r = nvmos_sim::replay(&*alloc, source, options.model).map_err(
-                        Failure::rust(format!("{path}: replaying through {kind}"), study_error),
-                    )?;
-                    (kind.name().to_string(), r, alloc.metadata_bytes())
-                }
+            use nvmos_sim::evaluate::{self as ev, EvaluateError};
+            let path = input.path();
+            let failed = |e: EvaluateError| Failure::rust(String::new(), options_error)(e);
+            // The machine and the checks `evaluate` uses (one place).
+            let open = || input.open().map_err(EvaluateError::Open);
+            let (machine, _, text_trace) =
+                ev::trace_machine(path, &open, &options).map_err(failed)?;
+            let mut source = nvmos_trace::Checked::new(
+                open().map_err(failed)?,
+                path,
+                ev::row_limits(row, text_trace, &options),
+            );
+            let replayed = match row {
+                None => ev::study_as_recorded_wear(&machine, &mut source, &options),
+                Some(kind) => ev::study_allocator_wear::<SpinYield, _, _>(
+                    kind,
+                    &machine,
+                    &mut source,
+                    &options,
+                ),
             };
-            let writes = counter.writes();
-            let frames = writes.len().max(1) as f64;
-            let row = StudyRow {
-                allocator: name,
-                wear: counter.summary(stats.trace_ns),
-                heat: heat_map(writes, options.heat_buckets),
-                stats,
-                metadata_bytes_per_frame: metadata as f64 / frames,
-            };
-            Ok((writes.to_vec(), row))
+            let (mut row, counter) = replayed.map_err(Failure::rust(
+                format!("{}: replaying", path.display()),
+                study_error,
+            ))?;
+            row.stats.accounting.lost_events = source.counts().lost_events;
+            Ok((counter.writes().to_vec(), row))
         })
         .map_err(Failure::into_py)?;
     Ok((writes.into_pyarray(py), to_json(&row)?))

@@ -225,6 +225,46 @@ pub fn evaluate(
     })
 }
 
+/// The machine a trace is replayed on: the recorded one, or for a text
+/// trace (no header) one zone of the memory and CPUs it needs, inferred
+/// from its events unless `study` names them. Returns the machine,
+/// whether anything was inferred, and whether the trace is text.
+pub fn trace_machine<S: EventSource>(
+    path: &Path,
+    open: &dyn Fn() -> Result<S, EvaluateError>,
+    study: &StudyOptions,
+) -> Result<(MachineInfo, bool, bool), EvaluateError> {
+    if let Some(m) = open()?.header().and_then(|h| h.machine.clone()) {
+        return Ok((m, false, false));
+    }
+    let mut source = open()?;
+    let info = TraceInfo::from_source(&mut source).map_err(EvaluateError::Open)?;
+    let needs = Needs::of(&info).ok_or_else(|| EvaluateError::NoMachine(path.to_owned()))?;
+    let frames = study.memory_frames.unwrap_or(needs.frames);
+    let cpus = study.cpus.unwrap_or(needs.cpus);
+    let inferred = study.memory_frames.is_none() || study.cpus.is_none();
+    Ok((single_zone_machine(frames, Some(cpus)), inferred, true))
+}
+
+/// What a row's events are checked against. The recorded placement puts
+/// every block at its traced pfn, so a text trace's events must lie inside
+/// the memory given for it (its only machine); a recorded machine's zones
+/// always hold its own trace. An allocator places blocks itself: a memory
+/// smaller than the traced pfns is a real question (a memory-size sweep),
+/// answered with refusals counted and the row flagged, never with events
+/// dropped. CPUs are checked for every row: a per-CPU allocator cannot
+/// serve a CPU it does not have.
+pub fn row_limits(row: Option<AllocatorKind>, text_trace: bool, study: &StudyOptions) -> Limits {
+    Limits {
+        frames: if row.is_none() && text_trace {
+            study.memory_frames
+        } else {
+            None
+        },
+        cpus: study.cpus,
+    }
+}
+
 /// A trace's short name: its file stem without `.nvt`, as rows are named.
 pub fn trace_name(path: &Path) -> String {
     path.file_stem()
@@ -253,41 +293,9 @@ pub fn study_trace<S: EventSource>(
     step: &mut dyn FnMut(&str, bool) -> bool,
 ) -> Result<TraceStudy, EvaluateError> {
     let open = || open().map_err(EvaluateError::Open);
-    let recorded_machine = open()?.header().and_then(|h| h.machine.clone());
-    // What each row's events are checked against. The recorded placement
-    // puts every block at its traced pfn, so a text trace's events must
-    // lie inside the memory given for it (its only machine); a recorded
-    // machine's zones always hold its own trace. An allocator places
-    // blocks itself: a memory smaller than the traced pfns is a real
-    // question (a memory-size sweep), answered with refusals counted and
-    // the row flagged, never with events dropped. CPUs are checked for
-    // every row: a per-CPU allocator cannot serve a CPU it does not have.
-    let text_trace = recorded_machine.is_none();
-    let limits = |row: Option<AllocatorKind>| Limits {
-        frames: if row.is_none() && text_trace {
-            study.memory_frames
-        } else {
-            None
-        },
-        cpus: study.cpus,
-    };
-    let open_checked = |row| open().map(|s| Checked::new(s, path, limits(row)));
-    let (machine, inferred) = match recorded_machine {
-        Some(m) => (m, false),
-        None => {
-            // A text trace: no header. What it needs, from its events.
-            let mut source = open()?;
-            let info = TraceInfo::from_source(&mut source).map_err(EvaluateError::Open)?;
-            let needs =
-                Needs::of(&info).ok_or_else(|| EvaluateError::NoMachine(path.to_owned()))?;
-            let frames = study.memory_frames.unwrap_or(needs.frames);
-            let cpus = study.cpus.unwrap_or(needs.cpus);
-            (
-                single_zone_machine(frames, Some(cpus)),
-                study.memory_frames.is_none() || study.cpus.is_none(),
-            )
-        }
-    };
+    let (machine, inferred, text_trace) = trace_machine(path, &open, study)?;
+    let open_checked =
+        |row| open().map(|s| Checked::new(s, path, row_limits(row, text_trace, study)));
     let failed = |what: String| {
         move |source| EvaluateError::Replay {
             path: path.to_owned(),
@@ -394,6 +402,23 @@ where
     I: IntoIterator<Item = Result<Event, E>>,
     E: std::error::Error + 'static,
 {
+    study_allocator_wear::<L, I, E>(kind, machine, events, options).map(|(row, _)| row)
+}
+
+/// [`study_allocator`], keeping the per-frame write counts: the one place
+/// an allocator row is replayed, for the rows and for what needs every
+/// frame's writes (hardware levelling beneath it, Python's arrays).
+pub fn study_allocator_wear<L, I, E>(
+    kind: AllocatorKind,
+    machine: &MachineInfo,
+    events: I,
+    options: &StudyOptions,
+) -> Result<(StudyRow, WearCounter), StudyError<E>>
+where
+    L: lock_api::RawMutex + Send + Sync + 'static,
+    I: IntoIterator<Item = Result<Event, E>>,
+    E: std::error::Error + 'static,
+{
     struct Job<'a, I> {
         kind: AllocatorKind,
         events: I,
@@ -404,7 +429,7 @@ where
         I: IntoIterator<Item = Result<Event, E>>,
         E: std::error::Error + 'static,
     {
-        type Output = Result<StudyRow, StudyError<E>>;
+        type Output = Result<(StudyRow, WearCounter), StudyError<E>>;
         fn run<A: StudyAllocator + 'static>(self, alloc: A) -> Self::Output {
             let zones = ZoneMap::new(alloc.zones())?;
             let mut wear = WearCounter::new(zones, self.options.model);
@@ -415,13 +440,14 @@ where
                 .then_some(self.options.migrate_every_ns);
             let stats = run(&mut Migrating(&alloc), &mut wear, self.events, every)?;
             let frames = wear.writes().len().max(1) as f64;
-            Ok(row(
+            let row = row(
                 self.kind.name().to_string(),
                 stats,
                 &wear,
                 self.options.heat_buckets,
                 alloc.metadata_bytes() as f64 / frames,
-            ))
+            );
+            Ok((row, wear))
         }
     }
     let zones = study_zones(machine, options);
@@ -451,15 +477,29 @@ where
     I: IntoIterator<Item = Result<Event, E>>,
     E: std::error::Error + 'static,
 {
+    study_as_recorded_wear(machine, events, options).map(|(row, _)| row)
+}
+
+/// [`study_as_recorded`], keeping the per-frame write counts.
+pub fn study_as_recorded_wear<I, E>(
+    machine: &MachineInfo,
+    events: I,
+    options: &StudyOptions,
+) -> Result<(StudyRow, WearCounter), StudyError<E>>
+where
+    I: IntoIterator<Item = Result<Event, E>>,
+    E: std::error::Error + 'static,
+{
     let map = ZoneMap::new(&recorded_zones(machine))?;
     let (stats, wear) = as_recorded(map, events, options.model)?;
-    Ok(row(
+    let row = row(
         AS_RECORDED.to_string(),
         stats,
         &wear,
         options.heat_buckets,
         0.0,
-    ))
+    );
+    Ok((row, wear))
 }
 
 fn row(

@@ -429,28 +429,15 @@ where
     I: IntoIterator<Item = Result<nvmos_trace::Event, E>>,
     E: std::error::Error + 'static,
 {
-    let (name, (stats, wear)) = match kind {
+    // The one replay of a row (`evaluate`'s, migration passes included),
+    // keeping every frame's writes.
+    let (row, wear) = match kind {
         Some(kind) => {
-            let zones = crate::evaluate::study_zones(machine, options);
-            let cpus = options.cpus.unwrap_or(machine.cpus).max(1);
-            let setup = crate::allocators::Setup {
-                bank_frames: options.bank_frames,
-                ..crate::allocators::Setup::new(&zones, cpus)
-            }
-            .fit_banks();
-            let alloc = kind.build::<L>(&setup).map_err(crate::StudyError::from)?;
-            let out =
-                crate::replay(&*alloc, events, options.model).map_err(crate::StudyError::from)?;
-            (kind.name().to_string(), out)
+            crate::evaluate::study_allocator_wear::<L, I, E>(kind, machine, events, options)?
         }
-        None => {
-            let map = nvmos_frames::ZoneMap::new(&crate::evaluate::recorded_zones(machine))
-                .map_err(crate::StudyError::from)?;
-            let out =
-                crate::as_recorded(map, events, options.model).map_err(crate::StudyError::from)?;
-            (crate::AS_RECORDED.to_string(), out)
-        }
+        None => crate::evaluate::study_as_recorded_wear(machine, events, options)?,
     };
+    let (name, stats) = (row.allocator, row.stats);
     let levelled = schemes
         .iter()
         .map(|s| level(wear.writes(), granularity, s, endurance))
