@@ -332,22 +332,25 @@ def _frame(rows: list[dict], order: dict[str, int]) -> pd.DataFrame:
     return df
 
 
-def _write_parquet(df: pd.DataFrame, path: Path) -> None:
-    """Write atomically: a temporary in the same folder, then rename."""
+def _write_atomic(path: Path, write) -> None:
+    """Write atomically: ``write(tmp)`` into a temporary in the same folder,
+    then rename over ``path``; a failure leaves no temporary behind."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        df.to_parquet(tmp, index=False)
+        write(tmp)
         os.replace(tmp, path)
     finally:
         if tmp.exists():
             tmp.unlink()
 
 
+def _write_parquet(df: pd.DataFrame, path: Path) -> None:
+    _write_atomic(path, lambda tmp: df.to_parquet(tmp, index=False))
+
+
 def _write_text(text: str, path: Path) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    _write_atomic(path, lambda tmp: tmp.write_text(text))
 
 
 class Sweep:
