@@ -21,8 +21,8 @@ use nvmos_sim::power::{
 use nvmos_sim::AllocatorKind;
 use serde::Serialize;
 
-use crate::bench::stats::percentile;
-use crate::bench::timer::{ticks, Clock};
+use nvmos_measure::stats::percentile;
+use nvmos_measure::timer::{ticks, Clock};
 use crate::units::{format_frames, parse_memory, FRAME_BYTES};
 
 /// Options of `nvmos study power`.

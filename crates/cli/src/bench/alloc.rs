@@ -21,9 +21,9 @@ use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use serde::Serialize;
 
-use super::stats::{median_index, summarize, Summary};
+use nvmos_measure::stats::{median_index, summarize, Summary};
 use super::target::{AllocatorKind, BenchTarget, LockKind, TargetJob};
-use super::timer::{ticks, Clock};
+use nvmos_measure::timer::{ticks, Clock};
 
 /// What to run.
 #[derive(Clone, Debug, Serialize)]

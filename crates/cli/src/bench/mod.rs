@@ -5,6 +5,4 @@ pub mod pmo;
 pub mod pmo_kernels;
 pub mod pmo_report;
 pub mod psync;
-pub mod stats;
 pub mod target;
-pub mod timer;

@@ -22,7 +22,7 @@ use rand::{Rng, SeedableRng};
 use serde::Serialize;
 
 use super::pmo_kernels::{self, Session, Sizes, Workload};
-use super::stats::median_index;
+use nvmos_measure::stats::median_index;
 
 /// Seed 001's result: DRAM cache with prediction over the original design.
 pub const SEED_SPEEDUP: f64 = 1.81;

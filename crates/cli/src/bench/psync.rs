@@ -18,7 +18,7 @@ use anyhow::{bail, Context, Result};
 use nvmos_pmo::{KdfParams, Perm, Pool};
 use serde::Serialize;
 
-use crate::bench::stats::median_index;
+use nvmos_measure::stats::median_index;
 
 const PAGE: usize = 4096;
 const PMDK_SOURCE: &str = include_str!("../../../pmo/bench/pmdk_psync.c");
