@@ -65,7 +65,7 @@ use std::path::Path;
 
 use nvmos_pmo::attach::predict::PredictorKind;
 use nvmos_pmo::{
-    Access, AttachError, Attachment, KdfParams, Mode, POff, POffError, Perm, PmoError, Pool,
+    Access, AttachError, Attachment, BackingErrorKind, KdfParams, Mode, POff, POffError, Perm, PmoError, Pool,
     PoolOptions,
 };
 
@@ -123,6 +123,9 @@ pub enum NvmosPmoStatus {
     Panic = 21,
     /// A relocatable offset of another object was resolved in this one.
     WrongObject = 22,
+    /// The pool file was truncated (by another process) while it was open:
+    /// the operation is refused and nothing after the fault was committed.
+    Truncated = 23,
 }
 
 /// How a pool is opened (values of `nvmos_pmo_pool_open`'s `access`).
@@ -235,6 +238,7 @@ fn pmo_status(e: &PmoError) -> NvmosPmoStatus {
     match e {
         PmoError::Io { .. } => S::Io,
         PmoError::NotAPool { .. } | PmoError::Truncated { .. } => S::NotAPool,
+        PmoError::TruncatedWhileOpen { .. } => S::Truncated,
         PmoError::BadPoolSize { .. } | PmoError::BadObjectSize { .. } => S::BadSize,
         PmoError::PoolExists { .. } => S::PoolExists,
         PmoError::PoolBusy { .. } => S::PoolBusy,
@@ -267,15 +271,31 @@ fn pmo_status(e: &PmoError) -> NvmosPmoStatus {
 fn attach_status(e: &AttachError) -> NvmosPmoStatus {
     match e {
         AttachError::AlreadyAttached { .. } => NvmosPmoStatus::AlreadyAttached,
-        AttachError::FaultFailed { .. } => NvmosPmoStatus::Integrity,
-        // A staging or commit failure carries the pool's own error.
+        AttachError::FaultFailed { kind, .. } => match kind {
+            Some(kind) => kind_status(*kind),
+            None => NvmosPmoStatus::Attach,
+        },
+        // A staging or commit failure carries the pool's own error (the
+        // finer status), else its kind.
         AttachError::Stage { source, .. } | AttachError::Commit { source, .. } => source
+            .get_ref()
             .downcast_ref::<PmoError>()
-            .map_or(NvmosPmoStatus::Attach, pmo_status),
+            .map_or_else(|| kind_status(source.kind()), pmo_status),
         AttachError::Invalid { .. }
         | AttachError::RangeTaken { .. }
         | AttachError::Map { .. }
         | AttachError::Uffd { .. } => NvmosPmoStatus::Attach,
+    }
+}
+
+fn kind_status(kind: BackingErrorKind) -> NvmosPmoStatus {
+    match kind {
+        BackingErrorKind::Io => NvmosPmoStatus::Io,
+        BackingErrorKind::Integrity => NvmosPmoStatus::Integrity,
+        BackingErrorKind::Key => NvmosPmoStatus::BadKey,
+        BackingErrorKind::Truncated => NvmosPmoStatus::Truncated,
+        BackingErrorKind::Full => NvmosPmoStatus::PoolFull,
+        BackingErrorKind::Invalid => NvmosPmoStatus::Attach,
     }
 }
 
@@ -878,7 +898,7 @@ pub unsafe extern "C" fn nvmos_pmo_resolve(
 }
 
 /// Every status, for conversions from C's integers.
-const STATUSES: [NvmosPmoStatus; 23] = {
+const STATUSES: [NvmosPmoStatus; 24] = {
     use NvmosPmoStatus::*;
     [
         Ok,
@@ -904,6 +924,7 @@ const STATUSES: [NvmosPmoStatus; 23] = {
         OutOfRange,
         Panic,
         WrongObject,
+        Truncated,
     ]
 };
 
@@ -940,6 +961,7 @@ impl NvmosPmoStatus {
             OutOfRange => c"outside the object",
             Panic => c"internal error (panic caught)",
             WrongObject => c"offset of another object",
+            Truncated => c"the pool file was truncated while open",
         }
     }
 }

@@ -35,6 +35,21 @@ pub enum PmoError {
         /// Bytes the file has.
         actual: u64,
     },
+    /// The file was truncated (by another process) while this process had
+    /// it mapped: an access past its new end faulted. The operation's
+    /// result is refused, nothing after the fault was committed, and the
+    /// open pool stays refused (reopen it after restoring the file).
+    #[error("pool {path} was truncated to {} while open (it is {expected} bytes): access at offset {offset} is past its end; nothing after it was committed", size.map_or("an unknown size".to_string(), |s| format!("{s} bytes")))]
+    TruncatedWhileOpen {
+        /// The file.
+        path: PathBuf,
+        /// Offset into the pool of the lowest faulting access.
+        offset: u64,
+        /// The file's size now (when `fstat` can tell).
+        size: Option<u64>,
+        /// Bytes the pool has (its header's size).
+        expected: u64,
+    },
     /// A pool cannot be created at this size.
     #[error("pool size {size} bytes is invalid: {reason}")]
     BadPoolSize {

@@ -70,11 +70,12 @@ pub mod layout;
 pub mod medium;
 mod object;
 mod pool;
+mod sigbus;
 pub mod pptr;
 pub mod state;
 
 pub use attach::{AttachError, AttachStats, Attachment, Mode};
-pub use backing::{CacheIdentity, PageBacking};
+pub use backing::{BackingError, BackingErrorKind, CacheIdentity, PageBacking};
 pub use crypto::{read_key_file, KdfParams, KeyBytes, MIN_KEY_LEN};
 pub use error::{PmoError, Result};
 pub use medium::{CrashPoint, Durability};

@@ -112,6 +112,10 @@ pub struct CrashPoint {
 
 /// The mapped pool file.
 pub(crate) struct Medium {
+    /// Turns a fault past the file's end into a recorded offset
+    /// ([`crate::sigbus`]). The first field, so it is dropped first: the
+    /// range is unregistered before `map` unmaps it.
+    guard: crate::sigbus::Guard,
     pub path: PathBuf,
     map: MmapRaw,
     len: usize,
@@ -121,6 +125,8 @@ pub(crate) struct Medium {
     pending: Mutex<Vec<(usize, usize)>>,
     persists: AtomicU64,
     crash: CrashPoint,
+    /// The file, for its size when a truncation is found.
+    file: File,
 }
 
 // SAFETY: the mapping is shared memory; every access goes through raw
@@ -146,9 +152,23 @@ impl Medium {
             path: path.to_owned(),
             source,
         })?;
+        let guard = crate::sigbus::register(map.as_ptr() as usize, len).map_err(|e| {
+            PmoError::Io {
+                op: "guarding the mapping of",
+                path: path.to_owned(),
+                source: std::io::Error::other(e.to_string()),
+            }
+        })?;
+        let file = file.try_clone().map_err(|source| PmoError::Io {
+            op: "duplicating the descriptor of",
+            path: path.to_owned(),
+            source,
+        })?;
         Ok(Medium {
             path: path.to_owned(),
             map,
+            file,
+            guard,
             len,
             durability,
             insn: flush_insn(),
@@ -160,6 +180,36 @@ impl Medium {
 
     pub fn len(&self) -> usize {
         self.len
+    }
+
+    /// The error to report if the file was truncated under the mapping
+    /// (an access faulted past its end; see [`crate::sigbus`]).
+    pub fn truncation(&self) -> Option<PmoError> {
+        let offset = self.guard.fault_offset()?;
+        use std::os::fd::AsRawFd;
+        // SAFETY: fstat writes into the struct we pass; the fd is open.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        let size = if unsafe { libc::fstat(self.file.as_raw_fd(), &mut st) } == 0 {
+            Some(st.st_size as u64)
+        } else {
+            None
+        };
+        Some(PmoError::TruncatedWhileOpen {
+            path: self.path.clone(),
+            offset,
+            size,
+            expected: self.len as u64,
+        })
+    }
+
+    /// `result`, unless the file was truncated under the mapping meanwhile:
+    /// then whatever was computed (from zero pages) gives way to the
+    /// truncation error.
+    pub fn guarded<T>(&self, result: Result<T>) -> Result<T> {
+        match self.truncation() {
+            Some(e) => Err(e),
+            None => result,
+        }
     }
 
     /// The bytes at `off..off+len`. The caller makes sure nobody writes
@@ -238,6 +288,15 @@ impl Medium {
 
     /// Order: everything persisted so far is durable before any later store.
     pub fn drain(&self) -> Result<()> {
+        // Nothing is ordered after a store that went to a zero page.
+        if let Some(e) = self.truncation() {
+            return Err(e);
+        }
+        let r = self.drain_inner();
+        self.guarded(r)
+    }
+
+    fn drain_inner(&self) -> Result<()> {
         match self.durability {
             Durability::CacheLineFlush => {
                 #[cfg(target_arch = "x86_64")]

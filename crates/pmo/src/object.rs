@@ -2,7 +2,6 @@
 //! pages staged for the next psync, and the commit that makes them durable.
 
 use std::collections::BTreeMap;
-use std::error::Error as StdError;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
@@ -553,17 +552,24 @@ impl ObjectHandle {
 
     /// [`PageBacking::read_page`] with this crate's error type.
     pub fn read(&self, index: usize, out: &mut [u8]) -> Result<()> {
-        self.shared.read_page(&self.pool, index, out)
+        let r = self.shared.read_page(&self.pool, index, out);
+        let r = self.pool.medium.guarded(r);
+        if r.is_err() {
+            out.fill(0); // no plaintext (nor zeros as if read) on failure
+        }
+        r
     }
     /// [`PageBacking::stage_page`] with this crate's error type.
     pub fn stage(&self, index: usize, data: &[u8]) -> Result<()> {
         self.writable()?;
-        self.shared.stage_page(&self.pool, index, data)
+        let r = self.shared.stage_page(&self.pool, index, data);
+        self.pool.medium.guarded(r)
     }
     /// psync: [`PageBacking::commit`] with this crate's error type.
     pub fn psync(&self) -> Result<()> {
         self.writable()?;
-        self.shared.commit(&self.pool)
+        let r = self.shared.commit(&self.pool);
+        self.pool.medium.guarded(r)
     }
     /// Read the whole object (committed state).
     pub fn read_all(&self) -> Result<Vec<u8>> {
@@ -611,7 +617,7 @@ impl Drop for ObjectHandle {
     }
 }
 
-type BoxError = Box<dyn StdError + Send + Sync>;
+use crate::backing::BackingError;
 
 impl PageBacking for ObjectHandle {
     fn page_size(&self) -> usize {
@@ -626,13 +632,13 @@ impl PageBacking for ObjectHandle {
     fn encrypted(&self) -> bool {
         self.shared.encrypted
     }
-    fn read_page(&self, index: usize, out: &mut [u8]) -> std::result::Result<(), BoxError> {
+    fn read_page(&self, index: usize, out: &mut [u8]) -> std::result::Result<(), BackingError> {
         Ok(self.read(index, out)?)
     }
-    fn stage_page(&self, index: usize, data: &[u8]) -> std::result::Result<(), BoxError> {
+    fn stage_page(&self, index: usize, data: &[u8]) -> std::result::Result<(), BackingError> {
         Ok(self.stage(index, data)?)
     }
-    fn commit(&self) -> std::result::Result<(), BoxError> {
+    fn commit(&self) -> std::result::Result<(), BackingError> {
         Ok(self.psync()?)
     }
     fn cache_identity(&self) -> crate::backing::CacheIdentity {

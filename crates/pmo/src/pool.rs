@@ -137,6 +137,10 @@ pub struct CheckReport {
     pub notes: Vec<String>,
     /// Where the state store disagrees with the pool (rollbacks).
     pub state_mismatches: Vec<String>,
+    /// Set when the file was truncated while the check read it: the
+    /// findings above were read partly from zero pages and do not count.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub truncated: Option<String>,
     /// Data frames held by objects (quarantined ones included).
     pub frames_in_use: u64,
     /// Data frames free.
@@ -146,7 +150,9 @@ pub struct CheckReport {
 impl CheckReport {
     /// No quarantined object and no state-store disagreement.
     pub fn ok(&self) -> bool {
-        self.objects.iter().all(|o| o.ok) && self.state_mismatches.is_empty()
+        self.objects.iter().all(|o| o.ok)
+            && self.state_mismatches.is_empty()
+            && self.truncated.is_none()
     }
 }
 
@@ -385,7 +391,10 @@ impl Pool {
             notes: Mutex::new(Vec::new()),
             mismatches: Mutex::new(Vec::new()),
         };
-        inner.load_directory()?;
+        // A truncation while loading turns whatever was read into its error.
+        inner
+            .medium
+            .guarded(inner.load_directory())?;
         inner.check_freshness(opts.tolerate_state_mismatch)?;
         Ok(Pool {
             inner: Arc::new(inner),
@@ -412,7 +421,8 @@ impl Pool {
         key: Option<&[u8]>,
         kdf: KdfParams,
     ) -> Result<ObjectInfo> {
-        self.inner.pcreate(name, size, key, kdf)
+        let r = self.inner.pcreate(name, size, key, kdf);
+        self.inner.medium.guarded(r)
     }
 
     /// Attach object `name` for reading or writing. With a key, checks it
@@ -420,6 +430,16 @@ impl Pool {
     /// every page-table page against the root. A second attach for writing
     /// is refused until the first handle is dropped.
     pub fn open_object(&self, name: &str, perm: Perm, key: Option<&[u8]>) -> Result<ObjectHandle> {
+        let r = self.open_object_unguarded(name, perm, key);
+        self.inner.medium.guarded(r)
+    }
+
+    fn open_object_unguarded(
+        &self,
+        name: &str,
+        perm: Perm,
+        key: Option<&[u8]>,
+    ) -> Result<ObjectHandle> {
         let inner = &self.inner;
         if perm == Perm::Write && inner.access != Access::ReadWrite {
             return Err(PmoError::PoolReadOnly {
@@ -458,7 +478,8 @@ impl Pool {
     /// object and give its frames back. Refused while it is attached.
     pub fn pdestroy(&self, name: &str, key: Option<&[u8]>) -> Result<()> {
         let base = self.inner.find(name).map(|o| o.base as usize);
-        self.inner.pdestroy(name, key)?;
+        let r = self.inner.pdestroy(name, key);
+        self.inner.medium.guarded(r)?;
         // The object's plaintext must not outlive it in this process's
         // DRAM cache (a later object may be given the same address).
         if let Ok(base) = base {
@@ -519,6 +540,10 @@ impl Pool {
             if let Err(e) = h.read(i, &mut buf) {
                 bad.push((i, e.to_string()));
             }
+        }
+        // Pages that failed because the file shrank are not damage to list.
+        if let Some(e) = self.inner.medium.truncation() {
+            return Err(e);
         }
         let c = h.shared.committed.read();
         Ok(VerifyReport {
@@ -611,6 +636,7 @@ impl Pool {
             }
         }
         CheckReport {
+            truncated: inner.medium.truncation().map(|e| e.to_string()),
             path: inner.medium.path.clone(),
             pool_id: inner.header.pool_id,
             objects,

@@ -3,7 +3,6 @@
 //! another; every refusal (another object's offset, out of bounds,
 //! misaligned, null, read-only) is an error, never a wild access.
 
-use std::error::Error as StdError;
 use std::sync::Arc;
 
 use nvmos_pmo::attach::mem_backing::MemBacking;
@@ -31,13 +30,13 @@ impl PageBacking for Relocated {
     fn encrypted(&self) -> bool {
         self.inner.encrypted()
     }
-    fn read_page(&self, i: usize, out: &mut [u8]) -> Result<(), Box<dyn StdError + Send + Sync>> {
+    fn read_page(&self, i: usize, out: &mut [u8]) -> Result<(), nvmos_pmo::BackingError> {
         self.inner.read_page(i, out)
     }
-    fn stage_page(&self, i: usize, data: &[u8]) -> Result<(), Box<dyn StdError + Send + Sync>> {
+    fn stage_page(&self, i: usize, data: &[u8]) -> Result<(), nvmos_pmo::BackingError> {
         self.inner.stage_page(i, data)
     }
-    fn commit(&self) -> Result<(), Box<dyn StdError + Send + Sync>> {
+    fn commit(&self) -> Result<(), nvmos_pmo::BackingError> {
         self.inner.commit()
     }
     fn cache_identity(&self) -> CacheIdentity {

@@ -12,14 +12,13 @@
 //! new one, never a mix.
 
 use std::collections::BTreeMap;
-use std::error::Error as StdError;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, RwLock};
 
 use rand::RngCore;
 use ring::aead::{Aad, LessSafeKey, Nonce, Tag, UnboundKey, AES_256_GCM};
 
-use crate::backing::PageBacking;
+use crate::backing::{BackingError, BackingErrorKind, PageBacking};
 
 /// Bytes per page of a `MemBacking`.
 pub const PAGE_SIZE: usize = 4096;
@@ -42,6 +41,18 @@ pub enum MemBackingError {
         page: usize,
         len: usize,
     },
+}
+
+impl From<MemBackingError> for BackingError {
+    fn from(e: MemBackingError) -> BackingError {
+        let kind = match e {
+            MemBackingError::Integrity { .. } => BackingErrorKind::Integrity,
+            MemBackingError::OutOfRange { .. } | MemBackingError::BadLength { .. } => {
+                BackingErrorKind::Invalid
+            }
+        };
+        BackingError::new(kind, e)
+    }
 }
 
 struct Sealed {
@@ -210,11 +221,7 @@ impl PageBacking for MemBacking {
         self.cipher.is_some()
     }
 
-    fn read_page(
-        &self,
-        index: usize,
-        out: &mut [u8],
-    ) -> Result<(), Box<dyn StdError + Send + Sync>> {
+    fn read_page(&self, index: usize, out: &mut [u8]) -> Result<(), BackingError> {
         self.check(index, out.len())?;
         self.reads.fetch_add(1, Ordering::Relaxed);
         let committed = self.committed.read().unwrap_or_else(|e| e.into_inner());
@@ -233,16 +240,17 @@ impl PageBacking for MemBacking {
                 // AES-GCM in place leaves keystream-XORed bytes behind on
                 // failure; they must not reach the caller as if plaintext.
                 out.fill(0);
-                return Err(Box::new(MemBackingError::Integrity {
+                return Err(MemBackingError::Integrity {
                     base: self.base,
                     page: index,
-                }));
+                }
+                .into());
             }
         }
         Ok(())
     }
 
-    fn stage_page(&self, index: usize, data: &[u8]) -> Result<(), Box<dyn StdError + Send + Sync>> {
+    fn stage_page(&self, index: usize, data: &[u8]) -> Result<(), BackingError> {
         self.check(index, data.len())?;
         let mut staged = self.staged.lock().unwrap_or_else(|e| e.into_inner());
         let version = match staged.get(&index) {
@@ -256,7 +264,7 @@ impl PageBacking for MemBacking {
         Ok(())
     }
 
-    fn commit(&self) -> Result<(), Box<dyn StdError + Send + Sync>> {
+    fn commit(&self) -> Result<(), BackingError> {
         let mut staged = self.staged.lock().unwrap_or_else(|e| e.into_inner());
         let mut committed = self.committed.write().unwrap_or_else(|e| e.into_inner());
         let mut pages = Vec::with_capacity(staged.len());
@@ -294,7 +302,9 @@ mod tests {
         let b = MemBacking::with_contents(0x7000_0000_0000, &[9u8; 3 * PAGE_SIZE], true);
         b.tamper(2, 77);
         let mut out = vec![0u8; PAGE_SIZE];
-        let e = b.read_page(2, &mut out).unwrap_err().to_string();
+        let e = b.read_page(2, &mut out).unwrap_err();
+        assert_eq!(e.kind(), BackingErrorKind::Integrity);
+        let e = e.to_string();
         assert!(e.contains("page 2") && e.contains("0x700000000000"), "{e}");
         assert!(out.iter().all(|&x| x == 0));
         b.read_page(1, &mut out).unwrap();
@@ -305,8 +315,12 @@ mod tests {
     fn bad_index_and_length_are_errors() {
         let b = MemBacking::new(0x7000_0000_0000, 2, false);
         let mut out = vec![0u8; PAGE_SIZE];
-        assert!(b.read_page(2, &mut out).is_err());
-        assert!(b.read_page(0, &mut out[..10]).is_err());
-        assert!(b.stage_page(0, &out[..10]).is_err());
+        for e in [
+            b.read_page(2, &mut out).unwrap_err(),
+            b.read_page(0, &mut out[..10]).unwrap_err(),
+            b.stage_page(0, &out[..10]).unwrap_err(),
+        ] {
+            assert_eq!(e.kind(), BackingErrorKind::Invalid, "{e}");
+        }
     }
 }

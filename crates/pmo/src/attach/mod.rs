@@ -64,7 +64,7 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
-use crate::backing::PageBacking;
+use crate::backing::{BackingError, BackingErrorKind, PageBacking};
 use crate::pptr::{POff, POffError, PPtr};
 use cache::{Lookup, PageCache};
 use predict::{new_predictor, Predictor, PredictorKind};
@@ -177,24 +177,25 @@ pub enum AttachError {
         op: &'static str,
         source: io::Error,
     },
+    /// `kind` says why the page could not be opened: the backing's
+    /// [`BackingErrorKind`] (integrity, truncation, I/O, ...), or `None`
+    /// when the page opened but could not be installed.
     #[error("access to {addr:#x} was refused with SIGBUS and nothing is committed: {message}")]
     FaultFailed {
         base: usize,
         page: usize,
         addr: usize,
+        kind: Option<BackingErrorKind>,
         message: String,
     },
     #[error("psync of object at {base:#x}: staging page {page}")]
     Stage {
         base: usize,
         page: usize,
-        source: Box<dyn std::error::Error + Send + Sync>,
+        source: BackingError,
     },
     #[error("psync of object at {base:#x}: commit")]
-    Commit {
-        base: usize,
-        source: Box<dyn std::error::Error + Send + Sync>,
-    },
+    Commit { base: usize, source: BackingError },
 }
 
 /// What psync did.
@@ -234,6 +235,7 @@ struct Counters {
 #[derive(Clone, Debug)]
 struct FaultFailure {
     page: usize,
+    kind: Option<BackingErrorKind>,
     message: String,
 }
 
@@ -351,14 +353,14 @@ impl Shared {
 
     /// Open page `page` for installation: the cache frame or `scratch`
     /// filled by `read_page`.
-    fn open_page(&self, page: usize, scratch: &mut Scratch) -> Result<*const u8, String> {
+    fn open_page(&self, page: usize, scratch: &mut Scratch) -> Result<*const u8, BackingError> {
         let c = &self.counters;
         let read = |out: &mut [u8]| {
             c.pages_read.fetch_add(1, Ordering::Relaxed);
             if self.backing.encrypted() {
                 c.pages_decrypted.fetch_add(1, Ordering::Relaxed);
             }
-            self.backing.read_page(page, out).map_err(|e| e.to_string())
+            self.backing.read_page(page, out)
         };
         match &self.cache {
             Some(cache) => match cache.get_or_fill(page, read)? {
@@ -392,8 +394,8 @@ impl Shared {
         let addr = self.addr(page);
         let src = match self.open_page(page, scratch) {
             Ok(src) => src,
-            Err(message) => {
-                self.fail(page, message);
+            Err(e) => {
+                self.fail(page, Some(e.kind()), e.to_string());
                 return false;
             }
         };
@@ -420,7 +422,7 @@ impl Shared {
                 true
             }
             Err(e) => {
-                self.fail(page, format!("installing the page: {e}"));
+                self.fail(page, None, format!("installing the page: {e}"));
                 false
             }
         }
@@ -441,13 +443,17 @@ impl Shared {
 
     /// The page could not be opened: record why, and poison it so the
     /// faulting access (and any later one) fails instead of seeing data.
-    fn fail(&self, page: usize, message: String) {
+    fn fail(&self, page: usize, kind: Option<BackingErrorKind>, message: String) {
         let addr = self.addr(page);
         self.counters.failed_pages.fetch_add(1, Ordering::Relaxed);
         {
             let mut f = self.failure.lock().unwrap_or_else(|e| e.into_inner());
             if f.is_none() {
-                *f = Some(FaultFailure { page, message });
+                *f = Some(FaultFailure {
+                    page,
+                    kind,
+                    message,
+                });
             }
         }
         let poisoned = self.poison && self.uffd.poison(addr, self.page_size).is_ok();
@@ -488,7 +494,7 @@ impl Shared {
                 .write_protect(addr, self.page_size, false)
                 .is_err()
             {
-                self.fail(page, "lifting write protection failed".into());
+                self.fail(page, None, "lifting write protection failed".into());
             }
         } else {
             c.faults.fetch_add(1, Ordering::Relaxed);
@@ -663,8 +669,8 @@ impl Shared {
                     }
                     continue;
                 }
-                if let Err(message) = self.open_page(page, &mut scratch) {
-                    self.fail(page, message);
+                if let Err(e) = self.open_page(page, &mut scratch) {
+                    self.fail(page, Some(e.kind()), e.to_string());
                     if let Some(r) = run.take() {
                         self.install_run(r, &mut scratch);
                     }
@@ -1157,6 +1163,7 @@ impl Attachment {
             base: self.shared.base,
             page: f.page,
             addr: self.shared.addr(f.page),
+            kind: f.kind,
             message: f.message.clone(),
         })
     }
