@@ -99,7 +99,14 @@ enum PmoCommand {
     /// Repair (as pmempool repair): keep every intact object, leave every
     /// quarantined one untouched, clear incomplete or damaged stale
     /// directory records, zero every free frame.
-    Repair,
+    Repair {
+        /// You restored this pool (or an object in it) from an older copy
+        /// on purpose: re-base the state store's epochs to the pool's, so
+        /// it opens again. Every change is listed. Without this flag a
+        /// rolled-back pool is refused (see `check`).
+        #[arg(long)]
+        accept_rollback: bool,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -160,10 +167,23 @@ pub fn run(args: PmoArgs) -> Result<()> {
     let opts = PoolOptions {
         state_dir: Some(state_dir(args.state_dir.as_deref())?),
         // check reports a disagreement with the store instead of refusing.
-        tolerate_state_mismatch: matches!(args.command, PmoCommand::Check),
+        // So does repair --accept-rollback, which then re-bases the store.
+        tolerate_state_mismatch: matches!(
+            args.command,
+            PmoCommand::Check
+                | PmoCommand::Repair {
+                    accept_rollback: true
+                }
+        ),
         ..PoolOptions::default()
     };
-    let pool = Pool::open_with(&path, access, opts)?;
+    let pool = Pool::open_with(&path, access, opts).map_err(|e| match e {
+        nvmos_pmo::PmoError::PoolRolledBack { .. } => anyhow::anyhow!(
+            "{e}; if you restored the pool on purpose, accept it with `nvmos pmo --pool {} repair --accept-rollback`",
+            path.display()
+        ),
+        e => e.into(),
+    })?;
     match &args.command {
         PmoCommand::Pool { .. } => {
             let info = pool.info();
@@ -323,6 +343,10 @@ pub fn run(args: PmoArgs) -> Result<()> {
         }
         PmoCommand::Check => {
             let report = pool.check_report();
+            // Findings read partly from zero pages do not count.
+            if let Some(t) = &report.truncated {
+                bail!("{t}");
+            }
             if args.json {
                 println!("{}", serde_json::to_string_pretty(&report)?);
             } else {
@@ -363,11 +387,40 @@ pub fn run(args: PmoArgs) -> Result<()> {
                 );
             }
         }
-        PmoCommand::Repair => {
+        PmoCommand::Repair { accept_rollback } => {
+            let accepted = if *accept_rollback {
+                Some(pool.accept_rollback()?)
+            } else {
+                None
+            };
             let r = pool.repair()?;
             if args.json {
-                println!("{}", serde_json::to_string_pretty(&r)?);
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(
+                        &serde_json::json!({"accepted_rollback": accepted, "repair": r})
+                    )?
+                );
             } else {
+                if let Some(a) = &accepted {
+                    for m in &a.accepted {
+                        println!("accepted: {m}");
+                    }
+                    for id in &a.forgotten_ids {
+                        println!("state store: dropped pool {id:016x}, which was at this path before");
+                    }
+                    for c in &a.rebased {
+                        println!("state store: {c}");
+                    }
+                    for l in &a.left {
+                        println!("state store: {l}");
+                    }
+                    println!(
+                        "accepted the restore: {} slots re-based, {} epochs back",
+                        a.rebased.len(),
+                        a.epochs_back
+                    );
+                }
                 for q in &r.quarantined {
                     println!("left untouched (cannot be verified): {q}");
                 }

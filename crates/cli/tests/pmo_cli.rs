@@ -556,3 +556,127 @@ fn empty_pool_file_is_refused_and_errors_print_once() {
         1 + usize::from(d.join("state").exists())
     );
 }
+
+/// A deliberate restore: refused with a hint, accepted with
+/// `repair --accept-rollback`, which lists what it re-based; the pool then
+/// opens, and a later rollback is refused again.
+#[test]
+fn repair_accept_rollback_rebases_the_state_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    setup(d);
+    let old = std::fs::read(d.join("pool")).unwrap();
+    ok(&nvmos(
+        d,
+        &args(&P, &["write", "obj", "data", "--key-file", "key"]),
+    ));
+    std::fs::write(d.join("pool"), &old).unwrap();
+    let e = err(&nvmos(d, &args(&P, &["ls"])));
+    assert!(
+        e.contains("; if you restored the pool on purpose, accept it with `nvmos pmo --pool pool repair --accept-rollback`"),
+        "{e}"
+    );
+    // Plain repair does not accept it.
+    err(&nvmos(d, &args(&P, &["repair"])));
+    let out = ok(&nvmos(d, &args(&P, &["repair", "--accept-rollback"])));
+    assert!(
+        out.contains("accepted: object \"obj\" (slot 0) by 1 epochs (state store has epoch 3, the pool 2)"),
+        "{out}"
+    );
+    assert!(
+        out.contains("state store: object \"obj\" (slot 0): live epoch 3 -> live epoch 2"),
+        "{out}"
+    );
+    assert!(
+        out.contains("accepted the restore: 1 slots re-based, 1 epochs back"),
+        "{out}"
+    );
+    ok(&nvmos(d, &args(&P, &["verify", "obj", "--key-file", "key"])));
+    ok(&nvmos(d, &args(&P, &["check"])));
+    let accepted = std::fs::read(d.join("pool")).unwrap();
+    ok(&nvmos(
+        d,
+        &args(&P, &["write", "obj", "data", "--key-file", "key"]),
+    ));
+    std::fs::write(d.join("pool"), &accepted).unwrap();
+    let e = err(&nvmos(d, &args(&P, &["ls"])));
+    assert!(
+        e.starts_with("error: pool pool rolled back by 1 epochs: object \"obj\" (slot 0) by 1 epochs (state store has epoch 3, the pool 2)"),
+        "{e}"
+    );
+}
+
+/// The pool truncated by another process while `nvmos pmo read` has it
+/// open: a clear error naming the pool and offset, not a SIGBUS. The key
+/// file is a FIFO, so the reader (which opens the pool first) waits on it
+/// while the test truncates the pool.
+#[test]
+fn truncating_the_pool_under_a_running_read_is_a_clear_error() {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    use std::os::unix::process::ExitStatusExt;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    setup(d);
+    let fifo = d.join("key-fifo");
+    let st = Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(st.success(), "mkfifo failed");
+    let child = Command::new(env!("CARGO_BIN_EXE_nvmos"))
+        .current_dir(d)
+        .env("XDG_STATE_HOME", d.join("state"))
+        .args(args(&P, &["read", "obj", "--key-file", "key-fifo"]))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Opening the FIFO for writing succeeds once the reader has opened it,
+    // that is after it opened and mapped the pool.
+    let start = std::time::Instant::now();
+    let mut w = loop {
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(&fifo)
+        {
+            Ok(f) => break f,
+            Err(e) if e.raw_os_error() == Some(libc::ENXIO) => {
+                assert!(
+                    start.elapsed() < std::time::Duration::from_secs(120),
+                    "the reader never opened the key FIFO"
+                );
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            Err(e) => panic!("opening the FIFO: {e}"),
+        }
+    };
+    // Header and directory stay; every data frame goes.
+    let cut = 9 * 4096;
+    let st = Command::new("truncate")
+        .args(["-s", &cut.to_string(), "pool"])
+        .current_dir(d)
+        .status()
+        .unwrap();
+    assert!(st.success(), "truncate failed");
+    w.write_all(b"s3cret-key-1\n").unwrap();
+    drop(w);
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.signal(), None, "killed by a signal: {out:?}");
+    assert!(out.stdout.is_empty(), "no partial output");
+    let e = err(&out);
+    let prefix = format!(
+        "error: pool pool was truncated to {cut} bytes while open (it is 4194304 bytes): access at offset "
+    );
+    assert!(e.starts_with(&prefix), "{e}");
+    let offset: u64 = e[prefix.len()..]
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((cut..4194304).contains(&offset), "{e}");
+    assert!(
+        e.ends_with(" is past its end; nothing after it was committed\n"),
+        "{e}"
+    );
+}

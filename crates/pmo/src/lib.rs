@@ -81,7 +81,7 @@ pub use error::{PmoError, Result};
 pub use medium::{CrashPoint, Durability};
 pub use object::{ObjectHandle, Perm};
 pub use pool::{
-    Access, CheckReport, ObjectCheck, ObjectInfo, Pool, PoolInfo, PoolOptions, RepairReport,
+    AcceptReport, Access, CheckReport, ObjectCheck, ObjectInfo, Pool, PoolInfo, PoolOptions, RepairReport,
     VerifyReport, MIN_POOL_SIZE,
 };
 pub use pptr::{POff, POffError, PPtr};

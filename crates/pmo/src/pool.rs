@@ -156,6 +156,24 @@ impl CheckReport {
     }
 }
 
+/// What [`Pool::accept_rollback`] changed in the state store.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AcceptReport {
+    /// The disagreements the store had with the pool before (as `check`
+    /// reports them), now accepted.
+    pub accepted: Vec<String>,
+    /// Slots whose store entry changed: "object \"a\" (slot 0): epoch 3 -> 2".
+    pub rebased: Vec<String>,
+    /// Epochs the store went back by, over all slots.
+    pub epochs_back: u64,
+    /// Records of other pool ids at this path that were dropped (a
+    /// different pool restored over this one).
+    pub forgotten_ids: Vec<u64>,
+    /// Quarantined slots whose store entry was left as it was (what
+    /// cannot be verified is not accepted).
+    pub left: Vec<String>,
+}
+
 /// What [`Pool::repair`] did.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RepairReport {
@@ -739,6 +757,94 @@ impl Pool {
             }
         }
         inner.medium.drain()?;
+        Ok(report)
+    }
+
+    /// Accept a deliberate restore: re-base the state store's record of
+    /// this pool to the pool as it is now (every intact slot's object id,
+    /// name and epoch), so a pool restored from a backup on purpose opens
+    /// again. Quarantined slots keep their store entries. Records of other
+    /// pool ids at this file's path are dropped. Needs the pool open for
+    /// writing (no other process can commit meanwhile) and a state store;
+    /// open it with [`PoolOptions::tolerate_state_mismatch`] (the open
+    /// itself would refuse the rollback). Nonce safety does not depend on
+    /// the store (every write attachment draws a fresh salt), so going
+    /// back in epochs here repeats no (key, nonce) pair.
+    pub fn accept_rollback(&self) -> Result<AcceptReport> {
+        let inner = &self.inner;
+        inner.writable("accepting a rollback")?;
+        let Some(store) = &inner.state else {
+            return Err(PmoError::State {
+                path: inner.medium.path.clone(),
+                what: "no state store in use: there is nothing to re-base".into(),
+            });
+        };
+        let abs = inner
+            .medium
+            .path
+            .canonicalize()
+            .unwrap_or_else(|_| inner.medium.path.clone());
+        let id = inner.header.pool_id;
+        let mut report = AcceptReport {
+            accepted: inner.mismatches.lock().clone(),
+            ..AcceptReport::default()
+        };
+        for old in store.other_ids_at(&abs, id) {
+            store.forget(old)?;
+            report.forgotten_ids.push(old);
+        }
+        let before = store.load(id)?;
+        let mut slots = std::collections::BTreeMap::new();
+        {
+            let dir = inner.dir.lock();
+            for (i, slot) in dir.iter().enumerate() {
+                let old = before.slots.get(&i);
+                let new = match slot {
+                    Slot::Live(o) => Some(SlotRecord {
+                        obj_id: o.obj_id,
+                        name: o.name.clone(),
+                        epoch: o.committed.read().epoch,
+                        kind: Kind::Live,
+                    }),
+                    // A tombstone keeps the name and id the store knew.
+                    Slot::Free { seq, .. } if *seq > 0 => old.map(|r| SlotRecord {
+                        epoch: *seq,
+                        kind: Kind::Destroyed,
+                        ..r.clone()
+                    }),
+                    Slot::Free { .. } => None,
+                    Slot::Damaged { name, .. } => {
+                        if let Some(r) = old {
+                            report.left.push(format!(
+                                "object {:?} (slot {i}): quarantined, store entry kept at epoch {}",
+                                name.as_deref().unwrap_or(&r.name),
+                                r.epoch
+                            ));
+                        }
+                        old.cloned()
+                    }
+                };
+                if new.as_ref() != old {
+                    let name = new.as_ref().or(old).map_or("?", |r| r.name.as_str());
+                    let show = |r: Option<&SlotRecord>| match r {
+                        None => "none".to_string(),
+                        Some(r) => format!("{:?} epoch {}", r.kind, r.epoch).to_lowercase(),
+                    };
+                    let (a, b) = (old.map_or(0, |r| r.epoch), new.as_ref().map_or(0, |r| r.epoch));
+                    report.epochs_back += a.saturating_sub(b);
+                    report.rebased.push(format!(
+                        "object {name:?} (slot {i}): {} -> {}",
+                        show(old),
+                        show(new.as_ref())
+                    ));
+                }
+                if let Some(r) = new {
+                    slots.insert(i, r);
+                }
+            }
+        }
+        store.update(id, &abs, |st| st.slots = slots, &|| inner.medium.crash_hook())?;
+        inner.mismatches.lock().clear();
         Ok(report)
     }
 

@@ -239,6 +239,77 @@ fn restored_directory_or_pool_is_refused_with_epochs() {
     assert!(Pool::open(&path, Access::ReadOnly).is_ok());
 }
 
+/// A deliberate restore is accepted: `accept_rollback` re-bases the state
+/// store to the pool's epochs, the pool opens and is written again, and a
+/// later rollback is refused as before.
+#[test]
+fn accepted_restore_rebases_the_store_and_later_rollbacks_are_still_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = setup(dir.path());
+    let old_pool = std::fs::read(&path).unwrap();
+    let (_, before) = current(&path, 0);
+    {
+        let pool = Pool::open_with(&path, Access::ReadWrite, with_state(dir.path())).unwrap();
+        let h = pool.open_object("obj", Perm::Write, Some(KEY)).unwrap();
+        for round in 0..3u8 {
+            h.stage(0, &[round; PAGE]).unwrap();
+            h.psync().unwrap();
+        }
+    }
+    std::fs::write(&path, &old_pool).unwrap();
+    assert!(matches!(
+        Pool::open_with(&path, Access::ReadWrite, with_state(dir.path())),
+        Err(PmoError::PoolRolledBack { epochs: 3, .. })
+    ));
+    // Accepting needs the pool open for writing, with the mismatch tolerated.
+    let tolerant = PoolOptions {
+        tolerate_state_mismatch: true,
+        ..with_state(dir.path())
+    };
+    let ro = Pool::open_with(&path, Access::ReadOnly, tolerant.clone()).unwrap();
+    assert!(matches!(
+        ro.accept_rollback(),
+        Err(PmoError::PoolReadOnly { .. })
+    ));
+    drop(ro);
+    let no_store = Pool::open(&path, Access::ReadWrite).unwrap();
+    assert!(matches!(
+        no_store.accept_rollback(),
+        Err(PmoError::State { .. })
+    ));
+    drop(no_store);
+    let pool = Pool::open_with(&path, Access::ReadWrite, tolerant).unwrap();
+    let r = pool.accept_rollback().unwrap();
+    assert_eq!(r.epochs_back, 3);
+    assert_eq!(
+        r.rebased,
+        vec![format!(
+            "object \"obj\" (slot 0): live epoch {} -> live epoch {}",
+            before.seq + 3,
+            before.seq
+        )]
+    );
+    assert_eq!(r.accepted.len(), 1, "{:?}", r.accepted);
+    assert!(r.left.is_empty() && r.forgotten_ids.is_empty());
+    assert!(pool.check_report().ok());
+    drop(pool);
+    // Opens normally now, reads the restored contents, writes on.
+    let pool = Pool::open_with(&path, Access::ReadWrite, with_state(dir.path())).unwrap();
+    let h = pool.open_object("obj", Perm::Write, Some(KEY)).unwrap();
+    let mut page = vec![0u8; PAGE];
+    h.read(0, &mut page).unwrap();
+    assert_eq!(page, vec![1u8; PAGE], "the restored state");
+    let restored = std::fs::read(&path).unwrap();
+    h.stage(1, &[7; PAGE]).unwrap();
+    h.psync().unwrap();
+    drop(h);
+    drop(pool);
+    // Rolling back past the accepted point is refused again.
+    std::fs::write(&path, &restored).unwrap();
+    let e = Pool::open_with(&path, Access::ReadOnly, with_state(dir.path())).unwrap_err();
+    assert!(matches!(e, PmoError::PoolRolledBack { epochs: 1, .. }), "{e}");
+}
+
 /// Finding 2: a changed pool id, or an object copied from another pool.
 #[test]
 fn changed_pool_id_quarantines_every_object() {
