@@ -79,7 +79,7 @@ pub use backing::{BackingError, BackingErrorKind, CacheIdentity, PageBacking};
 pub use crypto::{read_key_file, KdfParams, KeyBytes, MIN_KEY_LEN};
 pub use error::{PmoError, Result};
 pub use medium::{CrashPoint, Durability};
-pub use object::{ObjectHandle, Perm};
+pub use object::{AuthTime, ObjectHandle, Perm};
 pub use pool::{
     AcceptReport, Access, CheckReport, ObjectCheck, ObjectInfo, Pool, PoolInfo, PoolOptions, RepairReport,
     VerifyReport, MIN_POOL_SIZE,

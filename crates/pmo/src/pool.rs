@@ -1645,7 +1645,7 @@ impl PoolInner {
         body: &[u8],
         mac: &[u8; 32],
         new_frames: &mut Vec<u64>,
-    ) -> Result<(Vec<u64>, u64, [u8; 16], u32)> {
+    ) -> Result<(Vec<u64>, u64, [u8; 16], u32, u64)> {
         let blob_len = body.len() + mac.len();
         let tables = (body.len() - crate::layout::ROOT_FIXED) / crate::layout::ROOT_TABLE;
         let nframes = Root::frames_for(tables);
@@ -1663,16 +1663,18 @@ impl PoolInner {
         let off = 8 + 8 * (nframes - 1);
         stored[off..off + body.len()].copy_from_slice(body);
         stored[off + body.len()..off + blob_len].copy_from_slice(mac);
+        let t0 = std::time::Instant::now();
         let sha: [u8; 16] = sha256(&[&stored[..off + blob_len]])[..16]
             .try_into()
             .expect("16");
+        let hash_ns = t0.elapsed().as_nanos() as u64;
         for (i, &f) in frames.iter().enumerate() {
             self.frame_mut(f)
                 .copy_from_slice(&stored[i * PAGE..(i + 1) * PAGE]);
             self.medium.persist(f as usize * PAGE, PAGE);
         }
         let first = frames[0];
-        Ok((frames, first, sha, blob_len as u32))
+        Ok((frames, first, sha, blob_len as u32, hash_ns))
     }
 
     /// The atomic update: write record `which` of `slot` and make it durable.
@@ -1844,7 +1846,7 @@ impl PoolInner {
         };
         let mut new_frames = Vec::new();
         let written = self.write_root(name, &body, &mac, &mut new_frames);
-        let (root_frames, root_pfn, root_sha, root_len) = match written {
+        let (root_frames, root_pfn, root_sha, root_len, _) = match written {
             Ok(w) => w,
             Err(e) => {
                 self.free_frames(&new_frames);
