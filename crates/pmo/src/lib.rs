@@ -10,7 +10,7 @@
 //! The seed's primitives: [`Pool::pcreate`], [`Pool::attach`] (map the
 //! whole object at its fixed virtual address), [`Attachment::psync`],
 //! [`Attachment::detach`] and [`Pool::pdestroy`]. Two halves meet at the
-//! [`PageBacking`] trait:
+//! [`PageBacking`] trait (failures typed by kind: [`BackingError`]):
 //!
 //! - **storage** ([`Pool`], [`ObjectHandle`]): **security** — the user's
 //!   key stretched with Argon2id (bounded parameters) and never stored (a
@@ -25,7 +25,10 @@
 //!   **Freshness** beyond the file: an optional [`state`] store refuses
 //!   rolled-back pools and objects. **Availability**: damaged objects are
 //!   quarantined, the rest of the pool opens ([`Pool::check_report`],
-//!   [`Pool::repair`]). **Crash consistency** — psync writes new page
+//!   [`Pool::repair`]); a restore made on purpose is accepted with
+//!   [`Pool::accept_rollback`]; a pool file truncated by another process
+//!   while open is an error naming pool and offset
+//!   ([`PmoError::TruncatedWhileOpen`]), not a SIGBUS. **Crash consistency** — psync writes new page
 //!   versions, new table pages and a new root out of place, then flips one
 //!   64-byte directory record (a shadow pair, written in three ordered
 //!   steps so a torn write is provably one), ordered with cache-line

@@ -210,3 +210,60 @@ fn faults_of_an_attachment_over_a_truncated_pool_are_refused_naming_pool_and_off
         }
     }
 }
+
+const CHILD_ENV: &str = "NVMOS_PMO_FOREIGN_SIGBUS_CHILD";
+
+#[test]
+fn foreign_sigbus_child() {
+    // Runs only as the child of the test below: with a pool open (the
+    // guard installed), fault past the end of a file that is not a pool.
+    let Some(dir) = std::env::var_os(CHILD_ENV) else {
+        return;
+    };
+    let dir = PathBuf::from(dir);
+    let _pool = Pool::open(&dir.join("pool"), Access::ReadOnly).unwrap();
+    let other = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(dir.join("other"))
+        .unwrap();
+    other.set_len(PAGE as u64).unwrap();
+    use std::os::fd::AsRawFd;
+    // SAFETY: a shared mapping of our own file; the read below faults
+    // once the file is shortened, which is the point.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            PAGE,
+            libc::PROT_READ,
+            libc::MAP_SHARED,
+            other.as_raw_fd(),
+            0,
+        )
+    };
+    assert_ne!(p, libc::MAP_FAILED);
+    other.set_len(0).unwrap();
+    let v = unsafe { std::ptr::read_volatile(p as *const u8) };
+    // Reaching here means the guard swallowed a fault that was not its own.
+    println!("read {v}");
+    std::process::exit(0);
+}
+
+/// The guard handles faults in pool mappings only: a SIGBUS anywhere else
+/// (here a truncated file that is not a pool) still ends the process with
+/// SIGBUS, as it would without nvmos.
+#[test]
+fn a_sigbus_outside_any_pool_still_ends_the_process() {
+    use std::os::unix::process::ExitStatusExt;
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    Pool::create(&dir.path().join("pool"), POOL_BYTES).unwrap();
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "foreign_sigbus_child", "--nocapture", "--test-threads=1"])
+        .env(CHILD_ENV, dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.signal(), Some(libc::SIGBUS), "{out:?}");
+}
