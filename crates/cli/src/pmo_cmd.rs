@@ -407,7 +407,9 @@ pub fn run(args: PmoArgs) -> Result<()> {
                         println!("accepted: {m}");
                     }
                     for id in &a.forgotten_ids {
-                        println!("state store: dropped pool {id:016x}, which was at this path before");
+                        println!(
+                            "state store: dropped pool {id:016x}, which was at this path before"
+                        );
                     }
                     for c in &a.rebased {
                         println!("state store: {c}");

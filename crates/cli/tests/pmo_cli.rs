@@ -580,7 +580,9 @@ fn repair_accept_rollback_rebases_the_state_store() {
     err(&nvmos(d, &args(&P, &["repair"])));
     let out = ok(&nvmos(d, &args(&P, &["repair", "--accept-rollback"])));
     assert!(
-        out.contains("accepted: object \"obj\" (slot 0) by 1 epochs (state store has epoch 3, the pool 2)"),
+        out.contains(
+            "accepted: object \"obj\" (slot 0) by 1 epochs (state store has epoch 3, the pool 2)"
+        ),
         "{out}"
     );
     assert!(
@@ -591,7 +593,10 @@ fn repair_accept_rollback_rebases_the_state_store() {
         out.contains("accepted the restore: 1 slots re-based, 1 epochs back"),
         "{out}"
     );
-    ok(&nvmos(d, &args(&P, &["verify", "obj", "--key-file", "key"])));
+    ok(&nvmos(
+        d,
+        &args(&P, &["verify", "obj", "--key-file", "key"]),
+    ));
     ok(&nvmos(d, &args(&P, &["check"])));
     let accepted = std::fs::read(d.join("pool")).unwrap();
     ok(&nvmos(

@@ -116,6 +116,11 @@ enum NvmosPmoStatus
    * A relocatable offset of another object was resolved in this one.
    */
   NVMOS_PMO_STATUS_WRONG_OBJECT = 22,
+  /**
+   * The pool file was truncated (by another process) while it was open:
+   * the operation is refused and nothing after the fault was committed.
+   */
+  NVMOS_PMO_STATUS_TRUNCATED = 23,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L

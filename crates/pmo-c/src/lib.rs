@@ -65,8 +65,8 @@ use std::path::Path;
 
 use nvmos_pmo::attach::predict::PredictorKind;
 use nvmos_pmo::{
-    Access, AttachError, Attachment, BackingErrorKind, KdfParams, Mode, POff, POffError, Perm, PmoError, Pool,
-    PoolOptions,
+    Access, AttachError, Attachment, BackingErrorKind, KdfParams, Mode, POff, POffError, Perm,
+    PmoError, Pool, PoolOptions,
 };
 
 /// What a call returned. 0 is success; every other value names a kind of

@@ -73,8 +73,8 @@ pub mod layout;
 pub mod medium;
 mod object;
 mod pool;
-mod sigbus;
 pub mod pptr;
+mod sigbus;
 pub mod state;
 
 pub use attach::{AttachError, AttachStats, Attachment, Mode};
@@ -84,7 +84,7 @@ pub use error::{PmoError, Result};
 pub use medium::{CrashPoint, Durability};
 pub use object::{AuthTime, ObjectHandle, Perm};
 pub use pool::{
-    AcceptReport, Access, CheckReport, ObjectCheck, ObjectInfo, Pool, PoolInfo, PoolOptions, RepairReport,
-    VerifyReport, MIN_POOL_SIZE,
+    AcceptReport, Access, CheckReport, ObjectCheck, ObjectInfo, Pool, PoolInfo, PoolOptions,
+    RepairReport, VerifyReport, MIN_POOL_SIZE,
 };
 pub use pptr::{POff, POffError, PPtr};

@@ -152,13 +152,12 @@ impl Medium {
             path: path.to_owned(),
             source,
         })?;
-        let guard = crate::sigbus::register(map.as_ptr() as usize, len).map_err(|e| {
-            PmoError::Io {
+        let guard =
+            crate::sigbus::register(map.as_ptr() as usize, len).map_err(|e| PmoError::Io {
                 op: "guarding the mapping of",
                 path: path.to_owned(),
                 source: std::io::Error::other(e.to_string()),
-            }
-        })?;
+            })?;
         let file = file.try_clone().map_err(|source| PmoError::Io {
             op: "duplicating the descriptor of",
             path: path.to_owned(),

@@ -410,9 +410,7 @@ impl Pool {
             mismatches: Mutex::new(Vec::new()),
         };
         // A truncation while loading turns whatever was read into its error.
-        inner
-            .medium
-            .guarded(inner.load_directory())?;
+        inner.medium.guarded(inner.load_directory())?;
         inner.check_freshness(opts.tolerate_state_mismatch)?;
         Ok(Pool {
             inner: Arc::new(inner),
@@ -830,7 +828,10 @@ impl Pool {
                         None => "none".to_string(),
                         Some(r) => format!("{:?} epoch {}", r.kind, r.epoch).to_lowercase(),
                     };
-                    let (a, b) = (old.map_or(0, |r| r.epoch), new.as_ref().map_or(0, |r| r.epoch));
+                    let (a, b) = (
+                        old.map_or(0, |r| r.epoch),
+                        new.as_ref().map_or(0, |r| r.epoch),
+                    );
                     report.epochs_back += a.saturating_sub(b);
                     report.rebased.push(format!(
                         "object {name:?} (slot {i}): {} -> {}",
@@ -843,7 +844,9 @@ impl Pool {
                 }
             }
         }
-        store.update(id, &abs, |st| st.slots = slots, &|| inner.medium.crash_hook())?;
+        store.update(id, &abs, |st| st.slots = slots, &|| {
+            inner.medium.crash_hook()
+        })?;
         inner.mismatches.lock().clear();
         Ok(report)
     }
@@ -1645,7 +1648,7 @@ impl PoolInner {
         body: &[u8],
         mac: &[u8; 32],
         new_frames: &mut Vec<u64>,
-    ) -> Result<(Vec<u64>, u64, [u8; 16], u32, u64)> {
+    ) -> Result<WrittenRoot> {
         let blob_len = body.len() + mac.len();
         let tables = (body.len() - crate::layout::ROOT_FIXED) / crate::layout::ROOT_TABLE;
         let nframes = Root::frames_for(tables);
@@ -1960,3 +1963,8 @@ fn check_name(name: &str) -> Result<()> {
     }
     Ok(())
 }
+
+/// What `write_root` wrote: its frames, the first one (named by the
+/// record), the stored root's hash (held by the record), its length, and
+/// the nanoseconds that hash took (psync's authentication time).
+type WrittenRoot = (Vec<u64>, u64, [u8; 16], u32, u64);

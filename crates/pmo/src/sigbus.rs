@@ -192,8 +192,7 @@ extern "C" fn handler(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut li
             if p == libc::MAP_FAILED {
                 break; // cannot patch: the signal takes its course
             }
-            s.fault
-                .fetch_min((addr - start) as u64, Ordering::AcqRel);
+            s.fault.fetch_min((addr - start) as u64, Ordering::AcqRel);
             *libc::__errno_location() = errno;
             return;
         }

@@ -307,7 +307,10 @@ fn accepted_restore_rebases_the_store_and_later_rollbacks_are_still_refused() {
     // Rolling back past the accepted point is refused again.
     std::fs::write(&path, &restored).unwrap();
     let e = Pool::open_with(&path, Access::ReadOnly, with_state(dir.path())).unwrap_err();
-    assert!(matches!(e, PmoError::PoolRolledBack { epochs: 1, .. }), "{e}");
+    assert!(
+        matches!(e, PmoError::PoolRolledBack { epochs: 1, .. }),
+        "{e}"
+    );
 }
 
 /// Finding 2: a changed pool id, or an object copied from another pool.

@@ -165,7 +165,10 @@ fn metadata_reads_and_psync_on_a_truncated_pool_are_refused_and_commit_nothing()
 #[test]
 fn faults_of_an_attachment_over_a_truncated_pool_are_refused_naming_pool_and_offset() {
     let _serial = serial();
-    for (i, mode) in [Mode::DecryptAtFault, Mode::DramCache].into_iter().enumerate() {
+    for (i, mode) in [Mode::DecryptAtFault, Mode::DramCache]
+        .into_iter()
+        .enumerate()
+    {
         for dir in folders() {
             let path = setup(dir.path());
             let pool = Pool::open_with(&path, Access::ReadWrite, opts(dir.path())).unwrap();
@@ -187,7 +190,10 @@ fn faults_of_an_attachment_over_a_truncated_pool_are_refused_naming_pool_and_off
             assert_eq!(errno, Some(libc::EFAULT));
             let e = a.fault_error().expect("the failure is recorded");
             let AttachError::FaultFailed {
-                page, kind, message, ..
+                page,
+                kind,
+                message,
+                ..
             } = &e
             else {
                 panic!("{e:?}");
@@ -261,7 +267,12 @@ fn a_sigbus_outside_any_pool_still_ends_the_process() {
     let dir = tempfile::tempdir().unwrap();
     Pool::create(&dir.path().join("pool"), POOL_BYTES).unwrap();
     let out = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "foreign_sigbus_child", "--nocapture", "--test-threads=1"])
+        .args([
+            "--exact",
+            "foreign_sigbus_child",
+            "--nocapture",
+            "--test-threads=1",
+        ])
         .env(CHILD_ENV, dir.path())
         .output()
         .unwrap();
