@@ -286,14 +286,14 @@ fn bytes_written_and_psynced_are_there_after_reopen() {
 
 #[test]
 fn strerror_names_every_code_and_last_error_is_per_thread() {
-    for code in 0..=22 {
-        let status = NvmosPmoStatus::from_code(code).expect("codes 0..=22 exist");
+    for code in 0..=23 {
+        let status = NvmosPmoStatus::from_code(code).expect("codes 0..=23 exist");
         assert_eq!(status as i32, code);
         // SAFETY: a static NUL-terminated string.
         let s = unsafe { CStr::from_ptr(nvmos_pmo_strerror(code)) };
         assert_ne!(s.to_str().unwrap(), "unknown status code", "code {code}");
     }
-    for code in [-1, 23, i32::MAX] {
+    for code in [-1, 24, i32::MAX] {
         assert!(NvmosPmoStatus::from_code(code).is_none());
         // SAFETY: as above.
         let s = unsafe { CStr::from_ptr(nvmos_pmo_strerror(code)) };
