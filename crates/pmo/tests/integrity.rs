@@ -387,6 +387,39 @@ fn flipped_bit_in_a_plain_page_is_caught() {
     assert_eq!(c.objects[1].status, "1 pages fail their hash: [1]");
 }
 
+/// Across the `PageBacking` seam a failure keeps its kind: a tampered page
+/// is `Integrity`, a write to a read-only handle or a page past the end is
+/// `Invalid`, and the pool's own error is still there to downcast.
+#[test]
+fn backing_errors_are_typed_by_kind() {
+    use nvmos_pmo::{BackingErrorKind, PageBacking};
+    let dir = tempfile::tempdir().unwrap();
+    let path = setup(dir.path());
+    let frame = {
+        let pool = Pool::open(&path, Access::ReadOnly).unwrap();
+        let h = pool.open_object("obj", Perm::Read, Some(KEY)).unwrap();
+        h.page_location(2).unwrap().0.unwrap()
+    };
+    patch(&path, frame * PAGE as u64 + 7, &[0xFF]);
+    let pool = Pool::open(&path, Access::ReadOnly).unwrap();
+    let h = pool.open_object("obj", Perm::Read, Some(KEY)).unwrap();
+    let mut page = vec![0u8; PAGE];
+    let e = PageBacking::read_page(&h, 2, &mut page).unwrap_err();
+    assert_eq!(e.kind(), BackingErrorKind::Integrity);
+    assert!(matches!(
+        e.get_ref().downcast_ref::<PmoError>(),
+        Some(PmoError::PageAuth { page: 2, .. })
+    ));
+    assert_eq!(
+        e.to_string(),
+        "object \"obj\" page 2: authentication failed (page tampered with, swapped, moved or rolled back)"
+    );
+    let e = PageBacking::stage_page(&h, 0, &page).unwrap_err();
+    assert_eq!(e.kind(), BackingErrorKind::Invalid);
+    let e = PageBacking::read_page(&h, 8, &mut page).unwrap_err();
+    assert_eq!(e.kind(), BackingErrorKind::Invalid, "{e}");
+}
+
 /// Finding 5: KDF parameters are bounded before use (no 100 % CPU spin).
 #[test]
 fn unbounded_kdf_parameters_are_refused_before_use() {
