@@ -379,3 +379,70 @@ fn relocatable_offsets_resolve_only_in_their_object() {
         nvmos_pmo_pool_close(f.pool);
     }
 }
+
+/// A pool truncated under an open through the C API: the
+/// next call that reads it returns `NVMOS_PMO_STATUS_TRUNCATED` with a
+/// message naming the pool and offset (not a SIGBUS).
+#[test]
+fn a_pool_truncated_while_open_is_the_truncated_status() {
+    let f = pool_with_object("obj");
+    let path = f.path.to_str().unwrap().to_string();
+    // Write every page once, so the object has page tables in the pool.
+    // SAFETY: valid pool, strings, key, buffer and out-pointers.
+    unsafe {
+        let mut w = null_mut();
+        assert_eq!(
+            nvmos_pmo_attach(
+                f.pool,
+                c"obj".as_ptr(),
+                1,
+                KEY.as_ptr(),
+                KEY.len(),
+                1,
+                0,
+                &mut w
+            ),
+            S::Ok
+        );
+        let data = [7u8; 3 * 4096];
+        assert_eq!(
+            nvmos_pmo_write(w, 0, data.as_ptr().cast(), data.len()),
+            S::Ok
+        );
+        assert_eq!(nvmos_pmo_detach(w), S::Ok);
+    }
+    // Through another open file description, as another process would
+    // (no child process: one spawned here would hold, until its exec, the
+    // descriptors and so the pool locks of the tests running beside).
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_len(36864)
+        .unwrap();
+    let mut a = null_mut();
+    // SAFETY: valid pool, strings, key and out-pointer.
+    unsafe {
+        assert_eq!(
+            nvmos_pmo_attach(
+                f.pool,
+                c"obj".as_ptr(),
+                0,
+                KEY.as_ptr(),
+                KEY.len(),
+                1,
+                0,
+                &mut a
+            ),
+            S::Truncated
+        );
+        nvmos_pmo_pool_close(f.pool);
+    }
+    let e = last_error();
+    assert!(
+        e.starts_with(&format!(
+            "pool {path} was truncated to 36864 bytes while open (it is 4194304 bytes): access at offset "
+        )),
+        "{e}"
+    );
+}
