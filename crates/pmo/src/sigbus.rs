@@ -10,7 +10,9 @@
 //!
 //! - Every [`Medium`](crate::medium::Medium) registers its mapping's range
 //!   here (a fixed table of atomics, readable from a signal handler).
-//! - A process-wide `SA_SIGINFO` handler for SIGBUS looks the faulting
+//! - A process-wide `SA_SIGINFO` handler for SIGBUS with `BUS_ADRERR`
+//!   (access past the end of a file; a media error on DAX memory is
+//!   `BUS_MCEERR_*` and is not taken for a truncation) looks the faulting
 //!   address up. Inside a registered range it maps anonymous zero pages
 //!   over the rest of that mapping (`MAP_FIXED`, from the faulting page to
 //!   the end: past the file's end every page faults alike), records the
@@ -169,6 +171,13 @@ extern "C" fn handler(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut li
     // errno is thread-local and restored before returning.
     unsafe {
         let errno = *libc::__errno_location();
+        // Only "nonexistent physical address" (past the end of the file) is
+        // ours; a media error on a DAX pool (BUS_MCEERR_AR/AO) and anything
+        // else go on as before.
+        if (*info).si_code != libc::BUS_ADRERR {
+            pass_on(sig, info, ctx);
+            return;
+        }
         let addr = (*info).si_addr() as usize;
         let page = PAGE_SIZE.load(Ordering::Relaxed);
         for s in REGISTRY.iter() {
