@@ -411,7 +411,10 @@ impl<M: AsRef<[u8]>> Heap<M> {
 
     /// The allocated block whose payload starts at `offset`.
     fn allocated(&self, offset: u64) -> Result<(u64, u64, u64, u32), HeapError> {
-        if !offset.is_multiple_of(ALIGN) || offset < HEADER_SIZE + BLOCK_HEADER || offset >= self.end {
+        if !offset.is_multiple_of(ALIGN)
+            || offset < HEADER_SIZE + BLOCK_HEADER
+            || offset >= self.end
+        {
             return Err(HeapError::InvalidOffset {
                 offset,
                 why: "not a block payload offset of this heap",
