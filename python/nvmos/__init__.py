@@ -11,7 +11,17 @@ machine's cores or on a Ray cluster.
 The engine is the Rust workspace's (``nvmos._nvmos``, built with PyO3);
 numbers are the CLI's to the bit. Errors are ``NvmosError`` subclasses
 carrying the Rust error's message: ``TraceFileError`` (with ``path``,
-``line``, ``offset``), ``OptionsError``, ``StudyError``, ``SweepError``.
+``line``, ``offset``), ``OptionsError``, ``StudyError``, ``SweepError``,
+``PmoError``.
+
+Persistent memory objects (seed 001) with a heap inside each:
+
+>>> pool = nvmos.Pool.create("/dev/shm/p.pool", 16 << 20)       # doctest: +SKIP
+>>> pool.pcreate("grid", 1 << 20, key=b"a long passphrase")     # doctest: +SKIP
+>>> with pool.attach("grid", key=b"a long passphrase", write=True) as a:  # doctest: +SKIP
+...     cells = a.buffer[4096:].view("float64")   # numpy, no copy
+...     cells[:] = 1.0
+...     del cells                                  # detach refuses while arrays live
 """
 
 from ._api import (
@@ -37,10 +47,12 @@ from ._api import (
     trace_files,
     wear,
 )
-from ._nvmos import __version__
+from ._nvmos import MappingOwner, PmoAttachment, PmoError, __version__
+from ._nvmos import PmoPool as Pool
 from ._sweep import TIMING_COLUMNS, Sweep, SweepError, sweep
 
 __all__ = [
+    "MappingOwner", "PmoAttachment", "PmoError", "Pool",
     "AS_RECORDED", "ENDURANCES", "EVALUATE_COLUMNS", "NvmosError", "OptionsError", "Result",
     "StudyError", "Sweep", "SweepError", "TIMING_COLUMNS", "Trace", "TraceFileError", "Wear",
     "__version__", "allocators", "banks", "evaluate", "evaluation_frame", "machine_presets",

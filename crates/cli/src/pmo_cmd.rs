@@ -80,6 +80,29 @@ enum PmoCommand {
         /// The object's name.
         name: String,
     },
+    /// Show an object's bytes as a hex dump (offset, 16 bytes, ASCII), as
+    /// pmempool dump; identical lines are folded into one `*`.
+    Dump {
+        /// The object's name.
+        name: String,
+        /// First byte shown.
+        #[arg(long, default_value_t = 0)]
+        offset: u64,
+        /// Bytes shown (default: to the end of the object).
+        #[arg(long)]
+        length: Option<u64>,
+    },
+    /// Objects with their size, encryption, epoch and pages written; with
+    /// --stats also each object's heap (allocated and free bytes and
+    /// blocks, largest free block, fragmentation) where a heap is
+    /// formatted in it and the key (--key-file) opens it.
+    Info {
+        /// Only this object.
+        name: Option<String>,
+        /// Open each object and report its heap.
+        #[arg(long)]
+        stats: bool,
+    },
     /// Check the key, the root (MAC and epoch), every page-table page and
     /// every page; fails if anything does not check.
     Verify {
@@ -87,6 +110,7 @@ enum PmoCommand {
         name: String,
     },
     /// Delete the object (pdestroy) and give its frames back.
+    #[command(alias = "rm")]
     Destroy {
         /// The object's name.
         name: String,
@@ -159,6 +183,8 @@ pub fn run(args: PmoArgs) -> Result<()> {
     let access = match args.command {
         PmoCommand::Ls
         | PmoCommand::Read { .. }
+        | PmoCommand::Dump { .. }
+        | PmoCommand::Info { .. }
         | PmoCommand::Verify { .. }
         | PmoCommand::Check
         | PmoCommand::Pool { .. } => Access::ReadOnly,
@@ -315,6 +341,72 @@ pub fn run(args: PmoArgs) -> Result<()> {
             out.write_all(&bytes).context("writing standard output")?;
             out.flush().context("writing standard output")?;
         }
+        PmoCommand::Dump {
+            name,
+            offset,
+            length,
+        } => {
+            let key = key_for_object(&pool, args.key_file.as_deref(), name)?;
+            let h = pool.open_object(name, Perm::Read, key.as_deref())?;
+            let bytes = h.read_all()?;
+            let size = bytes.len() as u64;
+            if *offset > size {
+                bail!("--offset {offset}: object {name:?} has {size} bytes");
+            }
+            let end = length.map_or(size, |l| offset.saturating_add(l).min(size));
+            let mut out = std::io::stdout().lock();
+            hex_dump(&mut out, &bytes[*offset as usize..end as usize], *offset)
+                .context("writing standard output")?;
+        }
+        PmoCommand::Info { name, stats } => {
+            let objects: Vec<_> = pool
+                .list()
+                .into_iter()
+                .filter(|o| name.as_ref().is_none_or(|n| *n == o.name))
+                .collect();
+            if let Some(n) = name {
+                if objects.is_empty() {
+                    bail!("no object named {n:?} in {}", path.display());
+                }
+            }
+            let key = match (args.key_file.as_deref(), *stats) {
+                (Some(f), true) => Some(nvmos_pmo::read_key_file(f).map_err(anyhow::Error::msg)?),
+                _ => None,
+            };
+            let mut rows = Vec::new();
+            for o in &objects {
+                let heap = if !*stats {
+                    serde_json::Value::Null
+                } else {
+                    heap_stats(&pool, o, key.as_deref().map(|k| &k[..]))
+                };
+                rows.push(serde_json::json!({"object": o, "heap": heap}));
+            }
+            if args.json {
+                println!("{}", serde_json::to_string_pretty(&rows)?);
+            } else {
+                for (o, row) in objects.iter().zip(&rows) {
+                    println!(
+                        "{}: {} bytes, {}, epoch {}, {} pages written",
+                        o.name,
+                        o.size,
+                        if o.encrypted { "encrypted" } else { "plain" },
+                        o.epoch,
+                        o.pages_written
+                    );
+                    let h = &row["heap"];
+                    if let Some(why) = h.get("none").and_then(|v| v.as_str()) {
+                        println!("  heap: none ({why})");
+                    } else if !h.is_null() {
+                        println!(
+                            "  heap: {} blocks / {} bytes allocated, {} free blocks / {} bytes free, largest free {}, fragmentation {:.3}, metadata {} bytes",
+                            h["allocated_blocks"], h["allocated_bytes"], h["free_blocks"], h["free_bytes"],
+                            h["largest_free"], h["fragmentation"].as_f64().unwrap_or(f64::NAN), h["metadata_bytes"]
+                        );
+                    }
+                }
+            }
+        }
         PmoCommand::Verify { name } => {
             let key = key_for_object(&pool, args.key_file.as_deref(), name)?;
             let report = pool.verify(name, key.as_deref())?;
@@ -449,6 +541,70 @@ pub fn run(args: PmoArgs) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// An object's heap statistics as JSON, or `{"none": why}` when it has
+/// no heap or cannot be opened with the key given.
+fn heap_stats(pool: &Pool, o: &nvmos_pmo::ObjectInfo, key: Option<&[u8]>) -> serde_json::Value {
+    let none = |why: String| serde_json::json!({ "none": why });
+    let key = if o.encrypted {
+        match key {
+            Some(k) => Some(k),
+            None => return none("encrypted; give --key-file to open it".into()),
+        }
+    } else {
+        None
+    };
+    let bytes = match pool
+        .open_object(&o.name, Perm::Read, key)
+        .and_then(|h| h.read_all())
+    {
+        Ok(b) => b,
+        Err(e) => return none(format!("{e}")),
+    };
+    if !nvmos_pmo::heap::Heap::<&[u8]>::is_formatted(&bytes) {
+        return none("no heap formatted in it".into());
+    }
+    match nvmos_pmo::heap::Heap::open(&bytes[..]).and_then(|h| h.check()) {
+        Ok(s) => serde_json::to_value(s).unwrap_or_default(),
+        Err(e) => none(format!("heap damaged: {e}")),
+    }
+}
+
+/// `pmempool dump`'s hex format: offset, 16 bytes in hex, their ASCII;
+/// a run of lines equal to the one before is printed once as `*`.
+fn hex_dump(out: &mut impl Write, bytes: &[u8], base: u64) -> std::io::Result<()> {
+    let mut previous: Option<&[u8]> = None;
+    let mut folded = false;
+    for (i, line) in bytes.chunks(16).enumerate() {
+        if previous == Some(line) && line.len() == 16 {
+            if !folded {
+                writeln!(out, "*")?;
+                folded = true;
+            }
+            continue;
+        }
+        folded = false;
+        previous = Some(line);
+        let hex: Vec<String> = line.iter().map(|b| format!("{b:02x}")).collect();
+        let ascii: String = line
+            .iter()
+            .map(|&b| {
+                if b.is_ascii_graphic() || b == b' ' {
+                    b as char
+                } else {
+                    '.'
+                }
+            })
+            .collect();
+        writeln!(
+            out,
+            "{:08x}  {:<47}  |{ascii}|",
+            base + 16 * i as u64,
+            hex.join(" ")
+        )?;
+    }
+    writeln!(out, "{:08x}", base + bytes.len() as u64)
 }
 
 fn state_dir(given: Option<&Path>) -> Result<PathBuf> {

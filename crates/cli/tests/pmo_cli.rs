@@ -684,4 +684,106 @@ fn truncating_the_pool_under_a_running_read_is_a_clear_error() {
         e.ends_with(" is past its end; nothing after it was committed\n"),
         "{e}"
     );
+
+#[test]
+fn dump_info_stats_and_rm() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let data = setup(d);
+    let key = ["--key-file", "key"];
+    // dump: pmempool's hex format from the offset asked for.
+    let out = ok(&nvmos(
+        d,
+        &args(
+            &[
+                "pmo", "--pool", "pool", "dump", "obj", "--offset", "16", "--length", "40",
+            ],
+            &key,
+        ),
+    ));
+    let lines: Vec<&str> = out.lines().collect();
+    let hex: Vec<String> = data[16..32].iter().map(|b| format!("{b:02x}")).collect();
+    assert!(
+        lines[0].starts_with(&format!("00000010  {}", hex.join(" "))),
+        "{out}"
+    );
+    assert_eq!(lines.last().unwrap(), &format!("{:08x}", 56), "{out}");
+    assert_eq!(lines.len(), 4, "{out}");
+    // The tail of the object is zeros: folded into one `*`.
+    let out = ok(&nvmos(
+        d,
+        &args(&["pmo", "--pool", "pool", "dump", "obj"], &key),
+    ));
+    assert!(out.lines().any(|l| l == "*"), "{out}");
+    let e = err(&nvmos(
+        d,
+        &args(
+            &[
+                "pmo", "--pool", "pool", "dump", "obj", "--offset", "99999999",
+            ],
+            &key,
+        ),
+    ));
+    assert!(
+        e.contains("--offset 99999999") && e.contains("32768 bytes"),
+        "{e}"
+    );
+
+    // A second object holding a heap (formatted and filled in memory, then
+    // written): info --stats reports it; obj has none.
+    let mut image = vec![0u8; 32 << 10];
+    {
+        let mut heap = nvmos_pmo::heap::Heap::format(&mut image[..]).unwrap();
+        heap.root(64).unwrap();
+        for i in 0..10 {
+            heap.palloc(100 + i * 50, 1).unwrap();
+        }
+        let gap = heap.palloc(500, 2).unwrap();
+        heap.palloc(100, 2).unwrap();
+        heap.pfree(gap).unwrap();
+    }
+    std::fs::write(d.join("image"), &image).unwrap();
+    let mut create = vec![
+        "pmo", "--pool", "pool", "create", "heaped", "--size", "32KiB", "--plain",
+    ];
+    create.extend(FAST);
+    ok(&nvmos(d, &create));
+    ok(&nvmos(
+        d,
+        &["pmo", "--pool", "pool", "write", "heaped", "image"],
+    ));
+    let out = ok(&nvmos(
+        d,
+        &args(
+            &["pmo", "--pool", "pool", "info", "--stats", "--json"],
+            &key,
+        ),
+    ));
+    let rows: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let rows = rows.as_array().unwrap();
+    assert_eq!(rows.len(), 2);
+    let by = |n: &str| rows.iter().find(|r| r["object"]["name"] == n).unwrap();
+    assert_eq!(by("obj")["heap"]["none"], "no heap formatted in it");
+    let h = &by("heaped")["heap"];
+    assert_eq!(h["allocated_blocks"], 12, "{h}");
+    assert!(h["fragmentation"].as_f64().unwrap() > 0.0, "{h}");
+    // Without the key the encrypted object is named, not guessed at.
+    let out = ok(&nvmos(
+        d,
+        &["pmo", "--pool", "pool", "info", "obj", "--stats"],
+    ));
+    assert!(
+        out.contains("heap: none (encrypted; give --key-file"),
+        "{out}"
+    );
+    let e = err(&nvmos(d, &["pmo", "--pool", "pool", "info", "nothing"]));
+    assert!(e.contains("no object named \"nothing\""), "{e}");
+
+    // rm is pdestroy.
+    ok(&nvmos(
+        d,
+        &args(&["pmo", "--pool", "pool", "rm", "obj"], &key),
+    ));
+    let out = ok(&nvmos(d, &["pmo", "--pool", "pool", "ls"]));
+    assert!(!out.contains("obj ") && out.contains("heaped"), "{out}");
 }

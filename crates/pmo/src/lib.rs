@@ -68,6 +68,7 @@ pub mod attach;
 pub mod backing;
 pub mod crypto;
 pub mod error;
+pub mod heap;
 #[allow(missing_docs)] // format internals, described in the module text
 pub mod layout;
 pub mod medium;

@@ -104,6 +104,10 @@ fn the_example_program_keeps_its_list_across_processes() {
     run(&["push", "2"]);
     run(&["push", "3"]);
     assert_eq!(run(&["list"]).trim(), "3 2 1");
+    // Pop frees the node's heap block; a push reuses the space.
+    assert_eq!(run(&["pop"]).trim(), "3");
+    run(&["push", "4"]);
+    assert_eq!(run(&["list"]).trim(), "4 2 1");
     std::fs::write(&key, "the wrong passphrase").unwrap();
     let out = Command::new(&example)
         .arg(&pool)

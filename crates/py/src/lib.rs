@@ -23,6 +23,8 @@
 //! df[["allocator", "max", "lifetime_pct_of_ideal"]]
 //! ```
 
+mod pmo;
+
 use std::io::Cursor;
 use std::path::{Path, PathBuf};
 
@@ -777,6 +779,7 @@ fn _nvmos(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("OptionsError", py.get_type::<OptionsError>())?;
     m.add("StudyError", py.get_type::<StudyError>())?;
     m.add_class::<TraceBatches>()?;
+    pmo::register(m)?;
     m.add_function(wrap_pyfunction!(allocators, m)?)?;
     m.add_function(wrap_pyfunction!(as_recorded_name, m)?)?;
     m.add_function(wrap_pyfunction!(default_options, m)?)?;
