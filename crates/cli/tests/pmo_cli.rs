@@ -684,6 +684,7 @@ fn truncating_the_pool_under_a_running_read_is_a_clear_error() {
         e.ends_with(" is past its end; nothing after it was committed\n"),
         "{e}"
     );
+}
 
 #[test]
 fn dump_info_stats_and_rm() {
