@@ -34,6 +34,7 @@
 
 pub mod allocators;
 pub mod banks;
+pub mod bench_alloc;
 pub mod evaluate;
 pub mod horizon;
 pub mod levelling;

@@ -1,37 +1,108 @@
-//! The engine of `nvmos bench alloc`: seed 000's Table 2 on this machine.
+//! `bench alloc`: seed 000's Table 2 on this machine, as a study.
 //!
 //! Every cell (allocator, pattern, thread count) builds a fresh allocator
 //! for `threads` CPUs, runs the pattern with one thread per CPU (thread t
 //! names CPU t), and checks the allocator afterwards. Each round runs the
 //! pattern twice on fresh allocators: once timing every request with the
 //! TSC (the distribution: mean, sd, percentiles), once untimed (the
-//! amortized ns per request, the figure comparable to LLFree's). The
-//! engine never prints; it returns a [`Report`].
+//! amortized ns per request, the figure comparable to LLFree's).
+//!
+//! The rows are the registry's allocators ([`crate::AllocatorKind`]) and a
+//! peer that is not an nvmos allocator (`bsa`, through [`BenchTarget`]).
+//! The registry's capability flags decide what each runs: an allocator
+//! built for single frames ([`crate::Caps::single_frame`], M³) is not
+//! timed on `mixed` (orders up to 9 cost it O(2^order)); its cell is
+//! listed in [`BenchAlloc::skipped`] with the reason, never left out
+//! silently. The seed's comparison rows (`(c-e)/c`, `c/f`) and its two
+//! claims (lazy iBuddy 32% faster than lazy buddy; sd 1400 → 400 cycles)
+//! are data in the result ([`Comparison`], [`Check`]).
+//!
+//! ```no_run
+//! use nvmos_sim::bench_alloc::{self, BenchAllocOptions};
+//! use nvmos_sim::study::{Scale, Study};
+//!
+//! let mut options = bench_alloc::BenchAlloc::options(Scale::Quick);
+//! options.threads = vec![1, 2];
+//! let result = bench_alloc::run(&options, &mut |_| {})?;
+//! for check in &result.checks {
+//!     println!("{}: {:.2} {} (met: {})", check.what, check.measured, check.unit, check.met);
+//! }
+//! # Ok::<(), nvmos_sim::bench_alloc::BenchAllocError>(())
+//! ```
+
+mod target;
 
 use std::fmt;
 use std::str::FromStr;
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
-use anyhow::{anyhow, bail, ensure, Context, Result};
-use nvmos_frames::{AllocError, Order, MAX_CPUS};
+use nvmos_frames::{AllocError, Order, ValidationError, MAX_CPUS};
+use nvmos_measure::stats::{median_index, summarize, Summary};
+use nvmos_measure::timer::{ticks, Clock};
 use parking_lot::Mutex;
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-use nvmos_measure::stats::{median_index, summarize, Summary};
-use super::target::{AllocatorKind, BenchTarget, LockKind, TargetJob};
-use nvmos_measure::timer::{ticks, Clock};
+use crate::study::{Bound, Check, Progress, Scale, Study};
+use crate::AllocatorKind;
+pub use target::{BenchAllocator, BenchTarget, Bsa, LockKind, TargetJob};
 
-/// What to run.
-#[derive(Clone, Debug, Serialize)]
-pub struct Config {
+/// Seed 000's "performance improvement ratio (baseline: lazy buddy)" of
+/// lazy iBuddy: 32% (Table 2's `(c-e)/c`, average of six benchmarks).
+pub const SEED_LIS1_GAIN_PCT: f64 = 32.0;
+/// Seed 000's standard deviations: lazy buddy 1400 cycles, lazy iBuddy
+/// 400 cycles, a ratio of 3.5.
+pub const SEED_SD_RATIO: f64 = 1400.0 / 400.0;
+
+/// Why the benchmark could not run or finish.
+#[derive(Debug, thiserror::Error)]
+pub enum BenchAllocError {
+    /// The options cannot run; the message names the field.
+    #[error("{0}")]
+    Options(String),
+    /// The registry refused to build an allocator.
+    #[error("building {allocator} over {frames} frames for {cpus} cpus")]
+    Build {
+        allocator: &'static str,
+        frames: u64,
+        cpus: u32,
+        #[source]
+        source: nvmos_frames::ConfigError,
+    },
+    /// An allocator refused requests it should have served.
+    #[error("{cell}: the allocator refused {refused} requests it should have served; the first: {first}")]
+    Refused {
+        cell: String,
+        refused: u64,
+        first: AllocError,
+    },
+    /// An allocator's invariants did not hold after a pattern.
+    #[error("{cell}: validation after the pattern")]
+    Invalid {
+        cell: String,
+        #[source]
+        source: ValidationError,
+    },
+    /// Frames were still allocated after every block was freed.
+    #[error("{cell}: {held} frames still allocated after every block was freed")]
+    Leaked { cell: String, held: u64 },
+    /// A benchmark thread panicked.
+    #[error("{cell}: a benchmark thread panicked")]
+    Panicked { cell: String },
+}
+
+/// What to run. Serialised with every field; missing fields take the
+/// full-scale defaults.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct BenchAllocOptions {
     /// Memory managed, in 4 KiB frames, as one zone from pfn 0.
     pub frames: u64,
     /// Rows.
-    pub allocators: Vec<AllocatorKind>,
+    pub allocators: Vec<BenchAllocator>,
     /// Columns: thread counts, each also the allocator's CPU count.
     pub threads: Vec<u32>,
     /// Access patterns.
@@ -48,41 +119,116 @@ pub struct Config {
     pub lock: LockKind,
 }
 
-impl Config {
-    /// Refuse configurations that cannot run, naming the bad value.
-    pub fn check(&self) -> Result<()> {
-        ensure!(!self.allocators.is_empty(), "no allocator selected");
-        ensure!(!self.threads.is_empty(), "no thread count given");
-        ensure!(!self.patterns.is_empty(), "no pattern selected");
-        ensure!(
-            self.rounds >= 1,
-            "--rounds {} must be at least 1",
-            self.rounds
-        );
+impl Default for BenchAllocOptions {
+    /// The full run: 4 GiB, every registry allocator and the peer, 1 to 32
+    /// threads, every pattern, 3 rounds of 200 000 operations.
+    fn default() -> Self {
+        BenchAllocOptions {
+            frames: 4 << 18,
+            allocators: BenchAllocator::all(),
+            threads: vec![1, 2, 4, 8, 16, 32],
+            patterns: Pattern::ALL.to_vec(),
+            rounds: 3,
+            repeat: 200_000,
+            mixed_ops: 200_000,
+            seed: 42,
+            lock: LockKind::Spin,
+        }
+    }
+}
+
+impl BenchAllocOptions {
+    /// The options at `scale`: `Quick` is 1 GiB, one round, 20 000
+    /// `repeat` and `mixed` operations per thread.
+    pub fn at(scale: Scale) -> Self {
+        match scale {
+            Scale::Full => Self::default(),
+            Scale::Quick => BenchAllocOptions {
+                frames: 1 << 18,
+                rounds: 1,
+                repeat: 20_000,
+                mixed_ops: 20_000,
+                ..Self::default()
+            },
+        }
+    }
+
+    /// Refuse options that cannot run, naming the bad value.
+    pub fn check(&self) -> Result<(), BenchAllocError> {
+        let fail = |m: String| Err(BenchAllocError::Options(m));
+        if self.allocators.is_empty() {
+            return fail("allocators: no allocator selected".into());
+        }
+        if self.threads.is_empty() {
+            return fail("threads: no thread count given".into());
+        }
+        if self.patterns.is_empty() {
+            return fail("patterns: no pattern selected".into());
+        }
+        if self.rounds < 1 {
+            return fail(format!("rounds: {} must be at least 1", self.rounds));
+        }
+        if self.repeat < 1 || self.mixed_ops < 1 {
+            return fail("repeat, mixed_ops: at least one operation per thread".into());
+        }
         for &threads in &self.threads {
-            ensure!(
-                (1..=MAX_CPUS).contains(&threads),
-                "thread count {threads} is out of range 1..={MAX_CPUS}"
-            );
-            ensure!(
-                self.frames / 2 / u64::from(threads) >= 1,
-                "memory of {} frames is too small for {threads} threads: each needs at least 2 frames",
-                self.frames
-            );
+            if !(1..=MAX_CPUS).contains(&threads) {
+                return fail(format!(
+                    "threads: thread count {threads} is out of range 1..={MAX_CPUS}"
+                ));
+            }
+            if self.frames / 2 / u64::from(threads) < 1 {
+                return fail(format!(
+                    "memory of {} frames is too small for {threads} threads: each needs at least 2 frames",
+                    self.frames
+                ));
+            }
         }
         Ok(())
     }
 
+    /// The rows, thread counts and patterns with repeats removed (first
+    /// kept, order kept).
+    fn deduplicated(&self) -> BenchAllocOptions {
+        let mut o = self.clone();
+        dedup_in_order(&mut o.allocators);
+        dedup_in_order(&mut o.threads);
+        dedup_in_order(&mut o.patterns);
+        o
+    }
+
+    /// Whether `allocator` is timed on `pattern`, and why not.
+    pub fn skip_reason(allocator: BenchAllocator, pattern: Pattern) -> Option<&'static str> {
+        (pattern == Pattern::Mixed && allocator.caps().single_frame).then_some(
+            "built for single frames (registry caps.single_frame): mixed orders up to 9 cost it O(2^order) per request",
+        )
+    }
+
     /// Rounds to run in all: the length of a progress bar.
     pub fn steps(&self) -> u64 {
-        (self.allocators.len() * self.threads.len() * self.patterns.len()) as u64
-            * u64::from(self.rounds)
+        let o = self.deduplicated();
+        let cells = o
+            .patterns
+            .iter()
+            .flat_map(|&p| o.allocators.iter().map(move |&a| (a, p)))
+            .filter(|&(a, p)| Self::skip_reason(a, p).is_none())
+            .count();
+        (cells * o.threads.len()) as u64 * u64::from(o.rounds)
     }
+}
+
+fn dedup_in_order<T: PartialEq + Copy>(items: &mut Vec<T>) {
+    let mut seen = Vec::with_capacity(items.len());
+    items.retain(|item| {
+        let new = !seen.contains(item);
+        seen.push(*item);
+        new
+    });
 }
 
 /// How the threads use the allocator; all but `mixed` at order 0, as in
 /// LLFree's benchmark (luhsra/llfree-rs).
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Serialize)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Pattern {
     /// Each thread allocates its share of half of memory, then frees it.
@@ -106,7 +252,7 @@ impl Pattern {
         Pattern::Mixed,
     ];
 
-    /// The name `--patterns` takes.
+    /// The name options take.
     pub const fn name(self) -> &'static str {
         match self {
             Pattern::Bulk => "bulk",
@@ -144,7 +290,7 @@ impl FromStr for Pattern {
 }
 
 /// Allocation or free.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Op {
     /// `alloc`.
@@ -154,6 +300,9 @@ pub enum Op {
 }
 
 impl Op {
+    /// Both, in table order.
+    pub const BOTH: [Op; 2] = [Op::Alloc, Op::Free];
+
     /// `alloc` or `free`.
     pub const fn name(self) -> &'static str {
         match self {
@@ -194,7 +343,7 @@ pub struct OpResult {
 #[derive(Clone, Debug, Serialize)]
 pub struct CellResult {
     /// Row.
-    pub allocator: AllocatorKind,
+    pub allocator: BenchAllocator,
     /// Pattern.
     pub pattern: Pattern,
     /// Column: threads, and the allocator's CPUs.
@@ -203,6 +352,10 @@ pub struct CellResult {
     pub round: u32,
     /// The allocator's bookkeeping after the timed run, if it reports it.
     pub metadata_bytes: Option<u64>,
+    /// Whether the allocator checked its invariants after every pass
+    /// (`validate()` passed and no frame was left allocated); `false` for
+    /// the peer, which cannot check itself.
+    pub validated: bool,
     /// Allocations.
     pub alloc: OpResult,
     /// Frees.
@@ -219,22 +372,61 @@ impl CellResult {
     }
 }
 
-/// Everything a run measured.
+/// A cell the options asked for that was not timed, and why.
 #[derive(Clone, Debug, Serialize)]
-pub struct Report {
-    /// What was run.
-    pub config: Config,
-    /// The timer.
-    pub clock: Clock,
-    /// One per (pattern, allocator, threads), in that nesting.
-    pub cells: Vec<CellResult>,
+pub struct Skipped {
+    /// Row.
+    pub allocator: BenchAllocator,
+    /// Pattern.
+    pub pattern: Pattern,
+    /// Column.
+    pub threads: u32,
+    /// Why.
+    pub reason: String,
 }
 
-impl Report {
+/// Seed 000's bottom rows for one pattern, operation and thread count:
+/// LiS-1 against LBS-31 as `(c - e) / c`, LiS-31 against LBS-31 as the
+/// ratio `c / f` of the means and of the sds. `None` where a row was not
+/// run.
+#[derive(Clone, Debug, Serialize)]
+pub struct Comparison {
+    /// Pattern.
+    pub pattern: Pattern,
+    /// Operation.
+    pub op: Op,
+    /// Threads.
+    pub threads: u32,
+    /// `(c - e) / c` of the means, in percent.
+    pub lis1_gain_pct: Option<f64>,
+    /// `c / f` of the means.
+    pub lis31_mean_ratio: Option<f64>,
+    /// `c / f` of the standard deviations.
+    pub lis31_sd_ratio: Option<f64>,
+}
+
+/// Everything a run measured.
+#[derive(Clone, Debug, Serialize)]
+pub struct BenchAlloc {
+    /// What was run (rows, columns and patterns without repeats).
+    pub options: BenchAllocOptions,
+    /// The timer.
+    pub clock: Clock,
+    /// One per (pattern, allocator, threads) timed, in that nesting.
+    pub cells: Vec<CellResult>,
+    /// The cells asked for but not timed, with the reason.
+    pub skipped: Vec<Skipped>,
+    /// Seed 000's comparison rows, per pattern, operation and threads.
+    pub comparisons: Vec<Comparison>,
+    /// The seed's claims held against this run.
+    pub checks: Vec<Check>,
+}
+
+impl BenchAlloc {
     /// The cell for a row, pattern and column, if it was run.
     pub fn cell(
         &self,
-        allocator: AllocatorKind,
+        allocator: BenchAllocator,
         pattern: Pattern,
         threads: u32,
     ) -> Option<&CellResult> {
@@ -242,52 +434,168 @@ impl Report {
             .iter()
             .find(|c| c.allocator == allocator && c.pattern == pattern && c.threads == threads)
     }
+
+    /// Why a cell was not timed, if it was skipped.
+    pub fn skipped(
+        &self,
+        allocator: BenchAllocator,
+        pattern: Pattern,
+        threads: u32,
+    ) -> Option<&Skipped> {
+        self.skipped
+            .iter()
+            .find(|c| c.allocator == allocator && c.pattern == pattern && c.threads == threads)
+    }
 }
 
-/// Where the run is, for a progress bar.
-#[derive(Clone, Debug)]
-pub struct Step {
-    /// Row.
-    pub allocator: AllocatorKind,
-    /// Pattern.
-    pub pattern: Pattern,
-    /// Column.
-    pub threads: u32,
-    /// Round starting, 0-based.
-    pub round: u32,
+impl Study for BenchAlloc {
+    type Options = BenchAllocOptions;
+    type Output = BenchAlloc;
+    type Error = BenchAllocError;
+    const NAME: &'static str = "bench-alloc";
+
+    fn options(scale: Scale) -> BenchAllocOptions {
+        BenchAllocOptions::at(scale)
+    }
+
+    fn run(
+        options: &BenchAllocOptions,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<BenchAlloc, BenchAllocError> {
+        run(options, progress)
+    }
 }
 
-/// Run every cell of `config`, calling `on_step` as each round starts.
-pub fn run(config: &Config, on_step: &mut dyn FnMut(&Step)) -> Result<Report> {
-    config.check()?;
+const LBS31: BenchAllocator = BenchAllocator::Nvmos(AllocatorKind::Lbs31);
+const LIS1: BenchAllocator = BenchAllocator::Nvmos(AllocatorKind::Lis1);
+const LIS31: BenchAllocator = BenchAllocator::Nvmos(AllocatorKind::Lis31);
+
+/// Run every cell of `options`, reporting each round as it starts.
+pub fn run(
+    options: &BenchAllocOptions,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<BenchAlloc, BenchAllocError> {
+    options.check()?;
+    let options = options.deduplicated();
+    let total = options.steps();
     let clock = Clock::calibrate();
     let mut cells = Vec::new();
-    for &pattern in &config.patterns {
-        for &allocator in &config.allocators {
-            for &threads in &config.threads {
-                let mut rounds = Vec::with_capacity(config.rounds as usize);
-                for round in 0..config.rounds {
-                    on_step(&Step {
+    let mut skipped = Vec::new();
+    let mut done = 0;
+    for &pattern in &options.patterns {
+        for &allocator in &options.allocators {
+            for &threads in &options.threads {
+                if let Some(reason) = BenchAllocOptions::skip_reason(allocator, pattern) {
+                    skipped.push(Skipped {
                         allocator,
                         pattern,
                         threads,
-                        round,
+                        reason: reason.to_string(),
+                    });
+                    continue;
+                }
+                let mut rounds = Vec::with_capacity(options.rounds as usize);
+                for round in 0..options.rounds {
+                    progress(Progress {
+                        done,
+                        total,
+                        step: format!("{pattern} {allocator} {threads} thr round {}", round + 1),
                     });
                     rounds.push(run_round(
-                        config, &clock, allocator, pattern, threads, round,
+                        &options, &clock, allocator, pattern, threads, round,
                     )?);
+                    done += 1;
                 }
                 let means: Vec<f64> = rounds.iter().map(|r| r.timed_mean_ticks).collect();
-                let keep = median_index(&means).expect("at least one round");
+                let keep = median_index(&means).unwrap_or(0);
                 cells.push(rounds.swap_remove(keep).cell);
             }
         }
     }
-    Ok(Report {
-        config: config.clone(),
+    progress(Progress {
+        done,
+        total,
+        step: "done".into(),
+    });
+    let mut result = BenchAlloc {
+        options,
         clock,
         cells,
-    })
+        skipped,
+        comparisons: Vec::new(),
+        checks: Vec::new(),
+    };
+    result.comparisons = comparisons(&result);
+    result.checks = checks(&result);
+    Ok(result)
+}
+
+fn comparisons(r: &BenchAlloc) -> Vec<Comparison> {
+    let mut out = Vec::new();
+    for &pattern in &r.options.patterns {
+        for op in Op::BOTH {
+            for &threads in &r.options.threads {
+                let get = |a| r.cell(a, pattern, threads).map(|c| c.op(op));
+                let c = get(LBS31);
+                let pair = |x: Option<&OpResult>, f: fn(&OpResult, &OpResult) -> f64| {
+                    c.zip(x).map(|(c, x)| f(c, x))
+                };
+                out.push(Comparison {
+                    pattern,
+                    op,
+                    threads,
+                    lis1_gain_pct: pair(get(LIS1), |c, e| (c.mean_ns - e.mean_ns) / c.mean_ns * 100.0),
+                    lis31_mean_ratio: pair(get(LIS31), |c, f| c.mean_ns / f.mean_ns),
+                    lis31_sd_ratio: pair(get(LIS31), |c, f| c.sd_ns / f.sd_ns),
+                });
+            }
+        }
+    }
+    out
+}
+
+fn mean(values: impl Iterator<Item = f64>) -> Option<f64> {
+    let (sum, n) = values
+        .filter(|v| v.is_finite())
+        .fold((0.0, 0u32), |(s, n), v| (s + v, n + 1));
+    (n > 0).then(|| sum / f64::from(n))
+}
+
+/// Seed 000's two claims, where the run has the rows they compare.
+fn checks(r: &BenchAlloc) -> Vec<Check> {
+    let mut checks = Vec::new();
+    let cells = r.comparisons.len();
+    if let Some(gain) = mean(r.comparisons.iter().filter_map(|c| c.lis1_gain_pct)) {
+        checks.push(
+            Check::new(
+                "lazy iBuddy (LiS-1) at least as fast per request as lazy buddy (LBS-31): (c-e)/c of the timed means",
+                "seed 000 Table 2",
+                gain,
+                "%",
+                Bound::AtLeast(0.0),
+            )
+            .seed(SEED_LIS1_GAIN_PCT)
+            .detail(format!(
+                "mean of (c-e)/c over {cells} pattern × operation × thread cells; the seed's 32% is the average over six Linux 2.6.32 workloads in cycles"
+            )),
+        );
+    }
+    if let Some(ratio) = mean(r.comparisons.iter().filter_map(|c| c.lis31_sd_ratio)) {
+        checks.push(
+            Check::new(
+                "lazy iBuddy (LiS-31) steadier than lazy buddy (LBS-31): c/f of the standard deviations",
+                "seed 000 (sd 1400 vs 400 cycles)",
+                ratio,
+                "x",
+                Bound::AtLeast(1.0),
+            )
+            .seed(SEED_SD_RATIO)
+            .detail(format!(
+                "mean of c/f of the per-request sds over {cells} pattern × operation × thread cells"
+            )),
+        );
+    }
+    checks
 }
 
 /// One round's cell and the key rounds are ranked by.
@@ -298,26 +606,23 @@ struct Round {
 }
 
 fn run_round(
-    config: &Config,
+    config: &BenchAllocOptions,
     clock: &Clock,
-    allocator: AllocatorKind,
+    allocator: BenchAllocator,
     pattern: Pattern,
     threads: u32,
     round: u32,
-) -> Result<Round> {
+) -> Result<Round, BenchAllocError> {
+    let cell = format!("{allocator}, pattern {pattern}, {threads} threads, round {round}");
     let pass = |timed| Pass {
         config,
         pattern,
         threads,
         timed,
+        cell: &cell,
     };
-    let context = || format!("{allocator}, pattern {pattern}, {threads} threads, round {round}");
-    let timed = allocator
-        .with_target(config.frames, threads, config.lock, pass(true))
-        .with_context(context)?;
-    let untimed = allocator
-        .with_target(config.frames, threads, config.lock, pass(false))
-        .with_context(context)?;
+    let timed = allocator.with_target(config.frames, threads, config.lock, pass(true))?;
+    let untimed = allocator.with_target(config.frames, threads, config.lock, pass(false))?;
 
     let mut alloc_ticks = merge(
         timed.logs.iter().map(|l| &l.alloc_ticks),
@@ -358,6 +663,7 @@ fn run_round(
             threads,
             round,
             metadata_bytes: timed.metadata_bytes,
+            validated: timed.validated && untimed.validated,
             alloc: op_result(Op::Alloc, &alloc_summary),
             free: op_result(Op::Free, &free_summary),
         },
@@ -411,48 +717,64 @@ impl Amortized {
 
 /// One run of a pattern on a fresh allocator.
 struct Pass<'a> {
-    config: &'a Config,
+    config: &'a BenchAllocOptions,
     pattern: Pattern,
     threads: u32,
     timed: bool,
+    /// The cell, for error messages.
+    cell: &'a str,
 }
 
 /// What a pass leaves: each thread's log, and the allocator's bookkeeping.
 struct PassOutcome {
     logs: Vec<ThreadLog>,
     metadata_bytes: Option<u64>,
+    /// Whether the allocator could check itself (the peer cannot).
+    validated: bool,
 }
 
 impl TargetJob for Pass<'_> {
     type Output = PassOutcome;
 
-    fn run<T: BenchTarget>(self, target: &T) -> Result<PassOutcome> {
+    fn run<T: BenchTarget>(self, target: &T) -> Result<PassOutcome, BenchAllocError> {
         let logs = if self.timed {
             self.drive::<T, true>(target)?
         } else {
             self.drive::<T, false>(target)?
         };
+        let cell = || self.cell.to_string();
         let refused: u64 = logs.iter().map(|l| l.errors).sum();
         if let Some(first) = logs.iter().find_map(|l| l.first_error) {
-            bail!("the allocator refused {refused} requests it should have served; the first: {first}");
+            return Err(BenchAllocError::Refused {
+                cell: cell(),
+                refused,
+                first,
+            });
         }
-        target.validate().context("validation after the pattern")?;
-        if let Some(held) = target.allocated_frames() {
-            ensure!(
-                held == 0,
-                "{held} frames still allocated after every block was freed"
-            );
+        target
+            .validate()
+            .map_err(|source| BenchAllocError::Invalid {
+                cell: cell(),
+                source,
+            })?;
+        let held = target.allocated_frames();
+        if let Some(held) = held.filter(|&h| h != 0) {
+            return Err(BenchAllocError::Leaked { cell: cell(), held });
         }
         Ok(PassOutcome {
             logs,
             metadata_bytes: target.metadata_bytes(),
+            validated: held.is_some(),
         })
     }
 }
 
 impl Pass<'_> {
     /// Run the pattern on `threads` threads started together.
-    fn drive<T: BenchTarget, const TIMED: bool>(&self, target: &T) -> Result<Vec<ThreadLog>> {
+    fn drive<T: BenchTarget, const TIMED: bool>(
+        &self,
+        target: &T,
+    ) -> Result<Vec<ThreadLog>, BenchAllocError> {
         let threads = self.threads as usize;
         let barrier = Barrier::new(threads);
         let exchange = Exchange::new(threads);
@@ -470,7 +792,11 @@ impl Pass<'_> {
                 .collect();
             handles
                 .into_iter()
-                .map(|h| h.join().map_err(|_| anyhow!("a benchmark thread panicked")))
+                .map(|h| {
+                    h.join().map_err(|_| BenchAllocError::Panicked {
+                        cell: self.cell.to_string(),
+                    })
+                })
                 .collect()
         })
     }
@@ -793,8 +1119,8 @@ mod tests {
         assert_eq!(all, (0..10).collect::<Vec<_>>());
     }
 
-    fn tiny(pattern: Pattern, allocator: AllocatorKind) -> Config {
-        Config {
+    fn tiny(pattern: Pattern, allocator: BenchAllocator) -> BenchAllocOptions {
+        BenchAllocOptions {
             frames: 2048,
             allocators: vec![allocator],
             threads: vec![1, 3],
@@ -808,20 +1134,30 @@ mod tests {
     }
 
     #[test]
-    fn every_pattern_runs_on_every_allocator() {
+    fn every_pattern_runs_on_every_allocator_the_caps_allow() {
         for pattern in Pattern::ALL {
-            for (i, allocator) in AllocatorKind::all().into_iter().enumerate() {
+            for (i, allocator) in BenchAllocator::all().into_iter().enumerate() {
                 // Both locks, alternating, so each pattern runs on each.
                 let lock = [LockKind::Spin, LockKind::Parking][i % 2];
-                let config = Config {
+                let options = BenchAllocOptions {
                     lock,
                     ..tiny(pattern, allocator)
                 };
-                let mut steps = 0;
-                let report = run(&config, &mut |_| steps += 1).unwrap();
-                assert_eq!(steps, config.steps());
-                assert_eq!(report.cells.len(), 2);
-                for cell in &report.cells {
+                let mut reports = Vec::new();
+                let result = run(&options, &mut |p| reports.push(p)).unwrap();
+                let last = reports.last().unwrap();
+                assert_eq!((last.done, last.total), (options.steps(), options.steps()));
+                if allocator.caps().single_frame && pattern == Pattern::Mixed {
+                    assert!(result.cells.is_empty());
+                    assert_eq!(result.skipped.len(), 2, "{allocator}");
+                    assert_eq!(options.steps(), 0);
+                    continue;
+                }
+                assert!(result.skipped.is_empty());
+                assert_eq!(options.steps(), 4);
+                assert_eq!(result.cells.len(), 2);
+                for cell in &result.cells {
+                    assert_eq!(cell.validated, allocator != BenchAllocator::Bsa);
                     let expect = match pattern {
                         Pattern::Bulk | Pattern::Rand => {
                             1024 / u64::from(cell.threads) * u64::from(cell.threads)
@@ -845,25 +1181,69 @@ mod tests {
     }
 
     #[test]
-    fn impossible_configs_are_refused() {
-        let mut config = tiny(
-            Pattern::Bulk,
-            AllocatorKind::Nvmos(nvmos_sim::AllocatorKind::Buddy),
+    fn the_seed_rows_and_checks_come_with_the_rows_they_compare() {
+        let options = BenchAllocOptions {
+            allocators: vec![LBS31, LIS1, LIS31, LBS31],
+            patterns: vec![Pattern::Repeat],
+            threads: vec![1],
+            rounds: 1,
+            ..tiny(Pattern::Repeat, LBS31)
+        };
+        let result = BenchAlloc::run(&options, &mut |_| {}).unwrap();
+        // Repeats are dropped before the run.
+        assert_eq!(result.options.allocators, [LBS31, LIS1, LIS31]);
+        assert_eq!(result.cells.len(), 3);
+        assert_eq!(result.comparisons.len(), 2);
+        for c in &result.comparisons {
+            assert!(c.lis1_gain_pct.is_some_and(f64::is_finite));
+            assert!(c.lis31_mean_ratio.is_some_and(|r| r > 0.0));
+        }
+        assert_eq!(result.checks.len(), 2);
+        assert_eq!(result.checks[0].seed_figure, Some(SEED_LIS1_GAIN_PCT));
+        for check in &result.checks {
+            assert_eq!(check.met, check.bound.met_by(check.measured));
+        }
+        // Without LBS-31 there is nothing to compare against.
+        let alone = run(&tiny(Pattern::Repeat, LIS1), &mut |_| {}).unwrap();
+        assert!(alone.checks.is_empty());
+        assert!(alone.comparisons.iter().all(|c| c.lis1_gain_pct.is_none()));
+    }
+
+    #[test]
+    fn options_round_trip_and_quick_is_smaller() {
+        let quick = BenchAlloc::options(Scale::Quick);
+        assert!(quick.frames < BenchAllocOptions::default().frames);
+        assert_eq!(BenchAlloc::options(Scale::Full), BenchAllocOptions::default());
+        assert_eq!(quick.allocators.len(), AllocatorKind::ALL.len() + 1);
+        let json = serde_json::to_string(&quick).unwrap();
+        assert_eq!(
+            serde_json::from_str::<BenchAllocOptions>(&json).unwrap(),
+            quick
         );
-        config.threads = vec![0];
-        assert!(config
-            .check()
+        let err = serde_json::from_str::<BenchAllocOptions>(r#"{"allocators": ["nosuch"]}"#)
             .unwrap_err()
-            .to_string()
-            .contains("thread count 0"));
-        config.threads = vec![2048];
-        assert!(config.check().is_err());
-        config.threads = vec![1];
-        config.frames = 1;
-        assert!(config
+            .to_string();
+        assert!(err.contains("'nosuch'"), "{err}");
+        assert!(serde_json::from_str::<BenchAllocOptions>(r#"{"frame": 3}"#).is_err());
+    }
+
+    #[test]
+    fn impossible_options_are_refused() {
+        let mut options = tiny(Pattern::Bulk, BenchAllocator::Nvmos(AllocatorKind::Buddy));
+        options.threads = vec![0];
+        let err = run(&options, &mut |_| {}).unwrap_err().to_string();
+        assert!(err.contains("thread count 0"), "{err}");
+        options.threads = vec![2048];
+        assert!(options.check().is_err());
+        options.threads = vec![1];
+        options.frames = 1;
+        assert!(options
             .check()
             .unwrap_err()
             .to_string()
             .contains("too small"));
+        options.frames = 2048;
+        options.allocators.clear();
+        assert!(options.check().unwrap_err().to_string().contains("allocators"));
     }
 }
