@@ -27,7 +27,6 @@ use anyhow::Result;
 use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 
-
 #[derive(Parser, Debug)]
 #[command(
     name = "nvmos",

@@ -143,7 +143,14 @@ fn json_has_every_cell_with_positive_means() {
                         amortized.is_finite() && amortized > 0.0,
                         "{allocator} {pattern} {threads} {op} mean_ns_amortized = {amortized}"
                     );
-                    for field in ["mean_ns", "mean_cycles", "sd_ns", "p50_ns", "p99_ns", "max_ns"] {
+                    for field in [
+                        "mean_ns",
+                        "mean_cycles",
+                        "sd_ns",
+                        "p50_ns",
+                        "p99_ns",
+                        "max_ns",
+                    ] {
                         assert!(r[field].as_f64().is_some_and(|v| v.is_finite() && v >= 0.0));
                     }
                     if pattern != "mixed" {

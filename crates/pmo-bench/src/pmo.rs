@@ -271,12 +271,14 @@ fn touch_row(what: &str, mode: Mode, warm: bool, pages: usize, rounds: u32) -> R
             std::hint::black_box(sum);
         };
         if warm {
-            let a = Attachment::attach(object.clone(), Perm::Read, mode).context("attaching the first-touch object")?;
+            let a = Attachment::attach(object.clone(), Perm::Read, mode)
+                .context("attaching the first-touch object")?;
             sweep(&a);
             a.detach().context("detaching the first-touch object")?;
         }
         let t0 = Instant::now();
-        let a = Attachment::attach(object.clone(), Perm::Read, mode).context("attaching the first-touch object")?;
+        let a = Attachment::attach(object.clone(), Perm::Read, mode)
+            .context("attaching the first-touch object")?;
         let t1 = Instant::now();
         sweep(&a);
         let t2 = Instant::now();
@@ -296,7 +298,6 @@ fn touch_row(what: &str, mode: Mode, warm: bool, pages: usize, rounds: u32) -> R
     let per_page: Vec<f64> = samples.iter().map(|s| s.ns_per_page).collect();
     Ok(samples.swap_remove(median(&per_page)))
 }
-
 
 /// Run everything, reporting after each run what it was.
 pub fn run(args: &PmoBenchOptions, progress: &mut dyn FnMut(Progress)) -> Result<PmoBench> {
@@ -447,7 +448,6 @@ pub fn run(args: &PmoBenchOptions, progress: &mut dyn FnMut(Progress)) -> Result
     })
 }
 
-
 /// Seed 001's speed-up held against each workload's best prediction.
 /// A workload without one (no decrypt-at-fault cell, or no predictor that
 /// installed pages) gets an unmet check saying so.
@@ -495,7 +495,10 @@ mod tests {
         let quick = PmoBench::options(Scale::Quick);
         assert_eq!(quick.sizes, Sizes::quick());
         let json = serde_json::to_string(&quick).unwrap();
-        assert_eq!(serde_json::from_str::<PmoBenchOptions>(&json).unwrap(), quick);
+        assert_eq!(
+            serde_json::from_str::<PmoBenchOptions>(&json).unwrap(),
+            quick
+        );
         let options = PmoBenchOptions {
             workloads: vec![Workload::Conv2d],
             predictors: vec![PredictorKind::Stream, PredictorKind::Stride],
@@ -505,7 +508,14 @@ mod tests {
         let labels: Vec<String> = options.modes().iter().map(|m| m.label()).collect();
         assert_eq!(
             labels,
-            ["plain", "decrypt-at-fault", "dram-cache", "stream-0", "stream-4", "stride-4"]
+            [
+                "plain",
+                "decrypt-at-fault",
+                "dram-cache",
+                "stream-0",
+                "stream-4",
+                "stride-4"
+            ]
         );
         assert_eq!(options.steps(), 6 + 7);
         let err = serde_json::from_str::<PmoBenchOptions>(r#"{"workloads": ["nosuch"]}"#);

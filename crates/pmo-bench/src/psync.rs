@@ -94,9 +94,7 @@ impl PsyncOptions {
 
     /// Refuse options that cannot run, naming the field.
     pub fn check(&self) -> Result<()> {
-        if self.pages_per_psync == 0
-            || self.object_bytes < (self.pages_per_psync * PAGE) as u64
-        {
+        if self.pages_per_psync == 0 || self.object_bytes < (self.pages_per_psync * PAGE) as u64 {
             return Err(BenchError::Options(format!(
                 "object_bytes: the object ({} bytes) must hold at least one psync of {} pages",
                 self.object_bytes, self.pages_per_psync
@@ -313,7 +311,11 @@ fn build_pmdk(dir: &Path) -> Result<[PathBuf; 2]> {
 
 fn pmdk_run(
     exe: &Path,
-    cfg: &PsyncOptions, dir: &Path, bytes: u64, force_pmem: bool) -> Result<Sample> {
+    cfg: &PsyncOptions,
+    dir: &Path,
+    bytes: u64,
+    force_pmem: bool,
+) -> Result<Sample> {
     let path = dir.join(format!("nvmos-bench-pmdk-{}.pool", std::process::id()));
     let _ = std::fs::remove_file(&path);
     let mut cmd = Command::new(exe);
@@ -532,8 +534,11 @@ fn checks(rows: &[Row], ratios: &[Ratio]) -> Vec<Check> {
     if let Some(aes) = rows.iter().find(|r| r.system == NVMOS_AES) {
         checks.push(
             Check::new(
-                format!("nvmos psync with AES-256-GCM on {} at least {TARGET_GIB_PER_S} GiB/s", aes.medium),
-                "README target (psync with encryption)",
+                format!(
+                    "nvmos psync with AES-256-GCM on {} at least {TARGET_GIB_PER_S} GiB/s",
+                    aes.medium
+                ),
+                "nvmos target (README: psync with encryption)",
                 aes.gib_per_s.unwrap_or(f64::NAN),
                 "GiB/s",
                 Bound::AtLeast(TARGET_GIB_PER_S),
@@ -550,13 +555,15 @@ fn checks(rows: &[Row], ratios: &[Ratio]) -> Vec<Check> {
     for ratio in ratios {
         let missing: Vec<String> = rows
             .iter()
-            .filter(|r| r.medium == ratio.medium && (r.system == NVMOS_AES || r.system == PMDK_UNDO))
+            .filter(|r| {
+                r.medium == ratio.medium && (r.system == NVMOS_AES || r.system == PMDK_UNDO)
+            })
             .filter_map(|r| r.missing.as_ref().map(|m| format!("{}: {m}", r.system)))
             .collect();
         checks.push(
             Check::new(
                 format!("nvmos psync with AES-256-GCM at least as fast as PMDK's undo-logged transaction (no encryption) on {}", ratio.medium),
-                "seed 001 (psync vs. PMDK, measured in the same run)",
+                "nvmos target: psync against PMDK in the same run",
                 ratio.wall.unwrap_or(f64::NAN),
                 "x",
                 Bound::AtLeast(1.0),
@@ -594,7 +601,10 @@ mod tests {
 
     #[test]
     fn a_missing_pmdk_row_makes_its_checks_unmet_with_the_reason() {
-        let sample = Sample { wall: 1.0, cpu: 2.0 };
+        let sample = Sample {
+            wall: 1.0,
+            cpu: 2.0,
+        };
         let ok = |system: &str| Row {
             system: system.into(),
             medium: "pmem (x)".into(),
@@ -617,6 +627,10 @@ mod tests {
         assert_eq!(checks.len(), 2);
         assert!(!checks[0].met, "1 GiB/s is below the target");
         assert!(!checks[1].met);
-        assert!(checks[1].detail.contains("cc: not found"), "{}", checks[1].detail);
+        assert!(
+            checks[1].detail.contains("cc: not found"),
+            "{}",
+            checks[1].detail
+        );
     }
 }

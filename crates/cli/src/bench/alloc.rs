@@ -186,7 +186,9 @@ fn csv(result: &BenchAlloc) -> Result<String> {
                 f(r.p50_ns),
                 f(r.p99_ns),
                 f(r.max_ns),
-                cell.metadata_bytes.map(|b| b.to_string()).unwrap_or_default(),
+                cell.metadata_bytes
+                    .map(|b| b.to_string())
+                    .unwrap_or_default(),
                 cell.round.to_string(),
             ]);
         }

@@ -23,21 +23,25 @@ pub fn checks_text(checks: &[Check]) -> String {
                 format!("{} ± {}", format_value(value), format_value(tolerance))
             }
         };
+        // "12%", "1.10x", "0.58 GiB/s".
+        let unit = if c.unit.chars().count() > 1 {
+            format!(" {}", c.unit)
+        } else {
+            c.unit.clone()
+        };
         let measured = if c.measured.is_finite() {
-            format_value(c.measured)
+            format!("{}{unit}", format_value(c.measured))
         } else {
             "not measured".to_string()
         };
-        let seed = c
-            .seed_figure
-            .map_or(String::new(), |s| format!(", seed {}{}", format_value(s), c.unit));
+        let seed = c.seed_figure.map_or(String::new(), |s| {
+            format!(", seed {}{unit}", format_value(s))
+        });
         out.push_str(&format!(
-            "  [{}] {} ({}): {measured}{} (target {bound}{}{seed})\n",
+            "  [{}] {} ({}): {measured} (target {bound}{unit}{seed})\n",
             if c.met { "met" } else { "missed" },
             c.what,
             c.source,
-            if c.measured.is_finite() { c.unit.as_str() } else { "" },
-            c.unit,
         ));
         if !c.detail.is_empty() {
             out.push_str(&format!("        {}\n", c.detail));

@@ -500,4 +500,3 @@ fn workload(page: &mut Page, w: &WorkloadReport, seed: f64) -> Result<()> {
     }
     Ok(())
 }
-

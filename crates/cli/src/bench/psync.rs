@@ -112,7 +112,11 @@ fn table(r: &Psync) -> String {
             .collect();
         let mut runs = runs.join(" ");
         if let Some(why) = &row.missing {
-            let _ = write!(runs, "{}(missing: {why})", if runs.is_empty() { "" } else { "  " });
+            let _ = write!(
+                runs,
+                "{}(missing: {why})",
+                if runs.is_empty() { "" } else { "  " }
+            );
         }
         t.row([
             row.system.clone(),

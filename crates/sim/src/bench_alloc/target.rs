@@ -190,9 +190,9 @@ impl BenchAllocator {
             ..crate::Setup::new(&zones, cpus)
         };
         match (self.nvmos(), lock) {
-            (Some(kind), LockKind::Spin) => kind
-                .with::<SpinYield, _>(&setup, Run(job))
-                .map_err(built)?,
+            (Some(kind), LockKind::Spin) => {
+                kind.with::<SpinYield, _>(&setup, Run(job)).map_err(built)?
+            }
             (Some(kind), LockKind::Parking) => kind
                 .with::<parking_lot::RawMutex, _>(&setup, Run(job))
                 .map_err(built)?,
