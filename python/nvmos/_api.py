@@ -689,7 +689,13 @@ def bench_alloc(
         "allocator": {a: i for i, a in enumerate(order["allocators"])},
         "threads": {t: i for i, t in enumerate(order["threads"])},
     }
-    rows.sort(key=lambda r: (rank["pattern"][r["pattern"]], rank["allocator"][r["allocator"]], rank["threads"][r["threads"]]))
+    rows.sort(
+        key=lambda r: (
+            rank["pattern"][r["pattern"]],
+            rank["allocator"][r["allocator"]],
+            rank["threads"][r["threads"]],
+        )
+    )
     df = pd.DataFrame(rows)
     df.attrs["result"] = Result("bench_alloc", raw)
     return df
