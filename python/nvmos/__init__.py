@@ -37,6 +37,7 @@ from ._api import (
     Wear,
     allocators,
     banks,
+    bench_alloc,
     evaluate,
     evaluation_frame,
     machine_presets,
@@ -55,6 +56,6 @@ __all__ = [
     "MappingOwner", "PmoAttachment", "PmoError", "Pool",
     "AS_RECORDED", "ENDURANCES", "EVALUATE_COLUMNS", "NvmosError", "OptionsError", "Result",
     "StudyError", "Sweep", "SweepError", "TIMING_COLUMNS", "Trace", "TraceFileError", "Wear",
-    "__version__", "allocators", "banks", "evaluate", "evaluation_frame", "machine_presets",
+    "__version__", "allocators", "banks", "bench_alloc", "evaluate", "evaluation_frame", "machine_presets",
     "open_trace", "parse_memory", "replay", "swap", "sweep", "trace_files", "wear",
 ]  # fmt: skip

@@ -602,3 +602,100 @@ def _swap_policy(policy: str, default: Any) -> Any:
     if isinstance(default, str) and default[:1].isupper():
         return str(policy).capitalize()
     return str(policy).lower()
+
+
+# `nvmos bench alloc`'s per-operation figures, in the CLI's CSV order.
+_BENCH_OP_FIELDS = (
+    "requests", "failures", "mean_ns_amortized", "mean_ns", "sd_ns", "mean_cycles",
+    "sd_cycles", "p50_ns", "p99_ns", "max_ns",
+)  # fmt: skip
+
+
+def bench_alloc(
+    allocators: Optional[Sequence[str]] = None,
+    threads: Optional[Sequence[int]] = None,
+    patterns: Optional[Sequence[str]] = None,
+    memory: Optional[Union[str, int]] = None,
+    rounds: Optional[int] = None,
+    repeat: Optional[int] = None,
+    mixed_ops: Optional[int] = None,
+    seed: Optional[int] = None,
+    lock: Optional[str] = None,
+    quick: bool = False,
+    *,
+    progress: Progress = None,
+) -> pd.DataFrame:
+    """``nvmos bench alloc`` (seed 000's Table 2 timed on this machine)
+    with the CLI's options; ``None`` keeps the CLI's default (``quick``:
+    ``--quick``'s). One row per allocator x pattern x threads asked for:
+    ``alloc_*`` and ``free_*`` figures (ns per request, timed and
+    amortized), ``validated`` (the allocator checked its invariants after
+    every pass) and ``skipped`` (why a cell was not timed, else ``None``;
+    its figures are NaN). ``df.attrs["result"].raw`` is the JSON
+    ``--json`` prints, with the seed's comparison rows and checks.
+    Timings are this machine's, not deterministic."""
+    options = json.loads(_nvmos.bench_alloc_options(bool(quick)))
+    if allocators is not None:
+        options["allocators"] = [str(a) for a in ([allocators] if isinstance(allocators, str) else allocators)]
+    if threads is not None:
+        options["threads"] = [int(t) for t in ([threads] if isinstance(threads, int) else threads)]
+    if patterns is not None:
+        options["patterns"] = [str(p).lower() for p in ([patterns] if isinstance(patterns, str) else patterns)]
+    if memory is not None:
+        options["frames"] = parse_memory(memory)
+    for field, value in (("rounds", rounds), ("repeat", repeat), ("mixed_ops", mixed_ops), ("seed", seed)):
+        if value is not None:
+            options[field] = int(value)
+    if lock is not None:
+        options["lock"] = str(lock).lower()
+    callback, close = _progress(progress, "bench alloc")
+    try:
+        raw = json.loads(_nvmos.bench_alloc(json.dumps(options), callback))
+    finally:
+        close()
+    rows = []
+    for cell in raw["cells"]:
+        row = {
+            "allocator": cell["allocator"],
+            "pattern": cell["pattern"],
+            "threads": cell["threads"],
+            "round": cell["round"],
+            "validated": cell["validated"],
+            "metadata_bytes": cell["metadata_bytes"],
+            "skipped": None,
+        }
+        for op in ("alloc", "free"):
+            for field in _BENCH_OP_FIELDS:
+                row[f"{op}_{field}"] = cell[op][field]
+        rows.append(row)
+    for s in raw["skipped"]:
+        row = {
+            "allocator": s["allocator"],
+            "pattern": s["pattern"],
+            "threads": s["threads"],
+            "round": None,
+            "validated": False,
+            "metadata_bytes": None,
+            "skipped": s["reason"],
+        }
+        for op in ("alloc", "free"):
+            for field in _BENCH_OP_FIELDS:
+                row[f"{op}_{field}"] = math.nan
+        rows.append(row)
+    # The options' order: pattern, then allocator, then threads.
+    order = raw["options"]
+    rank = {
+        "pattern": {p: i for i, p in enumerate(order["patterns"])},
+        "allocator": {a: i for i, a in enumerate(order["allocators"])},
+        "threads": {t: i for i, t in enumerate(order["threads"])},
+    }
+    rows.sort(
+        key=lambda r: (
+            rank["pattern"][r["pattern"]],
+            rank["allocator"][r["allocator"]],
+            rank["threads"][r["threads"]],
+        )
+    )
+    df = pd.DataFrame(rows)
+    df.attrs["result"] = Result("bench_alloc", raw)
+    return df

@@ -80,7 +80,12 @@ fn a_small_run_writes_the_report_with_every_mode() {
     assert_eq!(json["touch"].as_array().unwrap().len(), 5);
     let html = std::fs::read_to_string(out.join("pmo.html")).unwrap();
     assert!(html.contains("<svg class=\"chart\" data-chart=\"depth\" data-workload=\"conv2d\""));
-    assert!(html.contains("data-field=\"best.speedup\""));
+    assert!(html.contains("data-workload=\"conv2d\" data-field=\"best.speedup\""));
+    // One page style and navigation (nvmos-report), the seed's figure as a check.
+    assert!(html.contains("<nav>"), "{html}");
+    let checks = json["checks"].as_array().unwrap();
+    assert_eq!(checks.len(), 2);
+    assert!(checks.iter().all(|c| c["seed_figure"] == 1.81));
 }
 
 #[test]

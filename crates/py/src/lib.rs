@@ -770,6 +770,52 @@ fn swap(py: Python<'_>, options: &str, progress: Option<Py<PyAny>>) -> PyResult<
     to_json(&study)
 }
 
+/// The options of `nvmos bench alloc` at full scale or, with `quick`, at
+/// `--quick`'s scale, as JSON (`BenchAllocOptions`).
+#[pyfunction]
+#[pyo3(signature = (quick=false))]
+fn bench_alloc_options(quick: bool) -> PyResult<String> {
+    use nvmos_sim::bench_alloc::BenchAlloc;
+    use nvmos_sim::study::{Scale, Study};
+    to_json(&BenchAlloc::options(if quick {
+        Scale::Quick
+    } else {
+        Scale::Full
+    }))
+}
+
+/// `nvmos bench alloc` (seed 000's Table 2 on this machine): times every
+/// allocator of `options` (`BenchAllocOptions` as JSON) on this machine's
+/// cores. Returns the `BenchAlloc` result as JSON (what `--json` prints).
+/// A bad allocator, pattern or field raises `OptionsError`; an allocator
+/// that misbehaves (refused frees, failed validation) `StudyError`.
+#[pyfunction]
+#[pyo3(signature = (options, progress=None))]
+fn bench_alloc(py: Python<'_>, options: &str, progress: Option<Py<PyAny>>) -> PyResult<String> {
+    use nvmos_sim::bench_alloc::{self, BenchAllocOptions};
+    let options: BenchAllocOptions = parse_options("bench_alloc", options)?;
+    options
+        .check()
+        .map_err(|e| OptionsError::new_err(format!("bench_alloc options: {e}")))?;
+    let result = py
+        .detach(|| -> Result<_, Failure> {
+            let mut progress = Progress::new(progress, options.steps());
+            let mut stop = None;
+            let result = bench_alloc::run(&options, &mut |p| {
+                if stop.is_none() {
+                    progress.done = p.done;
+                    stop = progress.report(false, &p.step).err();
+                }
+            });
+            if let Some(e) = stop {
+                return Err(e.into());
+            }
+            result.map_err(Failure::rust("running bench alloc", study_error))
+        })
+        .map_err(Failure::into_py)?;
+    to_json(&result)
+}
+
 /// The extension module.
 #[pymodule]
 fn _nvmos(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -790,6 +836,8 @@ fn _nvmos(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(wear, m)?)?;
     m.add_function(wrap_pyfunction!(banks, m)?)?;
     m.add_function(wrap_pyfunction!(swap, m)?)?;
+    m.add_function(wrap_pyfunction!(bench_alloc_options, m)?)?;
+    m.add_function(wrap_pyfunction!(bench_alloc, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -1,4 +1,4 @@
-//! The workloads of `nvmos bench pmo`: seed 001's microbenchmarks (2D
+//! The workloads of [`crate::pmo`] (`nvmos bench pmo`): seed 001's microbenchmarks (2D
 //! convolution, LU decomposition, Gaussian elimination, tiled matrix
 //! multiplication; PolyBench/Rodinia formulations) computing in place in
 //! attached PMOs, and a small file-server-like workload over many PMOs.
@@ -14,13 +14,16 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Instant;
 
-use anyhow::{Context, Result};
 use nvmos_pmo::attach::mem_backing::{MemBacking, PAGE_SIZE};
 use nvmos_pmo::attach::{cache, AttachStats, Attachment, Mode, Perm};
 use nvmos_pmo::PageBacking;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
+
+use crate::{BenchError, Context};
+
+type Result<T, E = BenchError> = std::result::Result<T, E>;
 
 /// Where a workload's objects live: one 4 GiB slot per object.
 const REGION: usize = 0x6100_0000_0000;
@@ -31,7 +34,8 @@ fn slot(i: usize) -> usize {
 }
 
 /// The workloads, by name.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Workload {
     Conv2d,
     Lu,
@@ -78,7 +82,7 @@ impl std::str::FromStr for Workload {
 }
 
 /// Problem sizes.
-#[derive(Clone, Copy, Debug, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Sizes {
     /// 2D convolution: images of 256 × 1024 `f32`, this many of them.
     pub conv_images: usize,

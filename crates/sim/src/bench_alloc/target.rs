@@ -4,10 +4,14 @@
 use std::fmt;
 use std::str::FromStr;
 
-use anyhow::{Context, Result};
 use nvmos_frames::sync::SpinYield;
-use nvmos_frames::{AllocError, FrameAllocator, MigrateType, Order, Pfn, Request, Zone};
-use serde::Serialize;
+use nvmos_frames::{
+    AllocError, FrameAllocator, MigrateType, Order, Pfn, Request, ValidationError, Zone,
+};
+use serde::{Deserialize, Serialize};
+
+use super::BenchAllocError;
+use crate::{AllocatorKind, Caps};
 
 /// What the benchmark needs from an allocator.
 ///
@@ -21,7 +25,7 @@ pub trait BenchTarget: Send + Sync {
     /// the benchmark or the allocator: callers count and report it.
     fn free(&self, pfn: u64, order: Order, cpu: u32) -> Result<(), AllocError>;
     /// Check the allocator's invariants, where it can.
-    fn validate(&self) -> Result<()>;
+    fn validate(&self) -> Result<(), ValidationError>;
     /// Frames in callers' hands, where the allocator counts them.
     fn allocated_frames(&self) -> Option<u64>;
     /// Bookkeeping bytes, where the allocator reports them.
@@ -43,8 +47,8 @@ impl<A: FrameAllocator> BenchTarget for A {
         )
     }
 
-    fn validate(&self) -> Result<()> {
-        Ok(FrameAllocator::validate(self)?)
+    fn validate(&self) -> Result<(), ValidationError> {
+        FrameAllocator::validate(self)
     }
 
     fn allocated_frames(&self) -> Option<u64> {
@@ -58,7 +62,7 @@ impl<A: FrameAllocator> BenchTarget for A {
 
 /// The peer: `buddy_system_allocator`'s frame allocator (rCore's), one
 /// global lock of the same kind the nvmos allocators get. Blocks up to
-/// 2^31 frames, far beyond any `--memory`.
+/// 2^31 frames, far beyond any memory size the benchmark takes.
 pub struct Bsa<L: lock_api::RawMutex> {
     inner: lock_api::Mutex<L, buddy_system_allocator::FrameAllocator<32>>,
 }
@@ -90,7 +94,7 @@ impl<L: lock_api::RawMutex + Send + Sync> BenchTarget for Bsa<L> {
         Ok(())
     }
 
-    fn validate(&self) -> Result<()> {
+    fn validate(&self) -> Result<(), ValidationError> {
         Ok(())
     }
 
@@ -104,54 +108,63 @@ impl<L: lock_api::RawMutex + Send + Sync> BenchTarget for Bsa<L> {
 }
 
 /// A row of the table: an allocator of nvmos's registry, or the peer.
+/// Serialised as its name (the registry's for nvmos allocators, `bsa`).
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
-pub enum AllocatorKind {
+pub enum BenchAllocator {
     /// An nvmos allocator.
-    Nvmos(nvmos_sim::AllocatorKind),
+    Nvmos(AllocatorKind),
     /// The crates.io peer.
     Bsa,
 }
 
-impl AllocatorKind {
-    /// Every row the benchmark can time: the registry's allocators, then
-    /// the peer.
-    #[cfg(test)]
-    pub fn all() -> Vec<AllocatorKind> {
-        nvmos_sim::AllocatorKind::ALL
+impl BenchAllocator {
+    /// Every row the benchmark can time: the registry's allocators, in
+    /// its order, then the peer.
+    pub fn all() -> Vec<BenchAllocator> {
+        AllocatorKind::ALL
             .into_iter()
-            .map(AllocatorKind::Nvmos)
-            .chain([AllocatorKind::Bsa])
+            .map(BenchAllocator::Nvmos)
+            .chain([BenchAllocator::Bsa])
             .collect()
     }
 
-    /// The name `--alloc` takes and results carry: the registry's name for
+    /// The name options take and results carry: the registry's name for
     /// nvmos allocators.
     pub const fn name(self) -> &'static str {
         match self {
-            AllocatorKind::Nvmos(kind) => kind.name(),
-            AllocatorKind::Bsa => "bsa",
+            BenchAllocator::Nvmos(kind) => kind.name(),
+            BenchAllocator::Bsa => "bsa",
         }
     }
 
     /// The row label, with seed 000's letter where it has one.
     pub const fn label(self) -> &'static str {
-        use nvmos_sim::AllocatorKind as K;
+        use AllocatorKind as K;
         match self {
-            AllocatorKind::Nvmos(K::Buddy) => "(a) buddy",
-            AllocatorKind::Nvmos(K::Lbs1) => "(b) LBS-1",
-            AllocatorKind::Nvmos(K::Lbs31) => "(c) LBS-31",
-            AllocatorKind::Nvmos(K::IBuddy) => "(d) iBuddy",
-            AllocatorKind::Nvmos(K::Lis1) => "(e) LiS-1",
-            AllocatorKind::Nvmos(K::Lis31) => "(f) LiS-31",
+            BenchAllocator::Nvmos(K::Buddy) => "(a) buddy",
+            BenchAllocator::Nvmos(K::Lbs1) => "(b) LBS-1",
+            BenchAllocator::Nvmos(K::Lbs31) => "(c) LBS-31",
+            BenchAllocator::Nvmos(K::IBuddy) => "(d) iBuddy",
+            BenchAllocator::Nvmos(K::Lis1) => "(e) LiS-1",
+            BenchAllocator::Nvmos(K::Lis31) => "(f) LiS-31",
             other => other.name(),
         }
     }
 
     /// The nvmos configuration behind the row; `None` for the peer.
-    pub const fn nvmos(self) -> Option<nvmos_sim::AllocatorKind> {
+    pub const fn nvmos(self) -> Option<AllocatorKind> {
         match self {
-            AllocatorKind::Nvmos(kind) => Some(kind),
-            AllocatorKind::Bsa => None,
+            BenchAllocator::Nvmos(kind) => Some(kind),
+            BenchAllocator::Bsa => None,
+        }
+    }
+
+    /// What the registry says it can do; the peer is a plain buddy
+    /// system (no capabilities).
+    pub const fn caps(self) -> Caps {
+        match self {
+            BenchAllocator::Nvmos(kind) => kind.caps(),
+            BenchAllocator::Bsa => Caps::NONE,
         }
     }
 
@@ -163,26 +176,26 @@ impl AllocatorKind {
         cpus: u32,
         lock: LockKind,
         job: J,
-    ) -> Result<J::Output> {
+    ) -> Result<J::Output, BenchAllocError> {
         let zones = [Zone::new(0, frames)];
-        let context = || {
-            format!(
-                "building {} over {frames} frames for {cpus} cpus",
-                self.name()
-            )
+        let built = |source| BenchAllocError::Build {
+            allocator: self.name(),
+            frames,
+            cpus,
+            source,
         };
         // Banks as large as a memory section where they divide the memory.
-        let setup = nvmos_sim::Setup {
-            bank_frames: gcd(frames, nvmos_sim::DEFAULT_BANK_FRAMES),
-            ..nvmos_sim::Setup::new(&zones, cpus)
+        let setup = crate::Setup {
+            bank_frames: gcd(frames, crate::DEFAULT_BANK_FRAMES),
+            ..crate::Setup::new(&zones, cpus)
         };
         match (self.nvmos(), lock) {
-            (Some(kind), LockKind::Spin) => kind
-                .with::<SpinYield, _>(&setup, Run(job))
-                .with_context(context)?,
+            (Some(kind), LockKind::Spin) => {
+                kind.with::<SpinYield, _>(&setup, Run(job)).map_err(built)?
+            }
             (Some(kind), LockKind::Parking) => kind
                 .with::<parking_lot::RawMutex, _>(&setup, Run(job))
-                .with_context(context)?,
+                .map_err(built)?,
             (None, LockKind::Spin) => job.run(&Bsa::<SpinYield>::new(frames)),
             (None, LockKind::Parking) => job.run(&Bsa::<parking_lot::RawMutex>::new(frames)),
         }
@@ -198,22 +211,43 @@ fn gcd(a: u64, b: u64) -> u64 {
 }
 
 /// Which lock every allocator (and the peer) is built with.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Serialize, clap::ValueEnum)]
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum LockKind {
     /// `nvmos_frames::sync::SpinYield`: one CAS to lock, a store to
     /// unlock, yields after a short spin.
+    #[default]
     Spin,
     /// `parking_lot`'s sleeping mutex.
     Parking,
 }
 
+impl LockKind {
+    /// Its name.
+    pub const fn name(self) -> &'static str {
+        match self {
+            LockKind::Spin => "spin",
+            LockKind::Parking => "parking",
+        }
+    }
+}
+
+impl FromStr for LockKind {
+    type Err = String;
+    fn from_str(text: &str) -> Result<Self, String> {
+        [LockKind::Spin, LockKind::Parking]
+            .into_iter()
+            .find(|l| l.name().eq_ignore_ascii_case(text.trim()))
+            .ok_or_else(|| format!("unknown lock '{text}': expected spin or parking"))
+    }
+}
+
 /// Adapts a `TargetJob` to the allocator registry's job.
 struct Run<J>(J);
 
-impl<J: TargetJob> nvmos_sim::AllocatorJob for Run<J> {
-    type Output = Result<J::Output>;
-    fn run<A: nvmos_sim::StudyAllocator + 'static>(self, alloc: A) -> Self::Output {
+impl<J: TargetJob> crate::AllocatorJob for Run<J> {
+    type Output = Result<J::Output, BenchAllocError>;
+    fn run<A: crate::StudyAllocator + 'static>(self, alloc: A) -> Self::Output {
         self.0.run(&alloc)
     }
 }
@@ -224,36 +258,43 @@ pub trait TargetJob {
     /// What the work returns.
     type Output;
     /// Do it.
-    fn run<T: BenchTarget>(self, target: &T) -> Result<Self::Output>;
+    fn run<T: BenchTarget>(self, target: &T) -> Result<Self::Output, BenchAllocError>;
 }
 
-impl fmt::Display for AllocatorKind {
+impl fmt::Display for BenchAllocator {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
     }
 }
 
-impl Serialize for AllocatorKind {
+impl Serialize for BenchAllocator {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(self.name())
     }
 }
 
-impl FromStr for AllocatorKind {
+impl<'de> Deserialize<'de> for BenchAllocator {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let name = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        name.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+impl FromStr for BenchAllocator {
     type Err = String;
 
     /// A registry name or alias, or `bsa`; case-insensitive.
     fn from_str(text: &str) -> Result<Self, String> {
         let wanted = text.trim();
         if wanted.eq_ignore_ascii_case("bsa") {
-            return Ok(AllocatorKind::Bsa);
+            return Ok(BenchAllocator::Bsa);
         }
-        nvmos_sim::AllocatorKind::parse(wanted)
-            .map(AllocatorKind::Nvmos)
+        AllocatorKind::parse(wanted)
+            .map(BenchAllocator::Nvmos)
             .ok_or_else(|| {
                 format!(
                     "unknown allocator '{text}': expected one of {}, bsa",
-                    nvmos_sim::AllocatorKind::names().join(", ")
+                    AllocatorKind::names().join(", ")
                 )
             })
     }
@@ -264,15 +305,20 @@ mod tests {
     use super::*;
 
     #[test]
-    fn names_parse_case_insensitively() {
-        for kind in AllocatorKind::all() {
+    fn names_parse_case_insensitively_and_round_trip() {
+        for kind in BenchAllocator::all() {
             assert_eq!(
-                kind.name().to_uppercase().parse::<AllocatorKind>(),
+                kind.name().to_uppercase().parse::<BenchAllocator>(),
                 Ok(kind)
             );
+            let json = serde_json::to_string(&kind).unwrap();
+            assert_eq!(serde_json::from_str::<BenchAllocator>(&json).unwrap(), kind);
         }
-        let err = "nosuch".parse::<AllocatorKind>().unwrap_err();
+        let err = "nosuch".parse::<BenchAllocator>().unwrap_err();
         assert!(err.contains("'nosuch'"), "{err}");
+        assert!(serde_json::from_str::<BenchAllocator>("\"nosuch\"").is_err());
+        assert_eq!("Parking".parse::<LockKind>(), Ok(LockKind::Parking));
+        assert!("mutex".parse::<LockKind>().is_err());
     }
 
     #[test]

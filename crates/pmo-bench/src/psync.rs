@@ -1,0 +1,636 @@
+//! psync throughput of a persistent memory object, one core, against
+//! PMDK's libpmemobj on the same medium in the same run (`nvmos bench
+//! psync`).
+//!
+//! Each run sweeps an object sequentially, staging `pages_per_psync` 4 KiB
+//! pages and psyncing them, after one untimed pass that writes every page
+//! once (first-touch faults out of the way). Media: a pool file in
+//! `/dev/shm` treated as persistent memory (cache-line write-back and a
+//! fence; PMDK with `PMEM_IS_PMEM_FORCE=1` does the same), and a pool file
+//! on disk (`msync`; PMDK uses `msync` there too). PMDK's program
+//! (`crates/pmo-bench/pmdk_psync.c`) is compiled with `cc -lpmemobj` in
+//! the run; when it cannot be (no `cc`, no libpmemobj), its rows are in
+//! the result with `missing` saying why, and the ratio checks against it
+//! are unmet with the reason: never left out.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+use nvmos_measure::stats::median_index;
+use nvmos_pmo::{KdfParams, Perm, Pool};
+use nvmos_sim::study::{Bound, Check, Progress, Scale, Study};
+use serde::{Deserialize, Serialize};
+
+use crate::{BenchError, Context};
+
+type Result<T, E = BenchError> = std::result::Result<T, E>;
+
+const PAGE: usize = 4096;
+const PMDK_SOURCE: &str = include_str!("../pmdk_psync.c");
+
+/// The psync throughput target with encryption (README, issue's target).
+pub const TARGET_GIB_PER_S: f64 = 2.0;
+
+/// What to measure.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PsyncOptions {
+    /// Object size in bytes.
+    pub object_bytes: u64,
+    /// Bytes psynced per timed run on persistent memory.
+    pub pmem_bytes: u64,
+    /// Bytes psynced per timed run on disk.
+    pub disk_bytes: u64,
+    /// Pages per psync (PMDK: per transaction).
+    pub pages_per_psync: usize,
+    /// Runs per row; the median is reported.
+    pub rounds: u32,
+    /// Directory standing for persistent memory.
+    pub pmem_dir: PathBuf,
+    /// Directory on a disk file system; `None`: the system's temporary
+    /// directory.
+    pub disk_dir: Option<PathBuf>,
+    /// The CPU everything runs on.
+    pub cpu: usize,
+}
+
+impl Default for PsyncOptions {
+    /// The full run: a 64 MiB object, 1 GiB per run on `/dev/shm`, 64 MiB
+    /// on disk, 64 pages per psync, median of 3.
+    fn default() -> Self {
+        PsyncOptions {
+            object_bytes: 64 << 20,
+            pmem_bytes: 1 << 30,
+            disk_bytes: 64 << 20,
+            pages_per_psync: 64,
+            rounds: 3,
+            pmem_dir: PathBuf::from("/dev/shm"),
+            disk_dir: None,
+            cpu: 0,
+        }
+    }
+}
+
+impl PsyncOptions {
+    /// The options at `scale`: `Quick` is 256 MiB per run on persistent
+    /// memory, 8 MiB on disk, one round.
+    pub fn at(scale: Scale) -> Self {
+        match scale {
+            Scale::Full => Self::default(),
+            Scale::Quick => PsyncOptions {
+                pmem_bytes: 256 << 20,
+                disk_bytes: 8 << 20,
+                rounds: 1,
+                ..Self::default()
+            },
+        }
+    }
+
+    /// The disk directory the run uses.
+    pub fn disk_dir(&self) -> PathBuf {
+        self.disk_dir.clone().unwrap_or_else(std::env::temp_dir)
+    }
+
+    /// Refuse options that cannot run, naming the field.
+    pub fn check(&self) -> Result<()> {
+        if self.pages_per_psync == 0 || self.object_bytes < (self.pages_per_psync * PAGE) as u64 {
+            return Err(BenchError::Options(format!(
+                "object_bytes: the object ({} bytes) must hold at least one psync of {} pages",
+                self.object_bytes, self.pages_per_psync
+            )));
+        }
+        if self.rounds == 0 {
+            return Err(BenchError::Options("rounds: at least 1".into()));
+        }
+        Ok(())
+    }
+}
+
+/// One row: a system on a medium.
+#[derive(Clone, Debug, Serialize)]
+pub struct Row {
+    /// Which system and setting.
+    pub system: String,
+    /// "pmem (/dev/shm)" or "disk (...)".
+    pub medium: String,
+    /// Median GiB per wall-clock second over the rounds; `None` when it
+    /// could not run (`missing` says why).
+    pub gib_per_s: Option<f64>,
+    /// Median GiB per CPU second.
+    pub gib_per_cpu_s: Option<f64>,
+    /// Every round that ran.
+    pub rounds: Vec<Sample>,
+    /// Why there is no figure: the row is missing, not left out.
+    pub missing: Option<String>,
+}
+
+/// Encrypted nvmos psync over PMDK's undo-logged transaction on a medium.
+#[derive(Clone, Debug, Serialize)]
+pub struct Ratio {
+    /// The medium.
+    pub medium: String,
+    /// By wall time; `None` when a row is missing.
+    pub wall: Option<f64>,
+    /// By CPU time.
+    pub cpu: Option<f64>,
+}
+
+/// The benchmark's result.
+#[derive(Clone, Debug, Serialize)]
+pub struct Psync {
+    /// The settings.
+    pub options: PsyncOptions,
+    /// The rows.
+    pub rows: Vec<Row>,
+    /// nvmos psync with AES-256-GCM over PMDK's undo-logged transaction,
+    /// per medium.
+    pub ratios: Vec<Ratio>,
+    /// The target and the comparison with PMDK, held against this run.
+    pub checks: Vec<Check>,
+    /// Load average when the run started (the machine may be shared).
+    pub loadavg: String,
+}
+
+impl Psync {
+    /// The rows without a figure.
+    pub fn missing(&self) -> impl Iterator<Item = &Row> {
+        self.rows.iter().filter(|r| r.gib_per_s.is_none())
+    }
+}
+
+impl Study for Psync {
+    type Options = PsyncOptions;
+    type Output = Psync;
+    type Error = BenchError;
+    const NAME: &'static str = "bench-psync";
+
+    fn options(scale: Scale) -> PsyncOptions {
+        PsyncOptions::at(scale)
+    }
+
+    fn run(options: &PsyncOptions, progress: &mut dyn FnMut(Progress)) -> Result<Psync> {
+        run(options, progress)
+    }
+}
+
+fn gib(bytes: u64, secs: f64) -> f64 {
+    bytes as f64 / secs / (1u64 << 30) as f64
+}
+
+fn pin(cpu: usize) -> Result<()> {
+    // SAFETY: a zeroed cpu_set_t with one bit set, for this thread; the
+    // PMDK child process inherits it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+            return Err(std::io::Error::last_os_error())
+                .with_context(|| format!("pinning to CPU {cpu}"));
+        }
+    }
+    Ok(())
+}
+
+/// One timed nvmos run: returns GiB/s.
+fn nvmos_run(cfg: &PsyncOptions, dir: &Path, bytes: u64, encrypted: bool) -> Result<Sample> {
+    let path = dir.join(format!("nvmos-bench-psync-{}.pool", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    let result = (|| {
+        let pool_size = (cfg.object_bytes * 2 + (16 << 20)).next_multiple_of(PAGE as u64);
+        let pool = Pool::create(&path, pool_size)?;
+        let key: Option<&[u8]> = encrypted.then_some(b"benchmark key");
+        pool.pcreate_with("bench", cfg.object_bytes, key, KdfParams::default())?;
+        let obj = pool.open_object("bench", Perm::Write, key)?;
+        let pages = (cfg.object_bytes as usize) / PAGE;
+        let per = cfg.pages_per_psync;
+        let mut buf = vec![0u8; per * PAGE];
+        for (i, b) in buf.iter_mut().enumerate() {
+            *b = (i * 131 + (i >> 12)) as u8;
+        }
+        // Untimed pass: every page written once.
+        for k in 0..pages / per {
+            for j in 0..per {
+                obj.stage(k * per + j, &buf[j * PAGE..(j + 1) * PAGE])?;
+            }
+            obj.psync()?;
+        }
+        let psyncs = (bytes as usize / (per * PAGE)).max(1);
+        let t0 = Instant::now();
+        let c0 = thread_cpu_s();
+        for k in 0..psyncs {
+            for j in 0..per {
+                let page = (k * per + j) % pages;
+                obj.stage(page, &buf[j * PAGE..(j + 1) * PAGE])?;
+                buf[j * PAGE] ^= k as u8;
+            }
+            obj.psync()?;
+        }
+        let secs = t0.elapsed().as_secs_f64();
+        let cpu = thread_cpu_s() - c0;
+        let b = (psyncs * per * PAGE) as u64;
+        Ok::<Sample, nvmos_pmo::PmoError>(Sample {
+            wall: gib(b, secs),
+            cpu: gib(b, cpu),
+        })
+    })();
+    let _ = std::fs::remove_file(&path);
+    result.with_context(|| format!("nvmos psync on {}", dir.display()))
+}
+
+/// The cipher alone: AES-256-GCM sealing 4 KiB pages from one buffer into
+/// another, both in cache, with the page's associated data: the ceiling
+/// for psync with encryption on this core.
+fn seal_only(bytes: u64) -> Result<Sample> {
+    use ring::aead::{Aad, LessSafeKey, Nonce, UnboundKey, AES_256_GCM};
+    let cipher = LessSafeKey::new(
+        UnboundKey::new(&AES_256_GCM, &[0x5a; 32]).expect("AES-256 takes a 32-byte key"),
+    );
+    let src = vec![0x11u8; PAGE];
+    let mut dst = vec![0u8; PAGE];
+    let pages = (bytes as usize / PAGE).max(1);
+    let t0 = Instant::now();
+    let c0 = thread_cpu_s();
+    let mut sink = 0u8;
+    for v in 0..pages as u64 {
+        let mut nonce = [0u8; 12];
+        nonce[4..].copy_from_slice(&v.to_le_bytes());
+        let mut aad = [0u8; 24];
+        aad[16..].copy_from_slice(&v.to_le_bytes());
+        // As the pool does: copy the page into the output, seal in place.
+        dst.copy_from_slice(&src);
+        let tag = cipher
+            .seal_in_place_separate_tag(
+                Nonce::assume_unique_for_key(nonce),
+                Aad::from(aad),
+                &mut dst,
+            )
+            .map_err(|_| BenchError::Inconsistent("AES-GCM refused a 4 KiB page".into()))?;
+        sink ^= tag.as_ref()[0];
+    }
+    let secs = t0.elapsed().as_secs_f64();
+    let cpu = thread_cpu_s() - c0;
+    std::hint::black_box(sink);
+    let b = (pages * PAGE) as u64;
+    Ok(Sample {
+        wall: gib(b, secs),
+        cpu: gib(b, cpu),
+    })
+}
+
+/// Build the PMDK program (both variants) in `dir`.
+fn build_pmdk(dir: &Path) -> Result<[PathBuf; 2]> {
+    let src = dir.join("pmdk_psync.c");
+    std::fs::write(&src, PMDK_SOURCE).context("writing the PMDK program")?;
+    let mut out = Vec::new();
+    for (name, flags) in [
+        ("pmdk_undo", &[][..]),
+        ("pmdk_nosnap", &["-DNO_SNAPSHOT"][..]),
+    ] {
+        let exe = dir.join(name);
+        let o = Command::new("cc")
+            .args(["-O2", "-o"])
+            .arg(&exe)
+            .arg(&src)
+            .args(flags)
+            .arg("-lpmemobj")
+            .output()
+            .context(
+                "running cc (install a C compiler and libpmemobj-dev for the PMDK baseline)",
+            )?;
+        if !o.status.success() {
+            return Err(BenchError::Options(format!(
+                "cc -lpmemobj failed (is libpmemobj-dev installed?): {}",
+                String::from_utf8_lossy(&o.stderr).trim()
+            )));
+        }
+        out.push(exe);
+    }
+    Ok([out[0].clone(), out[1].clone()])
+}
+
+fn pmdk_run(
+    exe: &Path,
+    cfg: &PsyncOptions,
+    dir: &Path,
+    bytes: u64,
+    force_pmem: bool,
+) -> Result<Sample> {
+    let path = dir.join(format!("nvmos-bench-pmdk-{}.pool", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    let mut cmd = Command::new(exe);
+    cmd.arg(&path)
+        .arg(cfg.object_bytes.to_string())
+        .arg(bytes.to_string())
+        .arg(cfg.pages_per_psync.to_string());
+    if force_pmem {
+        cmd.env("PMEM_IS_PMEM_FORCE", "1");
+    } else {
+        cmd.env_remove("PMEM_IS_PMEM_FORCE");
+    }
+    let o = cmd.output().context("running the PMDK program");
+    let _ = std::fs::remove_file(&path);
+    let o = o?;
+    if !o.status.success() {
+        return Err(BenchError::Inconsistent(format!(
+            "PMDK program failed: {}",
+            String::from_utf8_lossy(&o.stderr).trim()
+        )));
+    }
+    let text = String::from_utf8_lossy(&o.stdout);
+    let mut f = text.split_whitespace();
+    let (Some(b), Some(s), Some(c)) = (f.next(), f.next(), f.next()) else {
+        return Err(BenchError::Inconsistent(format!(
+            "PMDK program printed {text:?}"
+        )));
+    };
+    let b: u64 = b.parse().context("PMDK bytes")?;
+    let s: f64 = s.parse().context("PMDK seconds")?;
+    let c: f64 = c.parse().context("PMDK CPU seconds")?;
+    Ok(Sample {
+        wall: gib(b, s),
+        cpu: gib(b, c),
+    })
+}
+
+/// One timed run: GiB per second of wall time and per second of CPU time
+/// (the machine may be shared; CPU time leaves out time spent descheduled).
+#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
+pub struct Sample {
+    /// GiB per wall-clock second.
+    pub wall: f64,
+    /// GiB per CPU second of the measuring thread (PMDK: process).
+    pub cpu: f64,
+}
+
+fn thread_cpu_s() -> f64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes the struct we pass.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
+}
+
+/// An error and every cause not already part of its message, joined by
+/// ": ".
+fn chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut message = error.to_string();
+    let mut cause = error.source();
+    while let Some(c) = cause {
+        let text = c.to_string();
+        if !message.contains(&text) {
+            message.push_str(": ");
+            message.push_str(&text);
+        }
+        cause = c.source();
+    }
+    message
+}
+
+fn row(
+    system: &str,
+    medium: &str,
+    rounds: u32,
+    mut f: impl FnMut() -> Result<Sample, String>,
+) -> Row {
+    let mut values: Vec<Sample> = Vec::new();
+    for _ in 0..rounds {
+        match f() {
+            Ok(v) => values.push(v),
+            Err(why) => {
+                return Row {
+                    system: system.into(),
+                    medium: medium.into(),
+                    gib_per_s: None,
+                    gib_per_cpu_s: None,
+                    rounds: values,
+                    missing: Some(why),
+                }
+            }
+        }
+    }
+    let wall: Vec<f64> = values.iter().map(|s| s.wall).collect();
+    let cpu: Vec<f64> = values.iter().map(|s| s.cpu).collect();
+    Row {
+        system: system.into(),
+        medium: medium.into(),
+        gib_per_s: median_index(&wall).map(|i| wall[i]),
+        gib_per_cpu_s: median_index(&cpu).map(|i| cpu[i]),
+        rounds: values,
+        missing: None,
+    }
+}
+
+/// The encrypted nvmos row's name.
+pub const NVMOS_AES: &str = "nvmos psync, AES-256-GCM";
+/// PMDK's undo-logged transaction row's name.
+pub const PMDK_UNDO: &str = "PMDK libpmemobj tx (undo log)";
+
+/// Rows in all: the cipher alone, then four systems on each of two media.
+pub const ROWS: u64 = 9;
+
+/// Run every row, reporting each as it starts. A row that cannot run (no
+/// PMDK, a medium that failed) is in the result with `missing` set; only
+/// options that cannot run and a failure to pin or make a temporary
+/// directory are errors.
+pub fn run(cfg: &PsyncOptions, progress: &mut dyn FnMut(Progress)) -> Result<Psync> {
+    cfg.check()?;
+    pin(cfg.cpu)?;
+    let loadavg = crate::loadavg();
+    let tmp = tempfile::tempdir().context("creating a temporary directory")?;
+    let pmdk = build_pmdk(tmp.path()).map_err(|e| chain(&e));
+    let disk_dir = cfg.disk_dir();
+    let media = [
+        (
+            format!("pmem ({})", cfg.pmem_dir.display()),
+            &cfg.pmem_dir,
+            cfg.pmem_bytes,
+            true,
+        ),
+        (
+            format!("disk ({})", disk_dir.display()),
+            &disk_dir,
+            cfg.disk_bytes,
+            false,
+        ),
+    ];
+    let mut done = 0;
+    let mut step = |what: String| {
+        progress(Progress {
+            done,
+            total: ROWS,
+            step: what,
+        });
+        done += 1;
+    };
+    let mut rows = Vec::new();
+    let mut ratios = Vec::new();
+    step("AES-256-GCM seal only".into());
+    rows.push(row(
+        "AES-256-GCM seal only (ceiling)",
+        "cache",
+        cfg.rounds,
+        || seal_only(cfg.pmem_bytes).map_err(|e| chain(&e)),
+    ));
+    for (medium, dir, bytes, pmem) in &media {
+        type Measure<'a> = Box<dyn Fn() -> Result<Sample, String> + 'a>;
+        let pmdk_row = |which: usize| -> Measure {
+            let pmdk = &pmdk;
+            Box::new(move || match pmdk {
+                Ok(exes) => pmdk_run(&exes[which], cfg, dir, *bytes, *pmem).map_err(|e| chain(&e)),
+                Err(why) => Err(format!("the PMDK baseline could not be built: {why}")),
+            })
+        };
+        let systems: [(&str, Measure); 4] = [
+            (
+                NVMOS_AES,
+                Box::new(|| nvmos_run(cfg, dir, *bytes, true).map_err(|e| chain(&e))),
+            ),
+            (
+                "nvmos psync, no encryption",
+                Box::new(|| nvmos_run(cfg, dir, *bytes, false).map_err(|e| chain(&e))),
+            ),
+            (PMDK_UNDO, pmdk_row(0)),
+            ("PMDK libpmemobj tx (no snapshot)", pmdk_row(1)),
+        ];
+        let first = rows.len();
+        for (name, f) in systems.iter() {
+            step(format!("{name} on {medium}"));
+            rows.push(row(name, medium, cfg.rounds, f));
+        }
+        let ratio = |f: fn(&Row) -> Option<f64>| match (f(&rows[first]), f(&rows[first + 2])) {
+            (Some(a), Some(b)) => Some(a / b),
+            _ => None,
+        };
+        ratios.push(Ratio {
+            medium: medium.clone(),
+            wall: ratio(|r| r.gib_per_s),
+            cpu: ratio(|r| r.gib_per_cpu_s),
+        });
+    }
+    progress(Progress {
+        done: ROWS,
+        total: ROWS,
+        step: "done".into(),
+    });
+    let checks = checks(&rows, &ratios);
+    Ok(Psync {
+        options: cfg.clone(),
+        rows,
+        ratios,
+        checks,
+        loadavg,
+    })
+}
+
+/// The target (encrypted psync at 2 GiB/s on persistent memory) and the
+/// comparison with PMDK's undo log on each medium. A check whose figure
+/// could not be measured is unmet, with the reason in its detail.
+fn checks(rows: &[Row], ratios: &[Ratio]) -> Vec<Check> {
+    let mut checks = Vec::new();
+    let why = |r: &Row| r.missing.clone().unwrap_or_default();
+    if let Some(aes) = rows.iter().find(|r| r.system == NVMOS_AES) {
+        checks.push(
+            Check::new(
+                format!(
+                    "nvmos psync with AES-256-GCM on {} at least {TARGET_GIB_PER_S} GiB/s",
+                    aes.medium
+                ),
+                "nvmos target (README: psync with encryption)",
+                aes.gib_per_s.unwrap_or(f64::NAN),
+                "GiB/s",
+                Bound::AtLeast(TARGET_GIB_PER_S),
+            )
+            .detail(match aes.gib_per_s {
+                Some(_) => format!(
+                    "wall-clock; {} GiB per CPU-second of the measuring thread",
+                    aes.gib_per_cpu_s.map_or("-".into(), |v| format!("{v:.3}"))
+                ),
+                None => format!("not measured: {}", why(aes)),
+            }),
+        );
+    }
+    for ratio in ratios {
+        let missing: Vec<String> = rows
+            .iter()
+            .filter(|r| {
+                r.medium == ratio.medium && (r.system == NVMOS_AES || r.system == PMDK_UNDO)
+            })
+            .filter_map(|r| r.missing.as_ref().map(|m| format!("{}: {m}", r.system)))
+            .collect();
+        checks.push(
+            Check::new(
+                format!("nvmos psync with AES-256-GCM at least as fast as PMDK's undo-logged transaction (no encryption) on {}", ratio.medium),
+                "nvmos target: psync against PMDK in the same run",
+                ratio.wall.unwrap_or(f64::NAN),
+                "x",
+                Bound::AtLeast(1.0),
+            )
+            .detail(if missing.is_empty() {
+                format!(
+                    "by wall time; {} by CPU time",
+                    ratio.cpu.map_or("-".into(), |v| format!("{v:.2}x"))
+                )
+            } else {
+                format!("not measured: {}", missing.join("; "))
+            }),
+        );
+    }
+    checks
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn options_at_scale_round_trip_and_refuse_what_cannot_run() {
+        let quick = Psync::options(Scale::Quick);
+        assert!(quick.pmem_bytes < PsyncOptions::default().pmem_bytes);
+        let json = serde_json::to_string(&quick).unwrap();
+        assert_eq!(serde_json::from_str::<PsyncOptions>(&json).unwrap(), quick);
+        let bad = PsyncOptions {
+            object_bytes: 4096,
+            ..quick
+        };
+        let err = bad.check().unwrap_err().to_string();
+        assert!(err.contains("object_bytes"), "{err}");
+    }
+
+    #[test]
+    fn a_missing_pmdk_row_makes_its_checks_unmet_with_the_reason() {
+        let sample = Sample {
+            wall: 1.0,
+            cpu: 2.0,
+        };
+        let ok = |system: &str| Row {
+            system: system.into(),
+            medium: "pmem (x)".into(),
+            gib_per_s: Some(sample.wall),
+            gib_per_cpu_s: Some(sample.cpu),
+            rounds: vec![sample],
+            missing: None,
+        };
+        let mut pmdk = ok(PMDK_UNDO);
+        pmdk.gib_per_s = None;
+        pmdk.gib_per_cpu_s = None;
+        pmdk.missing = Some("cc: not found".into());
+        let rows = [ok(NVMOS_AES), pmdk];
+        let ratios = [Ratio {
+            medium: "pmem (x)".into(),
+            wall: None,
+            cpu: None,
+        }];
+        let checks = checks(&rows, &ratios);
+        assert_eq!(checks.len(), 2);
+        assert!(!checks[0].met, "1 GiB/s is below the target");
+        assert!(!checks[1].met);
+        assert!(
+            checks[1].detail.contains("cc: not found"),
+            "{}",
+            checks[1].detail
+        );
+    }
+}
