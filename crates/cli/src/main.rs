@@ -111,6 +111,10 @@ enum BenchCommand {
     /// psync throughput of a persistent memory object (AES-256-GCM, one
     /// core) beside PMDK's libpmemobj on /dev/shm and on disk.
     Psync(bench::psync::PsyncArgs),
+    /// The heap inside an object (palloc/pfree, psync amortised) beside
+    /// PMDK's pmemobj_alloc/pmemobj_free on the same operations, and the
+    /// fragmentation each leaves.
+    Heap(bench::heap::HeapArgs),
     /// Persistent memory objects (seed 001): seed 001's kernels and a file
     /// server in every mode and prediction depth, attach and first-touch
     /// cost; writes pmo.html beside the report.
@@ -137,6 +141,9 @@ fn run(cli: Cli) -> Result<()> {
         Command::Bench {
             bench: BenchCommand::Psync(args),
         } => bench::psync::main(&args),
+        Command::Bench {
+            bench: BenchCommand::Heap(args),
+        } => bench::heap::main(&args),
         Command::Bench {
             bench: BenchCommand::Pmo(args),
         } => bench::pmo::main(&args),

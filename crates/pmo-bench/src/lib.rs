@@ -12,6 +12,9 @@
 //!   libpmemobj, which is compiled from `pmdk_psync.c` beside this crate
 //!   with `cc -lpmemobj` during the run; when `cc` or PMDK is missing the
 //!   PMDK rows are in the result, marked missing with the reason.
+//! - [`heap`]: the heap inside an object (`palloc`/`pfree`, psync
+//!   amortised) against libpmemobj's `pmemobj_alloc`/`pmemobj_free` on the
+//!   same operations (`pmdk_heap.c`), with the fragmentation each leaves.
 //! - [`pmo`]: seed 001's kernels ([`kernels`]) and a file server in every
 //!   mode and prediction depth; the speed-up of DRAM cache with prediction
 //!   over decrypt-at-fault against the seed's 1.81×; attach and
@@ -32,6 +35,7 @@
 //! # Ok::<(), nvmos_pmo_bench::BenchError>(())
 //! ```
 
+pub mod heap;
 pub mod kernels;
 pub mod pmo;
 pub mod psync;
@@ -83,4 +87,20 @@ pub(crate) fn loadavg() -> String {
     std::fs::read_to_string("/proc/loadavg")
         .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
         .unwrap_or_else(|e| format!("unknown ({e})"))
+}
+
+/// An error and every cause not already part of its message, joined by
+/// ": ".
+pub(crate) fn chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut message = error.to_string();
+    let mut cause = error.source();
+    while let Some(c) = cause {
+        let text = c.to_string();
+        if !message.contains(&text) {
+            message.push_str(": ");
+            message.push_str(&text);
+        }
+        cause = c.source();
+    }
+    message
 }

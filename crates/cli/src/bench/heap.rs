@@ -1,0 +1,168 @@
+//! `nvmos bench heap`: arguments, progress and the table for
+//! `nvmos_pmo_bench::heap` (the heap inside an object against PMDK's
+//! `pmemobj_alloc`/`pmemobj_free`).
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
+use anyhow::Result;
+use nvmos_pmo_bench::heap::{self, HeapBench, HeapOptions};
+use nvmos_report::TextTable;
+use nvmos_sim::study::{Scale, Study};
+
+/// `nvmos bench heap` options.
+#[derive(clap::Args, Debug)]
+pub struct HeapArgs {
+    /// Bytes of the heap (nvmos's object, PMDK's pool) [default: 64MiB].
+    #[arg(long, value_parser = nvmos_sim::units::parse_memory)]
+    heap: Option<u64>,
+    /// Operations per run [default: 1000000, 100000 with --quick].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    ops: Option<u64>,
+    /// Most live blocks [default: 16384].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(2..))]
+    live_max: Option<u64>,
+    /// nvmos psync intervals in operations, comma-separated [default: 1,64].
+    #[arg(long, value_delimiter = ',', value_parser = clap::value_parser!(u64).range(1..))]
+    psync_every: Vec<u64>,
+    /// Runs per row; the median is reported [default: 3, 1 with --quick].
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    rounds: Option<u32>,
+    /// Directory standing for persistent memory [default: /dev/shm].
+    #[arg(long)]
+    pmem_dir: Option<PathBuf>,
+    /// The nvmos object without encryption (PMDK has none).
+    #[arg(long)]
+    plain: bool,
+    /// Smaller and faster (explicit options still win).
+    #[arg(long)]
+    quick: bool,
+    /// Print the result as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+impl HeapArgs {
+    fn options(&self) -> HeapOptions {
+        let mut o = HeapBench::options(if self.quick {
+            Scale::Quick
+        } else {
+            Scale::Full
+        });
+        if let Some(pages) = self.heap {
+            o.heap_bytes = pages * 4096;
+        }
+        if let Some(ops) = self.ops {
+            o.ops = ops;
+        }
+        if let Some(n) = self.live_max {
+            o.live_max = n;
+        }
+        if !self.psync_every.is_empty() {
+            o.psync_every = self.psync_every.clone();
+        }
+        if let Some(r) = self.rounds {
+            o.rounds = r;
+        }
+        if let Some(dir) = &self.pmem_dir {
+            o.pmem_dir = dir.clone();
+        }
+        o.encrypted &= !self.plain;
+        o
+    }
+}
+
+fn table(r: &HeapBench) -> String {
+    let c = &r.options;
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "heap: {} operations (64-4096 B allocations, random frees, up to {} live), {} MiB heap on {}; median of {} runs\nload average at start: {}",
+        c.ops,
+        c.live_max,
+        c.heap_bytes >> 20,
+        c.pmem_dir.display(),
+        c.rounds,
+        r.loadavg
+    );
+    let mut t = TextTable::new([
+        "system",
+        "ns/op",
+        "cpu ns/op",
+        "allocs",
+        "frees",
+        "refused",
+        "live MiB",
+        "largest alloc MiB",
+        "fragmentation",
+        "runs (ns/op)",
+    ]);
+    t.left(1).left(10);
+    let mib = |b: u64| format!("{:.2}", b as f64 / (1u64 << 20) as f64);
+    for row in &r.rows {
+        let runs: Vec<String> = row.rounds.iter().map(|s| format!("{:.0}", s.ns_per_op)).collect();
+        let mut runs = runs.join(" ");
+        if let Some(why) = &row.missing {
+            let _ = write!(runs, " (missing: {why})");
+        }
+        match row.median {
+            Some(m) => t.row([
+                row.system.clone(),
+                format!("{:.0}", m.ns_per_op),
+                format!("{:.0}", m.cpu_ns_per_op),
+                m.allocs.to_string(),
+                m.frees.to_string(),
+                m.failed_allocs.to_string(),
+                mib(m.live_bytes),
+                mib(m.largest_allocatable),
+                m.heap_fragmentation.map_or("-".into(), |f| format!("{f:.3}")),
+                runs,
+            ]),
+            None => t.row([
+                row.system.clone(),
+                "-".into(),
+                "-".into(),
+                "-".into(),
+                "-".into(),
+                "-".into(),
+                "-".into(),
+                "-".into(),
+                "-".into(),
+                runs,
+            ]),
+        };
+    }
+    s.push_str(&t.render());
+    s.push('\n');
+    s.push_str(&super::checks_text(&r.checks));
+    s
+}
+
+/// Run `nvmos bench heap` and print its table (or JSON).
+pub fn main(args: &HeapArgs) -> Result<()> {
+    let options = args.options();
+    options.check()?;
+    let bar = crate::progress_bar(options.psync_every.len() as u64 + 1);
+    let result = heap::run(&options, &mut |p| crate::show(&bar, &p));
+    bar.finish_and_clear();
+    let result = result?;
+    if args.json {
+        print!("{}", nvmos_report::json_text(&result)?);
+    } else {
+        print!("{}", table(&result));
+    }
+    let missing: Vec<String> = result
+        .rows
+        .iter()
+        .filter_map(|r| r.missing.as_ref().map(|m| format!("{}: {m}", r.system)))
+        .collect();
+    if !missing.is_empty() {
+        anyhow::bail!(
+            "{} of {} rows could not run, so the comparison is incomplete: {}",
+            missing.len(),
+            result.rows.len(),
+            missing.join("; ")
+        );
+    }
+    Ok(())
+}
