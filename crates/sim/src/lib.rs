@@ -34,6 +34,7 @@
 
 pub mod allocators;
 pub mod banks;
+pub mod banks_study;
 pub mod evaluate;
 pub mod horizon;
 pub mod levelling;
