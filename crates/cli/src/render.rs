@@ -218,30 +218,17 @@ fn metadata_table(report: &Report) -> String {
     out
 }
 
-/// Lay out rows in columns: the first left-aligned, the rest right.
+/// Lay out rows in columns (the first row is the header): the first
+/// column left-aligned, the rest right; through nvmos-report's TextTable.
 pub(crate) fn align(rows: &[Vec<String>]) -> String {
-    let columns = rows.iter().map(Vec::len).max().unwrap_or(0);
-    let widths: Vec<usize> = (0..columns)
-        .map(|c| {
-            rows.iter()
-                .filter_map(|r| r.get(c))
-                .map(|s| s.chars().count())
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
-    let mut out = String::new();
-    for row in rows {
-        for (c, text) in row.iter().enumerate() {
-            if c == 0 {
-                let _ = write!(out, "{text:<w$}", w = widths[0]);
-            } else {
-                let _ = write!(out, "  {text:>w$}", w = widths[c]);
-            }
-        }
-        out.push('\n');
+    let Some((header, rest)) = rows.split_first() else {
+        return String::new();
+    };
+    let mut t = nvmos_report::TextTable::new(header.clone());
+    for r in rest {
+        t.row(r.clone());
     }
-    out
+    t.render()
 }
 
 #[cfg(test)]
