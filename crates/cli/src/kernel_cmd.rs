@@ -11,10 +11,10 @@ use nvmos_kernel::run::{self, Accel, Policy, RunOptions};
 use nvmos_kernel::{study, Progress};
 
 use crate::render::align;
+use crate::units::{parse_memory, FRAME_BYTES};
 use nvmos_report::chart::{Axis, BarChart};
 use nvmos_report::page::{Cell, Html, HtmlTable, Page};
 use nvmos_report::OutputDir;
-use crate::units::{parse_memory, FRAME_BYTES};
 
 #[derive(Subcommand, Debug)]
 pub enum KernelCommand {
@@ -430,7 +430,11 @@ fn html_table(
                 match values(i, field) {
                     Some(v) if c >= text && !v.is_nan() => Cell::number(
                         v,
-                        &[("data-list", list), ("data-row", index.as_str()), ("data-field", field)],
+                        &[
+                            ("data-list", list),
+                            ("data-row", index.as_str()),
+                            ("data-field", field),
+                        ],
                     ),
                     _ if c < text => Cell::text(cell.clone()),
                     _ => Cell::figure(cell.clone()),
@@ -452,7 +456,13 @@ fn html(s: &study::Study) -> Result<String> {
         page.summary_note(
             &Html::new()
                 .text(&format!("{w}: buddy's most allocated frame / iBuddy's = "))
-                .figure(*r, &[("data-workload", w.as_str()), ("data-field", "ibuddy_max_reduction")])
+                .figure(
+                    *r,
+                    &[
+                        ("data-workload", w.as_str()),
+                        ("data-field", "ibuddy_max_reduction"),
+                    ],
+                )
                 .text("× (target ≥ 10)."),
         );
     }
@@ -461,8 +471,20 @@ fn html(s: &study::Study) -> Result<String> {
         s.mem_mib, s.cpus
     )));
     let run_fields = [
-        "policy", "workload", "run", "accel", "boot_s", "total_s", "events", "lost_events",
-        "wear.max", "wear.mean", "wear.max_over_mean", "used_banks", "pinned_banks", "problems",
+        "policy",
+        "workload",
+        "run",
+        "accel",
+        "boot_s",
+        "total_s",
+        "events",
+        "lost_events",
+        "wear.max",
+        "wear.mean",
+        "wear.max_over_mean",
+        "used_banks",
+        "pinned_banks",
+        "problems",
     ];
     let run_value = |i: usize, field: &str| -> Option<f64> {
         let r = &s.runs[i];
@@ -478,11 +500,23 @@ fn html(s: &study::Study) -> Result<String> {
             _ => return None,
         })
     };
-    page.section("runs", "Runs")
-        .table(&html_table(&run_rows(s), "runs", 4, &run_fields, &run_value));
+    page.section("runs", "Runs").table(&html_table(
+        &run_rows(s),
+        "runs",
+        4,
+        &run_fields,
+        &run_value,
+    ));
     let replay_fields = [
-        "workload", "policy", "model", "predicted_max", "measured_max", "ratio_max",
-        "predicted_mean", "measured_mean", "ratio_mean",
+        "workload",
+        "policy",
+        "model",
+        "predicted_max",
+        "measured_max",
+        "ratio_max",
+        "predicted_mean",
+        "measured_mean",
+        "ratio_mean",
     ];
     let replay_value = |i: usize, field: &str| -> Option<f64> {
         let r = &s.replay[i];
@@ -496,13 +530,14 @@ fn html(s: &study::Study) -> Result<String> {
             _ => return None,
         })
     };
-    page.section("replay", "Replay vs reality").table(&html_table(
-        &replay_rows(s),
-        "replay",
-        3,
-        &replay_fields,
-        &replay_value,
-    ));
+    page.section("replay", "Replay vs reality")
+        .table(&html_table(
+            &replay_rows(s),
+            "replay",
+            3,
+            &replay_fields,
+            &replay_value,
+        ));
     if !s.ibuddy_max_reduction.is_empty() {
         let chart = BarChart::new(
             "ibuddy-reduction",
@@ -520,8 +555,11 @@ fn html(s: &study::Study) -> Result<String> {
         )
         .reference(10.0, "target ≥ 10")
         .render()?;
-        page.section("reduction", "iBuddy's reduction of the most allocated frame")
-            .chart(&chart);
+        page.section(
+            "reduction",
+            "iBuddy's reduction of the most allocated frame",
+        )
+        .chart(&chart);
     }
     Ok(page.render())
 }

@@ -19,8 +19,8 @@ use nvmos_sim::{Evaluation, StudyRow, TraceStudy};
 // `bench/pmo_report.rs` (another engineer's) still builds its page by
 // hand from these; they are nvmos-report's, not copies.
 pub(crate) use nvmos_report::chart::PALETTE;
-pub(crate) use nvmos_report::{escape, format_value};
 pub(crate) use nvmos_report::page::{CHECK_SCRIPT, STYLE};
+pub(crate) use nvmos_report::{escape, format_value};
 
 /// Write `results.json`, `summary.csv`, `wear_cdf.csv` and `index.html`,
 /// each whole or not at all, never over one of `inputs` (the traces).
@@ -130,7 +130,13 @@ fn cdf_csv(evaluation: &Evaluation) -> Result<String> {
         }
     }
     Ok(csv_text(
-        &["trace", "allocator", "writes", "frames", "cumulative_fraction"],
+        &[
+            "trace",
+            "allocator",
+            "writes",
+            "frames",
+            "cumulative_fraction",
+        ],
         rows,
     )?)
 }
@@ -181,19 +187,17 @@ fn summary_table(evaluation: &Evaluation) -> HtmlTable {
     for a in allocators {
         let mut cells = vec![Cell::text(a)];
         for trace in &evaluation.traces {
-            cells.push(
-                match trace.rows.iter().find(|r| r.allocator == a) {
-                    Some(row) => Cell::number(
-                        row.wear.lifetime_pct_of_ideal,
-                        &[
-                            ("data-trace", trace.trace.as_str()),
-                            ("data-alloc", a),
-                            ("data-field", "lifetime_pct_of_ideal"),
-                        ],
-                    ),
-                    None => Cell::figure("-"),
-                },
-            );
+            cells.push(match trace.rows.iter().find(|r| r.allocator == a) {
+                Some(row) => Cell::number(
+                    row.wear.lifetime_pct_of_ideal,
+                    &[
+                        ("data-trace", trace.trace.as_str()),
+                        ("data-alloc", a),
+                        ("data-field", "lifetime_pct_of_ideal"),
+                    ],
+                ),
+                None => Cell::figure("-"),
+            });
         }
         table.row(cells);
     }
@@ -202,23 +206,23 @@ fn summary_table(evaluation: &Evaluation) -> HtmlTable {
 
 fn trace_section(page: &mut Page, trace: &TraceStudy) -> Result<()> {
     let t = trace.trace.as_str();
-    page.section(&format!("trace-{t}"), t).note(&Html::new().text(&format!(
-        "{} events over {:.2} s; {} frames of {} in {} zone(s), {} CPUs{}; kernel {}.",
-        trace.events,
-        trace.duration_ns as f64 / 1e9,
-        trace.rows.first().map_or(0, |r| r.wear.frames),
-        trace.source,
-        trace.machine.zones.len(),
-        trace.machine.cpus,
-        if trace.inferred {
-            " (inferred from the trace: highest pfn + block, highest CPU + 1)"
-        } else {
-            ""
-        },
-        trace.machine.kernel,
-    )));
-    let mut table =
-        HtmlTable::new(std::iter::once("allocator").chain(FIELDS.iter().map(|f| f.1)));
+    page.section(&format!("trace-{t}"), t)
+        .note(&Html::new().text(&format!(
+            "{} events over {:.2} s; {} frames of {} in {} zone(s), {} CPUs{}; kernel {}.",
+            trace.events,
+            trace.duration_ns as f64 / 1e9,
+            trace.rows.first().map_or(0, |r| r.wear.frames),
+            trace.source,
+            trace.machine.zones.len(),
+            trace.machine.cpus,
+            if trace.inferred {
+                " (inferred from the trace: highest pfn + block, highest CPU + 1)"
+            } else {
+                ""
+            },
+            trace.machine.kernel,
+        )));
+    let mut table = HtmlTable::new(std::iter::once("allocator").chain(FIELDS.iter().map(|f| f.1)));
     for row in &trace.rows {
         let a = row.allocator.as_str();
         let name = match row.stats.flag() {
@@ -226,7 +230,7 @@ fn trace_section(page: &mut Page, trace: &TraceStudy) -> Result<()> {
             Some(flag) => Cell::Html(
                 Html::new()
                     .text(a)
-                    .markup(" <strong class=\"missed\">!! ")
+                    .markup(" <strong class=\"flagged\">!! ")
                     .text(&flag)
                     .markup("</strong>"),
             ),
@@ -308,7 +312,10 @@ fn heat_chart(trace: &TraceStudy) -> Result<Chart> {
     .x_axis(Axis::linear("frame, in pfn order over the managed zones").range(0.0, frames as f64))
     .colour_scale(ColourScale::Log, "most writes to one frame");
     for row in &trace.rows {
-        chart = chart.row(&row.allocator, row.heat.iter().map(|&v| f64::from(v)).collect());
+        chart = chart.row(
+            &row.allocator,
+            row.heat.iter().map(|&v| f64::from(v)).collect(),
+        );
     }
     Ok(chart.render()?)
 }

@@ -121,7 +121,10 @@ pub(crate) fn checks_table(checks: &[Check]) -> HtmlTable {
             match c.seed_figure {
                 Some(v) => Cell::number(
                     v,
-                    &[("data-check", index.as_str()), ("data-field", "seed_figure")],
+                    &[
+                        ("data-check", index.as_str()),
+                        ("data-field", "seed_figure"),
+                    ],
                 ),
                 None => Cell::figure("-"),
             },

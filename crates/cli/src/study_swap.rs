@@ -398,10 +398,7 @@ fn iops_lines(
         .y_axis(Axis::linear("time (s)"))
         .markers();
     for (name, ys) in series {
-        chart = chart.series(Series::new(
-            name,
-            xs.iter().copied().zip(ys).collect(),
-        ));
+        chart = chart.series(Series::new(name, xs.iter().copied().zip(ys).collect()));
     }
     Ok(chart.render()?)
 }
@@ -427,9 +424,18 @@ fn html(s: &SwapStudy) -> Result<String> {
                     format_value(first.iops),
                     format_value(last.iops)
                 ))
-                .figure(*on, &[("data-finding", "model_on_speedup"), ("data-index", "last")])
+                .figure(
+                    *on,
+                    &[("data-finding", "model_on_speedup"), ("data-index", "last")],
+                )
                 .text("× faster with congestion control on and ")
-                .figure(*off, &[("data-finding", "model_off_speedup"), ("data-index", "last")])
+                .figure(
+                    *off,
+                    &[
+                        ("data-finding", "model_off_speedup"),
+                        ("data-index", "last"),
+                    ],
+                )
                 .text("× with it off (model)."),
         );
     }

@@ -181,7 +181,14 @@ fn every_command_says_a_missing_file_once() {
         &["replay", "--trace", "/nonexistent/trace.nvt", "--horizon"],
         &["evaluate", "--traces", "/nonexistent/traces", "--out", out],
         &["study", "levelling", "--traces", "/nonexistent/traces"],
-        &["study", "swap", "--traces", "/nonexistent/traces", "--out", out],
+        &[
+            "study",
+            "swap",
+            "--traces",
+            "/nonexistent/traces",
+            "--out",
+            out,
+        ],
     ] {
         let o = nvmos(args);
         let stderr = refused(&o, &["/nonexistent/", "No such file"]);

@@ -23,7 +23,9 @@ use nvmos_frames::Zone;
 use nvmos_memsys::{ControllerConfig, Machine, PagePolicy};
 use serde::{Deserialize, Serialize};
 
-use crate::banks::{analyse, run_workload, Access, Analysis, BanksError, Kernel, Placement, WorkloadSpec, LINE};
+use crate::banks::{
+    analyse, run_workload, Access, Analysis, BanksError, Kernel, Placement, WorkloadSpec, LINE,
+};
 use crate::study::{Bound, Check, Progress, Scale, Study};
 
 /// The study's settings.
@@ -249,13 +251,19 @@ pub fn cells(options: &BanksOptions) -> u64 {
 /// Options a run would refuse, refused before anything runs.
 fn check(options: &BanksOptions) -> Result<(), BanksError> {
     if options.cores.is_empty() || options.cores.iter().any(|&c| c == 0 || c > 64) {
-        return Err(BanksError::Spec("cores: give one or more core counts, each in 1..=64"));
+        return Err(BanksError::Spec(
+            "cores: give one or more core counts, each in 1..=64",
+        ));
     }
     if options.placements.is_empty() || options.accesses.is_empty() {
-        return Err(BanksError::Spec("placements and accesses: give at least one of each"));
+        return Err(BanksError::Spec(
+            "placements and accesses: give at least one of each",
+        ));
     }
     if options.passes == 0 || options.mlp == 0 || options.queue_depth == 0 {
-        return Err(BanksError::Spec("passes, mlp and queue_depth must be at least 1"));
+        return Err(BanksError::Spec(
+            "passes, mlp and queue_depth must be at least 1",
+        ));
     }
     Ok(())
 }
@@ -326,29 +334,44 @@ pub fn headline(study: &BanksStudy) -> Vec<Headline> {
 /// Seed 002's findings as checks: it gives them as charts and words, so
 /// the bounds are directions (faster than sequential frames: below 1×),
 /// and the analysing program must agree with the mapping everywhere.
-pub fn checks(study: &BanksStudy, headline: &[Headline], analysis: Option<&Analysis>) -> Vec<Check> {
+pub fn checks(
+    study: &BanksStudy,
+    headline: &[Headline],
+    analysis: Option<&Analysis>,
+) -> Vec<Check> {
     let mut checks = Vec::new();
     let seq = |cores: u32| {
         study
             .rows
             .iter()
-            .find(|r| r.cores == cores && r.access == Access::Sequential && r.placement == Placement::Sequential)
+            .find(|r| {
+                r.cores == cores
+                    && r.access == Access::Sequential
+                    && r.placement == Placement::Sequential
+            })
             .map_or(f64::NAN, |r| r.run_ns)
     };
     for h in headline {
         let what = match h.placement {
             Placement::Random => "random placement runs faster than the buddy's sequential frames",
-            Placement::M3 => "M3's partitioned placement runs faster than the buddy's sequential frames",
+            Placement::M3 => {
+                "M3's partitioned placement runs faster than the buddy's sequential frames"
+            }
             Placement::Sequential => continue,
         };
         let run = study
             .rows
             .iter()
-            .find(|r| r.cores == h.cores && r.access == Access::Sequential && r.placement == h.placement)
+            .find(|r| {
+                r.cores == h.cores && r.access == Access::Sequential && r.placement == h.placement
+            })
             .map_or(f64::NAN, |r| r.run_ns);
         checks.push(
             Check::new(
-                format!("{what} ({} cores, STREAM {:?}, sequential access)", h.cores, study.options.kernel),
+                format!(
+                    "{what} ({} cores, STREAM {:?}, sequential access)",
+                    h.cores, study.options.kernel
+                ),
                 "seed 002 (a direction: its results are charts)",
                 h.vs_sequential,
                 "x sequential run time",
@@ -521,7 +544,10 @@ mod tests {
             cores: vec![],
             ..BanksOptions::default()
         };
-        assert!(matches!(Banks::run(&none, &mut |_| {}), Err(BanksError::Spec(_))));
+        assert!(matches!(
+            Banks::run(&none, &mut |_| {}),
+            Err(BanksError::Spec(_))
+        ));
         let unknown = BanksOptions {
             machine: "nosuch".into(),
             ..BanksOptions::default()
