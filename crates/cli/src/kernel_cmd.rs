@@ -563,3 +563,42 @@ fn html(s: &study::Study) -> Result<String> {
     }
     Ok(page.render())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_page_names_every_number_and_draws_the_reduction() {
+        let s = study::Study {
+            mem_mib: 512,
+            cpus: 2,
+            runs: Vec::new(),
+            replay: vec![study::ReplayRow {
+                workload: "memstress <1>".into(),
+                policy: Policy::IBuddy,
+                model: "iBuddy".into(),
+                predicted_max: 3.0,
+                predicted_mean: 1.5,
+                measured_max: 4.0,
+                measured_mean: 1.25,
+                ratio_max: 0.75,
+                ratio_mean: 1.2,
+            }],
+            ibuddy_max_reduction: vec![("memstress <1>".into(), 12.5)],
+        };
+        let html = html(&s).unwrap();
+        assert!(
+            html.contains("<td class=\"text\">memstress &lt;1&gt;</td>"),
+            "{html}"
+        );
+        assert!(html.contains(
+            "<td data-list=\"replay\" data-row=\"0\" data-field=\"ratio_max\">0.750</td>"
+        ));
+        assert!(html.contains(
+            "data-workload=\"memstress &lt;1&gt;\" data-field=\"ibuddy_max_reduction\">12.500</b>"
+        ));
+        assert_eq!(html.matches("<svg class=\"chart\"").count(), 1);
+        assert!(html.contains("<script>"), "the check script");
+    }
+}
