@@ -456,8 +456,10 @@ def open_trace(path: PathLike, scan: bool = False) -> Trace:
     return Trace(path, scan)
 
 
-def _default(study: str) -> dict:
-    return json.loads(_nvmos.default_options(study))
+def _default(study: str, quick: bool = False) -> dict:
+    """The study's options as the engine defines them, at its quick scale
+    with ``quick`` (the CLI's ``--quick``): the one place they live."""
+    return json.loads(_nvmos.default_options(study, quick))
 
 
 # The serde names of the engine's enums (BanksOptions' defaults show them).
@@ -493,12 +495,13 @@ def banks(
     progress: Progress = None,
 ) -> pd.DataFrame:
     """``nvmos study banks`` (seed 002) with the CLI's options: one row per
-    cores x access x placement; ``df.attrs["result"].raw`` holds
-    ``{"study": ..., "analysis": ...}``."""
+    cores x access x placement; ``df.attrs["result"].raw`` is ``banks.json``
+    (``{"study", "headline", "analysis", "checks"}``)."""
     if isinstance(cores, int):
         cores = [cores]
+    options = _default("banks", quick)
     if array_mib is None:
-        array_mib = 1 if quick else 4
+        array_mib = options["array_bytes"] >> 20
     if not 1 <= array_mib <= 1024:
         raise OptionsError(f"array_mib: {array_mib} is not in 1..=1024")
     if not 1 <= mlp <= 256:
@@ -509,7 +512,6 @@ def banks(
         raise OptionsError(f"passes: {passes} is not in 1..=100")
     if any(not 1 <= c <= 64 for c in cores):
         raise OptionsError(f"cores: {list(cores)}: each in 1..=64")
-    options = _default("banks")
     options.update(
         cores=[int(c) for c in cores],
         kernel=_enum("kernel", kernel, _KERNELS),
@@ -554,10 +556,8 @@ def swap(
     """``nvmos study swap`` (seed 003) with the CLI's options: one row per
     modelled workload x device (swap-in/out seconds, congestion waits);
     ``df.attrs["result"].raw`` is ``swap.json``."""
-    options = _default("swap")
+    options = _default("swap", quick)
     options["traces"] = os.fspath(traces)
-    if quick:
-        options.update(pc_scale=1.0 / 16.0, aging_rounds=2, hog_memory_pages=4096)
     if pc_scale is not None:
         if not (0 < pc_scale <= 4):
             raise OptionsError(f"pc_scale: {pc_scale} is not in (0, 4]")

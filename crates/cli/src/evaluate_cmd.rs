@@ -5,7 +5,9 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use nvmos_sim::{AllocatorKind, Evaluation, StudyOptions, StudyRow, WriteModel};
 
-use crate::report::{self, format_value};
+use nvmos_report::format_value;
+
+use crate::report;
 
 /// What every trace study takes.
 #[derive(clap::Args, Debug, Clone)]
@@ -100,7 +102,8 @@ pub fn evaluate(args: EvaluateArgs) -> Result<()> {
         return crate::horizon_cmd::run(&files, &args.study, Some(&args.out));
     }
     let evaluation = study(&files, &args.study)?;
-    report::write(&args.out, &evaluation)?;
+    let inputs: Vec<&Path> = files.iter().map(PathBuf::as_path).collect();
+    report::write(&args.out, &evaluation, &inputs)?;
     if args.study.json {
         println!("{}", serde_json::to_string_pretty(&evaluation)?);
     } else {

@@ -10,7 +10,7 @@ use nvmos_sim::horizon::{self, HorizonOptions, HorizonRow, Progress, Stop, Study
 use nvmos_sim::{AllocatorKind, WriteModel};
 
 use crate::evaluate_cmd::StudyArgs;
-use crate::report::format_value;
+use nvmos_report::format_value;
 
 /// Most repetitions `--horizon-max-reps` accepts.
 const MAX_REPS: u32 = 1 << 20;

@@ -4,15 +4,17 @@
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use clap::{Args, Subcommand};
 use nvmos_kernel::kbuild::{self, BuildOptions};
 use nvmos_kernel::run::{self, Accel, Policy, RunOptions};
 use nvmos_kernel::{study, Progress};
 
 use crate::render::align;
-use crate::report::escape;
 use crate::units::{parse_memory, FRAME_BYTES};
+use nvmos_report::chart::{Axis, BarChart};
+use nvmos_report::page::{Cell, Html, HtmlTable, Page};
+use nvmos_report::OutputDir;
 
 #[derive(Subcommand, Debug)]
 pub enum KernelCommand {
@@ -281,13 +283,10 @@ fn run_study(a: &StudyArgs) -> Result<()> {
     let s = study::run_study(&opts, &mut progress)?;
     print!("{}", table(&s));
     if let Some(dir) = &a.out {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-        write_atomic(
-            &dir.join("kernel.json"),
-            serde_json::to_string_pretty(&s)?.as_bytes(),
-        )?;
-        write_atomic(&dir.join("kernel.html"), html(&s).as_bytes())?;
-        println!("report: {}", dir.join("kernel.html").display());
+        let out = OutputDir::create(dir, &[])?;
+        out.write_json("kernel.json", &s)?;
+        let page = out.write("kernel.html", html(&s)?.as_bytes())?;
+        println!("report: {}", page.display());
     }
     let bad: Vec<&study::RunRow> = s
         .runs
@@ -304,16 +303,6 @@ fn run_study(a: &StudyArgs) -> Result<()> {
                 .join(", ")
         );
     }
-    Ok(())
-}
-
-/// The file whole or not at all (`nvmos_trace::Output`: a temporary in
-/// the same folder, renamed on success).
-fn write_atomic(path: &std::path::Path, bytes: &[u8]) -> Result<()> {
-    let mut out = nvmos_trace::Output::create(path, &[])?;
-    std::io::Write::write_all(&mut out, bytes)
-        .with_context(|| format!("writing {}", path.display()))?;
-    out.commit()?;
     Ok(())
 }
 
@@ -420,35 +409,196 @@ fn table(s: &study::Study) -> String {
     out
 }
 
-fn html_table(rows: &[Vec<String>]) -> String {
-    let mut out = String::from("<table border=\"1\" cellspacing=\"0\" cellpadding=\"3\">");
-    for (i, row) in rows.iter().enumerate() {
-        out.push_str("<tr>");
-        for c in row {
-            let tag = if i == 0 { "th" } else { "td" };
-            let _ = write!(out, "<{tag}>{}</{tag}>", escape(c));
-        }
-        out.push_str("</tr>");
+/// The rows of [`run_rows`] or [`replay_rows`] as a page table: text in
+/// the first `text` columns, every other cell a number that names its row
+/// and field in `kernel.json` (`runs[i].field`, `replay[i].field`).
+fn html_table(
+    rows: &[Vec<String>],
+    list: &str,
+    text: usize,
+    fields: &[&str],
+    values: &dyn Fn(usize, &str) -> Option<f64>,
+) -> HtmlTable {
+    let mut t = HtmlTable::new(rows[0].clone());
+    for (i, row) in rows.iter().skip(1).enumerate() {
+        let index = i.to_string();
+        let cells = row
+            .iter()
+            .enumerate()
+            .map(|(c, cell)| {
+                let field = fields.get(c).copied().unwrap_or("");
+                match values(i, field) {
+                    Some(v) if c >= text && !v.is_nan() => Cell::number(
+                        v,
+                        &[
+                            ("data-list", list),
+                            ("data-row", index.as_str()),
+                            ("data-field", field),
+                        ],
+                    ),
+                    _ if c < text => Cell::text(cell.clone()),
+                    _ => Cell::figure(cell.clone()),
+                }
+            })
+            .collect();
+        t.row(cells);
     }
-    out.push_str("</table>");
-    out
+    t
 }
 
-fn html(s: &study::Study) -> String {
-    let mut out = String::from(
-        "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>nvmos: the allocators in a real kernel</title></head><body>\n",
-    );
-    let _ = write!(
-        out,
-        "<h1>iBuddy and lazy iBuddy inside Linux 6.12 under QEMU</h1><p>{} MiB, {} CPUs. Wear is allocations per frame during the workload, counted from the kernel's own mm_page_alloc events. Timing under TCG is not real time.</p><h2>Runs</h2>{}<h2>Replay vs reality</h2>{}<h2>iBuddy's reduction of the most allocated frame</h2><ul>",
-        s.mem_mib,
-        s.cpus,
-        html_table(&run_rows(s)),
-        html_table(&replay_rows(s))
+fn html(s: &study::Study) -> Result<String> {
+    let mut page = Page::new(
+        "kernel.html",
+        "nvmos kernel study",
+        "iBuddy and lazy iBuddy inside Linux 6.12 under QEMU",
     );
     for (w, r) in &s.ibuddy_max_reduction {
-        let _ = write!(out, "<li>{}: {}×</li>", escape(w), f(*r));
+        page.summary_note(
+            &Html::new()
+                .text(&format!("{w}: buddy's most allocated frame / iBuddy's = "))
+                .figure(
+                    *r,
+                    &[
+                        ("data-workload", w.as_str()),
+                        ("data-field", "ibuddy_max_reduction"),
+                    ],
+                )
+                .text("× (target ≥ 10)."),
+        );
     }
-    out.push_str("</ul></body></html>\n");
-    out
+    page.section("about", "How it was run").note(&Html::new().text(&format!(
+        "{} MiB, {} CPUs. Wear is allocations per frame during the workload, counted from the kernel's own mm_page_alloc events. Timing under TCG is not real time.",
+        s.mem_mib, s.cpus
+    )));
+    let run_fields = [
+        "policy",
+        "workload",
+        "run",
+        "accel",
+        "boot_s",
+        "total_s",
+        "events",
+        "lost_events",
+        "wear.max",
+        "wear.mean",
+        "wear.max_over_mean",
+        "used_banks",
+        "pinned_banks",
+        "problems",
+    ];
+    let run_value = |i: usize, field: &str| -> Option<f64> {
+        let r = &s.runs[i];
+        Some(match field {
+            "boot_s" => r.boot_s,
+            "total_s" => r.total_s,
+            "events" => r.events as f64,
+            "lost_events" => r.lost_events as f64,
+            "wear.max" => r.wear.max as f64,
+            "wear.mean" => r.wear.mean,
+            "wear.max_over_mean" => r.wear.max_over_mean,
+            "used_banks" => r.used_banks as f64,
+            _ => return None,
+        })
+    };
+    page.section("runs", "Runs").table(&html_table(
+        &run_rows(s),
+        "runs",
+        4,
+        &run_fields,
+        &run_value,
+    ));
+    let replay_fields = [
+        "workload",
+        "policy",
+        "model",
+        "predicted_max",
+        "measured_max",
+        "ratio_max",
+        "predicted_mean",
+        "measured_mean",
+        "ratio_mean",
+    ];
+    let replay_value = |i: usize, field: &str| -> Option<f64> {
+        let r = &s.replay[i];
+        Some(match field {
+            "predicted_max" => r.predicted_max,
+            "measured_max" => r.measured_max,
+            "ratio_max" => r.ratio_max,
+            "predicted_mean" => r.predicted_mean,
+            "measured_mean" => r.measured_mean,
+            "ratio_mean" => r.ratio_mean,
+            _ => return None,
+        })
+    };
+    page.section("replay", "Replay vs reality")
+        .table(&html_table(
+            &replay_rows(s),
+            "replay",
+            3,
+            &replay_fields,
+            &replay_value,
+        ));
+    if !s.ibuddy_max_reduction.is_empty() {
+        let chart = BarChart::new(
+            "ibuddy-reduction",
+            "iBuddy's reduction of the most allocated frame (buddy's max / iBuddy's max)",
+        )
+        .value_axis(Axis::linear("buddy's max / iBuddy's max"))
+        .unit("×")
+        .categories(s.ibuddy_max_reduction.iter().map(|(w, _)| w.clone()))
+        .series(
+            "reduction",
+            s.ibuddy_max_reduction
+                .iter()
+                .map(|(_, r)| Some(*r).filter(|v| !v.is_nan()))
+                .collect(),
+        )
+        .reference(10.0, "target ≥ 10")
+        .render()?;
+        page.section(
+            "reduction",
+            "iBuddy's reduction of the most allocated frame",
+        )
+        .chart(&chart);
+    }
+    Ok(page.render())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_page_names_every_number_and_draws_the_reduction() {
+        let s = study::Study {
+            mem_mib: 512,
+            cpus: 2,
+            runs: Vec::new(),
+            replay: vec![study::ReplayRow {
+                workload: "memstress <1>".into(),
+                policy: Policy::IBuddy,
+                model: "iBuddy".into(),
+                predicted_max: 3.0,
+                predicted_mean: 1.5,
+                measured_max: 4.0,
+                measured_mean: 1.25,
+                ratio_max: 0.75,
+                ratio_mean: 1.2,
+            }],
+            ibuddy_max_reduction: vec![("memstress <1>".into(), 12.5)],
+        };
+        let html = html(&s).unwrap();
+        assert!(
+            html.contains("<td class=\"text\">memstress &lt;1&gt;</td>"),
+            "{html}"
+        );
+        assert!(html.contains(
+            "<td data-list=\"replay\" data-row=\"0\" data-field=\"ratio_max\">0.750</td>"
+        ));
+        assert!(html.contains(
+            "data-workload=\"memstress &lt;1&gt;\" data-field=\"ibuddy_max_reduction\">12.500</b>"
+        ));
+        assert_eq!(html.matches("<svg class=\"chart\"").count(), 1);
+        assert!(html.contains("<script>"), "the check script");
+    }
 }

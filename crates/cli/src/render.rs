@@ -1,32 +1,17 @@
-//! Laying out terminal text: columns of rows for the commands that do not
-//! use `nvmos_report::TextTable` yet.
+//! Laying out terminal text: columns of rows for the commands that build
+//! their tables as rows of strings.
 
-use std::fmt::Write as _;
-
-/// Lay out rows in columns: the first left-aligned, the rest right.
+/// Lay out rows in columns (the first row is the header): the first
+/// column left-aligned, the rest right; through nvmos-report's TextTable.
 pub(crate) fn align(rows: &[Vec<String>]) -> String {
-    let columns = rows.iter().map(Vec::len).max().unwrap_or(0);
-    let widths: Vec<usize> = (0..columns)
-        .map(|c| {
-            rows.iter()
-                .filter_map(|r| r.get(c))
-                .map(|s| s.chars().count())
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
-    let mut out = String::new();
-    for row in rows {
-        for (c, text) in row.iter().enumerate() {
-            if c == 0 {
-                let _ = write!(out, "{text:<w$}", w = widths[0]);
-            } else {
-                let _ = write!(out, "  {text:>w$}", w = widths[c]);
-            }
-        }
-        out.push('\n');
+    let Some((header, rest)) = rows.split_first() else {
+        return String::new();
+    };
+    let mut t = nvmos_report::TextTable::new(header.clone());
+    for r in rest {
+        t.row(r.clone());
     }
-    out
+    t.render()
 }
 
 #[cfg(test)]

@@ -1,62 +1,68 @@
-//! `nvmos study banks`: seed 002's experiment and analysing program,
-//! rendered as a table, JSON, or an HTML page with SVG charts.
+//! `nvmos study banks`: seed 002's study (`nvmos_sim::banks_study`). This
+//! file parses the arguments, draws the progress bar and renders the
+//! result: a terminal table, JSON, and `banks.html` through nvmos-report.
 
-use std::fmt::Write as _;
 use std::path::PathBuf;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
-use nvmos_memsys::{Machine, PagePolicy};
-use nvmos_sim::banks::{self, Access, Analysis, BanksOptions, BanksStudy, Kernel, Placement};
-use serde::Serialize;
+use nvmos_memsys::PagePolicy;
+use nvmos_report::chart::{Axis, BarChart, LineChart, Series};
+use nvmos_report::page::{Cell, Html, HtmlTable, Page, STUDY_PAGES};
+use nvmos_report::{OutputDir, TextTable};
+use nvmos_sim::banks::{Access, Analysis, Kernel, Placement};
+use nvmos_sim::banks_study::{Banks, BanksOptions, BanksOutput, BanksRow};
+use nvmos_sim::study::Study;
+
+use crate::study::{checks_table, checks_text, scale};
 
 #[derive(Args, Debug)]
 pub struct BanksArgs {
     /// The machine: a preset name (xeon-3ch, ddr4-2400, coffeelake-xor,
-    /// pcm-lee2009) or a TOML file.
-    #[arg(long, default_value = "xeon-3ch")]
-    machine: String,
+    /// pcm-lee2009) or a TOML file [default: xeon-3ch].
+    #[arg(long)]
+    machine: Option<String>,
 
-    /// Core counts, comma-separated.
-    #[arg(long, value_delimiter = ',', default_value = "1,2,4",
+    /// Core counts, comma-separated [default: 1,2,4].
+    #[arg(long, value_delimiter = ',',
           value_parser = clap::value_parser!(u32).range(1..=64))]
-    cores: Vec<u32>,
+    cores: Option<Vec<u32>>,
 
-    /// The STREAM kernel.
-    #[arg(long, value_enum, default_value_t = KernelArg::Copy)]
-    kernel: KernelArg,
+    /// The STREAM kernel [default: copy].
+    #[arg(long, value_enum)]
+    kernel: Option<KernelArg>,
 
     /// MiB per array per core (STREAM has three arrays) [default: 4, 1
     /// with --quick].
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1024))]
     array_mib: Option<u64>,
 
-    /// Passes over the arrays.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=100))]
-    passes: u64,
+    /// Passes over the arrays [default: 1].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=100))]
+    passes: Option<u64>,
 
-    /// Cache-line misses each core keeps outstanding.
-    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=256))]
-    mlp: u32,
+    /// Cache-line misses each core keeps outstanding [default: 10].
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=256))]
+    mlp: Option<u32>,
 
-    /// Page policy of the memory controller.
-    #[arg(long, value_enum, default_value_t = PolicyArg::Open)]
-    policy: PolicyArg,
+    /// Page policy of the memory controller [default: open].
+    #[arg(long, value_enum)]
+    policy: Option<PolicyArg>,
 
-    /// Requests each channel's queue holds.
-    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=4096))]
-    queue: u32,
+    /// Requests each channel's queue holds [default: 32].
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    queue: Option<u32>,
 
-    /// Seed of the random placements and access orders.
-    #[arg(long, default_value_t = 2012)]
-    seed: u64,
+    /// Seed of the random placements and access orders [default: 2012].
+    #[arg(long)]
+    seed: Option<u64>,
 
     /// The timing model before issue 18: blocking scheduler, writes
     /// queued with reads (no write buffer), no refresh.
     #[arg(long)]
     basic_model: bool,
 
-    /// Smaller arrays (1 MiB): a quick look.
+    /// Smaller arrays (1 MiB): a quick look (explicit options still win).
     #[arg(long)]
     quick: bool,
 
@@ -87,106 +93,72 @@ enum PolicyArg {
     Closed,
 }
 
-/// Everything the command found.
-#[derive(Serialize)]
-struct Output {
-    study: BanksStudy,
-    /// The headline: 4 (or the most) cores, sequential access.
-    headline: Vec<Headline>,
-    analysis: Option<Analysis>,
-}
-
-#[derive(Serialize)]
-struct Headline {
-    cores: u32,
-    placement: Placement,
-    /// Run time relative to sequential placement.
-    vs_sequential: f64,
-    /// Percent faster than sequential placement.
-    faster_percent: f64,
-}
-
-fn machine(name: &str) -> Result<Machine> {
-    if Machine::preset_names().contains(&name) {
-        return Ok(Machine::preset(name)?);
+impl BanksArgs {
+    /// The study's options at the scale asked for, with what was given
+    /// explicitly on top.
+    fn options(&self) -> BanksOptions {
+        let mut o = Banks::options(scale(self.quick));
+        if let Some(m) = &self.machine {
+            o.machine = m.clone();
+        }
+        if let Some(c) = &self.cores {
+            o.cores = c.clone();
+        }
+        if let Some(k) = self.kernel {
+            o.kernel = match k {
+                KernelArg::Copy => Kernel::Copy,
+                KernelArg::Scale => Kernel::Scale,
+                KernelArg::Add => Kernel::Add,
+                KernelArg::Triad => Kernel::Triad,
+            };
+        }
+        if let Some(mib) = self.array_mib {
+            o.array_bytes = mib << 20;
+        }
+        if let Some(p) = self.passes {
+            o.passes = p;
+        }
+        if let Some(m) = self.mlp {
+            o.mlp = m;
+        }
+        if let Some(p) = self.policy {
+            o.policy = match p {
+                PolicyArg::Open => PagePolicy::Open,
+                PolicyArg::Closed => PagePolicy::Closed,
+            };
+        }
+        if let Some(q) = self.queue {
+            o.queue_depth = q as usize;
+        }
+        if let Some(s) = self.seed {
+            o.seed = s;
+        }
+        if self.basic_model {
+            o.basic_model = true;
+        }
+        if self.no_analyse {
+            o.analyse = false;
+        }
+        o
     }
-    if std::path::Path::new(name).exists() {
-        return Machine::load(name).with_context(|| format!("loading machine file {name}"));
-    }
-    bail!(
-        "{name:?} is neither a preset ({}) nor a machine file",
-        Machine::preset_names().join(", ")
-    )
 }
 
 pub fn run(args: BanksArgs) -> Result<()> {
-    let machine = machine(&args.machine)?;
-    let options = BanksOptions {
-        cores: args.cores.clone(),
-        kernel: match args.kernel {
-            KernelArg::Copy => Kernel::Copy,
-            KernelArg::Scale => Kernel::Scale,
-            KernelArg::Add => Kernel::Add,
-            KernelArg::Triad => Kernel::Triad,
-        },
-        array_bytes: args.array_mib.unwrap_or(if args.quick { 1 } else { 4 }) << 20,
-        passes: args.passes,
-        mlp: args.mlp,
-        policy: match args.policy {
-            PolicyArg::Open => PagePolicy::Open,
-            PolicyArg::Closed => PagePolicy::Closed,
-        },
-        queue_depth: args.queue as usize,
-        seed: args.seed,
-        basic_model: args.basic_model,
-        ..BanksOptions::default()
-    };
-    let cells = options.cores.len() * options.accesses.len() * options.placements.len();
-    let bar = crate::progress_bar(cells as u64);
-    let study = banks::study(&machine, &options, &mut |row| {
-        bar.set_message(format!(
-            "{} cores {:?} {:?}",
-            row.cores, row.access, row.placement
-        ));
-        bar.inc(1);
-    });
+    let options = args.options();
+    let bar = crate::progress_bar(0);
+    let output = Banks::run(&options, &mut |p| crate::show(&bar, &p));
     bar.finish_and_clear();
-    let study = study.context("running the banks study")?;
-    let analysis = if args.no_analyse {
-        None
-    } else {
-        Some(banks::analyse(&machine, 1).context("running the analysing program")?)
-    };
-    let most = options.cores.iter().copied().max().unwrap_or(1);
-    let headline = study
-        .rows
-        .iter()
-        .filter(|r| r.cores == most && r.access == Access::Sequential)
-        .filter(|r| r.placement != Placement::Sequential)
-        .map(|r| Headline {
-            cores: r.cores,
-            placement: r.placement,
-            vs_sequential: r.vs_sequential,
-            faster_percent: (1.0 / r.vs_sequential - 1.0) * 100.0,
-        })
-        .collect();
-    let output = Output {
-        study,
-        headline,
-        analysis,
-    };
+    let output = output.context("running the banks study")?;
     if let Some(dir) = &args.out {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-        let json = serde_json::to_string_pretty(&output)?;
-        std::fs::write(dir.join("banks.json"), json + "\n")
-            .with_context(|| format!("writing {}", dir.join("banks.json").display()))?;
-        std::fs::write(dir.join("banks.html"), html(&output))
-            .with_context(|| format!("writing {}", dir.join("banks.html").display()))?;
+        let machine_file = std::path::Path::new(&options.machine);
+        let out = OutputDir::create(dir, &[machine_file])?;
+        out.write_json("banks.json", &output)?;
+        out.write("banks.html", html(&output)?.as_bytes())?;
     }
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&output)?);
+        print!("{}", nvmos_report::json_text(&output)?);
     } else {
-        print!("{}", table(&output));
+        print!("{}", text(&output));
     }
     Ok(())
 }
@@ -206,21 +178,25 @@ fn access_name(a: Access) -> &'static str {
     }
 }
 
-fn table(o: &Output) -> String {
+fn heading(o: &BanksOutput) -> String {
     let s = &o.study;
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "Seed 002 on {}: STREAM {:?}, {} MiB per array per core, {:?}-page, queue {}",
+    format!(
+        "Seed 002 on {}: STREAM {:?}, {} MiB per array per core, {:?}-page, queue {}{}",
         s.machine,
         s.options.kernel,
         s.options.array_bytes >> 20,
         s.options.policy,
-        s.options.queue_depth
-    );
-    let _ = writeln!(
-        out,
-        "{:>5}  {:<10} {:<20} {:>6} {:>6} {:>9} {:>6} {:>9} {:>6} {:>8} {:>7}",
+        s.options.queue_depth,
+        if s.options.basic_model {
+            ", basic model"
+        } else {
+            ""
+        }
+    )
+}
+
+fn rows_table(rows: &[BanksRow]) -> String {
+    let mut t = TextTable::new([
         "cores",
         "access",
         "placement",
@@ -231,42 +207,57 @@ fn table(o: &Output) -> String {
         "run ms",
         "GB/s",
         "lat ns",
-        "vs seq"
-    );
-    for r in &s.rows {
-        let _ = writeln!(
-            out,
-            "{:>5}  {:<10} {:<20} {:>6.1} {:>6.1} {:>9.1} {:>6.2} {:>9.3} {:>6.2} {:>8.1} {:>7.3}",
-            r.cores,
-            access_name(r.access),
-            name(r.placement),
-            r.hit_rate * 100.0,
-            r.miss_rate * 100.0,
-            r.conflict_rate * 100.0,
-            r.blp,
-            r.run_ns / 1e6,
-            r.bandwidth_gbs,
-            r.latency_ns,
-            r.vs_sequential
-        );
+        "vs seq",
+    ]);
+    t.left(1).left(2);
+    for r in rows {
+        t.row([
+            r.cores.to_string(),
+            access_name(r.access).into(),
+            name(r.placement).into(),
+            format!("{:.1}", r.hit_rate * 100.0),
+            format!("{:.1}", r.miss_rate * 100.0),
+            format!("{:.1}", r.conflict_rate * 100.0),
+            format!("{:.2}", r.blp),
+            format!("{:.3}", r.run_ns / 1e6),
+            format!("{:.2}", r.bandwidth_gbs),
+            format!("{:.1}", r.latency_ns),
+            format!("{:.3}", r.vs_sequential),
+        ]);
     }
+    t.render()
+}
+
+fn headline_lines(o: &BanksOutput) -> String {
+    o.headline
+        .iter()
+        .map(|h| {
+            format!(
+                "{} cores, sequential access: {} runs in {:.3}x the time of sequential placement ({:+.1}% speed)\n",
+                h.cores,
+                name(h.placement),
+                h.vs_sequential,
+                h.faster_percent
+            )
+        })
+        .collect()
+}
+
+fn text(o: &BanksOutput) -> String {
+    let mut out = heading(o) + "\n";
+    out.push_str(&rows_table(&o.study.rows));
     out.push('\n');
-    for h in &o.headline {
-        let _ = writeln!(
-            out,
-            "{} cores, sequential access: {} runs in {:.3}x the time of sequential placement ({:+.1}% speed)",
-            h.cores,
-            name(h.placement),
-            h.vs_sequential,
-            h.faster_percent
-        );
-    }
+    out.push_str(&headline_lines(o));
     out.push_str("\nWhat seed 002 reports (as charts; no numbers in its text):\n");
-    for line in &s.seed_reports {
-        let _ = writeln!(out, "  - {line}");
+    for line in &o.study.seed_reports {
+        out.push_str(&format!("  - {line}\n"));
     }
     if let Some(a) = &o.analysis {
         out.push_str(&analysis_text(a));
+    }
+    if !o.checks.is_empty() {
+        out.push_str("\nChecks against the seed:\n");
+        out.push_str(&checks_text(&o.checks));
     }
     out
 }
@@ -282,175 +273,184 @@ fn bytes(n: u64) -> String {
 }
 
 fn analysis_text(a: &Analysis) -> String {
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "\nAnalysing program on {} (latencies only; the mapping checks the result afterwards):",
-        a.machine
-    );
-    let _ = writeln!(
-        out,
-        "  reference {:#x}; first conflicting frame at {:#x}; threshold {:.1} ns",
-        a.reference, a.conflicting, a.threshold_ns
-    );
-    let _ = writeln!(
-        out,
-        "  the same bank comes back every {} cache line(s){}",
-        a.unit_lines,
-        if a.unit_lines == 3 {
-            ": a frame is spread over 3 channels by cache line"
-        } else {
-            ""
-        }
-    );
     let leaving: Vec<String> = a
         .strides
         .iter()
         .filter(|s| s.1)
         .map(|s| bytes(s.0))
         .collect();
-    let _ = writeln!(out, "  strides that leave the bank: {}", leaving.join(", "));
-    let _ = writeln!(
-        out,
-        "  agrees with the machine's mapping: {} ({} of {} lines and {} strides checked, {} line mismatches)",
+    format!(
+        "\nAnalysing program on {} (latencies only; the mapping checks the result afterwards):\n  \
+reference {:#x}; first conflicting frame at {:#x}; threshold {:.1} ns\n  \
+the same bank comes back every {} cache line(s){}\n  \
+strides that leave the bank: {}\n  \
+agrees with the machine's mapping: {} ({} lines and {} strides checked, {} line mismatches)\n",
+        a.machine,
+        a.reference,
+        a.conflicting,
+        a.threshold_ns,
+        a.unit_lines,
+        if a.unit_lines == 3 {
+            ": a frame is spread over 3 channels by cache line"
+        } else {
+            ""
+        },
+        leaving.join(", "),
         if a.agrees { "yes" } else { "NO" },
-        a.line_latency_ns.len(),
         a.line_latency_ns.len(),
         a.strides.len(),
         a.line_mismatches
-    );
-    out
+    )
 }
 
-fn escape(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-}
-
-/// A grouped bar chart: groups of (label, value) bars.
-fn bars(title: &str, unit: &str, groups: &[(String, Vec<(String, f64)>)]) -> String {
-    const COLOURS: [&str; 3] = ["#4e79a7", "#f28e2b", "#59a14f"];
-    let per = groups.iter().map(|g| g.1.len()).max().unwrap_or(1);
-    let (bw, gap, h, top, left) = (22.0, 26.0, 200.0, 30.0, 50.0);
-    let width = left + groups.len() as f64 * (per as f64 * bw + gap) + 20.0;
-    let max = groups
-        .iter()
-        .flat_map(|g| g.1.iter().map(|b| b.1))
-        .fold(0.0f64, f64::max)
-        .max(1e-12);
-    let mut svg = format!(
-        "<h3>{}</h3>\n<svg width=\"{width:.0}\" height=\"{:.0}\" xmlns=\"http://www.w3.org/2000/svg\" font-family=\"sans-serif\" font-size=\"11\">\n",
-        escape(title),
-        h + top + 60.0
-    );
-    let _ = writeln!(
-        svg,
-        "<text x=\"4\" y=\"14\">{} (max {:.3})</text>",
-        escape(unit),
-        max
-    );
-    for (gi, (label, values)) in groups.iter().enumerate() {
-        let x0 = left + gi as f64 * (per as f64 * bw + gap);
-        for (bi, (name, v)) in values.iter().enumerate() {
-            let bh = v / max * h;
-            let _ = writeln!(
-                svg,
-                "<rect x=\"{:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{bh:.1}\" fill=\"{}\"><title>{}: {v:.3}</title></rect>",
-                x0 + bi as f64 * bw,
-                top + h - bh,
-                bw - 2.0,
-                COLOURS[bi % COLOURS.len()],
-                escape(name)
-            );
-        }
-        let _ = writeln!(
-            svg,
-            "<text x=\"{x0:.1}\" y=\"{:.1}\">{}</text>",
-            top + h + 16.0,
-            escape(label)
-        );
-    }
-    let names = groups.first().map(|g| g.1.clone()).unwrap_or_default();
-    for (bi, (name, _)) in names.iter().enumerate() {
-        let _ = writeln!(
-            svg,
-            "<rect x=\"{:.0}\" y=\"{:.0}\" width=\"10\" height=\"10\" fill=\"{}\"/><text x=\"{:.0}\" y=\"{:.0}\">{}</text>",
-            left + bi as f64 * 170.0,
-            top + h + 30.0,
-            COLOURS[bi % COLOURS.len()],
-            left + bi as f64 * 170.0 + 14.0,
-            top + h + 39.0,
-            escape(name)
-        );
-    }
-    svg.push_str("</svg>\n");
-    svg
-}
-
-fn html(o: &Output) -> String {
+/// One grouped bar chart over the rows: a group per cores × access, a bar
+/// per placement.
+fn bars(
+    o: &BanksOutput,
+    kind: &str,
+    title: &str,
+    axis: &str,
+    metric: fn(&BanksRow) -> f64,
+) -> Result<nvmos_report::chart::Chart> {
     let s = &o.study;
-    let group = |metric: &dyn Fn(&banks::BanksRow) -> f64| -> Vec<(String, Vec<(String, f64)>)> {
-        let mut groups: Vec<(String, Vec<(String, f64)>)> = Vec::new();
-        for r in &s.rows {
-            let label = format!("{}c {}", r.cores, access_name(r.access));
-            if groups.last().is_none_or(|g| g.0 != label) {
-                groups.push((label, Vec::new()));
-            }
-            let g = groups.last_mut().expect("just pushed");
-            g.1.push((name(r.placement).to_owned(), metric(r)));
+    let mut groups: Vec<(u32, Access)> = Vec::new();
+    for r in &s.rows {
+        if !groups.contains(&(r.cores, r.access)) {
+            groups.push((r.cores, r.access));
         }
-        groups
-    };
-    let mut page = String::from(
-        "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>nvmos: seed 002, banks</title></head><body>\n",
+    }
+    let mut chart = BarChart::new(kind, title)
+        .value_axis(Axis::linear(axis))
+        .categories(
+            groups
+                .iter()
+                .map(|(c, a)| format!("{c} cores, {} access", access_name(*a))),
+        );
+    for &p in &s.options.placements {
+        let values = groups
+            .iter()
+            .map(|&(c, a)| {
+                s.rows
+                    .iter()
+                    .find(|r| r.cores == c && r.access == a && r.placement == p)
+                    .map(metric)
+            })
+            .collect();
+        chart = chart.series(name(p), values);
+    }
+    Ok(chart.render()?)
+}
+
+fn html(o: &BanksOutput) -> Result<String> {
+    let s = &o.study;
+    let mut page = Page::new(
+        "banks.html",
+        "nvmos study banks",
+        "Frame placement and row-buffer conflicts (seed 002)",
     );
-    let _ = writeln!(
-        page,
-        "<h1>Frame placement and row-buffer conflicts (seed 002)</h1>\n<p>Machine {}; STREAM {:?}, {} MiB per array per core, {:?}-page policy. <a href=\"index.html\">nvmos report</a></p>",
-        escape(&s.machine),
-        s.options.kernel,
-        s.options.array_bytes >> 20,
-        s.options.policy
+    page.nav(&STUDY_PAGES);
+    for (i, h) in o.headline.iter().enumerate() {
+        let index = i.to_string();
+        page.summary_note(
+            &Html::new()
+                .text(&format!(
+                    "{} cores, sequential access: {} runs in ",
+                    h.cores,
+                    name(h.placement)
+                ))
+                .figure(
+                    h.vs_sequential,
+                    &[
+                        ("data-headline", index.as_str()),
+                        ("data-field", "vs_sequential"),
+                    ],
+                )
+                .text("× the time of the buddy's sequential frames."),
+        );
+    }
+    page.summary_table(&checks_table(&o.checks));
+    page.section("experiment", "The experiment").note(
+        &Html::new().text(&heading(o)).text(
+            ". Each core runs STREAM over its own three arrays, whose frames the placement hands out in the order STREAM's initialisation loop touches them.",
+        ),
     );
-    page.push_str(&bars(
-        "Run time",
-        "ms until the last core finishes",
-        &group(&|r| r.run_ns / 1e6),
-    ));
-    page.push_str(&bars(
-        "Row-buffer conflicts",
+    page.chart(&bars(
+        o,
+        "run-time",
+        "Run time until the last core finishes",
+        "run time (ms)",
+        |r| r.run_ns / 1e6,
+    )?);
+    page.chart(&bars(
+        o,
+        "conflicts",
+        "Row-buffer conflicts per request",
         "conflicts per request",
-        &group(&|r| r.conflict_rate),
-    ));
-    page.push_str(&bars(
+        |r| r.conflict_rate,
+    )?);
+    page.chart(&bars(
+        o,
+        "blp",
         "Bank-level parallelism",
         "mean banks busy",
-        &group(&|r| r.blp),
-    ));
-    page.push_str("<h2>Table</h2>\n<pre>");
-    page.push_str(&escape(&table(&Output {
-        study: o.study.clone(),
-        headline: Vec::new(),
-        analysis: None,
-    })));
-    page.push_str("</pre>\n");
-    if let Some(a) = &o.analysis {
-        page.push_str("<h2>Analysing program</h2>\n");
-        let lines: Vec<(String, f64)> = a
-            .line_latency_ns
-            .iter()
-            .map(|&(off, ns)| (format!("+{off}"), ns))
-            .collect();
-        page.push_str(&bars(
-            "Latency of each cache line of the first frame after the conflict, paired with the reference",
-            "ns",
-            &[("lines".to_owned(), lines)],
-        ));
-        page.push_str("<pre>");
-        page.push_str(&escape(&analysis_text(a)));
-        page.push_str("</pre>\n");
+        |r| r.blp,
+    )?);
+    let mut table = HtmlTable::new([
+        "cores",
+        "access",
+        "placement",
+        "hit rate",
+        "miss rate",
+        "conflict rate",
+        "BLP",
+        "run ns",
+        "GB/s",
+        "latency ns",
+        "vs sequential",
+    ]);
+    for (i, r) in s.rows.iter().enumerate() {
+        let index = i.to_string();
+        let cell = |v: f64, field: &str| {
+            Cell::number(v, &[("data-row", index.as_str()), ("data-field", field)])
+        };
+        table.row(vec![
+            Cell::figure(r.cores.to_string()),
+            Cell::text(access_name(r.access)),
+            Cell::text(name(r.placement)),
+            cell(r.hit_rate, "hit_rate"),
+            cell(r.miss_rate, "miss_rate"),
+            cell(r.conflict_rate, "conflict_rate"),
+            cell(r.blp, "blp"),
+            cell(r.run_ns, "run_ns"),
+            cell(r.bandwidth_gbs, "bandwidth_gbs"),
+            cell(r.latency_ns, "latency_ns"),
+            cell(r.vs_sequential, "vs_sequential"),
+        ]);
     }
-    page.push_str("</body></html>\n");
-    page
+    page.section("rows", "Every cell").table(&table);
+    page.section("seed", "What seed 002 reports");
+    for line in &s.seed_reports {
+        page.note(&Html::new().text(line));
+    }
+    if let Some(a) = &o.analysis {
+        page.section("analysis", "The analysing program");
+        let chart = LineChart::new(
+            "line-latency",
+            "Latency of each cache line of the first frame after the conflict, paired with the reference",
+        )
+        .x_axis(Axis::linear("offset in the frame (bytes)"))
+        .y_axis(Axis::linear("latency (ns)"))
+        .markers()
+        .reference(a.threshold_ns, "threshold between banks")
+        .series(Series::new(
+            "line latency",
+            a.line_latency_ns
+                .iter()
+                .map(|&(off, ns)| (off as f64, ns))
+                .collect(),
+        ))
+        .render()?;
+        page.chart(&chart).pre(&analysis_text(a));
+    }
+    Ok(page.render())
 }

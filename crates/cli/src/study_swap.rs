@@ -1,23 +1,28 @@
-//! `nvmos study swap` (seed 003): SCM as a fast paging device. Prints the
-//! seed's tables on the modelled and recorded workloads and writes
-//! `swap.html` (charts) and `swap.json` into the report folder.
+//! `nvmos study swap` (seed 003): SCM as a fast paging device. The study
+//! is `nvmos_sim::swap_study`; this file parses the arguments, draws the
+//! progress bar, prints the seed's tables and writes `swap.html` (through
+//! nvmos-report) and `swap.json` into the report folder.
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use clap::Args;
-use nvmos_sim::swap_study::{self, Pattern, SwapStudy, SwapStudyOptions, DEVICES};
+use nvmos_report::chart::{Axis, BarChart, Chart, LineChart, Series};
+use nvmos_report::page::{Html, Page, STUDY_PAGES};
+use nvmos_report::{format_value, OutputDir};
+use nvmos_sim::study::Study;
+use nvmos_sim::swap_study::{self, Pattern, Swap, SwapStudy, SwapStudyOptions, DEVICES};
 
 use crate::render::align;
-use crate::report::{escape, format_value, CHECK_SCRIPT, PALETTE, STYLE};
+use crate::study::{checks_table, checks_text, scale};
 
 #[derive(Args, Debug)]
 pub struct SwapArgs {
     /// Folder with recorded swap traces (`*.swt.zst`) and lackey traces
-    /// (`*.lackey.zst`).
-    #[arg(long, value_name = "DIR", default_value = "traces/swap")]
-    pub traces: PathBuf,
+    /// (`*.lackey.zst`) [default: traces/swap].
+    #[arg(long, value_name = "DIR")]
+    pub traces: Option<PathBuf>,
 
     /// Report folder: `swap.html` and `swap.json` are written there.
     #[arg(long, value_name = "DIR", default_value = "nvmos-report")]
@@ -36,23 +41,23 @@ pub struct SwapArgs {
     #[arg(long)]
     pub no_congestion: bool,
 
-    /// `congestion_wait` timeout, ms.
-    #[arg(long, value_name = "MS", default_value_t = 100.0)]
-    pub congestion_timeout_ms: f64,
+    /// `congestion_wait` timeout, ms [default: 100].
+    #[arg(long, value_name = "MS")]
+    pub congestion_timeout_ms: Option<f64>,
 
-    /// Read-ahead of 2^N pages.
-    #[arg(long, value_name = "N", default_value_t = 3)]
-    pub page_cluster: u32,
+    /// Read-ahead of 2^N pages [default: 3].
+    #[arg(long, value_name = "N")]
+    pub page_cluster: Option<u32>,
 
     /// VMA-based read-ahead instead of the swap-slot window.
     #[arg(long)]
     pub vma_readahead: bool,
 
-    /// Swap slot policy: ssd or hdd.
-    #[arg(long, value_name = "POLICY", default_value = "ssd")]
-    pub policy: nvmos_swap::SlotPolicy,
+    /// Swap slot policy: ssd or hdd [default: ssd].
+    #[arg(long, value_name = "POLICY")]
+    pub policy: Option<nvmos_swap::SlotPolicy>,
 
-    /// Smaller and faster (tests).
+    /// Smaller and faster (tests); explicit options still win.
     #[arg(long)]
     pub quick: bool,
 
@@ -61,49 +66,57 @@ pub struct SwapArgs {
     pub json: bool,
 }
 
+impl SwapArgs {
+    /// The study's options at the scale asked for, with what was given
+    /// explicitly on top.
+    fn options(&self) -> Result<SwapStudyOptions> {
+        let mut opts = Swap::options(scale(self.quick));
+        if let Some(t) = &self.traces {
+            opts.traces = t.clone();
+        }
+        if let Some(s) = self.pc_scale {
+            opts.pc_scale = s;
+        }
+        if let Some(n) = self.aging_rounds {
+            opts.aging_rounds = n;
+        }
+        if self.no_congestion {
+            opts.config.congestion.enabled = false;
+        }
+        if let Some(ms) = self.congestion_timeout_ms {
+            anyhow::ensure!(
+                ms.is_finite() && ms >= 0.0,
+                "--congestion-timeout-ms must be zero or more"
+            );
+            opts.config.congestion.timeout_ns = (ms * 1e6) as u64;
+        }
+        if let Some(n) = self.page_cluster {
+            opts.config.page_cluster = n;
+        }
+        if self.vma_readahead {
+            opts.config.vma_readahead = true;
+        }
+        if let Some(p) = self.policy {
+            opts.config.policy = p;
+        }
+        Ok(opts)
+    }
+}
+
 pub fn run(args: SwapArgs) -> Result<()> {
-    let mut opts = SwapStudyOptions {
-        traces: args.traces.clone(),
-        ..SwapStudyOptions::default()
-    };
-    if args.quick {
-        opts.pc_scale = 1.0 / 16.0;
-        opts.aging_rounds = 2;
-        opts.hog_memory_pages = 4096;
-    }
-    if let Some(s) = args.pc_scale {
-        anyhow::ensure!(s > 0.0 && s <= 4.0, "--pc-scale {s} is not in (0, 4]");
-        opts.pc_scale = s;
-    }
-    if let Some(n) = args.aging_rounds {
-        opts.aging_rounds = n;
-    }
-    opts.config.congestion.enabled = !args.no_congestion;
-    anyhow::ensure!(
-        args.congestion_timeout_ms.is_finite() && args.congestion_timeout_ms >= 0.0,
-        "--congestion-timeout-ms must be zero or more"
-    );
-    opts.config.congestion.timeout_ns = (args.congestion_timeout_ms * 1e6) as u64;
-    opts.config.page_cluster = args.page_cluster;
-    opts.config.vma_readahead = args.vma_readahead;
-    opts.config.policy = args.policy;
+    let opts = args.options()?;
     let bar = crate::progress_bar(0);
-    let study = swap_study::run(&opts, &mut |what: &str| {
-        bar.set_message(what.to_owned());
-        bar.tick();
-    });
+    let study = Swap::run(&opts, &mut |p| crate::show(&bar, &p));
     bar.finish_and_clear();
-    let study = study?;
-    std::fs::create_dir_all(&args.out)
-        .with_context(|| format!("creating {}", args.out.display()))?;
-    let json = serde_json::to_string_pretty(&study)?;
-    std::fs::write(args.out.join("swap.json"), &json).context("writing swap.json")?;
-    std::fs::write(args.out.join("swap.html"), html(&study)).context("writing swap.html")?;
+    let study = study.context("running the swap study")?;
+    let out = OutputDir::create(&args.out, &[])?;
+    out.write_json("swap.json", &study)?;
+    let page = out.write("swap.html", html(&study)?.as_bytes())?;
     if args.json {
-        println!("{json}");
+        print!("{}", nvmos_report::json_text(&study)?);
     } else {
         print!("{}", tables(&study));
-        println!("\nreport: {}", args.out.join("swap.html").display());
+        println!("\nreport: {}", page.display());
     }
     Ok(())
 }
@@ -342,144 +355,94 @@ fn tables(s: &SwapStudy) -> String {
         )
         .unwrap();
     }
+    if !s.checks.is_empty() {
+        out.push_str("\nChecks against the seed\n");
+        out.push_str(&checks_text(&s.checks));
+    }
     out
 }
 
-const W: f64 = 860.0;
-
-fn svg_open(out: &mut String, kind: &str, title: &str, h: f64) {
-    write!(
-        out,
-        "<svg class=\"chart\" data-kind=\"{kind}\" width=\"{W}\" height=\"{h}\" viewBox=\"0 0 {W} {h}\" xmlns=\"http://www.w3.org/2000/svg\"><text x=\"10\" y=\"18\" font-size=\"13\" font-weight=\"bold\">{}</text>",
-        escape(title)
-    )
-    .unwrap();
+/// A value a bar chart can draw: `None` for NaN (nothing measured).
+fn drawable(v: f64) -> Option<f64> {
+    (!v.is_nan()).then_some(v)
 }
 
-/// Grouped horizontal bars: one group per row, one bar per series.
+/// Grouped bars: one group per category, one bar per series.
 fn bars(
-    out: &mut String,
     kind: &str,
     title: &str,
-    series: &[String],
-    rows: &[(String, Vec<f64>)],
+    axis: &str,
     unit: &str,
-) {
-    let bar_h = 12.0;
-    let group_h = bar_h * series.len() as f64 + 8.0;
-    let top = 30.0 + 14.0 * series.len() as f64 + 6.0;
-    let left = 250.0;
-    let h = top + group_h * rows.len() as f64 + 10.0;
-    svg_open(out, kind, title, h);
-    for (i, s) in series.iter().enumerate() {
-        let y = 26.0 + 14.0 * i as f64;
-        write!(out, "<rect x=\"{left}\" y=\"{y}\" width=\"10\" height=\"10\" fill=\"{}\"/><text x=\"{}\" y=\"{}\" font-size=\"11\">{}</text>", PALETTE[(i + 1) % PALETTE.len()], left + 14.0, y + 9.0, escape(s)).unwrap();
+    categories: Vec<String>,
+    series: Vec<(String, Vec<f64>)>,
+) -> Result<Chart> {
+    let mut chart = BarChart::new(kind, title)
+        .value_axis(Axis::linear(axis))
+        .unit(unit)
+        .categories(categories);
+    for (name, values) in series {
+        chart = chart.series(name, values.into_iter().map(drawable).collect());
     }
-    let max = rows
-        .iter()
-        .flat_map(|r| r.1.iter().copied())
-        .filter(|v| v.is_finite())
-        .fold(0.0, f64::max)
-        .max(f64::MIN_POSITIVE);
-    let plot = W - left - 90.0;
-    for (g, (name, vals)) in rows.iter().enumerate() {
-        let y0 = top + group_h * g as f64;
-        write!(
-            out,
-            "<text x=\"{}\" y=\"{}\" font-size=\"11\" text-anchor=\"end\">{}</text>",
-            left - 6.0,
-            y0 + group_h / 2.0,
-            escape(name)
-        )
-        .unwrap();
-        for (i, &v) in vals.iter().enumerate() {
-            let w = if v.is_finite() { plot * v / max } else { plot };
-            let y = y0 + bar_h * i as f64;
-            write!(
-                out,
-                "<rect class=\"mark\" x=\"{left}\" y=\"{y}\" width=\"{:.2}\" height=\"{}\" fill=\"{}\"><title>{}: {}</title></rect><text x=\"{:.1}\" y=\"{}\" font-size=\"10\">{}{unit}</text>",
-                w.max(1.0),
-                bar_h - 2.0,
-                PALETTE[(i + 1) % PALETTE.len()],
-                escape(&series[i]),
-                format_value(v),
-                left + w.max(1.0) + 3.0,
-                y + bar_h - 3.0,
-                format_value(v)
-            )
-            .unwrap();
-        }
-    }
-    out.push_str("</svg>");
+    Ok(chart.render()?)
 }
 
-/// Lines over a log2 x axis.
-fn lines(
-    out: &mut String,
+/// Lines over the congestion sweep's IOPS (a log2 axis).
+fn iops_lines(
     kind: &str,
     title: &str,
     xs: &[f64],
-    series: &[(String, Vec<f64>)],
-    ylabel: &str,
-) {
-    let h = 300.0;
-    let (left, right, top, bottom) = (70.0, 200.0, 30.0, 40.0);
-    svg_open(out, kind, title, h);
-    let ymax = series
-        .iter()
-        .flat_map(|s| s.1.iter().copied())
-        .filter(|v| v.is_finite())
-        .fold(0.0, f64::max)
-        .max(f64::MIN_POSITIVE);
-    let (x0, x1) = (
-        xs[0].log2(),
-        xs[xs.len() - 1].log2().max(xs[0].log2() + 1.0),
-    );
-    let px = |x: f64| left + (W - left - right) * (x.log2() - x0) / (x1 - x0);
-    let py = |y: f64| top + (h - top - bottom) * (1.0 - y / ymax);
-    write!(out, "<line x1=\"{left}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"#999\"/><line x1=\"{left}\" y1=\"{top}\" x2=\"{left}\" y2=\"{}\" stroke=\"#999\"/>", h - bottom, W - right, h - bottom, h - bottom).unwrap();
-    for &x in xs {
-        write!(
-            out,
-            "<text x=\"{:.1}\" y=\"{}\" font-size=\"10\" text-anchor=\"middle\">{:.1}K</text>",
-            px(x),
-            h - bottom + 14.0,
-            x / 1000.0
-        )
-        .unwrap();
+    series: Vec<(String, Vec<f64>)>,
+) -> Result<Chart> {
+    let mut chart = LineChart::new(kind, title)
+        .x_axis(Axis::log2("device random-write IOPS (4 KiB)"))
+        .y_axis(Axis::linear("time (s)"))
+        .markers();
+    for (name, ys) in series {
+        chart = chart.series(Series::new(name, xs.iter().copied().zip(ys).collect()));
     }
-    write!(out, "<text x=\"{}\" y=\"{}\" font-size=\"11\" text-anchor=\"middle\">device random-write IOPS (4 KiB)</text><text x=\"8\" y=\"{}\" font-size=\"10\">{} (max {})</text>", (left + W - right) / 2.0, h - 8.0, top - 6.0, escape(ylabel), format_value(ymax)).unwrap();
-    for (i, (name, ys)) in series.iter().enumerate() {
-        let color = PALETTE[(i + 1) % PALETTE.len()];
-        let pts: Vec<String> = xs
-            .iter()
-            .zip(ys)
-            .map(|(&x, &y)| format!("{:.1},{:.1}", px(x), py(y)))
-            .collect();
-        write!(
-            out,
-            "<polyline fill=\"none\" stroke=\"{color}\" stroke-width=\"2\" points=\"{}\"/>",
-            pts.join(" ")
-        )
-        .unwrap();
-        for (&x, &y) in xs.iter().zip(ys) {
-            write!(out, "<circle class=\"mark\" cx=\"{:.1}\" cy=\"{:.1}\" r=\"3\" fill=\"{color}\"><title>{}: {}</title></circle>", px(x), py(y), escape(name), format_value(y)).unwrap();
-        }
-        write!(
-            out,
-            "<text x=\"{}\" y=\"{}\" font-size=\"11\" fill=\"{color}\">{}</text>",
-            W - right + 8.0,
-            top + 14.0 * i as f64 + 10.0,
-            escape(name)
-        )
-        .unwrap();
-    }
-    out.push_str("</svg>");
+    Ok(chart.render()?)
 }
 
-fn html(s: &SwapStudy) -> String {
-    let mut out = String::new();
-    write!(out, "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>nvmos study swap</title><style>{STYLE}</style></head><body><h1>nvmos study swap: SCM as a fast paging device (seed 003)</h1><p class=\"note\">Modelled workloads run through the paging model (watermarks, kswapd, direct reclaim, LRU, swap cache, read-ahead, SSD slot policy); recorded traces are real Linux swap traffic from <code>nvmos record-swap</code>. <a href=\"index.html\">wear report</a></p>").unwrap();
+fn html(s: &SwapStudy) -> Result<String> {
+    let mut page = Page::new(
+        "swap.html",
+        "nvmos study swap",
+        "SCM as a fast paging device (seed 003)",
+    );
+    page.nav(&STUDY_PAGES);
+    let f = &s.findings;
+    if let (Some(on), Some(off), Some(first), Some(last)) = (
+        f.model_on_speedup.last(),
+        f.model_off_speedup.last(),
+        s.congestion.first(),
+        s.congestion.last(),
+    ) {
+        page.summary_note(
+            &Html::new()
+                .text(&format!(
+                    "From {} to {} device write IOPS, a write-only hog's swap-out gets ",
+                    format_value(first.iops),
+                    format_value(last.iops)
+                ))
+                .figure(
+                    *on,
+                    &[("data-finding", "model_on_speedup"), ("data-index", "last")],
+                )
+                .text("× faster with congestion control on and ")
+                .figure(
+                    *off,
+                    &[
+                        ("data-finding", "model_off_speedup"),
+                        ("data-index", "last"),
+                    ],
+                )
+                .text("× with it off (model)."),
+        );
+    }
+    page.summary_table(&checks_table(&s.checks));
+    page.section("about", "What runs").note(&Html::new().text(
+        "Modelled workloads run through the paging model (watermarks, kswapd, direct reclaim, LRU, swap cache, read-ahead, SSD slot policy); recorded traces are real Linux swap traffic from `nvmos record-swap`.",
+    ));
     let ps = patterns(s);
     for (dir, pick) in [
         (
@@ -495,123 +458,122 @@ fn html(s: &SwapStudy) -> String {
             } else {
                 &pick(first).size.labels
             };
-            let rows: Vec<(String, Vec<f64>)> = labels
-                .iter()
-                .enumerate()
-                .map(|(b, l)| {
-                    let vals = ps.iter().map(|(_, p)| {
-                        let d = pick(p);
-                        (if ird { &d.ird } else { &d.size }).percent()[b]
-                    });
-                    (l.clone(), vals.collect())
-                })
-                .collect();
-            let series: Vec<String> = ps.iter().map(|(n, _)| n.clone()).collect();
             let what = if ird {
                 "inter-request distance"
             } else {
                 "request size"
             };
-            write!(out, "<h2>{dir}: {what}</h2>").unwrap();
-            bars(
-                &mut out,
+            let series = ps
+                .iter()
+                .map(|(n, p)| {
+                    let d = pick(p);
+                    let h = if ird { &d.ird } else { &d.size };
+                    (n.clone(), h.percent())
+                })
+                .collect();
+            page.section(
+                &format!("{dir}-{}", if ird { "ird" } else { "size" }),
+                &format!("{dir}: {what}"),
+            );
+            page.chart(&bars(
                 &format!("{dir}-{}", if ird { "ird" } else { "size" }),
                 &format!("{dir}: {what} (% of requests)"),
-                &series,
-                &rows,
+                "% of requests",
                 "%",
-            );
+                labels.clone(),
+                series,
+            )?);
         }
     }
-    out.push_str("<h2>Swap-in and swap-out time per device</h2>");
-    let mut rows = Vec::new();
+    page.section("devices", "Swap-in and swap-out time per device");
+    let mut workloads = Vec::new();
+    let mut times: Vec<(Vec<f64>, Vec<f64>)> = vec![(Vec::new(), Vec::new()); DEVICES.len()];
+    let mut add = |name: String, devs: &[swap_study::DeviceTime]| {
+        workloads.push(name);
+        for (i, d) in devs.iter().enumerate().take(DEVICES.len()) {
+            times[i].0.push(d.swap_in_s);
+            times[i].1.push(d.swap_out_s);
+        }
+    };
     for m in &s.model {
-        rows.push((
-            format!("{} (model)", m.workload),
-            m.devices.iter().map(|d| d.swap_in_s).collect(),
-        ));
+        add(format!("{} (model)", m.workload), &m.devices);
     }
     for r in &s.recorded {
-        rows.push((
-            format!("recorded {}", r.trace),
-            r.devices.iter().map(|d| d.swap_in_s).collect(),
-        ));
+        add(format!("recorded {}", r.trace), &r.devices);
     }
-    let series: Vec<String> = DEVICES.iter().map(|d| d.to_string()).collect();
-    bars(
-        &mut out,
-        "swap-in",
-        "swap-in time (s)",
-        &series,
-        &rows,
-        " s",
+    if !workloads.is_empty() {
+        let series_in = DEVICES
+            .iter()
+            .zip(&times)
+            .map(|(d, t)| (d.to_string(), t.0.clone()))
+            .collect();
+        let series_out = DEVICES
+            .iter()
+            .zip(&times)
+            .map(|(d, t)| (d.to_string(), t.1.clone()))
+            .collect();
+        page.chart(&bars(
+            "swap-in",
+            "swap-in time",
+            "time (s)",
+            " s",
+            workloads.clone(),
+            series_in,
+        )?);
+        page.chart(&bars(
+            "swap-out",
+            "swap-out time",
+            "time (s)",
+            " s",
+            workloads,
+            series_out,
+        )?);
+    }
+    page.section(
+        "congestion",
+        "Congestion control on (c) and off (nc) as the device gets faster",
     );
-    let mut rows = Vec::new();
-    for m in &s.model {
-        rows.push((
-            format!("{} (model)", m.workload),
-            m.devices.iter().map(|d| d.swap_out_s).collect(),
-        ));
-    }
-    for r in &s.recorded {
-        rows.push((
-            format!("recorded {}", r.trace),
-            r.devices.iter().map(|d| d.swap_out_s).collect(),
-        ));
-    }
-    bars(
-        &mut out,
-        "swap-out",
-        "swap-out time (s)",
-        &series,
-        &rows,
-        " s",
-    );
-    out.push_str("<h2>Congestion control on (c) and off (nc) as the device gets faster</h2>");
     let xs: Vec<f64> = s.congestion.iter().map(|p| p.iops).collect();
     if !xs.is_empty() {
-        let mut series = vec![
-            (
-                "c (model hog)".to_owned(),
-                s.congestion.iter().map(|p| p.on_s).collect::<Vec<_>>(),
-            ),
-            (
-                "c: congestion wait".to_owned(),
-                s.congestion.iter().map(|p| p.on_idle_s).collect(),
-            ),
-            (
-                "nc (model hog)".to_owned(),
-                s.congestion.iter().map(|p| p.off_s).collect(),
-            ),
-        ];
-        lines(
-            &mut out,
+        page.chart(&iops_lines(
             "congestion",
-            "swap-out time of a write-only hog (model), s",
+            "Swap-out time of a write-only hog (model)",
             &xs,
-            &series,
-            "seconds",
-        );
-        series.clear();
-        for (i, r) in s.recorded.iter().enumerate() {
-            series.push((
-                format!("recorded {}", r.trace),
-                s.congestion.iter().map(|p| p.recorded_span_s[i]).collect(),
-            ));
-        }
-        if !series.is_empty() {
-            lines(
-                &mut out,
+            vec![
+                (
+                    "c (model hog)".to_owned(),
+                    s.congestion.iter().map(|p| p.on_s).collect(),
+                ),
+                (
+                    "c: congestion wait".to_owned(),
+                    s.congestion.iter().map(|p| p.on_idle_s).collect(),
+                ),
+                (
+                    "nc (model hog)".to_owned(),
+                    s.congestion.iter().map(|p| p.off_s).collect(),
+                ),
+            ],
+        )?);
+        let recorded: Vec<(String, Vec<f64>)> = s
+            .recorded
+            .iter()
+            .enumerate()
+            .map(|(i, r)| {
+                (
+                    format!("recorded {}", r.trace),
+                    s.congestion.iter().map(|p| p.recorded_span_s[i]).collect(),
+                )
+            })
+            .collect();
+        if !recorded.is_empty() {
+            page.chart(&iops_lines(
                 "recorded-pace",
-                "recorded swap-outs replayed at the OS's pace: span, s",
+                "Recorded swap-outs replayed at the OS's pace: span",
                 &xs,
-                &series,
-                "seconds",
-            );
+                recorded,
+            )?);
         }
     }
-    out.push_str("<h2>Tables</h2><pre>");
-    out.push_str(&escape(&tables(s)));
-    write!(out, "</pre><script>{CHECK_SCRIPT}</script></body></html>").unwrap();
-    out
+    page.section("tables", "Tables").pre(&tables(s));
+    Ok(page.render())
 }

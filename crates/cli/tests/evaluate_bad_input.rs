@@ -170,6 +170,36 @@ fn a_missing_trace_file_is_said_once() {
     assert_eq!(stderr.matches("No such file").count(), 1, "{stderr}");
 }
 
+/// Every command that reads a trace or a trace folder says a missing one
+/// once: no message repeats the error it wraps.
+#[test]
+fn every_command_says_a_missing_file_once() {
+    let out = scratch("missing-out");
+    let out = out.to_str().unwrap();
+    for args in [
+        &["trace", "info", "/nonexistent/trace.nvt"][..],
+        &["replay", "--trace", "/nonexistent/trace.nvt", "--horizon"],
+        &["evaluate", "--traces", "/nonexistent/traces", "--out", out],
+        &["study", "levelling", "--traces", "/nonexistent/traces"],
+        &[
+            "study",
+            "swap",
+            "--traces",
+            "/nonexistent/traces",
+            "--out",
+            out,
+        ],
+    ] {
+        let o = nvmos(args);
+        let stderr = refused(&o, &["/nonexistent/", "No such file"]);
+        assert_eq!(
+            stderr.matches("No such file").count(),
+            1,
+            "{args:?}: {stderr}"
+        );
+    }
+}
+
 #[test]
 fn every_registry_allocator_replays_a_shipped_trace() {
     let trace = shipped("numpy.nvt");

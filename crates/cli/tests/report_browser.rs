@@ -214,8 +214,21 @@ fn report_renders_in_chromium_and_shows_the_results() {
     let cells = number_cells(&dom);
     assert_eq!(
         cells.len(),
-        rows.len() * 19,
-        "every row shows nineteen figures (the wear figures and the accounting)"
+        rows.len() * 19 + rows.len(),
+        "every row shows nineteen figures (the wear figures and the accounting), \
+         and the summary across traces at the top each allocator's lifetime"
+    );
+    // The summary across traces comes first, and its numbers are checked
+    // with the rest below.
+    let summary = dom.find("<section class=\"summary\">").expect("a summary");
+    assert!(summary < dom.find("<h2 id=\"trace-").unwrap());
+    assert!(
+        cells
+            .iter()
+            .filter(|c| c.2 == "lifetime_pct_of_ideal")
+            .count()
+            == 2 * rows.len(),
+        "lifetime in the summary and in the trace's table"
     );
     for (trace_name, allocator, field, text) in cells {
         assert_eq!(trace_name, trace["trace"].as_str().unwrap());

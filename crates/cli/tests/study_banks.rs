@@ -41,12 +41,25 @@ fn json_has_every_cell_and_the_analysis_agrees_with_the_mapping() {
     }
     assert_eq!(v["analysis"]["agrees"], Value::Bool(true));
     assert_eq!(v["analysis"]["unit_lines"], 3);
+    // The seed's findings are data: two placements against sequential
+    // frames with the most cores, and the analysing program.
+    let checks = v["checks"].as_array().unwrap();
+    assert_eq!(checks.len(), 3);
+    for (c, h) in checks.iter().zip(v["headline"].as_array().unwrap()) {
+        assert_eq!(c["measured"], h["vs_sequential"]);
+        assert_eq!(
+            c["met"],
+            Value::Bool(h["vs_sequential"].as_f64().unwrap() <= 1.0)
+        );
+    }
+    assert_eq!(checks[2]["measured"].as_f64(), Some(0.0));
     let html = std::fs::read_to_string(out.join("banks.html")).unwrap();
     assert_eq!(
         html.matches("<svg").count(),
         4,
         "three study charts and the line latencies"
     );
+    assert!(html.contains("data-check=\"2\" data-field=\"measured\""));
     let saved: Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("banks.json")).unwrap()).unwrap();
     assert_eq!(saved, v);

@@ -54,6 +54,12 @@ fn quick_study_on_the_shipped_traces() {
             .collect();
         assert_eq!(devs, ["SCM-133", "SCM-400", "SLC", "MLC"]);
     }
+    // The seed's lifetime row without wear levelling, from its inputs, and
+    // the congestion finding, as checks.
+    let checks = v["checks"].as_array().unwrap();
+    assert_eq!(checks.len(), 4);
+    assert_eq!(checks[0]["seed_figure"].as_f64(), Some(57.1));
+    assert!(checks[..3].iter().all(|c| c["met"] == true), "{checks:?}");
     let html = std::fs::read_to_string(out.join("swap.html")).unwrap();
     assert!(html.matches("<svg class=\"chart\"").count() >= 8);
     assert!(html.contains("class=\"mark\""));

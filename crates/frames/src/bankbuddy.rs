@@ -171,7 +171,7 @@ impl Migration {
 #[derive(Copy, Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum MigrateError {
     /// The block is not an allocated block of that order.
-    #[error("cannot move the block: {0}")]
+    #[error("cannot move the block")]
     Block(#[from] AllocError),
     /// Kernel pages never move.
     #[error("pfn {pfn} (order {order}) holds unmovable data and cannot be migrated")]

@@ -52,7 +52,7 @@ pub const MIN_CONFIDENCE: f64 = 0.98;
 #[derive(Debug, thiserror::Error)]
 pub enum ProbeError {
     /// The timing model refused.
-    #[error("timing model: {0}")]
+    #[error("timing model")]
     Model(#[from] ControllerError),
     /// An address outside what the timer can reach.
     #[error("address {0:#x} is not available to the timer")]

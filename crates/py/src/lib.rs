@@ -174,6 +174,14 @@ impl Progress {
         }
     }
 
+    /// Pass a study's own report on; an exception the callable raised
+    /// stops the run.
+    fn study(&mut self, p: nvmos_sim::Progress) -> PyResult<()> {
+        self.done = p.done;
+        self.total = p.total;
+        self.report(false, &p.step)
+    }
+
     /// Report that `message` is next (or done, when `step`); an exception
     /// the callable raised stops the run.
     fn report(&mut self, step: bool, message: &str) -> PyResult<()> {
@@ -277,13 +285,17 @@ fn as_recorded_name() -> &'static str {
     AS_RECORDED
 }
 
-/// A study's default options as JSON: `evaluate` or `banks` or `swap`.
+/// A study's default options as JSON: `evaluate` or `banks` or `swap`;
+/// with `quick`, the study's `Scale::Quick` options (the CLI's `--quick`).
 #[pyfunction]
-fn default_options(study: &str) -> PyResult<String> {
+#[pyo3(signature = (study, quick=false))]
+fn default_options(study: &str, quick: bool) -> PyResult<String> {
+    use nvmos_sim::study::{Scale, Study};
+    let scale = if quick { Scale::Quick } else { Scale::Full };
     match study {
         "evaluate" => to_json(&StudyOptions::default()),
-        "banks" => to_json(&nvmos_sim::banks::BanksOptions::default()),
-        "swap" => to_json(&nvmos_sim::swap_study::SwapStudyOptions::default()),
+        "banks" => to_json(&nvmos_sim::banks_study::Banks::options(scale)),
+        "swap" => to_json(&nvmos_sim::swap_study::Swap::options(scale)),
         other => Err(OptionsError::new_err(format!(
             "unknown study {other:?}; known: evaluate, banks, swap"
         ))),
@@ -676,7 +688,9 @@ fn wear<'py>(
 
 /// Seed 002's study (`nvmos study banks`) on `machine` (a preset name or
 /// a machine TOML file); with `analyse`, also the analysing program.
-/// Returns `{"study": BanksStudy, "analysis": Analysis | null}` as JSON.
+/// `machine` and `analyse` override the same fields of `options`.
+/// Returns what the CLI writes to `banks.json` (`{"study", "headline",
+/// "analysis", "checks"}`) as JSON.
 #[pyfunction]
 #[pyo3(signature = (machine, options, analyse=true, progress=None))]
 fn banks(
@@ -686,57 +700,37 @@ fn banks(
     analyse: bool,
     progress: Option<Py<PyAny>>,
 ) -> PyResult<String> {
-    use nvmos_memsys::Machine;
-    use nvmos_sim::banks::{self, BanksOptions};
-    let options: BanksOptions = parse_options("banks", options)?;
-    if options.cores.is_empty() || options.cores.contains(&0) {
-        return Err(OptionsError::new_err(
-            "cores: give one or more core counts, each at least 1",
-        ));
-    }
-    let m = if Machine::preset_names().contains(&machine) {
-        Machine::preset(machine).map_err(|e| to_py(machine, &e, options_error))?
-    } else if Path::new(machine).exists() {
-        Machine::load(machine).map_err(|e| {
-            to_py(
-                &format!("loading machine file {machine}"),
-                &e,
-                options_error,
-            )
-        })?
-    } else {
-        return Err(OptionsError::new_err(format!(
-            "machine: {machine:?} is neither a preset ({}) nor a machine file",
-            Machine::preset_names().join(", ")
-        )));
-    };
-    let cells = (options.cores.len() * options.accesses.len() * options.placements.len()) as u64;
-    let json = py
-        .detach(|| -> Result<serde_json::Value, Failure> {
-            let mut progress = Progress::new(progress, cells);
+    use nvmos_sim::banks::BanksError;
+    use nvmos_sim::banks_study::{Banks, BanksOptions};
+    use nvmos_sim::study::Study;
+    let mut options: BanksOptions = parse_options("banks", options)?;
+    options.machine = machine.to_owned();
+    options.analyse = analyse;
+    let output = py
+        .detach(|| -> Result<_, Failure> {
+            let mut progress = Progress::new(progress, 0);
             let mut stop = None;
-            let study = banks::study(&m, &options, &mut |row| {
+            let output = Banks::run(&options, &mut |p| {
                 if stop.is_none() {
-                    let what = format!("{} cores {:?} {:?}", row.cores, row.access, row.placement);
-                    stop = progress.report(true, &what).err();
+                    stop = progress.study(p).err();
                 }
             });
             if let Some(e) = stop {
                 return Err(e.into());
             }
-            let study = study.map_err(Failure::rust("running the banks study", study_error))?;
-            let analysis = if analyse {
-                Some(
-                    banks::analyse(&m, 1)
-                        .map_err(Failure::rust("running the analysing program", study_error))?,
-                )
-            } else {
-                None
-            };
-            Ok(serde_json::json!({ "study": study, "analysis": analysis }))
+            output.map_err(|e| {
+                // Options and machines the study refuses are the caller's.
+                let kind = match e {
+                    BanksError::Spec(_)
+                    | BanksError::UnknownMachine { .. }
+                    | BanksError::Machine { .. } => options_error,
+                    _ => study_error,
+                };
+                Failure::rust("running the banks study", kind)(e)
+            })
         })
         .map_err(Failure::into_py)?;
-    Ok(json.to_string())
+    to_json(&output)
 }
 
 /// Seed 003's study (`nvmos study swap`). Returns the `SwapStudy` as JSON
@@ -744,27 +738,28 @@ fn banks(
 #[pyfunction]
 #[pyo3(signature = (options, progress=None))]
 fn swap(py: Python<'_>, options: &str, progress: Option<Py<PyAny>>) -> PyResult<String> {
-    use nvmos_sim::swap_study::{self, SwapStudyOptions};
+    use nvmos_sim::study::Study;
+    use nvmos_sim::swap_study::{Swap, SwapStudyError, SwapStudyOptions};
     let options: SwapStudyOptions = parse_options("swap", options)?;
-    if !(options.pc_scale > 0.0 && options.pc_scale <= 4.0) {
-        return Err(OptionsError::new_err(format!(
-            "pc_scale: {} is not in (0, 4]",
-            options.pc_scale
-        )));
-    }
     let study = py
         .detach(|| -> Result<_, Failure> {
             let mut progress = Progress::new(progress, 0);
             let mut stop = None;
-            let study = swap_study::run(&options, &mut |what: &str| {
+            let study = Swap::run(&options, &mut |p| {
                 if stop.is_none() {
-                    stop = progress.report(true, what).err();
+                    stop = progress.study(p).err();
                 }
             });
             if let Some(e) = stop {
                 return Err(e.into());
             }
-            study.map_err(Failure::rust("running the swap study", study_error))
+            study.map_err(|e| {
+                let kind = match e {
+                    SwapStudyError::Options(_) => options_error,
+                    _ => study_error,
+                };
+                Failure::rust("running the swap study", kind)(e)
+            })
         })
         .map_err(Failure::into_py)?;
     to_json(&study)

@@ -11,8 +11,9 @@
 //!   its previous issue; an optional shared last-level cache (set
 //!   associative, LRU, write-back, write-allocate) filters the accesses.
 //!   The cores' requests meet in one [`Controller`], in time order.
-//! - [`study`]: the seed's experiment: 1, 2 and 4 cores; sequential
-//!   (buddy), random and M³ placement; sequential and random access.
+//! - [`crate::banks_study`]: the seed's experiment (1, 2 and 4 cores;
+//!   sequential (buddy), random and M³ placement; sequential and random
+//!   access) in the one study shape.
 //! - [`analyse`]: the seed's analysing program, on the model: the access
 //!   latency of address pairs accessed alternately (a row conflict shows
 //!   as a long latency), and from those latencies alone which address
@@ -24,7 +25,7 @@ use nvmos_frames::{FrameAllocator, MigrateType, Order, Pfn, Request, Zone};
 use crate::allocators::{AllocatorJob, AllocatorKind, Setup};
 use nvmos_memsys::{
     AccessKind, BankDecoder, Completion, Controller, ControllerConfig, ControllerError,
-    ControllerReport, Machine, MemRequest, PagePolicy,
+    ControllerReport, Machine, MemRequest,
 };
 use serde::{Deserialize, Serialize};
 
@@ -152,8 +153,25 @@ pub enum BanksError {
     #[error("workload: {0}")]
     Spec(&'static str),
     /// An allocator could not be built.
-    #[error("building the allocator: {0}")]
+    #[error("building the allocator")]
     Allocator(#[from] nvmos_frames::ConfigError),
+    /// The machine named is neither a preset nor a file.
+    #[error("{name:?} is neither a preset ({presets}) nor a machine file")]
+    UnknownMachine {
+        /// What was asked for.
+        name: String,
+        /// The preset names, comma-separated.
+        presets: String,
+    },
+    /// A machine preset or file could not be loaded.
+    #[error("loading machine {name}")]
+    Machine {
+        /// The preset or file.
+        name: String,
+        /// Why.
+        #[source]
+        source: nvmos_memsys::LoadError,
+    },
 }
 
 /// What a workload run measured.
@@ -476,196 +494,6 @@ impl Placement {
     }
 }
 
-/// The study's settings.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct BanksOptions {
-    /// Core counts.
-    pub cores: Vec<u32>,
-    /// Placements.
-    pub placements: Vec<Placement>,
-    /// Access orders.
-    pub accesses: Vec<Access>,
-    /// The kernel.
-    pub kernel: Kernel,
-    /// Bytes per array per core.
-    pub array_bytes: u64,
-    /// Passes over the arrays (sequential access); random access makes as
-    /// many steps.
-    pub passes: u64,
-    /// Outstanding misses per core.
-    pub mlp: u32,
-    /// Cycles between issues of a core.
-    pub gap: u64,
-    /// Page policy.
-    pub policy: PagePolicy,
-    /// Queue per channel.
-    pub queue_depth: usize,
-    /// Seed.
-    pub seed: u64,
-    /// Run the timing model as it was before issue 18
-    /// ([`ControllerConfig::basic`]: blocking scheduler, writes queued with
-    /// reads, no refresh) instead of the full model.
-    #[serde(default)]
-    pub basic_model: bool,
-}
-
-impl Default for BanksOptions {
-    fn default() -> Self {
-        Self {
-            cores: vec![1, 2, 4],
-            placements: Placement::ALL.to_vec(),
-            accesses: vec![Access::Sequential, Access::Random],
-            kernel: Kernel::Copy,
-            array_bytes: 4 << 20,
-            passes: 1,
-            mlp: 10,
-            gap: 2,
-            policy: PagePolicy::Open,
-            queue_depth: 32,
-            seed: 2012,
-            basic_model: false,
-        }
-    }
-}
-
-/// One cell of the study.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct BanksRow {
-    /// Cores.
-    pub cores: u32,
-    /// Placement.
-    pub placement: Placement,
-    /// Access order.
-    pub access: Access,
-    /// Row-buffer hit rate.
-    pub hit_rate: f64,
-    /// Miss (closed bank) rate.
-    pub miss_rate: f64,
-    /// Conflict rate.
-    pub conflict_rate: f64,
-    /// Mean banks busy.
-    pub blp: f64,
-    /// Run time: until the last core finished, ns.
-    pub run_ns: f64,
-    /// Bandwidth, GB/s.
-    pub bandwidth_gbs: f64,
-    /// Mean memory latency over the cores, ns.
-    pub latency_ns: f64,
-    /// Run time relative to sequential placement with the same cores and
-    /// access (below 1: faster).
-    pub vs_sequential: f64,
-}
-
-/// The whole study.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct BanksStudy {
-    /// The machine's name.
-    pub machine: String,
-    /// Settings.
-    pub options: BanksOptions,
-    /// One row per cores × placement × access.
-    pub rows: Vec<BanksRow>,
-    /// What seed 002 reports, in its words.
-    pub seed_reports: Vec<String>,
-}
-
-/// The zone the study allocates from: the machine's last zone, cut to
-/// what the arrays need plus room, so building an allocator stays cheap.
-fn study_zone(machine: &Machine, options: &BanksOptions) -> Zone {
-    let zone = machine.zones().last().expect("a machine has zones");
-    let max_cores = u64::from(options.cores.iter().copied().max().unwrap_or(1));
-    let need = 3 * options.array_bytes / machine.page_size() * max_cores;
-    // Twice what is needed, rounded to the 12 MB round (3072 frames) of
-    // the seed's machine, at least 64 MiB.
-    let frames = (2 * need).max(16384).next_multiple_of(3072);
-    let start = zone.start_pfn.next_multiple_of(3072);
-    Zone::new(start, (start + frames).min(zone.end_pfn))
-}
-
-/// Run seed 002's experiment; `progress` is called after each cell.
-pub fn study(
-    machine: &Machine,
-    options: &BanksOptions,
-    progress: &mut dyn FnMut(&BanksRow),
-) -> Result<BanksStudy, BanksError> {
-    let zone = study_zone(machine, options);
-    let controller = ControllerConfig {
-        policy: options.policy,
-        queue_depth: options.queue_depth,
-        check: false,
-        ..if options.basic_model {
-            ControllerConfig::basic()
-        } else {
-            ControllerConfig::default()
-        }
-    };
-    let mut rows: Vec<BanksRow> = Vec::new();
-    for &cores in &options.cores {
-        for &access in &options.accesses {
-            for &placement in &options.placements {
-                let alloc = placement.build(machine, &[zone], cores, options.seed)?;
-                let spec = WorkloadSpec {
-                    cores,
-                    kernel: options.kernel,
-                    access,
-                    array_bytes: options.array_bytes,
-                    steps: options.passes * options.array_bytes / LINE,
-                    mlp: options.mlp,
-                    gap: options.gap,
-                    llc: None,
-                    seed: options.seed,
-                };
-                let r = run_workload(machine, controller, &*alloc, &spec)?;
-                let m = &r.memory;
-                let latency = if m.cores.is_empty() {
-                    0.0
-                } else {
-                    m.cores.iter().map(|c| c.mean_ns).sum::<f64>() / m.cores.len() as f64
-                };
-                let baseline = rows
-                    .iter()
-                    .find(|row| {
-                        row.cores == cores
-                            && row.access == access
-                            && row.placement == Placement::Sequential
-                    })
-                    .map(|row| row.run_ns);
-                let row = BanksRow {
-                    cores,
-                    placement,
-                    access,
-                    hit_rate: m.hit_rate,
-                    miss_rate: m.miss_rate,
-                    conflict_rate: m.conflict_rate,
-                    blp: m.blp,
-                    run_ns: r.run_ns,
-                    bandwidth_gbs: m.bandwidth_gbs,
-                    latency_ns: latency,
-                    vs_sequential: baseline.map_or(1.0, |b| r.run_ns / b),
-                };
-                progress(&row);
-                rows.push(row);
-            }
-        }
-    }
-    Ok(BanksStudy {
-        machine: machine.name().to_owned(),
-        options: options.clone(),
-        rows,
-        seed_reports: SEED_REPORTS.iter().map(|s| (*s).to_owned()).collect(),
-    })
-}
-
-/// What seed 002 reports (it gives its results as charts; these are its
-/// words, and the direction of each finding).
-pub const SEED_REPORTS: [&str; 5] = [
-    "Stream benchmark on an Intel Xeon (quad-core), 32 GB DRAM: page frame allocation policy affects performance, especially on multicore.",
-    "Sequential allocation is slower than random allocation; the difference is due to row-buffer conflicts.",
-    "Conflict probability, random and sequential alike: 1/n; but sequential conflicts are correlated: a set of successive conflicts, amplified among multiple cores.",
-    "Regularities (such as sequential) considered harmful; allocating three successive frames obtains prefetching effects.",
-    "12 MB (or 3 MB) is a good candidate for partitioning to reduce the row-buffer conflicts among cores.",
-];
-
 /// The analysing program's result.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Analysis {
@@ -809,53 +637,6 @@ mod tests {
         let leaving: Vec<u64> = a.strides.iter().filter(|s| s.1).map(|s| s.0).collect();
         // Banks at 12, 24, 48 KB; ranks at 3 and 6 MB.
         assert_eq!(leaving, [12 << 10, 24 << 10, 48 << 10, 3 << 20, 6 << 20]);
-    }
-
-    /// The seed's finding, in direction, on the blocking scheduler it was
-    /// first measured on: four concurrent STREAM copies on its Xeon run
-    /// faster with random or bank-aware placement than with the buddy's
-    /// sequential frames, because more banks work at once. The ready
-    /// scheduler removes most of that gap: sequential placement was held
-    /// up by the blocking scheduler's oldest miss, not by the banks.
-    #[test]
-    fn random_and_m3_placement_beat_sequential_for_four_stream_copies() {
-        let m = Machine::preset("xeon-3ch").unwrap();
-        let options = BanksOptions {
-            cores: vec![4],
-            accesses: vec![Access::Sequential],
-            array_bytes: 1 << 20,
-            basic_model: true,
-            ..BanksOptions::default()
-        };
-        let s = study(&m, &options, &mut |_| {}).unwrap();
-        let row = |s: &BanksStudy, p| s.rows.iter().find(|r| r.placement == p).unwrap().clone();
-        let (seq, random, m3) = (
-            row(&s, Placement::Sequential),
-            row(&s, Placement::Random),
-            row(&s, Placement::M3),
-        );
-        assert!(random.run_ns < 0.8 * seq.run_ns, "{random:?} vs {seq:?}");
-        assert!(m3.run_ns < seq.run_ns, "{m3:?} vs {seq:?}");
-        assert!(random.blp > 1.5 * seq.blp, "{random:?} vs {seq:?}");
-        assert_eq!(s.seed_reports.len(), SEED_REPORTS.len());
-
-        let ready = BanksOptions {
-            basic_model: false,
-            ..options.clone()
-        };
-        let r = study(&m, &ready, &mut |_| {}).unwrap();
-        let (ready_seq, ready_random) =
-            (row(&r, Placement::Sequential), row(&r, Placement::Random));
-        // Sequential frames gain most from not blocking on the oldest
-        // miss; random placement stays ahead of them, by far less.
-        assert!(
-            ready_seq.run_ns < 0.8 * seq.run_ns,
-            "{ready_seq:?} vs {seq:?}"
-        );
-        assert!(
-            ready_random.run_ns / ready_seq.run_ns > random.run_ns / seq.run_ns + 0.1,
-            "{ready_random:?} vs {ready_seq:?}"
-        );
     }
 
     #[test]

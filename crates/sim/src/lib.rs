@@ -38,6 +38,7 @@
 
 pub mod allocators;
 pub mod banks;
+pub mod banks_study;
 pub mod bench_alloc;
 pub mod evaluate;
 pub mod horizon;

@@ -20,6 +20,8 @@ use nvmos_swap::{
 };
 use serde::{Deserialize, Serialize};
 
+use crate::study::{Bound, Check, Progress, Scale, Study};
+
 /// The devices compared (the seed's four).
 pub const DEVICES: [&str; 4] = ["SCM-133", "SCM-400", "SLC", "MLC"];
 
@@ -211,6 +213,8 @@ pub struct SwapStudy {
     pub lifetimes: Vec<(String, Vec<Lifetime>)>,
     /// The qualitative results.
     pub findings: Findings,
+    /// The seed's figures and findings held against the measurement.
+    pub checks: Vec<Check>,
 }
 
 /// An error of the study.
@@ -225,6 +229,9 @@ pub enum SwapStudyError {
         #[source]
         source: SwapError,
     },
+    /// An option out of range.
+    #[error("{0}")]
+    Options(String),
     /// Listing the trace folder failed.
     #[error("{}", path.display())]
     Io {
@@ -267,7 +274,7 @@ fn run_model(
     w: &Workload,
     memory_pages: u64,
     swap_pages: u32,
-    progress: &mut dyn FnMut(&str),
+    progress: &mut Steps<'_>,
 ) -> Result<ModelRun, SwapStudyError> {
     let cfg = SwapConfig {
         memory_pages,
@@ -277,7 +284,7 @@ fn run_model(
     let mut devices = Vec::new();
     let mut main = None;
     for name in DEVICES {
-        progress(&format!("{} on {name}", w.name));
+        progress.next(format!("{} on {name}", w.name));
         let r = ctx(
             format!("{} on {name}", w.name),
             run_workload(&cfg, &device(name), w),
@@ -315,13 +322,38 @@ fn run_model(
     })
 }
 
+/// Counts the study's steps for its progress reports.
+struct Steps<'a> {
+    done: u64,
+    total: u64,
+    report: &'a mut dyn FnMut(Progress),
+}
+
+impl Steps<'_> {
+    /// Report that `step` runs next.
+    fn next(&mut self, step: String) {
+        (self.report)(Progress {
+            done: self.done,
+            total: self.total,
+            step,
+        });
+        self.done += 1;
+    }
+}
+
 /// Runs the study. `progress` is told what runs next.
 pub fn run(
     opts: &SwapStudyOptions,
-    progress: &mut dyn FnMut(&str),
+    progress: &mut dyn FnMut(Progress),
 ) -> Result<SwapStudy, SwapStudyError> {
     // Settings first: an unbounded one must not run for minutes (or grow
     // memory without bound) before it is refused.
+    if !(opts.pc_scale > 0.0 && opts.pc_scale <= 4.0) {
+        return Err(SwapStudyError::Options(format!(
+            "pc_scale {} is not in (0, 4]",
+            opts.pc_scale
+        )));
+    }
     ctx(
         "options",
         PcScenario {
@@ -332,10 +364,18 @@ pub fn run(
         .check(),
     )?;
     // Recorded traces next: a bad or empty one fails before the models run.
-    let recorded_traces: Vec<(PathBuf, SwapTrace)> = files(&opts.traces, ".swt.zst")?
+    let swt = files(&opts.traces, ".swt.zst")?;
+    let lackeys = files(&opts.traces, ".lackey.zst")?;
+    let (n_swt, n_models) = (swt.len() as u64, 2 + lackeys.len() as u64);
+    let mut progress = Steps {
+        done: 0,
+        total: 2 * n_swt + n_models * (1 + DEVICES.len() as u64) + IOPS.len() as u64,
+        report: progress,
+    };
+    let recorded_traces: Vec<(PathBuf, SwapTrace)> = swt
         .into_iter()
         .map(|p| {
-            progress(&format!("reading {}", p.display()));
+            progress.next(format!("reading {}", p.display()));
             let t = ctx(p.display().to_string(), SwapTrace::read(&p))?;
             if t.requests.is_empty() {
                 return ctx(
@@ -359,23 +399,23 @@ pub fn run(
             aging_rounds,
             seed: opts.seed,
         };
-        progress(&format!(
+        progress.next(format!(
             "generating the PC scenario ({aging_rounds} aging rounds)"
         ));
         let w = pc_scenario(&s);
         let mem = s.memory_pages();
-        model.push(run_model(opts, &w, mem, mem as u32, progress)?);
+        model.push(run_model(opts, &w, mem, mem as u32, &mut progress)?);
     }
     // Real programs' page references.
-    for path in files(&opts.traces, ".lackey.zst")? {
-        progress(&format!("reading {}", path.display()));
+    for path in lackeys {
+        progress.next(format!("reading {}", path.display()));
         let w = ctx(path.display().to_string(), lackey::read_lackey(&path))?;
         let anon = w.anon_pages().max(1);
         let wm = nvmos_swap::Watermarks::linux(u64::from(w.pages));
         let need = wm.high + u64::from(opts.config.batch) + (1 << opts.config.page_cluster) + 1;
         let mem = ((u64::from(w.pages) as f64 * opts.lackey_limit) as u64).max(need);
         let swap = (anon * 2 + 1024) as u32;
-        model.push(run_model(opts, &w, mem, swap, progress)?);
+        model.push(run_model(opts, &w, mem, swap, &mut progress)?);
     }
 
     // Congestion control on and off as the device gets faster: a hog
@@ -383,7 +423,7 @@ pub fn run(
     let hog = hog_write_only((opts.hog_memory_pages * 4) as u32);
     let mut congestion = Vec::new();
     for &iops in &IOPS {
-        progress(&format!("congestion sweep at {iops} IOPS"));
+        progress.next(format!("congestion sweep at {iops} IOPS"));
         let dev = DeviceSpec::scm_with_write_iops(400.0, iops);
         let mut point = CongestionPoint {
             iops,
@@ -427,6 +467,7 @@ pub fn run(
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
+        progress.next(format!("analysing {name}"));
         let mut patterns = vec![Pattern::of("whole trace", &t.requests)];
         if let Some(clean) = t.phase_requests("clean") {
             patterns.push(Pattern::of("clean", clean));
@@ -550,7 +591,15 @@ pub fn run(
             lifetime_table(&r.write_profile),
         ));
     }
+    (progress.report)(Progress {
+        done: progress.total,
+        total: progress.total,
+        step: "done".into(),
+    });
+    let seed_lifetime = lifetime_table(&WriteProfile::seed());
+    let checks = checks(&seed_lifetime, &congestion, &findings);
     Ok(SwapStudy {
+        checks,
         options: opts.clone(),
         model,
         recorded,
@@ -559,7 +608,7 @@ pub fn run(
             .iter()
             .map(|&(n, v)| (n.to_owned(), v))
             .collect(),
-        seed_lifetime: lifetime_table(&WriteProfile::seed()),
+        seed_lifetime,
         seed_lifetime_printed: SEED_TABLE
             .iter()
             .map(|&(n, a, b)| (n.to_owned(), a, b))
@@ -567,4 +616,154 @@ pub fn run(
         lifetimes,
         findings,
     })
+}
+
+/// How far off a figure printed as `v` may be: half a unit of its last
+/// printed digit (57.1: 0.05; 0.57: 0.005).
+fn printed_tolerance(v: f64) -> f64 {
+    let text = format!("{v}");
+    let decimals = text.split('.').nth(1).map_or(0, str::len) as i32;
+    0.5 * 10f64.powi(-decimals)
+}
+
+/// The seed's figures and findings as checks: its lifetime table without
+/// wear levelling recomputed from its own inputs, and its congestion
+/// finding (without congestion control, a faster device helps swap-out
+/// more than with it) on the model.
+fn checks(
+    seed_lifetime: &[Lifetime],
+    congestion: &[CongestionPoint],
+    findings: &Findings,
+) -> Vec<Check> {
+    let mut checks = Vec::new();
+    let seed = WriteProfile::seed();
+    for (&(device, without, with), l) in SEED_TABLE.iter().zip(seed_lifetime) {
+        checks.push(
+            Check::new(
+                format!("{device} lifetime without wear levelling, from the seed's inputs"),
+                "seed 003, lifetime table",
+                l.years_without_wl,
+                "years",
+                Bound::Within {
+                    value: without,
+                    tolerance: printed_tolerance(without),
+                },
+            )
+            .seed(without)
+            .detail(format!(
+                "the seed's inputs: {} bytes written in {} h, at most {} writes per page, endurance {:e}; its with-WL cell ({with} y) is the formula at 2 writes per page, not at its mean of {} ({:.3} y)",
+                seed.bytes_written,
+                seed.hours,
+                seed.max_writes_per_page,
+                l.endurance,
+                seed.mean_writes_per_page,
+                l.years_with_wl
+            )),
+        );
+    }
+    if let (Some(first), Some(last), Some(on), Some(off)) = (
+        congestion.first(),
+        congestion.last(),
+        findings.model_on_speedup.last(),
+        findings.model_off_speedup.last(),
+    ) {
+        checks.push(
+            Check::new(
+                "without congestion control a faster device speeds swap-out up more than with it (write-only hog, model)",
+                "seed 003 (congestion control; a direction)",
+                off / on.max(1e-12),
+                "x (speed-up off / speed-up on)",
+                Bound::AtLeast(1.0),
+            )
+            .detail(format!(
+                "from {} to {} write IOPS: {:.2}x faster with congestion control on, {:.2}x with it off",
+                first.iops, last.iops, on, off
+            )),
+        );
+    }
+    checks
+}
+
+/// Seed 003's study in the one shape.
+pub struct Swap;
+
+impl Study for Swap {
+    type Options = SwapStudyOptions;
+    type Output = SwapStudy;
+    type Error = SwapStudyError;
+    const NAME: &'static str = "swap";
+
+    /// `Scale::Quick`: the PC scenario at 1/16 of the seed's 1 GB, two
+    /// aging rounds, a hog of 4096 pages.
+    fn options(scale: Scale) -> SwapStudyOptions {
+        match scale {
+            Scale::Full => SwapStudyOptions::default(),
+            Scale::Quick => SwapStudyOptions {
+                pc_scale: 1.0 / 16.0,
+                aging_rounds: 2,
+                hog_memory_pages: 4096,
+                ..SwapStudyOptions::default()
+            },
+        }
+    }
+
+    fn run(
+        options: &SwapStudyOptions,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<SwapStudy, SwapStudyError> {
+        run(options, progress)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn printed_figures_bound_their_rounding() {
+        assert_eq!(printed_tolerance(57.1), 0.05);
+        assert!((printed_tolerance(0.57) - 0.005).abs() < 1e-12);
+        assert!((printed_tolerance(1.14) - 0.005).abs() < 1e-12);
+    }
+
+    #[test]
+    fn quick_options_and_a_bad_scale_is_refused_before_running() {
+        let quick = Swap::options(Scale::Quick);
+        assert_eq!((quick.aging_rounds, quick.hog_memory_pages), (2, 4096));
+        let bad = SwapStudyOptions {
+            pc_scale: 0.0,
+            traces: "/nonexistent".into(),
+            ..quick
+        };
+        let mut reports = 0;
+        let e = Swap::run(&bad, &mut |_| reports += 1).unwrap_err();
+        assert!(matches!(e, SwapStudyError::Options(_)), "{e}");
+        assert_eq!(reports, 0);
+    }
+
+    #[test]
+    fn the_seed_lifetime_checks_are_met_without_wear_levelling() {
+        let seed = lifetime_table(&WriteProfile::seed());
+        let findings = Findings {
+            model_on_speedup: vec![1.0, 1.5],
+            model_off_speedup: vec![1.0, 6.0],
+            model_idle_percent: vec![],
+            recorded_os_limited_from_iops: vec![],
+            small_writes: vec![],
+            random_writes: vec![],
+            mean_write_kib: vec![],
+        };
+        let point = |iops| CongestionPoint {
+            iops,
+            on_s: 1.0,
+            on_idle_s: 0.0,
+            off_s: 1.0,
+            recorded_span_s: vec![],
+        };
+        let c = checks(&seed, &[point(2500.0), point(320000.0)], &findings);
+        assert_eq!(c.len(), 4);
+        assert!(c[..3].iter().all(|c| c.met), "{c:?}");
+        assert_eq!(c[0].seed_figure, Some(57.1));
+        assert_eq!((c[3].measured, c[3].met), (4.0, true));
+    }
 }
