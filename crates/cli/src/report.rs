@@ -16,7 +16,6 @@ use nvmos_report::page::{Cell, Html, HtmlTable, Page, STUDY_PAGES};
 use nvmos_report::{csv_text, OutputDir};
 use nvmos_sim::{Evaluation, StudyRow, TraceStudy};
 
-
 /// Write `results.json`, `summary.csv`, `wear_cdf.csv` and `index.html`,
 /// each whole or not at all, never over one of `inputs` (the traces).
 pub fn write(dir: &Path, evaluation: &Evaluation, inputs: &[&Path]) -> Result<()> {
