@@ -10,7 +10,7 @@ use nvmos_sim::power::{find_row, PowerRow, PowerStudy, SeedTable2, SeedTable5};
 use nvmos_sim::units::format_frames;
 use nvmos_sim::AllocatorKind;
 
-use super::bound_text;
+use super::text::bound_text;
 
 /// A number cell pointing at `pointer` in the JSON.
 fn num(v: f64, place: &str, alloc: &str, field: &str, pointer: &str) -> Cell {

@@ -136,3 +136,110 @@ fn trace_replay_follows_migrated_blocks() {
     assert_eq!(linux.up_banks, 0);
     assert!(linux.max_offline_percent < 100.0);
 }
+
+fn tiny() -> PowerOptions {
+    PowerOptions {
+        sizes: vec![16384],
+        bank_frames: 1024,
+        epochs: 12,
+        workloads: vec!["light".into()],
+        allocators: vec![AllocatorKind::Buddy, AllocatorKind::Adaptive],
+        power: vec!["seed004-relative".into()],
+        traces: None,
+        latency: Some(LatencyOptions {
+            pages: vec![500],
+            frames: 16384,
+            rounds: 1,
+        }),
+        ..PowerOptions::default()
+    }
+}
+
+#[test]
+fn the_study_reports_progress_rows_and_checks_as_data() {
+    use crate::study::{Scale, Study};
+    let mut seen = Vec::new();
+    let study = PowerStudy::run(&tiny(), &mut |p| seen.push(p)).unwrap();
+    // Buddy; Adaptive without and with migration; then two latency runs.
+    assert_eq!(seen.len(), 5);
+    assert!(seen
+        .iter()
+        .enumerate()
+        .all(|(i, p)| p.done == i as u64 && p.total == 5));
+    assert_eq!(seen[2].step, "light 64 MiB Adaptive-Buddy +migration");
+    let rows = &study.synthetic[0].rows;
+    assert_eq!(rows.len(), 3);
+    assert_eq!(rows[2].label(), "Adaptive-Buddy +migration");
+    let direct = run_synthetic(
+        AllocatorKind::Adaptive,
+        true,
+        &study.synthetic[0].workload,
+        &study.synthetic[0].machine,
+        &models(),
+    )
+    .unwrap();
+    assert_eq!(
+        direct.offline_percent, rows[2].offline_percent,
+        "the study is the replay"
+    );
+    let target = study
+        .checks
+        .iter()
+        .find(|c| {
+            c.what
+                .starts_with("Adaptive-Buddy with migration within 5 points")
+        })
+        .unwrap();
+    assert_eq!(target.measured, rows[2].points_off_optimum);
+    assert_eq!(target.met, rows[2].points_off_optimum <= 5.0);
+    assert_eq!(target.seed_figure, None, "the seed ran no 64 MiB machine");
+    assert!(study
+        .checks
+        .iter()
+        .any(|c| c.what.starts_with("Buddy keeps nearly")));
+    let latency = study.latency.as_ref().unwrap();
+    assert_eq!(latency.rows.len(), 2);
+    assert!(study.checks.iter().any(|c| c
+        .what
+        .contains("worst-case allocation at most 10x its mean (500 pages)")));
+    // The options round-trip through JSON (Python sends them so).
+    let json = serde_json::to_string(&study.options).unwrap();
+    assert_eq!(serde_json::from_str::<PowerOptions>(&json).unwrap(), tiny());
+    let quick = PowerStudy::options(Scale::Quick);
+    assert_eq!(
+        (quick.sizes.clone(), quick.bank_frames, quick.epochs),
+        (vec![1 << 18, 1 << 16], 4096, 40)
+    );
+    assert_eq!(PowerStudy::options(Scale::Full), PowerOptions::default());
+}
+
+#[test]
+fn the_study_stops_when_asked_and_refuses_bad_options_before_running() {
+    let mut calls = 0;
+    let err = run_study(&tiny(), &mut |_| {
+        calls += 1;
+        calls < 2
+    })
+    .unwrap_err();
+    assert!(matches!(err, PowerStudyError::Cancelled), "{err}");
+    let mut o = tiny();
+    o.bank_frames = 1000;
+    let err = run_study(&o, &mut |_| panic!("nothing runs")).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("does not divide the machine size 64 MiB"),
+        "{err}"
+    );
+    let mut o = tiny();
+    o.latency.as_mut().unwrap().pages = vec![0];
+    assert!(run_study(&o, &mut |_| panic!("nothing runs")).is_err());
+    let mut o = tiny();
+    o.workloads = vec!["huge:50-120".into()];
+    let err = run_study(&o, &mut |_| panic!("nothing runs")).unwrap_err();
+    assert!(
+        err.to_string().contains("footprint_max_percent = 120%"),
+        "{err}"
+    );
+    let err = serde_json::from_str::<PowerOptions>(r#"{"epoch": 3}"#).unwrap_err();
+    assert!(err.to_string().contains("unknown field `epoch`"), "{err}");
+}
