@@ -680,9 +680,10 @@ def power(
 
 
 def _power_row(row: dict, **place: Any) -> dict:
-    """One ``PowerRow`` as a flat record: the bank map left in the raw
-    result, each model's energy total and saving as columns."""
-    flat = {**place, **{k: v for k, v in row.items() if k not in ("bank_map", "energy")}}
+    """One ``PowerRow`` as a flat record: the bank map and the timeline
+    (Fig. 10) left in the raw result, each model's energy total and saving
+    as columns."""
+    flat = {**place, **{k: v for k, v in row.items() if k not in ("bank_map", "energy", "timeline")}}
     for e in row["energy"]:
         flat[f"energy_{e['model']}"] = e["report"]["total"]
         flat[f"saving_percent_{e['model']}"] = e["report"]["saving_percent"]
