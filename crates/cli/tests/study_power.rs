@@ -97,10 +97,14 @@ fn quick_study_writes_json_and_a_report_page() {
     let html = std::fs::read_to_string(out_dir.join("power.html")).unwrap();
     assert!(html.contains("<svg class=\"chart\""));
     assert!(html.contains("Table 5"));
+    assert!(html.contains("data-chart=\"timeline\"") && html.contains("data-chart=\"migration\""));
     let json: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out_dir.join("power.json")).unwrap())
             .unwrap();
-    assert_eq!(json["synthetic"], v["synthetic"], "power.json is what --json printed");
+    assert_eq!(
+        json["synthetic"], v["synthetic"],
+        "power.json is what --json printed"
+    );
     page_in_a_browser_shows_the_json(&out_dir, &json);
 }
 
@@ -149,14 +153,22 @@ fn page_in_a_browser_shows_the_json(dir: &Path, json: &serde_json::Value) {
         .output()
         .unwrap();
     let dom = String::from_utf8_lossy(&dom.stdout);
-    assert!(dom.contains("data-checked=\"yes\""), "the page's check did not run");
+    assert!(
+        dom.contains("data-checked=\"yes\""),
+        "the page's check did not run"
+    );
     let charts = dom.matches("<svg class=\"chart\"").count();
-    // Per workload x machine: offline bars and a bank map; per trace:
-    // offline bars; the latency bars.
+    // Per workload x machine: offline bars, a bank map and Fig. 10's two
+    // timelines; per trace: offline bars and the timelines; the latency
+    // bars.
     let synthetic = json["synthetic"].as_array().unwrap().len();
     let traces = json["traces"].as_array().unwrap().len();
-    assert_eq!(charts, 2 * synthetic + traces + 1);
-    assert_eq!(dom.matches("data-rendered=\"yes\"").count(), charts, "a chart did not render");
+    assert_eq!(charts, 4 * synthetic + 3 * traces + 1);
+    assert_eq!(
+        dom.matches("data-rendered=\"yes\"").count(),
+        charts,
+        "a chart did not render"
+    );
     let mut cells = 0;
     for (at, _) in dom.match_indices("<td data-trace=") {
         let rest = &dom[at..];
@@ -174,11 +186,16 @@ fn page_in_a_browser_shows_the_json(dir: &Path, json: &serde_json::Value) {
             .unwrap_or(f64::INFINITY); // JSON null: not finite
         let shown: f64 = match text {
             "inf" | "NaN" => f64::INFINITY,
-            t => t.parse().unwrap_or_else(|_| panic!("{pointer}: {t:?} is not a number")),
+            t => t
+                .parse()
+                .unwrap_or_else(|_| panic!("{pointer}: {t:?} is not a number")),
         };
         let close = (shown.is_infinite() && want.is_infinite())
             || (shown - want).abs() <= 1e-3 * want.abs().max(1e-3) + 0.051;
-        assert!(close, "{pointer}: the page shows {text}, power.json has {want}");
+        assert!(
+            close,
+            "{pointer}: the page shows {text}, power.json has {want}"
+        );
         cells += 1;
     }
     // Every power row shows 7 figures and 2 per model; the latency rows 8.
@@ -191,7 +208,10 @@ fn page_in_a_browser_shows_the_json(dir: &Path, json: &serde_json::Value) {
     let models = json["models"].as_array().unwrap().len();
     let table2 = 0; // the quick machines are not the seed's
     let checks = json["checks"].as_array().unwrap().len();
-    assert_eq!(cells, rows * (7 + 2 * models) + latency * 8 + 2 * table2 + checks);
+    assert_eq!(
+        cells,
+        rows * (7 + 2 * models) + latency * 8 + 2 * table2 + checks
+    );
 }
 
 #[test]

@@ -4,7 +4,7 @@
 //! and machine, or trace), `data-alloc` and `data-field`.
 
 use anyhow::Result;
-use nvmos_report::chart::{Axis, BarChart, State, StateMap};
+use nvmos_report::chart::{Axis, BarChart, LineChart, Series, State, StateMap};
 use nvmos_report::page::{Cell, Html, HtmlTable, Page, STUDY_PAGES};
 use nvmos_sim::power::{find_row, PowerRow, PowerStudy, SeedTable2, SeedTable5};
 use nvmos_sim::units::format_frames;
@@ -107,6 +107,62 @@ fn rows(page: &mut Page, place: &str, base: &str, rows: &[PowerRow]) -> Result<(
     Ok(())
 }
 
+/// Seed 004's Fig. 10 for one workload or trace: free and offline memory
+/// over time under Adaptive-Buddy without and with migration, and the
+/// offline memory migration bought against the memory it copied.
+fn timelines(page: &mut Page, place: &str, rows: &[PowerRow]) -> Result<()> {
+    let (Some(plain), Some(mig)) = (
+        find_row(rows, AllocatorKind::Adaptive, false),
+        find_row(rows, AllocatorKind::Adaptive, true),
+    ) else {
+        return Ok(());
+    };
+    let line = |r: &PowerRow, name: String, y: fn(&nvmos_sim::power::Sample) -> f64| {
+        Series::new(name, r.timeline.iter().map(|s| (s.t_s, y(s))).collect())
+    };
+    let x = Axis::linear("seconds");
+    let free = LineChart::new(
+        "timeline",
+        format!("Free and offline memory over time, {place} (seed 004 Fig. 10)"),
+    )
+    .attr("data-trace", place)
+    .x_axis(x.clone())
+    .y_axis(Axis::linear("% of memory").range(0.0, 100.0))
+    .series(line(mig, "free".into(), |s| s.free_percent))
+    .series(line(plain, format!("offline, {}", plain.label()), |s| {
+        s.offline_percent
+    }))
+    .series(line(mig, format!("offline, {}", mig.label()), |s| {
+        s.offline_percent
+    }))
+    .series(
+        line(mig, "offline, optimum".into(), |s| {
+            s.optimum_offline_percent
+        })
+        .dashed("4 3"),
+    )
+    .render()?;
+    let top = mig
+        .timeline
+        .iter()
+        .map(|s| s.migrated_percent.max(s.offline_percent))
+        .fold(1.0, f64::max);
+    let moved = LineChart::new(
+        "migration",
+        format!("Offline against migrated memory, {}, {place}", mig.label()),
+    )
+    .attr("data-trace", place)
+    .x_axis(x)
+    .y_axis(Axis::linear("% of memory").range(0.0, top))
+    .series(line(mig, "offline".into(), |s| s.offline_percent))
+    .series(line(mig, "migrated so far (cumulative)".into(), |s| {
+        s.migrated_percent
+    }))
+    .render()?;
+    page.chart(&free).chart(&moved);
+    Ok(())
+}
+
 /// The page.
 pub fn html(study: &PowerStudy) -> Result<String> {
     let mut page = Page::new(
@@ -199,6 +255,7 @@ pub fn html(study: &PowerStudy) -> Result<String> {
             map = map.row(r.label(), r.bank_map.clone());
         }
         page.chart(&map.render()?);
+        timelines(&mut page, &place, &s.rows)?;
     }
     for (k, t) in study.traces.iter().enumerate() {
         let m = &t.machine;
@@ -212,6 +269,7 @@ pub fn html(study: &PowerStudy) -> Result<String> {
             ),
         );
         rows(&mut page, &t.trace, &format!("/traces/{k}"), &t.rows)?;
+        timelines(&mut page, &t.trace, &t.rows)?;
     }
     if let Some(l) = &study.latency {
         page.section("latency", "Synthetic latency benchmark (seed 004's Table 5)")

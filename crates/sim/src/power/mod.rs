@@ -24,6 +24,7 @@
 mod latency;
 mod study;
 mod synthetic;
+mod timeline;
 
 pub use latency::{LatencyOptions, LatencyResult, LatencyRow, MAX_LATENCY_PAGES};
 pub use study::{
@@ -31,6 +32,8 @@ pub use study::{
     SeedTable5, SyntheticResult, TraceResult, SEED_TABLE2, SEED_TABLE5,
 };
 pub use synthetic::{run_synthetic, SyntheticMachine, Workload};
+use timeline::Timeline;
+pub use timeline::{Sample, TIMELINE_POINTS};
 
 use nvmos_frames::sync::SpinYield;
 use nvmos_frames::{
@@ -196,6 +199,10 @@ pub struct PowerRow {
     pub bank_map: Vec<u8>,
     /// Energy under each power model asked for.
     pub energy: Vec<NamedEnergy>,
+    /// Free, offline and migrated memory over the run, at most
+    /// [`TIMELINE_POINTS`] samples and the end (seed 004's Fig. 10).
+    #[serde(default)]
+    pub timeline: Vec<Sample>,
 }
 
 impl PowerRow {
@@ -238,6 +245,9 @@ struct Banks {
     warmup: u64,
     low: Option<(f64, f64)>,
     meters: Vec<(String, EnergyMeter)>,
+    page_size: u64,
+    migrated_frames: u64,
+    timeline: Timeline,
 }
 
 impl Banks {
@@ -267,6 +277,9 @@ impl Banks {
                     )
                 })
                 .collect(),
+            page_size,
+            migrated_frames: 0,
+            timeline: Timeline::default(),
         }
     }
 
@@ -305,7 +318,23 @@ impl Banks {
     }
 
     /// `seconds` pass in the current state.
+    /// The state now, `t_s` into the run.
+    fn sample(&self, t_s: f64) -> Sample {
+        let n = self.kernel.len() as f64;
+        let frames = n * self.bank_frames as f64;
+        Sample {
+            t_s,
+            free_percent: 100.0 * (frames - self.allocated as f64) / frames,
+            offline_percent: 100.0 * (n - self.up as f64) / n,
+            optimum_offline_percent: 100.0 * (n - self.optimum_up() as f64) / n,
+            migrated_percent: 100.0 * self.migrated_frames as f64 / frames,
+        }
+    }
+
     fn advance(&mut self, seconds: f64) {
+        if seconds > 0.0 {
+            self.timeline.offer(self.sample(self.seconds));
+        }
         let n = self.kernel.len() as f64;
         let offline = 100.0 * (n - self.up as f64) / n;
         self.seconds += seconds;
@@ -326,6 +355,7 @@ impl Banks {
     }
 
     fn copied(&mut self, bytes: u64) {
+        self.migrated_frames += bytes / self.page_size.max(1);
         for (_, meter) in &mut self.meters {
             meter.copy(bytes);
         }
@@ -387,6 +417,7 @@ impl Banks {
                     report: meter.report(),
                 })
                 .collect(),
+            timeline: self.timeline.clone().finish(self.sample(self.seconds)),
         }
     }
 }

@@ -182,6 +182,27 @@ fn the_study_reports_progress_rows_and_checks_as_data() {
         direct.offline_percent, rows[2].offline_percent,
         "the study is the replay"
     );
+    // Fig. 10: one sample per epoch and the end; migration only adds up.
+    let tl = &rows[2].timeline;
+    assert_eq!(tl.len(), 13);
+    assert!(tl
+        .windows(2)
+        .all(|w| w[0].migrated_percent <= w[1].migrated_percent));
+    let end = tl.last().unwrap();
+    let migrated = 100.0 * rows[2].pages_migrated as f64 / 16384.0;
+    assert!((end.migrated_percent - migrated).abs() < 1e-9 && migrated > 0.0);
+    assert!(rows[1].timeline.iter().all(|s| s.migrated_percent == 0.0));
+    // The same requests: the same free memory with and without migration.
+    let free = |r: &PowerRow| {
+        r.timeline
+            .iter()
+            .map(|s| s.free_percent)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(free(&rows[1]), free(&rows[2]));
+    assert!(tl
+        .iter()
+        .all(|s| s.offline_percent <= s.optimum_offline_percent + 1e-9));
     let target = study
         .checks
         .iter()
