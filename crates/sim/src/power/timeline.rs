@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 /// The most samples a run keeps (one more at its end).
-pub const TIMELINE_POINTS: usize = 100;
+pub const TIMELINE_POINTS: usize = 60;
 
 /// One moment of a run.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -46,8 +46,9 @@ impl Timeline {
                 i += 1;
                 i % 2 == 1
             });
-            let span = s.t_s - self.samples[0].t_s;
-            self.spacing = (2.0 * self.spacing).max(span / TIMELINE_POINTS as f64);
+            // The kept samples are as far apart as every other one was.
+            let gap = self.samples[1].t_s - self.samples[0].t_s;
+            self.spacing = (2.0 * self.spacing).max(gap);
         }
         self.next = self.samples.last().map_or(0.0, |l| l.t_s) + self.spacing;
     }
@@ -86,6 +87,14 @@ mod tests {
             41,
             "a short run keeps every epoch"
         );
+        // 200 epochs: every fourth, evenly.
+        let mut epochs = Timeline::default();
+        for t in 0..200 {
+            epochs.offer(at(f64::from(t)));
+        }
+        let s = epochs.finish(at(200.0));
+        assert!(s.len() <= TIMELINE_POINTS + 1);
+        assert!(s.windows(2).all(|w| w[1].t_s - w[0].t_s == 4.0), "{s:?}");
         let mut long = Timeline::default();
         for t in 0..1_000_000 {
             long.offer(at(f64::from(t) * 1e-3));
