@@ -43,6 +43,7 @@ from ._api import (
     machine_presets,
     open_trace,
     parse_memory,
+    power,
     replay,
     swap,
     trace_files,
@@ -57,5 +58,5 @@ __all__ = [
     "AS_RECORDED", "ENDURANCES", "EVALUATE_COLUMNS", "NvmosError", "OptionsError", "Result",
     "StudyError", "Sweep", "SweepError", "TIMING_COLUMNS", "Trace", "TraceFileError", "Wear",
     "__version__", "allocators", "banks", "bench_alloc", "evaluate", "evaluation_frame", "machine_presets",
-    "open_trace", "parse_memory", "replay", "swap", "sweep", "trace_files", "wear",
+    "open_trace", "parse_memory", "power", "replay", "swap", "sweep", "trace_files", "wear",
 ]  # fmt: skip

@@ -699,3 +699,89 @@ def bench_alloc(
     df = pd.DataFrame(rows)
     df.attrs["result"] = Result("bench_alloc", raw)
     return df
+
+
+def power(
+    sizes: Optional[Sequence[Union[str, int]]] = None,
+    bank: Optional[Union[str, int]] = None,
+    workloads: Optional[Sequence[str]] = None,
+    epochs: Optional[int] = None,
+    kernel_percent: Optional[float] = None,
+    churn_percent: Optional[float] = None,
+    seed: Optional[int] = None,
+    allocators: Optional[Sequence[str]] = None,
+    models: Optional[Sequence[str]] = None,
+    traces: Optional[PathLike] = "traces",
+    migrate_every_ms: Optional[int] = None,
+    latency: bool = True,
+    latency_pages: Optional[Sequence[int]] = None,
+    latency_memory: Optional[Union[str, int]] = None,
+    latency_rounds: Optional[int] = None,
+    quick: bool = False,
+    *,
+    progress: Progress = None,
+) -> pd.DataFrame:
+    """``nvmos study power`` (seed 004) with the CLI's options (``models``
+    is ``--power``; ``traces=None`` is ``--no-traces``, ``latency=False``
+    ``--no-latency``): one row per allocator x (workload, machine) or
+    trace, energy as ``energy_<model>`` columns; ``df.attrs["result"].raw``
+    is ``power.json`` (the latency benchmark, the bank maps, the checks).
+
+    Unset options take the study's value at its scale (``quick`` or the
+    full study), as the CLI does."""
+    options = json.loads(_nvmos.power_options("quick" if quick else "full"))
+    if sizes is not None:
+        options["sizes"] = [parse_memory(s) for s in ([sizes] if isinstance(sizes, (str, int)) else sizes)]
+    if bank is not None:
+        options["bank_frames"] = parse_memory(bank)
+    if workloads is not None:
+        options["workloads"] = [str(w) for w in workloads]
+    for name, value, kind in (
+        ("epochs", epochs, int),
+        ("kernel_percent", kernel_percent, float),
+        ("churn_percent", churn_percent, float),
+        ("seed", seed, int),
+        ("migrate_every_ms", migrate_every_ms, int),
+    ):
+        if value is not None:
+            options[name] = kind(value)
+    if allocators is not None:
+        options["allocators"] = [str(a) for a in allocators]
+    if models is not None:
+        options["power"] = [str(m) for m in models]
+    options["traces"] = None if traces is None else os.fspath(traces)
+    if not latency:
+        options["latency"] = None
+    elif options["latency"] is not None:
+        if latency_pages is not None:
+            options["latency"]["pages"] = [int(p) for p in latency_pages]
+        if latency_memory is not None:
+            options["latency"]["frames"] = parse_memory(latency_memory)
+        if latency_rounds is not None:
+            options["latency"]["rounds"] = int(latency_rounds)
+    callback, close = _progress(progress, "power")
+    try:
+        raw = json.loads(_nvmos.power(json.dumps(options), callback))
+    finally:
+        close()
+    rows = []
+    for s in raw["synthetic"]:
+        for r in s["rows"]:
+            rows.append(_power_row(r, workload=s["workload"]["name"], machine=s["machine"]["name"], trace=None))
+    for t in raw["traces"]:
+        for r in t["rows"]:
+            rows.append(_power_row(r, workload=None, machine=None, trace=t["trace"]))
+    df = pd.DataFrame(rows)
+    df.attrs["result"] = Result("power", raw)
+    return df
+
+
+def _power_row(row: dict, **place: Any) -> dict:
+    """One ``PowerRow`` as a flat record: the bank map and the timeline
+    (Fig. 10) left in the raw result, each model's energy total and saving
+    as columns."""
+    flat = {**place, **{k: v for k, v in row.items() if k not in ("bank_map", "energy", "timeline")}}
+    for e in row["energy"]:
+        flat[f"energy_{e['model']}"] = e["report"]["total"]
+        flat[f"saving_percent_{e['model']}"] = e["report"]["saving_percent"]
+    return flat

@@ -130,6 +130,37 @@ def test_banks_matches_the_cli_json(nvmos_bin):
     assert list(df["run_ns"]) == [r["run_ns"] for r in cli["study"]["rows"]]
 
 
+def test_power_matches_the_cli_json(nvmos_bin, tmp_path):
+    numpy = str(TRACES / "numpy.nvt")
+    cli = json.loads(
+        run_cli(nvmos_bin, "study", "power", "--quick", "--epochs", "12", "--traces", numpy,
+                "--no-latency", "--json", "--out", str(tmp_path))
+    )  # fmt: skip
+    seen = []
+    df = nvmos.power(quick=True, epochs=12, traces=numpy, latency=False,
+                     progress=lambda done, total, step: seen.append((done, total)))  # fmt: skip
+    raw = df.attrs["result"].raw
+    # The deterministic parts to the bit; the checks derive from them.
+    assert raw["options"] == cli["options"]
+    assert raw["synthetic"] == cli["synthetic"]
+    assert raw["traces"] == cli["traces"]
+    assert raw["checks"] == cli["checks"]
+    assert raw["latency"] is None
+    # One row per allocator x (workload, machine), then per allocator x trace.
+    n_synthetic = sum(len(s["rows"]) for s in cli["synthetic"])
+    n_trace = sum(len(t["rows"]) for t in cli["traces"])
+    assert len(df) == n_synthetic + n_trace == 4 * 8 + 9
+    assert list(df["offline_percent"]) == [r["offline_percent"] for s in cli["synthetic"] for r in s["rows"]] + [
+        r["offline_percent"] for t in cli["traces"] for r in t["rows"]
+    ]
+    assert set(df["trace"].dropna()) == {"numpy"}
+    energy = cli["synthetic"][0]["rows"][0]["energy"][0]
+    assert df.iloc[0][f"energy_{energy['model']}"] == energy["report"]["total"]
+    assert seen and seen[-1] == (len(df) - 1, len(df))  # every run a step, the recorded placement too
+    with pytest.raises(nvmos.OptionsError, match="does not divide the machine size"):
+        nvmos.power(sizes=["1GiB"], bank="96MiB", traces=None, latency=False, progress=False)
+
+
 def test_progress_is_reported_and_an_exception_in_it_stops_the_run():
     seen = []
     nvmos.replay(TRACES / "numpy.nvt", ["buddy", "iBuddy"], memory="256MiB",

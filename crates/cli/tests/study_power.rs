@@ -79,11 +79,139 @@ fn quick_study_writes_json_and_a_report_page() {
     assert_eq!(latency.len(), 5);
     assert!(latency.iter().all(|r| r["mean_ns"].as_f64().unwrap() > 0.0
         && r["worst_ns"].as_f64().unwrap() <= r["raw_max_ns"].as_f64().unwrap()));
-    assert!(!v["targets"].as_array().unwrap().is_empty());
+    // Issue 5's targets and the seed's figures, as data.
+    let checks = v["checks"].as_array().unwrap();
+    assert!(checks.iter().any(|c| c["what"]
+        .as_str()
+        .unwrap()
+        .starts_with("Adaptive-Buddy with migration within 5 points")
+        && c["bound"]["at_most"] == 5.0));
+    for c in checks {
+        let measured = c["measured"].as_f64().unwrap();
+        let met = match (&c["bound"]["at_most"], &c["bound"]["at_least"]) {
+            (b, _) if b.is_number() => measured <= b.as_f64().unwrap(),
+            (_, b) => measured >= b.as_f64().unwrap(),
+        };
+        assert_eq!(c["met"], met, "{c}");
+    }
     let html = std::fs::read_to_string(out_dir.join("power.html")).unwrap();
     assert!(html.contains("<svg class=\"chart\""));
     assert!(html.contains("Table 5"));
-    assert!(out_dir.join("power.json").exists());
+    assert!(html.contains("data-chart=\"timeline\"") && html.contains("data-chart=\"migration\""));
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out_dir.join("power.json")).unwrap())
+            .unwrap();
+    assert_eq!(
+        json["synthetic"], v["synthetic"],
+        "power.json is what --json printed"
+    );
+    page_in_a_browser_shows_the_json(&out_dir, &json);
+}
+
+fn chromium() -> Option<PathBuf> {
+    if let Some(path) = std::env::var_os("NVMOS_CHROMIUM") {
+        return Some(PathBuf::from(path));
+    }
+    ["chromium", "chromium-browser", "google-chrome"]
+        .iter()
+        .find_map(|name| {
+            std::env::var_os("PATH")?
+                .to_str()?
+                .split(':')
+                .map(|dir| Path::new(dir).join(name))
+                .find(|p| p.is_file())
+        })
+}
+
+/// `power.html` in headless Chromium: every chart laid out with marks,
+/// and every number cell equal to the figure its `data-json` pointer
+/// names in `power.json`.
+fn page_in_a_browser_shows_the_json(dir: &Path, json: &serde_json::Value) {
+    let Some(chromium) = chromium() else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must have chromium: .ci/run installs it"
+        );
+        eprintln!("skipped the browser check: no chromium on PATH (apt-get install chromium, or set NVMOS_CHROMIUM)");
+        return;
+    };
+    let dom = Command::new(&chromium)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--virtual-time-budget=5000",
+            "--dump-dom",
+        ])
+        .arg(format!("--user-data-dir={}", dir.join("profile").display()))
+        .arg(format!("file://{}", dir.join("power.html").display()))
+        .output()
+        .unwrap();
+    let dom = String::from_utf8_lossy(&dom.stdout);
+    assert!(
+        dom.contains("data-checked=\"yes\""),
+        "the page's check did not run"
+    );
+    let charts = dom.matches("<svg class=\"chart\"").count();
+    // Per workload x machine: offline bars, a bank map and Fig. 10's two
+    // timelines; per trace: offline bars and the timelines; the latency
+    // bars.
+    let synthetic = json["synthetic"].as_array().unwrap().len();
+    let traces = json["traces"].as_array().unwrap().len();
+    assert_eq!(charts, 4 * synthetic + 3 * traces + 1);
+    assert_eq!(
+        dom.matches("data-rendered=\"yes\"").count(),
+        charts,
+        "a chart did not render"
+    );
+    let mut cells = 0;
+    for (at, _) in dom.match_indices("<td data-trace=") {
+        let rest = &dom[at..];
+        let tag = &rest[..rest.find('>').unwrap()];
+        let text = rest[tag.len() + 1..].split("</td>").next().unwrap();
+        let pointer = tag
+            .split("data-json=\"")
+            .nth(1)
+            .and_then(|s| s.split('"').next())
+            .unwrap_or_else(|| panic!("a number cell without data-json: {tag}"));
+        let want = json
+            .pointer(pointer)
+            .unwrap_or_else(|| panic!("{pointer} is not in power.json"))
+            .as_f64()
+            .unwrap_or(f64::INFINITY); // JSON null: not finite
+        let shown: f64 = match text {
+            "inf" | "NaN" => f64::INFINITY,
+            t => t
+                .parse()
+                .unwrap_or_else(|_| panic!("{pointer}: {t:?} is not a number")),
+        };
+        let close = (shown.is_infinite() && want.is_infinite())
+            || (shown - want).abs() <= 1e-3 * want.abs().max(1e-3) + 0.051;
+        assert!(
+            close,
+            "{pointer}: the page shows {text}, power.json has {want}"
+        );
+        cells += 1;
+    }
+    // Every power row shows 7 figures and 2 per model; the latency rows 8.
+    let rows: usize = ["synthetic", "traces"]
+        .iter()
+        .flat_map(|k| json[k].as_array().unwrap())
+        .map(|s| s["rows"].as_array().unwrap().len())
+        .sum();
+    let latency = json["latency"]["rows"].as_array().map_or(0, Vec::len);
+    let models = json["models"].as_array().unwrap().len();
+    let table2 = 0; // the quick machines are not the seed's
+    let checks = json["checks"].as_array().unwrap().len();
+    assert_eq!(
+        cells,
+        rows * (7 + 2 * models) + latency * 8 + 2 * table2 + checks
+    );
 }
 
 #[test]

@@ -7,7 +7,7 @@
 //! The seam is deliberately thin. Options come in as JSON text that serde
 //! turns into the study's own `Options` type, and results go out as JSON
 //! text of the study's own `Serialize` result (the same bytes the CLI
-//! writes to `results.json`, `banks.json`, `swap.json`), so a study's
+//! writes to `results.json`, `banks.json`, `swap.json`, `power.json`), so a study's
 //! binding is a few lines and a field added in `nvmos-sim` reaches Python
 //! without touching this crate. Only bulk arrays (trace columns, per-frame
 //! write counts) cross as numpy arrays, moved rather than copied.
@@ -296,8 +296,9 @@ fn default_options(study: &str, quick: bool) -> PyResult<String> {
         "evaluate" => to_json(&StudyOptions::default()),
         "banks" => to_json(&nvmos_sim::banks_study::Banks::options(scale)),
         "swap" => to_json(&nvmos_sim::swap_study::Swap::options(scale)),
+        "power" => to_json(&nvmos_sim::power::PowerStudy::options(scale)),
         other => Err(OptionsError::new_err(format!(
-            "unknown study {other:?}; known: evaluate, banks, swap"
+            "unknown study {other:?}; known: evaluate, banks, swap, power"
         ))),
     }
 }
@@ -811,6 +812,63 @@ fn bench_alloc(py: Python<'_>, options: &str, progress: Option<Py<PyAny>>) -> Py
     to_json(&result)
 }
 
+/// The power study's options at a scale, `"full"` (the default options)
+/// or `"quick"` (`--quick`), as JSON.
+#[pyfunction]
+#[pyo3(signature = (scale="full"))]
+fn power_options(scale: &str) -> PyResult<String> {
+    use nvmos_sim::power::PowerStudy;
+    use nvmos_sim::study::{Scale, Study};
+    let scale = match scale {
+        "full" => Scale::Full,
+        "quick" => Scale::Quick,
+        other => {
+            return Err(OptionsError::new_err(format!(
+                "scale: {other:?} is neither \"full\" nor \"quick\""
+            )))
+        }
+    };
+    to_json(&PowerStudy::options(scale))
+}
+
+/// Seed 004's study (`nvmos study power`). Returns the `PowerStudy` as
+/// JSON (what the CLI writes to `power.json`).
+#[pyfunction]
+#[pyo3(signature = (options, progress=None))]
+fn power(py: Python<'_>, options: &str, progress: Option<Py<PyAny>>) -> PyResult<String> {
+    use nvmos_sim::power::{self, PowerOptions, PowerStudyError};
+    let options: PowerOptions = parse_options("power", options)?;
+    options
+        .validate()
+        .map_err(|e| to_py("power options", &e, options_error))?;
+    let study = py
+        .detach(|| -> Result<_, Failure> {
+            let mut progress = Progress::new(progress, 0);
+            let mut stop = None;
+            let study = power::run_study(&options, &mut |p| {
+                progress.done = p.done;
+                progress.total = p.total;
+                stop = progress.report(false, &p.step).err();
+                stop.is_none()
+            });
+            if let Some(e) = stop {
+                return Err(e.into());
+            }
+            study.map_err(|e| {
+                let kind = match e {
+                    PowerStudyError::Options(_)
+                    | PowerStudyError::Workload { .. }
+                    | PowerStudyError::Model { .. }
+                    | PowerStudyError::Open { .. } => options_error,
+                    _ => study_error,
+                };
+                Failure::rust("running the power study", kind)(e)
+            })
+        })
+        .map_err(Failure::into_py)?;
+    to_json(&study)
+}
+
 /// The extension module.
 #[pymodule]
 fn _nvmos(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -833,6 +891,8 @@ fn _nvmos(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(swap, m)?)?;
     m.add_function(wrap_pyfunction!(bench_alloc_options, m)?)?;
     m.add_function(wrap_pyfunction!(bench_alloc, m)?)?;
+    m.add_function(wrap_pyfunction!(power_options, m)?)?;
+    m.add_function(wrap_pyfunction!(power, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }
