@@ -76,10 +76,13 @@ pub const WORKLOADS: [&str; 3] = ["memstress", "filejob", "sortjob"];
 /// The guest command line the study runs for a shipped workload.
 pub fn workload_command(name: &str) -> Result<Vec<String>> {
     let args: &[&str] = match name {
-        // 256 MiB touched and freed twice: 131,072 frames each way.
-        "memstress" => &["memstress", "256", "2"],
-        // 128 MiB of page-cache files written, read and deleted, 3 times.
-        "filejob" => &["filejob", "/tmp/files", "128", "3"],
+        // A 1 MiB working set mapped, touched and unmapped 500 times:
+        // 128,000 frames each way, each of the set's frames reused by a
+        // policy that hands back what was just freed.
+        "memstress" => &["memstress", "1", "500"],
+        // 1 MiB of page-cache files written, read back and deleted, 500
+        // times.
+        "filejob" => &["filejob", "/tmp/files", "1", "500"],
         // 32 MiB of keys sorted and packed, twice.
         "sortjob" => &["sortjob", "32", "2"],
         _ => {
