@@ -80,6 +80,10 @@ pub struct GuestArgs {
     /// Never try KVM.
     #[arg(long)]
     tcg: bool,
+    /// Bank size in MiB (`nvmos_bank_mib=`): the unit of the per-bank
+    /// counters and of adaptive's pools; a power of two, at least 4.
+    #[arg(long, default_value_t = nvmos_kernel::run::DEFAULT_BANK_MIB)]
+    bank_mib: u64,
     /// Static workloads compiled into the initramfs.
     #[arg(long, default_value_os_t = nvmos_kernel::repo_workloads_dir())]
     workloads_dir: PathBuf,
@@ -105,13 +109,14 @@ impl GuestArgs {
         o.timeout_s = self.timeout;
         o.stall_s = self.stall;
         o.accel = if self.tcg { Accel::Tcg } else { Accel::Auto };
+        o.bank_mib = self.bank_mib;
         Ok(o)
     }
 }
 
 #[derive(Args, Debug)]
 pub struct RunArgs {
-    /// buddy, ibuddy, lis1 or lis31.
+    /// buddy, ibuddy, lis1, lis31 or adaptive.
     #[arg(long)]
     policy: String,
     /// The .nvt trace to write.
@@ -131,7 +136,11 @@ pub struct RunArgs {
 #[derive(Args, Debug)]
 pub struct StudyArgs {
     /// Policies, comma-separated.
-    #[arg(long, default_value = "buddy,ibuddy,lis1,lis31", value_delimiter = ',')]
+    #[arg(
+        long,
+        default_value = "buddy,ibuddy,lis1,lis31,adaptive",
+        value_delimiter = ','
+    )]
     policies: Vec<String>,
     /// Workloads, comma-separated.
     #[arg(
@@ -245,11 +254,20 @@ fn run_one(a: &RunArgs) -> Result<()> {
     table.extend(rows);
     print!("{}", align(&table));
     println!(
-        "banks of 128 MiB: {} in use, {} pinned by kernel pages, of {}",
-        r.counters.banks.iter().filter(|b| b.used > 0).count(),
+        "banks of {} MiB: {} in use, {} pinned by kernel pages, of {}",
+        opts.bank_mib,
+        r.counters.used_banks(),
         r.counters.pinned_banks(),
-        r.counters.banks.len()
+        r.counters.bank_count()
     );
+    let pinned: Vec<String> = r
+        .counters
+        .banks
+        .iter()
+        .filter(|b| b.used > 0)
+        .map(|b| format!("{}:{}/{}{}", b.bank, b.pinned, b.used, pool_tag(&b.pool)))
+        .collect();
+    println!("  bank:kernel/used pages: {}", pinned.join(" "));
     if !r.problems.is_empty() {
         bail!(
             "the guest's console reports problems ({}):\n{}",
@@ -315,6 +333,36 @@ fn write_atomic(path: &std::path::Path, bytes: &[u8]) -> Result<()> {
         .with_context(|| format!("writing {}", path.display()))?;
     out.commit()?;
     Ok(())
+}
+
+fn pool_tag(pool: &str) -> String {
+    if pool == "-" {
+        String::new()
+    } else {
+        format!("({pool})")
+    }
+}
+
+fn pinned_rows(s: &study::Study) -> Vec<Vec<String>> {
+    let mut rows = vec![[
+        "workload",
+        "buddy pinned banks",
+        "adaptive pinned banks",
+        "adaptive / buddy (target <= 0.25)",
+        "banks",
+    ]
+    .map(String::from)
+    .to_vec()];
+    for r in &s.pinned_banks {
+        rows.push(vec![
+            r.workload.clone(),
+            f(r.buddy),
+            f(r.adaptive),
+            f(r.ratio),
+            r.banks.to_string(),
+        ]);
+    }
+    rows
 }
 
 fn f(v: f64) -> String {
@@ -417,6 +465,12 @@ fn table(s: &study::Study) -> String {
             f(*r)
         );
     }
+    let _ = writeln!(
+        out,
+        "\nBanks of {} MiB holding kernel pages at the end of the workload (medians over runs):",
+        s.bank_mib
+    );
+    out.push_str(&align(&pinned_rows(s)));
     out
 }
 
@@ -440,11 +494,13 @@ fn html(s: &study::Study) -> String {
     );
     let _ = write!(
         out,
-        "<h1>iBuddy and lazy iBuddy inside Linux 6.12 under QEMU</h1><p>{} MiB, {} CPUs. Wear is allocations per frame during the workload, counted from the kernel's own mm_page_alloc events. Timing under TCG is not real time.</p><h2>Runs</h2>{}<h2>Replay vs reality</h2>{}<h2>iBuddy's reduction of the most allocated frame</h2><ul>",
+        "<h1>iBuddy, lazy iBuddy and Adaptive-Buddy inside Linux 6.12 under QEMU</h1><p>{} MiB, {} CPUs, banks of {} MiB. Wear is allocations per frame during the workload, counted from the kernel's own mm_page_alloc events. Timing under TCG is not real time.</p><h2>Runs</h2>{}<h2>Replay vs reality</h2>{}<h2>Banks holding kernel pages</h2>{}<h2>iBuddy's reduction of the most allocated frame</h2><ul>",
         s.mem_mib,
         s.cpus,
+        s.bank_mib,
         html_table(&run_rows(s)),
-        html_table(&replay_rows(s))
+        html_table(&replay_rows(s)),
+        html_table(&pinned_rows(s))
     );
     for (w, r) in &s.ibuddy_max_reduction {
         let _ = write!(out, "<li>{}: {}×</li>", escape(w), f(*r));
