@@ -145,7 +145,7 @@ pub struct StudyArgs {
     /// Workloads, comma-separated.
     #[arg(
         long,
-        default_value = "memstress,filejob,sortjob",
+        default_value = "memstress,filejob,sortjob,compilejob",
         value_delimiter = ','
     )]
     workloads: Vec<String>,

@@ -12,7 +12,7 @@ pub enum KernelError {
         name: String,
     },
     /// A workload name the initramfs does not ship.
-    #[error("unknown workload {name:?}: the study runs memstress, filejob, sortjob")]
+    #[error("unknown workload {name:?}: the study runs memstress, filejob, sortjob, compilejob")]
     UnknownWorkload {
         /// The name given.
         name: String,

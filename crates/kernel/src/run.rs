@@ -74,7 +74,7 @@ impl Policy {
 }
 
 /// The static workloads the initramfs ships (`traces/workloads/*.c`).
-pub const WORKLOADS: [&str; 3] = ["memstress", "filejob", "sortjob"];
+pub const WORKLOADS: [&str; 4] = ["memstress", "filejob", "sortjob", "compilejob"];
 
 /// The guest command line the study runs for a shipped workload.
 pub fn workload_command(name: &str) -> Result<Vec<String>> {
@@ -88,6 +88,9 @@ pub fn workload_command(name: &str) -> Result<Vec<String>> {
         "filejob" => &["filejob", "/tmp/files", "1", "500"],
         // 32 MiB of keys sorted and packed, twice.
         "sortjob" => &["sortjob", "32", "2"],
+        // The compile-like job: 50 sources built 3 times, each by a
+        // fork + exec of busybox gzip, then linked in anonymous memory.
+        "compilejob" => &["compilejob", "/tmp/build", "50", "3"],
         _ => {
             return Err(KernelError::UnknownWorkload {
                 name: name.to_owned(),
