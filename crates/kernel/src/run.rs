@@ -252,8 +252,12 @@ impl Counters {
     }
 
     fn distinct(&self, keep: impl Fn(&Bank) -> bool) -> usize {
-        let set: std::collections::BTreeSet<u64> =
-            self.banks.iter().filter(|b| keep(b)).map(|b| b.bank).collect();
+        let set: std::collections::BTreeSet<u64> = self
+            .banks
+            .iter()
+            .filter(|b| keep(b))
+            .map(|b| b.bank)
+            .collect();
         set.len()
     }
 }

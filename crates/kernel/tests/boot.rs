@@ -63,12 +63,19 @@ fn every_policy_boots_runs_a_workload_and_its_counters_move() {
                 assert!(delta("alloc_kernel_pool_frames") > 0, "{name}");
                 assert_eq!(delta("alloc_linux_frames"), 0, "{name}");
                 assert!(r.counters.get("adaptive_kernel_banks") >= 1, "{name}");
-                assert!(r.counters.get("bank_adds") >= 1, "{name}: no bank taken on demand");
+                assert!(
+                    r.counters.get("bank_adds") >= 1,
+                    "{name}: no bank taken on demand"
+                );
                 // Every bank line names its pool, and the core's offline
                 // banks hold no page in use by the kernel's own count.
                 assert!(r.counters.banks.iter().all(|b| b.pool != "-"), "{name}");
                 for b in r.counters.banks.iter().filter(|b| b.pool == "offline") {
-                    assert_eq!(b.used, 0, "{name}: offline bank {} has pages in use", b.bank);
+                    assert_eq!(
+                        b.used, 0,
+                        "{name}: offline bank {} has pages in use",
+                        b.bank
+                    );
                 }
             }
             _ => {

@@ -188,7 +188,10 @@ fn adaptive_core_chooses_the_same_frames_and_banks_as_nvmos_adaptive_buddy() {
                     MigrateType::Movable
                 };
                 reference
-                    .free(nvmos_frames::Pfn(pfn), Request::new(Order::new(order).unwrap(), 0, kind))
+                    .free(
+                        nvmos_frames::Pfn(pfn),
+                        Request::new(Order::new(order).unwrap(), 0, kind),
+                    )
                     .unwrap();
                 core.free(pfn, order).unwrap();
             } else {
@@ -256,8 +259,14 @@ fn adaptive_core_starts_from_a_zone_in_use_as_the_kernel_hands_it_over() {
         [Kernel, Offline, Kernel, Offline, Offline, Offline, Offline, Offline]
     );
     // Kernel requests fill the kernel pool's banks before taking bank 1.
-    let k: Vec<u64> = (0..10).map(|_| core.alloc(0, true).unwrap().unwrap()).collect();
-    assert!(k.iter().all(|&p| p < BANK || (2 * BANK..3 * BANK).contains(&p)), "{k:x?}");
+    let k: Vec<u64> = (0..10)
+        .map(|_| core.alloc(0, true).unwrap().unwrap())
+        .collect();
+    assert!(
+        k.iter()
+            .all(|&p| p < BANK || (2 * BANK..3 * BANK).contains(&p)),
+        "{k:x?}"
+    );
     // User requests take the highest bank.
     let u = core.alloc(0, false).unwrap().unwrap();
     assert!((7 * BANK..8 * BANK).contains(&u), "{u:#x}");
