@@ -82,6 +82,10 @@ pub struct GuestArgs {
     /// Never try KVM.
     #[arg(long)]
     tcg: bool,
+    /// Bank size in MiB (`nvmos_bank_mib=`): the unit of the per-bank
+    /// counters and of adaptive's pools; a power of two, at least 4.
+    #[arg(long, default_value_t = nvmos_kernel::run::DEFAULT_BANK_MIB)]
+    bank_mib: u64,
     /// Static workloads compiled into the initramfs.
     #[arg(long, default_value_os_t = nvmos_kernel::repo_workloads_dir())]
     workloads_dir: PathBuf,
@@ -107,13 +111,14 @@ impl GuestArgs {
         o.timeout_s = self.timeout;
         o.stall_s = self.stall;
         o.accel = if self.tcg { Accel::Tcg } else { Accel::Auto };
+        o.bank_mib = self.bank_mib;
         Ok(o)
     }
 }
 
 #[derive(Args, Debug)]
 pub struct RunArgs {
-    /// buddy, ibuddy, lis1 or lis31.
+    /// buddy, ibuddy, lis1, lis31 or adaptive.
     #[arg(long)]
     policy: String,
     /// The .nvt trace to write.
@@ -133,12 +138,16 @@ pub struct RunArgs {
 #[derive(Args, Debug)]
 pub struct StudyArgs {
     /// Policies, comma-separated.
-    #[arg(long, default_value = "buddy,ibuddy,lis1,lis31", value_delimiter = ',')]
+    #[arg(
+        long,
+        default_value = "buddy,ibuddy,lis1,lis31,adaptive",
+        value_delimiter = ','
+    )]
     policies: Vec<String>,
     /// Workloads, comma-separated.
     #[arg(
         long,
-        default_value = "memstress,filejob,sortjob",
+        default_value = "memstress,filejob,sortjob,compilejob",
         value_delimiter = ','
     )]
     workloads: Vec<String>,
@@ -247,11 +256,20 @@ fn run_one(a: &RunArgs) -> Result<()> {
     table.extend(rows);
     print!("{}", align(&table));
     println!(
-        "banks of 128 MiB: {} in use, {} pinned by kernel pages, of {}",
-        r.counters.banks.iter().filter(|b| b.used > 0).count(),
+        "banks of {} MiB: {} in use, {} pinned by kernel pages, of {}",
+        opts.bank_mib,
+        r.counters.used_banks(),
         r.counters.pinned_banks(),
-        r.counters.banks.len()
+        r.counters.bank_count()
     );
+    let pinned: Vec<String> = r
+        .counters
+        .banks
+        .iter()
+        .filter(|b| b.used > 0)
+        .map(|b| format!("{}:{}/{}{}", b.bank, b.pinned, b.used, pool_tag(&b.pool)))
+        .collect();
+    println!("  bank:kernel/used pages: {}", pinned.join(" "));
     if !r.problems.is_empty() {
         bail!(
             "the guest's console reports problems ({}):\n{}",
@@ -304,6 +322,36 @@ fn run_study(a: &StudyArgs) -> Result<()> {
         );
     }
     Ok(())
+}
+
+fn pool_tag(pool: &str) -> String {
+    if pool == "-" {
+        String::new()
+    } else {
+        format!("({pool})")
+    }
+}
+
+fn pinned_rows(s: &study::Study) -> Vec<Vec<String>> {
+    let mut rows = vec![[
+        "workload",
+        "buddy pinned banks",
+        "adaptive pinned banks",
+        "adaptive / buddy (target <= 0.25)",
+        "banks",
+    ]
+    .map(String::from)
+    .to_vec()];
+    for r in &s.pinned_banks {
+        rows.push(vec![
+            r.workload.clone(),
+            f(r.buddy),
+            f(r.adaptive),
+            f(r.ratio),
+            r.banks.to_string(),
+        ]);
+    }
+    rows
 }
 
 fn f(v: f64) -> String {
@@ -406,6 +454,12 @@ fn table(s: &study::Study) -> String {
             f(*r)
         );
     }
+    let _ = writeln!(
+        out,
+        "\nBanks of {} MiB holding kernel pages at the end of the workload (medians over runs):",
+        s.bank_mib
+    );
+    out.push_str(&align(&pinned_rows(s)));
     out
 }
 
@@ -450,7 +504,7 @@ fn html(s: &study::Study) -> Result<String> {
     let mut page = Page::new(
         "kernel.html",
         "nvmos kernel study",
-        "iBuddy and lazy iBuddy inside Linux 6.12 under QEMU",
+        "iBuddy, lazy iBuddy and Adaptive-Buddy inside Linux 6.12 under QEMU",
     );
     for (w, r) in &s.ibuddy_max_reduction {
         page.summary_note(
@@ -467,8 +521,8 @@ fn html(s: &study::Study) -> Result<String> {
         );
     }
     page.section("about", "How it was run").note(&Html::new().text(&format!(
-        "{} MiB, {} CPUs. Wear is allocations per frame during the workload, counted from the kernel's own mm_page_alloc events. Timing under TCG is not real time.",
-        s.mem_mib, s.cpus
+        "{} MiB, {} CPUs, banks of {} MiB. Wear is allocations per frame during the workload, counted from the kernel's own mm_page_alloc events. Timing under TCG is not real time.",
+        s.mem_mib, s.cpus, s.bank_mib
     )));
     let run_fields = [
         "policy",
@@ -538,6 +592,25 @@ fn html(s: &study::Study) -> Result<String> {
             &replay_fields,
             &replay_value,
         ));
+    let pinned_fields = ["workload", "buddy", "adaptive", "ratio", "banks"];
+    let pinned_value = |i: usize, field: &str| -> Option<f64> {
+        let r = &s.pinned_banks[i];
+        Some(match field {
+            "buddy" => r.buddy,
+            "adaptive" => r.adaptive,
+            "ratio" => r.ratio,
+            "banks" => r.banks as f64,
+            _ => return None,
+        })
+    };
+    page.section("pinned", "Banks holding kernel pages (adaptive vs buddy)")
+        .table(&html_table(
+            &pinned_rows(s),
+            "pinned_banks",
+            1,
+            &pinned_fields,
+            &pinned_value,
+        ));
     if !s.ibuddy_max_reduction.is_empty() {
         let chart = BarChart::new(
             "ibuddy-reduction",
@@ -586,6 +659,14 @@ mod tests {
                 ratio_mean: 1.2,
             }],
             ibuddy_max_reduction: vec![("memstress <1>".into(), 12.5)],
+            bank_mib: 16,
+            pinned_banks: vec![study::PinnedRow {
+                workload: "memstress <1>".into(),
+                buddy: 10.0,
+                adaptive: 8.0,
+                ratio: 0.8,
+                banks: 128,
+            }],
         };
         let html = html(&s).unwrap();
         assert!(
@@ -597,6 +678,9 @@ mod tests {
         ));
         assert!(html.contains(
             "data-workload=\"memstress &lt;1&gt;\" data-field=\"ibuddy_max_reduction\">12.500</b>"
+        ));
+        assert!(html.contains(
+            "<td data-list=\"pinned_banks\" data-row=\"0\" data-field=\"ratio\">0.800</td>"
         ));
         assert_eq!(html.matches("<svg class=\"chart\"").count(), 1);
         assert!(html.contains("<script>"), "the check script");

@@ -6,19 +6,13 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 pub enum KernelError {
     /// A policy name the series does not know.
-    #[error("unknown policy {name:?}: the kernel series has buddy, ibuddy, lis1, lis31")]
+    #[error("unknown policy {name:?}: the kernel series has buddy, ibuddy, lis1, lis31, adaptive")]
     UnknownPolicy {
         /// The name given.
         name: String,
     },
-    /// A policy the issue names that the series does not implement yet.
-    #[error("policy {name:?} is not in the kernel series yet (it has buddy, ibuddy, lis1, lis31); its user-space model is `nvmos-frames`' BankBuddy")]
-    PolicyNotInSeries {
-        /// The name given.
-        name: String,
-    },
     /// A workload name the initramfs does not ship.
-    #[error("unknown workload {name:?}: the study runs memstress, filejob, sortjob")]
+    #[error("unknown workload {name:?}: the study runs memstress, filejob, sortjob, compilejob")]
     UnknownWorkload {
         /// The name given.
         name: String,

@@ -27,6 +27,14 @@ use crate::{KernelError, Progress, Result};
 pub const SOURCE_PACKAGE: &str = "linux-source-6.12";
 /// Its version the series was made and tested on (`dpkg-query -W`).
 pub const PINNED_VERSION: &str = "6.12.117-1~deb12u1";
+/// The policy cores in `kernel/policy/` the build copies into `mm/`: the
+/// same files the differential test compiles for user space.
+pub const CORE_FILES: [&str; 4] = [
+    "ibuddy_core.c",
+    "ibuddy_core.h",
+    "adaptive_core.c",
+    "adaptive_core.h",
+];
 /// Where the package puts its tarball.
 pub const SOURCE_TARBALL: &str = "/usr/src/linux-source-6.12.tar.xz";
 
@@ -88,7 +96,7 @@ pub struct Built {
 pub struct Series {
     /// `patches/*.patch`, sorted by name.
     pub patches: Vec<PathBuf>,
-    /// `policy/ibuddy_core.c` and `.h`, copied into `mm/`.
+    /// The policy cores in `policy/` ([`CORE_FILES`]), copied into `mm/`.
     pub core: Vec<PathBuf>,
     /// The config fragment.
     pub config: PathBuf,
@@ -110,7 +118,7 @@ impl Series {
                 pdir.display()
             )));
         }
-        let core = ["ibuddy_core.c", "ibuddy_core.h"]
+        let core = CORE_FILES
             .iter()
             .map(|f| kernel_dir.join("policy").join(f))
             .collect();
@@ -325,7 +333,7 @@ fn revert_series(work: &Path, log: &Path) -> Result<()> {
             log,
         )?;
     }
-    for f in ["ibuddy_core.c", "ibuddy_core.h"] {
+    for f in CORE_FILES {
         let _ = fs::remove_file(work.join("mm").join(f));
     }
     fs::remove_dir_all(&dir).map_err(|e| KernelError::io("removing", &dir, e))

@@ -1,11 +1,13 @@
 //! # nvmos-kernel: the allocators inside a real Linux kernel
 //!
 //! Seeds 000 and 004 measured their allocators in a running kernel. This
-//! crate puts nvmos' order-0 policies there too and measures them:
+//! crate puts nvmos' policies there too (iBuddy, lazy iBuddy,
+//! Adaptive-Buddy) and measures them:
 //!
 //! - [`kbuild`]: unpacks Debian's pinned `linux-source-6.12`, applies the
-//!   series in the repository's `kernel/` (the `nvmos_policy=` boot
-//!   parameter and the iBuddy core `kernel/policy/ibuddy_core.c`), builds a
+//!   series in the repository's `kernel/` (the `nvmos_policy=` and
+//!   `nvmos_bank_mib=` boot parameters and the policy cores
+//!   `kernel/policy/ibuddy_core.c` and `adaptive_core.c`), builds a
 //!   small configuration into a cache keyed by the series' hash, and runs
 //!   `checkpatch.pl` on the series.
 //! - [`run`]: boots the kernel under QEMU (KVM when it works, else TCG)
@@ -14,11 +16,12 @@
 //!   and brings the trace out as `.nvt` with the guest's machine header,
 //!   plus the policy's counters from `/proc/nvmos_policy`. A watchdog ends
 //!   a guest that stops responding.
-//! - [`study`]: every policy × workload, in-kernel wear, pinned banks, and
+//! - [`study`]: every policy × workload, in-kernel wear, pinned banks
+//!   (`adaptive` against `buddy`), and
 //!   replay of the `buddy` trace through nvmos' models against what the
 //!   kernel actually did.
-//! - [`policy_core`]: the kernel's C policy core compiled for user space,
-//!   for the differential test against `nvmos-frames`.
+//! - [`policy_core`]: the kernel's C policy cores compiled for user space,
+//!   for the differential tests against `nvmos-frames`.
 //!
 //! ```
 //! use nvmos_kernel::policy_core::CoreSpace;

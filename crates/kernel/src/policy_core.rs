@@ -1,8 +1,8 @@
-//! The kernel's iBuddy core (`kernel/policy/ibuddy_core.c`), compiled for
-//! user space against its shim, behind a safe interface, for the
-//! differential test against `nvmos-frames`.
+//! The kernel's policy cores (`kernel/policy/ibuddy_core.c` and
+//! `adaptive_core.c`), compiled for user space against their shim, behind
+//! a safe interface, for the differential tests against `nvmos-frames`.
 //!
-//! [`CoreSpace`] composes the space and the bypass list exactly as the
+//! [`CoreAdaptive`] is one zone's Adaptive-Buddy core. [`CoreSpace`] composes the space and the bypass list exactly as the
 //! kernel patch does: an order-0 allocation tries the lazy list first, an
 //! order-0 free goes on it while it has room; everything else goes to the
 //! space.
@@ -168,5 +168,192 @@ impl Drop for CoreSpace {
     fn drop(&mut self) {
         // SAFETY: created by ib_harness_new, dropped once.
         unsafe { ib_harness_drop(self.h.as_ptr()) }
+    }
+}
+
+#[repr(C)]
+struct AdHarness {
+    _opaque: [u8; 0],
+}
+
+/// `struct ad_stats` of `adaptive_core.h`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct AdaptiveStats {
+    /// Frames handed to kernel (unmovable, reclaimable) requests.
+    pub alloc_kernel_frames: u64,
+    /// Frames handed to user (movable) requests.
+    pub alloc_user_frames: u64,
+    /// Of those, frames served by the other pool.
+    pub fallback_frames: u64,
+    /// Requests nothing could serve.
+    pub alloc_failed: u64,
+    /// Frames freed.
+    pub free_frames: u64,
+    /// Offline banks taken into a pool.
+    pub bank_adds: u64,
+    /// Banks gone offline.
+    pub bank_releases: u64,
+}
+
+extern "C" {
+    fn ad_harness_new(
+        start: u64,
+        end: u64,
+        bank_frames: u64,
+        used_start: u64,
+        used_end: u64,
+    ) -> *mut AdHarness;
+    fn ad_harness_drop(h: *mut AdHarness);
+    fn ad_harness_core(h: *mut AdHarness) -> *mut c_void;
+    fn ad_harness_banks(h: *const AdHarness) -> u32;
+    fn ad_harness_bank(h: *const AdHarness, b: u32, free: *mut u64, role: *mut c_int);
+    fn ad_harness_stats(h: *const AdHarness) -> *const AdaptiveStats;
+    fn ad_alloc(c: *mut c_void, order: c_uint, kernel: c_int) -> u64;
+    fn ad_free(c: *mut c_void, pfn: u64, order: c_uint);
+    fn ad_max_free_order(c: *const c_void) -> c_int;
+}
+
+/// What a bank of the kernel's Adaptive-Buddy core is used for
+/// (`enum ad_role`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
+pub enum BankRole {
+    /// No frame in use: could be powered down.
+    Offline,
+    /// In the kernel pool.
+    Kernel,
+    /// In the user pool.
+    User,
+}
+
+/// Why [`CoreAdaptive::new`] refused a layout.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AdaptiveLayoutError {
+    /// The range is empty or has more frames than a `u32` index holds.
+    #[error("core [{start:#x}, {end:#x}) is empty or too large")]
+    BadRange {
+        /// First frame.
+        start: u64,
+        /// One past the last frame.
+        end: u64,
+    },
+    /// Banks must be a power of two of at least 2^10 frames (one block of
+    /// the largest order), as `nvmos_bank_mib=` demands.
+    #[error("banks of {0} frames: a power of two of at least 1024 frames")]
+    BadBank(u64),
+}
+
+/// The kernel's Adaptive-Buddy core (`kernel/policy/adaptive_core.c`)
+/// over `[start, end)`: every frame free (as nvmos-frames' BankBuddy
+/// starts) or with a range already in use (as the kernel hands a zone
+/// over at activation).
+pub struct CoreAdaptive {
+    h: NonNull<AdHarness>,
+    /// Blocks handed out and not freed, by first frame: their order.
+    live: HashMap<u64, u8>,
+}
+
+// SAFETY: the harness is plain memory owned by this value alone.
+unsafe impl Send for CoreAdaptive {}
+
+impl CoreAdaptive {
+    /// A core with banks of `bank_frames` and every frame free except
+    /// `used` (which the caller may free later through [`Self::free_seeded`]).
+    pub fn new(
+        start: u64,
+        end: u64,
+        bank_frames: u64,
+        used: std::ops::Range<u64>,
+    ) -> Result<CoreAdaptive, AdaptiveLayoutError> {
+        if start >= end || end - start >= u64::from(u32::MAX) {
+            return Err(AdaptiveLayoutError::BadRange { start, end });
+        }
+        if !bank_frames.is_power_of_two() || bank_frames < 1 << CORE_MAX_ORDER {
+            return Err(AdaptiveLayoutError::BadBank(bank_frames));
+        }
+        // SAFETY: a valid layout; the harness owns what it allocates.
+        let h = unsafe { ad_harness_new(start, end, bank_frames, used.start, used.end) };
+        let h = NonNull::new(h).expect("out of memory for the core");
+        Ok(CoreAdaptive {
+            h,
+            live: HashMap::new(),
+        })
+    }
+
+    fn core(&self) -> *mut c_void {
+        // SAFETY: `h` is live until drop.
+        unsafe { ad_harness_core(self.h.as_ptr()) }
+    }
+
+    /// Allocate `2^order` frames for a kernel or a user request; `None`
+    /// when nothing has room.
+    pub fn alloc(&mut self, order: u8, kernel: bool) -> Result<Option<u64>, CoreError> {
+        if order > CORE_MAX_ORDER {
+            return Err(CoreError::BadOrder(order));
+        }
+        // SAFETY: live harness, valid order.
+        let p = unsafe { ad_alloc(self.core(), c_uint::from(order), c_int::from(kernel)) };
+        let got = (p != u64::MAX).then_some(p);
+        if let Some(p) = got {
+            self.live.insert(p, order);
+        }
+        Ok(got)
+    }
+
+    /// Free a block this core handed out.
+    pub fn free(&mut self, pfn: u64, order: u8) -> Result<(), CoreError> {
+        if self.live.get(&pfn) != Some(&order) {
+            return Err(CoreError::NotAllocated { pfn, order });
+        }
+        self.live.remove(&pfn);
+        // SAFETY: the block was handed out by this core and not freed.
+        unsafe { ad_free(self.core(), pfn, c_uint::from(order)) };
+        Ok(())
+    }
+
+    /// Free a single frame of the range given as in use at creation, as
+    /// the kernel frees boot-time memory into the core. The caller frees
+    /// each such frame once.
+    pub fn free_seeded(&mut self, pfn: u64) {
+        // SAFETY: a frame of the core's range that is in use.
+        unsafe { ad_free(self.core(), pfn, 0) };
+    }
+
+    /// Every bank's free frames and role, in bank order.
+    pub fn banks(&self) -> Vec<(u64, BankRole)> {
+        // SAFETY: live harness; b below the bank count.
+        unsafe {
+            (0..ad_harness_banks(self.h.as_ptr()))
+                .map(|b| {
+                    let (mut free, mut role) = (0u64, 0 as c_int);
+                    ad_harness_bank(self.h.as_ptr(), b, &mut free, &mut role);
+                    let role = match role {
+                        0 => BankRole::Offline,
+                        1 => BankRole::Kernel,
+                        _ => BankRole::User,
+                    };
+                    (free, role)
+                })
+                .collect()
+        }
+    }
+
+    /// The core's counters.
+    pub fn stats(&self) -> AdaptiveStats {
+        // SAFETY: live harness; the struct layouts match.
+        unsafe { *ad_harness_stats(self.h.as_ptr()) }
+    }
+
+    /// The highest order with a free block, -1 when none.
+    pub fn max_free_order(&self) -> i32 {
+        // SAFETY: live harness.
+        unsafe { ad_max_free_order(self.core()) }
+    }
+}
+
+impl Drop for CoreAdaptive {
+    fn drop(&mut self) {
+        // SAFETY: created by ad_harness_new, dropped once.
+        unsafe { ad_harness_drop(self.h.as_ptr()) }
     }
 }

@@ -37,11 +37,19 @@ pub enum Policy {
     Lis1,
     /// Lazy iBuddy with per-CPU bypass lists of 31 frames.
     Lis31,
+    /// Seed 004's Adaptive-Buddy: kernel and user pools of banks.
+    Adaptive,
 }
 
 impl Policy {
     /// Every policy of the series.
-    pub const ALL: [Policy; 4] = [Policy::Buddy, Policy::IBuddy, Policy::Lis1, Policy::Lis31];
+    pub const ALL: [Policy; 5] = [
+        Policy::Buddy,
+        Policy::IBuddy,
+        Policy::Lis1,
+        Policy::Lis31,
+        Policy::Adaptive,
+    ];
 
     /// The boot parameter's value.
     pub fn name(self) -> &'static str {
@@ -50,38 +58,39 @@ impl Policy {
             Policy::IBuddy => "ibuddy",
             Policy::Lis1 => "lis1",
             Policy::Lis31 => "lis31",
+            Policy::Adaptive => "adaptive",
         }
     }
 
-    /// Parse a boot-parameter value; `adaptive` is named by the issue but
-    /// not in the series yet, and says so.
+    /// Parse a boot-parameter value.
     pub fn parse(name: &str) -> Result<Policy> {
         Policy::ALL
             .into_iter()
             .find(|p| p.name() == name)
-            .ok_or_else(|| match name {
-                "adaptive" => KernelError::PolicyNotInSeries {
-                    name: name.to_owned(),
-                },
-                _ => KernelError::UnknownPolicy {
-                    name: name.to_owned(),
-                },
+            .ok_or_else(|| KernelError::UnknownPolicy {
+                name: name.to_owned(),
             })
     }
 }
 
 /// The static workloads the initramfs ships (`traces/workloads/*.c`).
-pub const WORKLOADS: [&str; 3] = ["memstress", "filejob", "sortjob"];
+pub const WORKLOADS: [&str; 4] = ["memstress", "filejob", "sortjob", "compilejob"];
 
 /// The guest command line the study runs for a shipped workload.
 pub fn workload_command(name: &str) -> Result<Vec<String>> {
     let args: &[&str] = match name {
-        // 256 MiB touched and freed twice: 131,072 frames each way.
-        "memstress" => &["memstress", "256", "2"],
-        // 128 MiB of page-cache files written, read and deleted, 3 times.
-        "filejob" => &["filejob", "/tmp/files", "128", "3"],
+        // A 1 MiB working set mapped, touched and unmapped 500 times:
+        // 128,000 frames each way, each of the set's frames reused by a
+        // policy that hands back what was just freed.
+        "memstress" => &["memstress", "1", "500"],
+        // 1 MiB of page-cache files written, read back and deleted, 500
+        // times.
+        "filejob" => &["filejob", "/tmp/files", "1", "500"],
         // 32 MiB of keys sorted and packed, twice.
         "sortjob" => &["sortjob", "32", "2"],
+        // The compile-like job: 50 sources built 3 times, each by a
+        // fork + exec of busybox gzip, then linked in anonymous memory.
+        "compilejob" => &["compilejob", "/tmp/build", "50", "3"],
         _ => {
             return Err(KernelError::UnknownWorkload {
                 name: name.to_owned(),
@@ -128,7 +137,14 @@ pub struct RunOptions {
     pub buffer_kb: u32,
     /// The QEMU program (a name looked up on PATH, or a path).
     pub qemu: PathBuf,
+    /// Bank size in MiB (`nvmos_bank_mib=`): the unit of the per-bank
+    /// counters under every policy and of `adaptive`'s pools; a power of
+    /// two, at least 4.
+    pub bank_mib: u64,
 }
+
+/// The default bank: 128 MiB, 16 banks in the 2 GiB guest.
+pub const DEFAULT_BANK_MIB: u64 = 128;
 
 impl RunOptions {
     /// A run of `command` under `policy` with 2 GiB, 2 CPUs, TCG or KVM.
@@ -151,14 +167,15 @@ impl RunOptions {
             accel: Accel::Auto,
             buffer_kb: 32768,
             qemu: PathBuf::from("qemu-system-x86_64"),
+            bank_mib: DEFAULT_BANK_MIB,
         }
     }
 }
 
-/// One 128 MiB bank of the guest, from `/proc/nvmos_policy`.
+/// One bank of the guest in one zone, from `/proc/nvmos_policy`.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct Bank {
-    /// Bank number (pfn >> 15).
+    /// Bank number (pfn / frames per bank).
     pub bank: u64,
     /// Zone name.
     pub zone: String,
@@ -167,6 +184,9 @@ pub struct Bank {
     /// Of those, frames neither on an LRU list nor movable: kernel pages,
     /// which keep the bank from being powered down (seed 004).
     pub pinned: u64,
+    /// Under `adaptive`, the pool the bank is in (`kernel`, `user`) or
+    /// `offline`; `-` under the other policies.
+    pub pool: String,
 }
 
 /// The policy's counters in `/proc/nvmos_policy`.
@@ -190,11 +210,12 @@ impl Counters {
             match w.as_slice() {
                 [] => {}
                 ["policy", p] => c.policy = (*p).to_owned(),
-                ["bank", n, zone, used, pinned] => c.banks.push(Bank {
+                ["bank", n, zone, used, pinned, pool] => c.banks.push(Bank {
                     bank: n.parse().map_err(|_| bad())?,
                     zone: (*zone).to_owned(),
                     used: used.parse().map_err(|_| bad())?,
                     pinned: pinned.parse().map_err(|_| bad())?,
+                    pool: (*pool).to_owned(),
                 }),
                 [k, v] => {
                     c.values
@@ -214,9 +235,30 @@ impl Counters {
         self.values.get(key).copied().unwrap_or(0)
     }
 
-    /// Banks holding at least one pinned frame.
+    /// Banks (by number: a bank crossing a zone edge counts once) holding
+    /// at least one pinned frame.
     pub fn pinned_banks(&self) -> usize {
-        self.banks.iter().filter(|b| b.pinned > 0).count()
+        self.distinct(|b| b.pinned > 0)
+    }
+
+    /// Banks holding at least one frame in use.
+    pub fn used_banks(&self) -> usize {
+        self.distinct(|b| b.used > 0)
+    }
+
+    /// Banks of the guest.
+    pub fn bank_count(&self) -> usize {
+        self.distinct(|_| true)
+    }
+
+    fn distinct(&self, keep: impl Fn(&Bank) -> bool) -> usize {
+        let set: std::collections::BTreeSet<u64> = self
+            .banks
+            .iter()
+            .filter(|b| keep(b))
+            .map(|b| b.bank)
+            .collect();
+        set.len()
     }
 }
 
@@ -447,7 +489,7 @@ fn initramfs(opts: &RunOptions, busybox: &Path, bins: &[(String, PathBuf)]) -> R
 }
 
 /// Console lines that mean the kernel is not well.
-const PROBLEMS: [&str; 8] = [
+const PROBLEMS: [&str; 9] = [
     "Oops",
     "BUG:",
     "WARNING:",
@@ -455,6 +497,7 @@ const PROBLEMS: [&str; 8] = [
     "Call Trace:",
     "general protection fault",
     "nvmos: unknown",
+    "nvmos: bad",
     "page allocation failure",
 ];
 
@@ -494,8 +537,9 @@ fn boot(
         .args([
             "-append",
             &format!(
-                "console=ttyS0 panic=-1 reboot=t nvmos_policy={}",
-                opts.policy.name()
+                "console=ttyS0 panic=-1 reboot=t nvmos_policy={} nvmos_bank_mib={}",
+                opts.policy.name(),
+                opts.bank_mib
             ),
         ])
         .arg("-serial")
@@ -665,6 +709,12 @@ pub fn run(opts: &RunOptions, progress: &mut dyn FnMut(Progress)) -> Result<Run>
         return Err(KernelError::Option(format!(
             "--cpus {}: between 1 and 64",
             opts.cpus
+        )));
+    }
+    if !opts.bank_mib.is_power_of_two() || !(4..=65536).contains(&opts.bank_mib) {
+        return Err(KernelError::Option(format!(
+            "--bank-mib {}: a power of two from 4 to 65536",
+            opts.bank_mib
         )));
     }
     if !(256..=65536).contains(&opts.mem_mib) {
@@ -861,12 +911,14 @@ mod tests {
     #[test]
     fn counters_parse_and_refuse_garbage() {
         let c = Counters::parse(
-            "policy ibuddy\nalloc_single_frames 12\nbank 0 DMA32 5 3\nbank 1 DMA32 0 0\n",
+            "policy ibuddy\nalloc_single_frames 12\nbank 0 DMA 1 1 -\nbank 0 DMA32 5 3 -\nbank 1 DMA32 0 0 -\n",
         )
         .unwrap();
         assert_eq!(c.policy, "ibuddy");
         assert_eq!(c.get("alloc_single_frames"), 12);
-        assert_eq!(c.pinned_banks(), 1);
+        assert_eq!(c.pinned_banks(), 1, "bank 0 crosses DMA/DMA32: one bank");
+        assert_eq!(c.bank_count(), 2);
+        assert!(Counters::parse("policy x\nbank 0 DMA32 5 3\n").is_err());
         assert!(Counters::parse("policy x\nalloc_single_frames many\n").is_err());
         assert!(Counters::parse("alloc 1\n").is_err());
     }
@@ -881,10 +933,7 @@ mod tests {
     #[test]
     fn policies_parse() {
         assert_eq!(Policy::parse("lis31").unwrap(), Policy::Lis31);
-        assert!(matches!(
-            Policy::parse("adaptive"),
-            Err(KernelError::PolicyNotInSeries { .. })
-        ));
+        assert_eq!(Policy::parse("adaptive").unwrap(), Policy::Adaptive);
         let e = Policy::parse("ibudy").unwrap_err().to_string();
         assert!(e.contains("ibudy") && e.contains("lis31"), "{e}");
     }

@@ -1,7 +1,8 @@
 //! `nvmos kernel study`: every policy × every workload in the patched
-//! kernel, the in-kernel wear of each run, the banks kernel pages pin, and
-//! replay against reality: the `buddy` run's trace replayed through
-//! nvmos' iBuddy, LiS-1 and LiS-31 against what the kernel running those
+//! kernel, the in-kernel wear of each run, the banks kernel pages pin
+//! (`adaptive` against `buddy`, seed 004's target), and replay against
+//! reality: the `buddy` run's trace replayed through nvmos' iBuddy,
+//! LiS-1, LiS-31 and Adaptive-Buddy against what the kernel running those
 //! policies actually did.
 
 use std::convert::Infallible;
@@ -99,6 +100,26 @@ pub struct Study {
     /// Per workload: median buddy max over median iBuddy max (the issue's
     /// target is at least 10).
     pub ibuddy_max_reduction: Vec<(String, f64)>,
+    /// Bank size of every run, MiB.
+    pub bank_mib: u64,
+    /// Per workload: banks holding kernel pages at the end, `adaptive`
+    /// against `buddy` (the target: at most 1/4).
+    pub pinned_banks: Vec<PinnedRow>,
+}
+
+/// Banks kernel pages pin at the end of a workload, `adaptive` against `buddy`.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct PinnedRow {
+    /// Workload.
+    pub workload: String,
+    /// Median over the buddy runs.
+    pub buddy: f64,
+    /// Median over the adaptive runs.
+    pub adaptive: f64,
+    /// adaptive / buddy (target ≤ 0.25).
+    pub ratio: f64,
+    /// Banks in the guest.
+    pub banks: usize,
 }
 
 /// One replay of a buddy run through a model.
@@ -129,6 +150,7 @@ fn model_of(policy: Policy) -> Option<AllocatorKind> {
         Policy::IBuddy => Some(AllocatorKind::IBuddy),
         Policy::Lis1 => Some(AllocatorKind::Lis1),
         Policy::Lis31 => Some(AllocatorKind::Lis31),
+        Policy::Adaptive => Some(AllocatorKind::Adaptive),
     }
 }
 
@@ -150,6 +172,8 @@ pub fn run_study(opts: &Options, progress: &mut dyn FnMut(Progress)) -> Result<S
     let mut predicted: Vec<Prediction> = Vec::new();
     let sim = StudyOptions {
         heat_buckets: 0,
+        // Adaptive-Buddy's replay cuts memory into the guest's banks.
+        bank_frames: opts.run.bank_mib << (20 - 12),
         ..StudyOptions::default()
     };
     for (workload, command) in &commands {
@@ -212,9 +236,9 @@ pub fn run_study(opts: &Options, progress: &mut dyn FnMut(Progress)) -> Result<S
                     lost_events: run.counts.lost_events,
                     frees_before_recording: recorded.stats.accounting.frees_before_recording,
                     wear: recorded.wear,
-                    used_banks: run.counters.banks.iter().filter(|b| b.used > 0).count(),
+                    used_banks: run.counters.used_banks(),
                     pinned_banks: run.counters.pinned_banks(),
-                    banks: run.counters.banks.len(),
+                    banks: run.counters.bank_count(),
                     counter_delta,
                     counters: run.counters,
                     problems: run.problems,
@@ -237,6 +261,7 @@ pub fn run_study(opts: &Options, progress: &mut dyn FnMut(Progress)) -> Result<S
     };
     let mut replay = Vec::new();
     let mut reduction = Vec::new();
+    let mut pinned = Vec::new();
     for (workload, _) in &commands {
         for &policy in &opts.policies {
             let Some(kind) = model_of(policy) else {
@@ -275,6 +300,20 @@ pub fn run_study(opts: &Options, progress: &mut dyn FnMut(Progress)) -> Result<S
         if !buddy.is_nan() && !ib.is_nan() {
             reduction.push((workload.clone(), buddy / ib));
         }
+        let buddy = measured(workload, Policy::Buddy, &|r| r.pinned_banks as f64);
+        let ad = measured(workload, Policy::Adaptive, &|r| r.pinned_banks as f64);
+        if !buddy.is_nan() && !ad.is_nan() {
+            pinned.push(PinnedRow {
+                workload: workload.clone(),
+                buddy,
+                adaptive: ad,
+                ratio: ad / buddy,
+                banks: rows
+                    .iter()
+                    .find(|r| &r.workload == workload)
+                    .map_or(0, |r| r.banks),
+            });
+        }
     }
     Ok(Study {
         mem_mib: opts.run.mem_mib,
@@ -282,5 +321,7 @@ pub fn run_study(opts: &Options, progress: &mut dyn FnMut(Progress)) -> Result<S
         runs: rows,
         replay,
         ibuddy_max_reduction: reduction,
+        bank_mib: opts.run.bank_mib,
+        pinned_banks: pinned,
     })
 }

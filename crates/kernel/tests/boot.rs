@@ -55,6 +55,29 @@ fn every_policy_boots_runs_a_workload_and_its_counters_move() {
                 assert_eq!(r.counters.get("seeded_frames"), 0, "{name}");
                 assert_eq!(r.counters.get("alloc_single_frames"), 0, "{name}");
             }
+            Policy::Adaptive => {
+                assert!(r.counters.get("seeded_frames") > 400_000, "{name}");
+                // memstress's pages are movable: the user pool served them.
+                let user = delta("alloc_user_pool_frames");
+                assert!(user >= 16_384, "{name}: {user} frames from the user pool");
+                assert!(delta("alloc_kernel_pool_frames") > 0, "{name}");
+                assert_eq!(delta("alloc_linux_frames"), 0, "{name}");
+                assert!(r.counters.get("adaptive_kernel_banks") >= 1, "{name}");
+                assert!(
+                    r.counters.get("bank_adds") >= 1,
+                    "{name}: no bank taken on demand"
+                );
+                // Every bank line names its pool, and the core's offline
+                // banks hold no page in use by the kernel's own count.
+                assert!(r.counters.banks.iter().all(|b| b.pool != "-"), "{name}");
+                for b in r.counters.banks.iter().filter(|b| b.pool == "offline") {
+                    assert_eq!(
+                        b.used, 0,
+                        "{name}: offline bank {} has pages in use",
+                        b.bank
+                    );
+                }
+            }
             _ => {
                 assert!(r.counters.get("seeded_frames") > 400_000, "{name}");
                 let single = delta("alloc_single_frames") + delta("alloc_lazy_frames");
@@ -115,13 +138,15 @@ fn ibuddy_in_the_kernel_spreads_allocations_that_buddy_concentrates() {
 
 #[test]
 fn bad_input_gets_a_clear_error() {
-    let e = Policy::parse("adaptive").unwrap_err().to_string();
+    let e = Policy::parse("slab").unwrap_err().to_string();
     assert!(
-        e.contains("adaptive") && e.contains("not in the kernel series"),
+        e.contains("unknown policy \"slab\"") && e.contains("adaptive"),
         "{e}"
     );
-    let e = Policy::parse("slab").unwrap_err().to_string();
-    assert!(e.contains("unknown policy \"slab\""), "{e}");
+    let mut opts = options(Policy::Adaptive, &["memstress"]);
+    opts.bank_mib = 100;
+    let e = run(&opts, &mut |_| {}).unwrap_err().to_string();
+    assert!(e.contains("--bank-mib 100"), "{e}");
 
     let mut build = BuildOptions::new(nvmos_kernel::repo_kernel_dir());
     build.source = "/nonexistent/linux-source-6.12.tar.xz".into();

@@ -1,3 +1,4 @@
+//! (iBuddy and lazy iBuddy below; Adaptive-Buddy at the end of the file.)
 //! The kernel's iBuddy core (`kernel/policy/ibuddy_core.c`, compiled for
 //! user space by this crate's build script) against nvmos-frames' IBuddy
 //! and PerCpu with the bypass policy, on the same request sequences.
@@ -141,4 +142,149 @@ fn the_wrapper_refuses_what_the_kernel_would_never_pass() {
     assert!(core.free(pfn, 0).is_err(), "wrong order");
     core.free(pfn, 1).unwrap();
     assert!(core.free(pfn, 1).is_err(), "double free");
+}
+
+/// Adaptive-Buddy: the kernel's core against nvmos-frames' BankBuddy
+/// with `BankPolicy::Adaptive` on the same random mix of kernel and user
+/// requests. Same design (a buddy system per bank, pools of merged free
+/// lists, offline banks taken from each side's end and parked again when
+/// empty), so the same pfn for every allocation, and the same free frames
+/// and role for every bank at the end.
+#[test]
+fn adaptive_core_chooses_the_same_frames_and_banks_as_nvmos_adaptive_buddy() {
+    use nvmos_frames::{BankBuddy, BankPolicy, BankRole as RustRole};
+    use nvmos_kernel::policy_core::{BankRole, CoreAdaptive};
+    const BANK: u64 = 1024;
+    const START: u64 = 16 * BANK;
+    const END: u64 = START + 12 * BANK;
+    let mut pools_used = [false; 2];
+    for seed in 20..24 {
+        let reference =
+            BankBuddy::<Lock>::new(&[Zone::new(START, END)], 1, BANK, BankPolicy::Adaptive)
+                .unwrap();
+        let mut core = CoreAdaptive::new(START, END, BANK, 0..0).unwrap();
+        let mut rng = SmallRng::seed_from_u64(seed);
+        let mut live: Vec<(u64, u8, bool)> = Vec::new();
+        let mut live_frames = 0u64;
+        // Phases: fill up to most of memory (both pools grow, the user
+        // side falls back into kernel banks when offline banks run out),
+        // then drain (banks go offline), then churn.
+        for step in 0..30_000 {
+            let high = if step < 10_000 { 0.99 } else { 0.5 };
+            let free_p = if (10_000..15_000).contains(&step) {
+                0.8
+            } else {
+                0.45
+            };
+            let free = !live.is_empty()
+                && ((live_frames as f64) > high * (END - START) as f64 || rng.gen_bool(free_p));
+            if free {
+                let i = rng.gen_range(0..live.len());
+                let (pfn, order, kernel) = live.swap_remove(i);
+                live_frames -= 1 << order;
+                let kind = if kernel {
+                    MigrateType::Unmovable
+                } else {
+                    MigrateType::Movable
+                };
+                reference
+                    .free(
+                        nvmos_frames::Pfn(pfn),
+                        Request::new(Order::new(order).unwrap(), 0, kind),
+                    )
+                    .unwrap();
+                core.free(pfn, order).unwrap();
+            } else {
+                let order: u8 = match rng.gen_range(0..100) {
+                    0..=84 => 0,
+                    85..=94 => rng.gen_range(1..=3),
+                    _ => rng.gen_range(4..=10),
+                };
+                let kernel = rng.gen_bool(0.3);
+                let kind = match (kernel, rng.gen_bool(0.5)) {
+                    (true, true) => MigrateType::Unmovable,
+                    (true, false) => MigrateType::Reclaimable,
+                    (false, _) => MigrateType::Movable,
+                };
+                let want = reference
+                    .alloc(Request::new(Order::new(order).unwrap(), 0, kind))
+                    .ok()
+                    .map(|p| p.0);
+                let got = core.alloc(order, kernel).unwrap();
+                assert_eq!(
+                    got, want,
+                    "step {step} (seed {seed}): order-{order} {kind:?}: kernel core {got:x?}, nvmos-frames {want:x?}"
+                );
+                if let Some(pfn) = got {
+                    live.push((pfn, order, kernel));
+                    live_frames += 1 << order;
+                    pools_used[usize::from(!kernel)] = true;
+                }
+            }
+        }
+        reference.validate().unwrap();
+        let usage = reference.bank_usage();
+        let banks = core.banks();
+        assert_eq!(banks.len(), usage.len());
+        for (b, ((free, role), u)) in banks.iter().zip(&usage).enumerate() {
+            let want = match u.role {
+                RustRole::Offline => BankRole::Offline,
+                RustRole::Kernel => BankRole::Kernel,
+                RustRole::User => BankRole::User,
+            };
+            assert_eq!((*free, *role), (u.free, want), "seed {seed} bank {b}");
+        }
+        let s = core.stats();
+        assert!(s.bank_adds > 0 && s.bank_releases > 0, "{s:?}");
+        assert!(s.fallback_frames > 0, "the fill never fell back: {s:?}");
+    }
+    assert_eq!(pools_used, [true, true]);
+}
+
+/// What the kernel adds to the reference: a zone handed over with frames
+/// in use puts their banks in the kernel pool, a bank crossing the zone's
+/// edge never goes offline, and banks empty of kernel pages are taken by
+/// user requests from the high end.
+#[test]
+fn adaptive_core_starts_from_a_zone_in_use_as_the_kernel_hands_it_over() {
+    use nvmos_kernel::policy_core::{BankRole, CoreAdaptive};
+    const BANK: u64 = 1024;
+    // A zone from 0x105 (bank 0 partial) to 8 banks; frames of bank 2 in use.
+    let used = 2 * BANK + 100..2 * BANK + 300;
+    let mut core = CoreAdaptive::new(0x105, 8 * BANK, BANK, used.clone()).unwrap();
+    let roles = |c: &CoreAdaptive| c.banks().iter().map(|b| b.1).collect::<Vec<_>>();
+    use BankRole::*;
+    assert_eq!(
+        roles(&core),
+        [Kernel, Offline, Kernel, Offline, Offline, Offline, Offline, Offline]
+    );
+    // Kernel requests fill the kernel pool's banks before taking bank 1.
+    let k: Vec<u64> = (0..10)
+        .map(|_| core.alloc(0, true).unwrap().unwrap())
+        .collect();
+    assert!(
+        k.iter()
+            .all(|&p| p < BANK || (2 * BANK..3 * BANK).contains(&p)),
+        "{k:x?}"
+    );
+    // User requests take the highest bank.
+    let u = core.alloc(0, false).unwrap().unwrap();
+    assert!((7 * BANK..8 * BANK).contains(&u), "{u:#x}");
+    assert_eq!(roles(&core)[7], User);
+    core.free(u, 0).unwrap();
+    assert_eq!(roles(&core)[7], Offline, "an emptied bank goes offline");
+    // Bank 2 empties once its boot-time frames are freed: offline.
+    for &p in &k {
+        core.free(p, 0).unwrap();
+    }
+    for pfn in used {
+        core.free_seeded(pfn);
+    }
+    assert_eq!(roles(&core)[2], Offline);
+    // Bank 0 crosses the zone's edge: in use for good, though all free.
+    assert_eq!(core.banks()[0], (BANK - 0x105, Kernel));
+    assert_eq!(core.max_free_order(), 10);
+    assert!(CoreAdaptive::new(0, 4096, 1000, 0..0).is_err());
+    assert!(CoreAdaptive::new(0, 4096, 512, 0..0).is_err());
+    assert!(core.free(0x105, 0).is_err(), "not handed out");
 }

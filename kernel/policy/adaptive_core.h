@@ -1,0 +1,115 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Adaptive-Buddy (seed 004) as a pure data structure: one range of frames
+ * cut into banks (PASR segments: contiguous, power-of-two sized, aligned),
+ * a buddy system per bank (blocks never straddle a bank edge), and the
+ * banks in use merged into two memory pools, one for kernel pages
+ * (unmovable and reclaimable) and one for user pages (movable).
+ *
+ * A pool that cannot serve a request takes an offline bank: the kernel
+ * pool the first of the offline list, which starts in bank order (lowest
+ * numbered first), the user pool the last (highest numbered first); a
+ * bank whose last frame is freed leaves its pool, its free blocks parked
+ * on lists of its own, and goes offline (a kernel bank back to the front
+ * of the offline list, a user bank to its back). When neither a pool nor
+ * an offline bank has room, the request falls back to the other pool, as
+ * Linux falls back between migratetypes. No migration.
+ *
+ * This is nvmos-frames' BankBuddy with BankPolicy::Adaptive (the
+ * reference) step for step, so the user-space differential test
+ * (crates/kernel/tests/differential.rs) checks it frame by frame. Two
+ * differences, for the kernel: a bank only partly inside the range (one
+ * crossing a zone edge) is always in use and starts in the kernel pool
+ * (seed 004: "keep memory banks that cross zone boundary in-use"); and
+ * frames are handed to the core free (ad_seed) rather than all being free
+ * at the start: after ad_seed_done a bank with any frame not seeded is in
+ * the kernel pool (at activation only the kernel has allocated memory).
+ *
+ * Locking is the caller's: in the kernel a core is protected by its
+ * zone->lock.
+ */
+#ifndef _NVMOS_ADAPTIVE_CORE_H
+#define _NVMOS_ADAPTIVE_CORE_H
+
+#ifdef __KERNEL__
+#include <linux/types.h>
+#else
+#include "ibuddy_shim.h"
+#endif
+
+/* Largest order (Linux's MAX_PAGE_ORDER). A bank holds at least one such block. */
+#define AD_MAX_ORDER 10
+#define AD_NIL 0xffffffffu
+#define AD_NONE (~(u64)0)
+
+/* Bank roles; pools are the kernel (0) and user (1) list slots. */
+enum ad_role { AD_OFFLINE, AD_KERNEL, AD_USER };
+/* List slots: 0 kernel pool, 1 user pool, AD_PARKED + b bank b while offline. */
+#define AD_PARKED 2
+
+struct ad_list {
+	u32 head, tail, len;
+};
+
+struct ad_bank {
+	u64 frames;		/* frames of the bank inside the range */
+	u64 free;
+	u32 prev, next;		/* on the list of its role */
+	u32 home;		/* list slot its free blocks are on */
+	u8 role;
+};
+
+struct ad_stats {
+	u64 alloc_kernel_frames;	/* frames handed to kernel requests */
+	u64 alloc_user_frames;		/* frames handed to user requests */
+	u64 fallback_frames;		/* of those, served by the other pool */
+	u64 alloc_failed;		/* requests nothing could serve */
+	u64 free_frames;
+	u64 bank_adds;			/* offline banks taken into a pool */
+	u64 bank_releases;		/* banks gone offline */
+};
+
+/*
+ * Frames [start, end); banks of bank_frames (a power of two, at least
+ * 2^AD_MAX_ORDER) aligned on pfn 0, so bank b is
+ * [base + b * bank_frames, base + (b + 1) * bank_frames) with base = start
+ * rounded down.
+ *
+ * Invariants: a frame's state is nonzero exactly when it is the first
+ * frame of a free block (state = order + 1); every free block is on
+ * lists[home of its bank][order] once; bank.free counts its free frames; a
+ * bank is offline exactly when it is whole (frames = bank_frames) and all
+ * free, and then its blocks are parked (home = AD_PARKED + b).
+ */
+struct ad_core {
+	u64 start, end, base, bank_frames;
+	u32 nbanks;
+	u32 *next, *prev;	/* free-list links by index pfn - start */
+	u8 *state;
+	struct ad_bank *banks;
+	struct ad_list *lists;	/* (AD_PARKED + nbanks) * (AD_MAX_ORDER + 1) */
+	struct ad_list roles[3];	/* banks by role */
+	u64 nr_blocks[AD_MAX_ORDER + 1];	/* free blocks per order, all lists */
+	struct ad_stats stats;
+};
+
+/* Bytes of the arrays a core over [start, end) needs. */
+u64 ad_core_bytes(u64 start, u64 end, u64 bank_frames);
+/* Lay a core out in mem (8-byte aligned), nothing free, every bank offline. */
+void ad_init(struct ad_core *c, u64 start, u64 end, u64 bank_frames, void *mem);
+/* Hand the core a free aligned block (inside one bank) before ad_seed_done. */
+void ad_seed(struct ad_core *c, u64 pfn, unsigned int order);
+/* Banks not whole or not all free join the kernel pool. */
+void ad_seed_done(struct ad_core *c);
+/* Allocate 2^order frames for a kernel (unmovable/reclaimable) or user request; AD_NONE when none. */
+u64 ad_alloc(struct ad_core *c, unsigned int order, int kernel);
+/* Free a block allocated from this core (or seeded as in use). */
+void ad_free(struct ad_core *c, u64 pfn, unsigned int order);
+/* Order + 1 when pfn starts a free block, else 0. */
+int ad_free_block_at(const struct ad_core *c, u64 pfn);
+/* Highest order with a free block, -1 when nothing is free. */
+int ad_max_free_order(const struct ad_core *c);
+/* Bank of pfn (pfn inside the range). */
+u32 ad_bank_of(const struct ad_core *c, u64 pfn);
+
+#endif /* _NVMOS_ADAPTIVE_CORE_H */
