@@ -43,6 +43,7 @@ pub mod study;
 pub mod swap_study;
 pub mod units;
 pub mod wear;
+pub mod writes;
 
 pub use allocators::{
     AllocatorJob, AllocatorKind, Caps, Info, Setup, StudyAllocator, DEFAULT_BANK_FRAMES,

@@ -30,6 +30,17 @@
 //! The trace is system-wide: the kernel's allocator serves every process,
 //! and a replay needs all its allocations and frees, not only the
 //! command's.
+//!
+//! # Writes
+//!
+//! With [`RecordOptions::write_interval`], a sampler thread reads the
+//! soft-dirty bits of the command's process tree every interval (see
+//! [`crate::softdirty`] for the method and what it cannot see) and sends
+//! each sample's written frames to the reader thread, which merges them
+//! with the kernel's events in time order as [`Op::Write`] events. For a
+//! common clock `trace_clock` is set to `mono` (and restored) while
+//! recording with writes. The header's [`TraceHeader::writes`] holds the
+//! interval and the sampler's counts; such a file is `.nvt` version 2.
 
 use std::ffi::{CString, OsString};
 use std::fs::{File, OpenOptions};
@@ -39,14 +50,18 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, TryRecvError};
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use crate::event::{Event, Op};
 use crate::nvt::{NvtWriter, DEFAULT_LEVEL};
 use crate::output::Output;
-use crate::source::{Format, SourceCounts, TraceHeader};
+use crate::softdirty::Batch;
+use crate::source::{Format, SourceCounts, TraceHeader, WriteSampling};
 use crate::text::TextReader;
 use crate::TraceError;
 
@@ -70,6 +85,9 @@ pub struct RecordOptions {
     pub zstd_level: i32,
     /// How long the reader sleeps when `trace_pipe` is empty.
     pub poll_interval: Duration,
+    /// Sample the command's writes every this often (`None`: no write
+    /// sampling).
+    pub write_interval: Option<Duration>,
 }
 
 impl Default for RecordOptions {
@@ -78,6 +96,7 @@ impl Default for RecordOptions {
             buffer_kb_per_cpu: 64 * 1024,
             zstd_level: DEFAULT_LEVEL,
             poll_interval: Duration::from_millis(10),
+            write_interval: None,
         }
     }
 }
@@ -166,7 +185,19 @@ pub fn record(
         source: "record".into(),
         events: 0,
         counts: SourceCounts::default(),
+        writes: opts.write_interval.map(|i| WriteSampling {
+            interval_ns: i.as_nanos() as u64,
+            ..WriteSampling::default()
+        }),
     };
+    if let Some(interval) = opts.write_interval {
+        if interval.is_zero() {
+            return Err(TraceError::WriteSampling(
+                "the write interval must be longer than 0".into(),
+            ));
+        }
+        crate::softdirty::check_support()?;
+    }
     // The output first: a bad path fails before anything is changed. It
     // appears at `out` only once the trace is complete (also after Ctrl-C:
     // the events up to then are a complete trace); an error leaves nothing.
@@ -199,6 +230,10 @@ fn run(
     if tracefs.read("current_tracer")? != "nop" {
         tracefs.set("current_tracer", "nop")?;
     }
+    if opts.write_interval.is_some() {
+        // Sampled writes carry CLOCK_MONOTONIC times.
+        tracefs.set("trace_clock", "mono")?;
+    }
     tracefs.set("buffer_size_kb", &opts.buffer_kb_per_cpu.to_string())?;
     for event in EVENTS {
         tracefs.set(&format!("events/{event}/enable"), "1")?;
@@ -215,6 +250,11 @@ fn run(
         .open(&pipe_path)
         .map_err(|e| TraceError::io(&pipe_path, e))?;
     let stop = Arc::new(AtomicBool::new(false));
+    let (writes_tx, writes_rx) = std::sync::mpsc::channel::<Batch>();
+    let writes_rx = opts.write_interval.map(|_| writes_rx);
+    // Dropped (below, or moved into the sampler) before the reader is
+    // joined: the reader's last merge waits for every sender to be gone.
+    let mut writes_tx = Some(writes_tx);
     let reader = {
         let pipe = TracePipe {
             file: pipe,
@@ -224,7 +264,7 @@ fn run(
         };
         thread::Builder::new()
             .name("nvmos-trace-pipe".into())
-            .spawn(move || stream(pipe, pipe_path, writer))
+            .spawn(move || stream(pipe, pipe_path, writer, writes_rx))
             .map_err(|e| TraceError::io("trace_pipe reader thread", e))?
     };
 
@@ -235,6 +275,8 @@ fn run(
         .collect::<Vec<_>>();
 
     let started = Instant::now();
+    let stop_sampler = Arc::new(AtomicBool::new(false));
+    let mut sampler = None;
     let outcome = match tracefs.set("tracing_on", "1") {
         Err(e) => Err(e),
         Ok(()) => match Command::new(program).args(&command[1..]).spawn() {
@@ -242,10 +284,30 @@ fn run(
                 command: command_text.join(" "),
                 source,
             }),
-            Ok(child) => wait(child, &interrupted),
+            Ok(child) => {
+                if let (Some(interval), Some(tx)) = (opts.write_interval, writes_tx.take()) {
+                    let (pid, stop) = (child.id(), Arc::clone(&stop_sampler));
+                    sampler = Some(
+                        thread::Builder::new()
+                            .name("nvmos-write-sampler".into())
+                            .spawn(move || crate::softdirty::sample(pid, interval, stop, tx))
+                            .map_err(|e| TraceError::io("write sampler thread", e)),
+                    );
+                }
+                wait(child, &interrupted)
+            }
         },
     };
     let wall_ns = started.elapsed().as_nanos() as u64;
+    // The sampler ends (and drops its sender) before the reader drains.
+    drop(writes_tx);
+    stop_sampler.store(true, Ordering::Release);
+    let sampled = sampler.map(|s| {
+        s.and_then(|h| {
+            h.join()
+                .map_err(|_| TraceError::Restore("the write sampler panicked".into()))
+        })
+    });
 
     // Stop the events first, then let the reader drain what is left.
     let off = tracefs.write("tracing_on", "0");
@@ -264,6 +326,9 @@ fn run(
     // `[LOST n EVENTS]` lines report the same overruns the counters do.
     counts.lost_events = counts.lost_events.max(lost);
     writer.header_mut().counts = counts;
+    if let Some(sampled) = sampled {
+        writer.header_mut().writes = Some(sampled?);
+    }
     let mut header = writer.header_mut().clone();
     header.events = writer.events();
     let (file, written) = writer.finish()?;
@@ -324,28 +389,112 @@ fn stream(
     pipe: TracePipe,
     path: PathBuf,
     mut writer: NvtWriter<BufWriter<Output>>,
+    writes: Option<Receiver<Batch>>,
 ) -> Result<(NvtWriter<BufWriter<Output>>, SourceCounts), TraceError> {
     let mut reader = TextReader::new(
         BufReader::with_capacity(1 << 20, pipe),
         &path,
         Format::Ftrace,
     );
+    let mut merge = writes.map(|rx| WriteMerge {
+        rx,
+        pending: VecDeque::new(),
+        early: 0,
+    });
     let mut error = None;
-    for event in reader.by_ref() {
-        match event.and_then(|e| writer.push(e)) {
-            Ok(()) => {}
-            Err(e) => {
-                error = Some(e);
-                break;
+    while let Some(event) = reader.next() {
+        let pushed = event.and_then(|e| {
+            if let Some(m) = merge.as_mut() {
+                let first = reader.first_timestamp_ns().unwrap_or(0);
+                m.push_until(&mut writer, first, Some(first + e.time_ns))?;
             }
+            writer.push(e)
+        });
+        if let Err(e) = pushed {
+            error = Some(e);
+            break;
         }
     }
-    let counts = reader.counts_mut().clone();
+    if let (None, Some(m)) = (&error, merge.as_mut()) {
+        // The sampler has ended: take everything it sent, in order.
+        let first = reader
+            .first_timestamp_ns()
+            .or_else(|| m.first_time())
+            .unwrap_or(0);
+        if let Err(e) = m.push_until(&mut writer, first, None) {
+            error = Some(e);
+        }
+    }
+    let mut counts = reader.counts_mut().clone();
+    if let Some(m) = &merge {
+        counts.early_timestamps += m.early;
+    }
     if let Some(e) = error {
         let _ = std::io::copy(&mut reader.into_inner(), &mut std::io::sink());
         return Err(e);
     }
     Ok((writer, counts))
+}
+
+/// The sampled writes waiting to be merged with the kernel's events.
+struct WriteMerge {
+    rx: Receiver<Batch>,
+    /// `(CLOCK_MONOTONIC ns, pfn)` in time order.
+    pending: VecDeque<(u64, u64)>,
+    /// Writes sampled before the first kernel event (written at time 0).
+    early: u64,
+}
+
+impl WriteMerge {
+    /// Pushes every pending write up to `until` (absolute ns; `None`: all
+    /// of them, waiting for the sampler's last batch) as events relative
+    /// to `first`.
+    fn push_until(
+        &mut self,
+        writer: &mut NvtWriter<BufWriter<Output>>,
+        first: u64,
+        until: Option<u64>,
+    ) -> Result<(), TraceError> {
+        loop {
+            let batch = match until {
+                Some(_) => match self.rx.try_recv() {
+                    Ok(b) => Some(b),
+                    Err(TryRecvError::Empty | TryRecvError::Disconnected) => None,
+                },
+                None => self.rx.recv().ok(),
+            };
+            match batch {
+                Some(b) => self.pending.extend(b),
+                None => break,
+            }
+        }
+        while let Some(&(t, pfn)) = self.pending.front() {
+            if until.is_some_and(|u| t > u) {
+                break;
+            }
+            self.pending.pop_front();
+            let time_ns = t.checked_sub(first).unwrap_or_else(|| {
+                self.early += 1;
+                0
+            });
+            writer.push(Event {
+                time_ns,
+                cpu: 0,
+                op: Op::Write,
+                pfn: nvmos_frames::Pfn(pfn),
+                order: nvmos_frames::Order::ZERO,
+            })?;
+        }
+        Ok(())
+    }
+
+    /// The first pending write's time (for a trace with no kernel event).
+    fn first_time(&mut self) -> Option<u64> {
+        while let Ok(b) = self.rx.try_recv() {
+            self.pending.extend(b);
+        }
+        self.pending.front().map(|&(t, _)| t)
+    }
 }
 
 /// `trace_pipe` opened non-blocking, read as a stream that ends once the
