@@ -250,7 +250,7 @@ fn run(
         .open(&pipe_path)
         .map_err(|e| TraceError::io(&pipe_path, e))?;
     let stop = Arc::new(AtomicBool::new(false));
-    let (writes_tx, writes_rx) = std::sync::mpsc::channel::<Batch>();
+    let (writes_tx, writes_rx) = std::sync::mpsc::channel::<(Batch, u64)>();
     let writes_rx = opts.write_interval.map(|_| writes_rx);
     // Dropped (below, or moved into the sampler) before the reader is
     // joined: the reader's last merge waits for every sender to be gone.
@@ -389,26 +389,22 @@ fn stream(
     pipe: TracePipe,
     path: PathBuf,
     mut writer: NvtWriter<BufWriter<Output>>,
-    writes: Option<Receiver<Batch>>,
+    writes: Option<Receiver<(Batch, u64)>>,
 ) -> Result<(NvtWriter<BufWriter<Output>>, SourceCounts), TraceError> {
     let mut reader = TextReader::new(
         BufReader::with_capacity(1 << 20, pipe),
         &path,
         Format::Ftrace,
     );
-    let mut merge = writes.map(|rx| WriteMerge {
-        rx,
-        pending: VecDeque::new(),
-        early: 0,
-    });
+    let mut merge = writes.map(WriteMerge::new);
     let mut error = None;
     while let Some(event) = reader.next() {
-        let pushed = event.and_then(|e| {
-            if let Some(m) = merge.as_mut() {
+        let pushed = event.and_then(|e| match merge.as_mut() {
+            Some(m) => {
                 let first = reader.first_timestamp_ns().unwrap_or(0);
-                m.push_until(&mut writer, first, Some(first + e.time_ns))?;
+                m.event(&mut writer, first, e)
             }
-            writer.push(e)
+            None => writer.push(e),
         });
         if let Err(e) = pushed {
             error = Some(e);
@@ -417,11 +413,8 @@ fn stream(
     }
     if let (None, Some(m)) = (&error, merge.as_mut()) {
         // The sampler has ended: take everything it sent, in order.
-        let first = reader
-            .first_timestamp_ns()
-            .or_else(|| m.first_time())
-            .unwrap_or(0);
-        if let Err(e) = m.push_until(&mut writer, first, None) {
+        let first = reader.first_timestamp_ns();
+        if let Err(e) = m.finish(&mut writer, first) {
             error = Some(e);
         }
     }
@@ -436,43 +429,114 @@ fn stream(
     Ok((writer, counts))
 }
 
-/// The sampled writes waiting to be merged with the kernel's events.
+/// Merges the sampler's writes with the kernel's events in time order.
+///
+/// A kernel event may be read before the sample that covers its time has
+/// been sent (the reader keeps up with `trace_pipe` within its poll
+/// interval; a sample is sent when its scan ends), so kernel events wait
+/// here until the sampler's *watermark* passes them: with each batch the
+/// sampler sends the time before which it will never stamp a write again.
+/// Events the kernel itself delivers late (per-CPU buffers) are counted as
+/// out-of-order timestamps by every consumer, as without writes.
 struct WriteMerge {
-    rx: Receiver<Batch>,
+    rx: Receiver<(Batch, u64)>,
     /// `(CLOCK_MONOTONIC ns, pfn)` in time order.
-    pending: VecDeque<(u64, u64)>,
+    writes: VecDeque<(u64, u64)>,
+    /// Kernel events waiting for the watermark, with their absolute times.
+    events: VecDeque<(u64, Event)>,
+    /// No write still to come is stamped before this.
+    watermark: u64,
     /// Writes sampled before the first kernel event (written at time 0).
     early: u64,
 }
 
 impl WriteMerge {
-    /// Pushes every pending write up to `until` (absolute ns; `None`: all
-    /// of them, waiting for the sampler's last batch) as events relative
-    /// to `first`.
-    fn push_until(
-        &mut self,
-        writer: &mut NvtWriter<BufWriter<Output>>,
-        first: u64,
-        until: Option<u64>,
-    ) -> Result<(), TraceError> {
+    fn new(rx: Receiver<(Batch, u64)>) -> WriteMerge {
+        WriteMerge {
+            rx,
+            writes: VecDeque::new(),
+            events: VecDeque::new(),
+            watermark: 0,
+            early: 0,
+        }
+    }
+
+    /// Takes what the sampler sent; `wait`: until it has ended.
+    fn receive(&mut self, wait: bool) {
         loop {
-            let batch = match until {
-                Some(_) => match self.rx.try_recv() {
+            let got = if wait {
+                self.rx.recv().ok()
+            } else {
+                match self.rx.try_recv() {
                     Ok(b) => Some(b),
                     Err(TryRecvError::Empty | TryRecvError::Disconnected) => None,
-                },
-                None => self.rx.recv().ok(),
+                }
             };
-            match batch {
-                Some(b) => self.pending.extend(b),
-                None => break,
-            }
+            let Some((batch, watermark)) = got else { break };
+            self.writes.extend(batch);
+            self.watermark = self.watermark.max(watermark);
         }
-        while let Some(&(t, pfn)) = self.pending.front() {
-            if until.is_some_and(|u| t > u) {
+        if wait {
+            self.watermark = u64::MAX;
+        }
+    }
+
+    /// A kernel event at `first + e.time_ns`: queued, then everything the
+    /// watermark allows is written.
+    fn event<W: std::io::Write>(
+        &mut self,
+        writer: &mut NvtWriter<W>,
+        first: u64,
+        e: Event,
+    ) -> Result<(), TraceError> {
+        self.events.push_back((first + e.time_ns, e));
+        self.receive(false);
+        self.flush(writer, first)
+    }
+
+    /// After the sampler ended: everything, in order. `first`: the first
+    /// kernel event's time, when there was one.
+    fn finish<W: std::io::Write>(
+        &mut self,
+        writer: &mut NvtWriter<W>,
+        first: Option<u64>,
+    ) -> Result<(), TraceError> {
+        self.receive(true);
+        let first = first
+            .or_else(|| self.writes.front().map(|&(t, _)| t))
+            .unwrap_or(0);
+        self.flush(writer, first)?;
+        self.push_writes(writer, first, u64::MAX)
+    }
+
+    fn flush<W: std::io::Write>(
+        &mut self,
+        writer: &mut NvtWriter<W>,
+        first: u64,
+    ) -> Result<(), TraceError> {
+        while let Some(&(at, e)) = self.events.front() {
+            if at > self.watermark {
                 break;
             }
-            self.pending.pop_front();
+            self.push_writes(writer, first, at)?;
+            self.events.pop_front();
+            writer.push(e)?;
+        }
+        Ok(())
+    }
+
+    /// Writes every pending write stamped at or before `until`.
+    fn push_writes<W: std::io::Write>(
+        &mut self,
+        writer: &mut NvtWriter<W>,
+        first: u64,
+        until: u64,
+    ) -> Result<(), TraceError> {
+        while let Some(&(t, pfn)) = self.writes.front() {
+            if t > until {
+                break;
+            }
+            self.writes.pop_front();
             let time_ns = t.checked_sub(first).unwrap_or_else(|| {
                 self.early += 1;
                 0
@@ -486,14 +550,6 @@ impl WriteMerge {
             })?;
         }
         Ok(())
-    }
-
-    /// The first pending write's time (for a trace with no kernel event).
-    fn first_time(&mut self) -> Option<u64> {
-        while let Ok(b) = self.rx.try_recv() {
-            self.pending.extend(b);
-        }
-        self.pending.front().map(|&(t, _)| t)
     }
 }
 
@@ -802,6 +858,58 @@ fn parse_lost(stats: &str) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn writes_and_events_merge_in_time_order() {
+        use nvmos_frames::{MigrateType, Order, Pfn};
+        let (tx, rx) = std::sync::mpsc::channel();
+        let mut m = WriteMerge::new(rx);
+        let header = TraceHeader {
+            writes: Some(WriteSampling::default()),
+            ..TraceHeader::default()
+        };
+        let mut w = NvtWriter::new(Vec::new(), "t.nvt", header).unwrap();
+        let ev = |t: u64, pfn: u64| Event {
+            time_ns: t,
+            cpu: 1,
+            op: Op::Alloc(MigrateType::Movable),
+            pfn: Pfn(pfn),
+            order: Order::ZERO,
+        };
+        let first = 1_000;
+        // Events at 1000 and 1050 arrive before the sample stamped 1040
+        // (the watermark is still 0): they wait.
+        m.event(&mut w, first, ev(0, 1)).unwrap();
+        m.event(&mut w, first, ev(50, 2)).unwrap();
+        assert_eq!(w.events(), 0);
+        tx.send((vec![(990, 7), (1_040, 8)], 1_045)).unwrap();
+        // The next event releases what the watermark covers: 990 (before
+        // the first event: time 0) and 1000; 1050 waits, and 1040 with it
+        // (a write goes out just before the first event after it).
+        m.event(&mut w, first, ev(100, 3)).unwrap();
+        assert_eq!(w.events(), 2);
+        tx.send((vec![(1_060, 9)], 1_070)).unwrap();
+        drop(tx);
+        m.finish(&mut w, Some(first)).unwrap();
+        assert_eq!(m.early, 1);
+        let (bytes, _) = w.finish().unwrap();
+        let got: Vec<(u64, u64, bool)> = crate::NvtReader::new(std::io::Cursor::new(bytes), "t.nvt")
+            .unwrap()
+            .map(|e| e.map(|e| (e.time_ns, e.pfn.0, e.op == Op::Write)))
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(
+            got,
+            [
+                (0, 7, true),
+                (0, 1, false),
+                (40, 8, true),
+                (50, 2, false),
+                (60, 9, true),
+                (100, 3, false)
+            ]
+        );
+    }
 
     #[test]
     fn lost_from_stats() {

@@ -68,7 +68,8 @@ const PFN_MASK: u64 = (1 << 55) - 1;
 const CHUNK: usize = 8192;
 
 /// One sample's writes: `(CLOCK_MONOTONIC time in ns, rounded down to a
-/// microsecond, pfn)`, in time then pfn order.
+/// microsecond, pfn)`, in time then pfn order. The sampler sends each with
+/// its watermark: the time before which no later write will be stamped.
 pub type Batch = Vec<(u64, u64)>;
 
 /// `CLOCK_MONOTONIC` now, ns.
@@ -319,7 +320,7 @@ pub fn sample(
     root: u32,
     interval: Duration,
     stop: Arc<AtomicBool>,
-    tx: Sender<Batch>,
+    tx: Sender<(Batch, u64)>,
 ) -> WriteSampling {
     let mut counts = WriteSampling {
         interval_ns: interval.as_nanos() as u64,
@@ -374,14 +375,11 @@ pub fn sample(
         }
         tree.members.retain(|p| !gone.contains(p));
         counts.writes += batch.len() as u64;
-        if !batch.is_empty() && tx.send(batch).is_err() {
+        // Every later write is stamped at or after now: the watermark the
+        // recorder merges kernel events up to (sent even with no writes).
+        let watermark = monotonic_ns() / 1000 * 1000;
+        if tx.send((batch, watermark)).is_err() {
             break;
-        }
-        if tree.members.is_empty() {
-            // Nothing left to sample; wait for the recorder to stop us.
-            while !stop.load(Ordering::Acquire) {
-                thread::sleep(Duration::from_millis(1));
-            }
         }
     }
     counts.processes = sampled.len() as u64;
