@@ -200,6 +200,93 @@ mod tests {
         assert!((c.spearman.unwrap() - 0.6).abs() < 1e-12);
     }
 
+    use crate::replay::{as_recorded, replay};
+    use crate::wear::WriteModel;
+    use nvmos_frames::{Buddy, FrameAllocator, MigrateType, Order, Zone, ZoneMap};
+    use nvmos_trace::Op;
+    use std::convert::Infallible;
+
+    fn ev(time_ns: u64, op: Op, pfn: u64, order: u8) -> Result<Event, Infallible> {
+        Ok(Event {
+            time_ns,
+            cpu: 0,
+            op,
+            pfn: Pfn(pfn),
+            order: Order::new(order).unwrap(),
+        })
+    }
+
+    const A: Op = Op::Alloc(MigrateType::Movable);
+
+    /// A block at traced 1000..1004 and one at 2000; writes inside the
+    /// first, at the second's head, to a refused block and to nothing.
+    fn trace() -> Vec<Result<Event, Infallible>> {
+        vec![
+            ev(0, A, 1000, 2),
+            ev(1, A, 2000, 0),
+            ev(2, Op::Write, 1002, 0),
+            ev(2, Op::Write, 1003, 0),
+            ev(2, Op::Write, 2000, 0),
+            ev(3, Op::Write, 5000, 0), // no live block
+            ev(4, A, 3000, 3),         // refused: no room left
+            ev(5, Op::Write, 3004, 0), // inside the refused block
+            ev(6, Op::Free, 1000, 2),
+            ev(7, Op::Write, 1002, 0), // freed: no live block
+            ev(8, Op::Write, 2000, 0),
+        ]
+    }
+
+    #[test]
+    fn writes_land_on_the_frames_the_allocator_chose() {
+        // 8 frames: the order-3 block cannot be placed.
+        let alloc = Buddy::<parking_lot::RawMutex>::new(&[Zone::new(100, 108)], 1).unwrap();
+        let (stats, wear) = replay(&alloc, trace(), WriteModel::default()).unwrap();
+        assert_eq!(stats.accounting.write_samples, 7);
+        assert_eq!(stats.accounting.writes_not_live, 2);
+        assert_eq!(stats.writes, WriteStats { attributed: 4, of_refused: 1 });
+        assert_eq!(stats.alloc_failures, 1);
+        assert_eq!(alloc.stats().allocated_frames(), 1);
+        // Every write accounted for once.
+        let w = &stats.writes;
+        assert_eq!(
+            w.attributed + w.of_refused + stats.accounting.writes_not_live,
+            stats.accounting.write_samples
+        );
+        let sampled = wear.sampled_writes().unwrap();
+        assert_eq!(sampled.iter().map(|&x| u64::from(x)).sum::<u64>(), 4);
+        // Frames 2 and 3 of the order-2 block, wherever buddy put it, and
+        // the order-0 block's frame twice.
+        let by_alloc: Vec<usize> = (0..8).filter(|&i| wear.writes()[i] == 1).collect();
+        let order2 = by_alloc.iter().copied().find(|&i| {
+            i % 4 == 0 && wear.writes()[i..i + 4] == [1, 1, 1, 1]
+        });
+        let head = order2.expect("an order-2 block placed");
+        assert_eq!(sampled[head..head + 4], [0, 0, 1, 1]);
+        let single = by_alloc.iter().copied().find(|i| !(head..head + 4).contains(i)).unwrap();
+        assert_eq!(sampled[single], 2);
+        let ww = WriteWear::of(&wear, stats.accounting.write_samples, 8).unwrap();
+        assert_eq!(ww.wear.max, 2);
+        assert_eq!(ww.wear.total_writes, 4);
+        assert_eq!(ww.correlation.frames, 5);
+    }
+
+    #[test]
+    fn as_recorded_writes_land_on_the_traced_frames() {
+        let map = ZoneMap::new(&[Zone::new(0, 4096)]).unwrap();
+        let (stats, wear) = as_recorded(map, trace(), WriteModel::default()).unwrap();
+        let sampled = wear.sampled_writes().unwrap();
+        assert_eq!((sampled[1002], sampled[1003], sampled[2000]), (1, 1, 2));
+        assert_eq!(sampled[3004], 1); // the kernel placed it
+        assert_eq!(stats.writes, WriteStats { attributed: 5, of_refused: 0 });
+        assert_eq!(stats.accounting.writes_not_live, 2);
+        // No writes: no write figures.
+        let plain: Vec<_> = trace().into_iter().filter(|e| e.unwrap().op != Op::Write).collect();
+        let map = ZoneMap::new(&[Zone::new(0, 4096)]).unwrap();
+        let (stats, wear) = as_recorded(map, plain, WriteModel::default()).unwrap();
+        assert!(wear.sampled_writes().is_none());
+        assert_eq!(WriteWear::of(&wear, stats.accounting.write_samples, 8), None);
+    }
+
     #[test]
     fn ties_share_their_mean_rank() {
         assert_eq!(ranks(&[5, 1, 5, 3]), vec![3.5, 1.0, 3.5, 2.0]);
