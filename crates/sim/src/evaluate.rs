@@ -515,11 +515,7 @@ fn row(
 ) -> StudyRow {
     stats.outside = wear.outside;
     StudyRow {
-        writes: crate::writes::WriteWear::of(
-            wear,
-            stats.accounting.write_samples,
-            stats.trace_ns,
-        ),
+        writes: crate::writes::WriteWear::of(wear, stats.accounting.write_samples, stats.trace_ns),
         allocator,
         wear: wear.summary(stats.trace_ns),
         heat: heat_map(wear.writes(), buckets),

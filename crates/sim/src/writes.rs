@@ -243,7 +243,13 @@ mod tests {
         let (stats, wear) = replay(&alloc, trace(), WriteModel::default()).unwrap();
         assert_eq!(stats.accounting.write_samples, 7);
         assert_eq!(stats.accounting.writes_not_live, 2);
-        assert_eq!(stats.writes, WriteStats { attributed: 4, of_refused: 1 });
+        assert_eq!(
+            stats.writes,
+            WriteStats {
+                attributed: 4,
+                of_refused: 1
+            }
+        );
         assert_eq!(stats.alloc_failures, 1);
         assert_eq!(alloc.stats().allocated_frames(), 1);
         // Every write accounted for once.
@@ -257,12 +263,17 @@ mod tests {
         // Frames 2 and 3 of the order-2 block, wherever buddy put it, and
         // the order-0 block's frame twice.
         let by_alloc: Vec<usize> = (0..8).filter(|&i| wear.writes()[i] == 1).collect();
-        let order2 = by_alloc.iter().copied().find(|&i| {
-            i % 4 == 0 && wear.writes()[i..i + 4] == [1, 1, 1, 1]
-        });
+        let order2 = by_alloc
+            .iter()
+            .copied()
+            .find(|&i| i % 4 == 0 && wear.writes()[i..i + 4] == [1, 1, 1, 1]);
         let head = order2.expect("an order-2 block placed");
         assert_eq!(sampled[head..head + 4], [0, 0, 1, 1]);
-        let single = by_alloc.iter().copied().find(|i| !(head..head + 4).contains(i)).unwrap();
+        let single = by_alloc
+            .iter()
+            .copied()
+            .find(|i| !(head..head + 4).contains(i))
+            .unwrap();
         assert_eq!(sampled[single], 2);
         let ww = WriteWear::of(&wear, stats.accounting.write_samples, 8).unwrap();
         assert_eq!(ww.wear.max, 2);
@@ -277,14 +288,26 @@ mod tests {
         let sampled = wear.sampled_writes().unwrap();
         assert_eq!((sampled[1002], sampled[1003], sampled[2000]), (1, 1, 2));
         assert_eq!(sampled[3004], 1); // the kernel placed it
-        assert_eq!(stats.writes, WriteStats { attributed: 5, of_refused: 0 });
+        assert_eq!(
+            stats.writes,
+            WriteStats {
+                attributed: 5,
+                of_refused: 0
+            }
+        );
         assert_eq!(stats.accounting.writes_not_live, 2);
         // No writes: no write figures.
-        let plain: Vec<_> = trace().into_iter().filter(|e| e.unwrap().op != Op::Write).collect();
+        let plain: Vec<_> = trace()
+            .into_iter()
+            .filter(|e| e.unwrap().op != Op::Write)
+            .collect();
         let map = ZoneMap::new(&[Zone::new(0, 4096)]).unwrap();
         let (stats, wear) = as_recorded(map, plain, WriteModel::default()).unwrap();
         assert!(wear.sampled_writes().is_none());
-        assert_eq!(WriteWear::of(&wear, stats.accounting.write_samples, 8), None);
+        assert_eq!(
+            WriteWear::of(&wear, stats.accounting.write_samples, 8),
+            None
+        );
     }
 
     #[test]

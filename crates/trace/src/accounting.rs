@@ -498,7 +498,10 @@ mod tests {
         t.step(&ev(4, F, 64, 2));
         assert_eq!(t.step(&w(5, 65)), Effect::Written(None)); // freed
         let c = t.counts();
-        assert_eq!((c.events_read, c.write_samples, c.writes_not_live), (6, 4, 2));
+        assert_eq!(
+            (c.events_read, c.write_samples, c.writes_not_live),
+            (6, 4, 2)
+        );
         assert!(c.anything_unusual());
         assert_eq!(t.live_blocks(), 0);
     }

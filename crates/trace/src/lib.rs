@@ -75,8 +75,8 @@ pub use event::{Event, MachineInfo, Op, ZoneInfo};
 pub use info::{Accumulator, TraceInfo};
 pub use nvt::{NvtReader, NvtWriter, WriteSummary};
 pub use output::Output;
-pub use source::{detect, open, BoxedSource, EventSource, Format, SourceCounts, TraceHeader,
-    WriteSampling,
+pub use source::{
+    detect, open, BoxedSource, EventSource, Format, SourceCounts, TraceHeader, WriteSampling,
 };
 pub use text::{TextReader, RECENT_FREES};
 

@@ -701,7 +701,9 @@ impl<R: Read + Seek> NvtReader<R> {
             };
             let predicted = if op == Op::Write {
                 if cpu != 0 || order != Order::ZERO {
-                    return Err(bad(format!("event {i}: a write of cpu {cpu}, order {order}")));
+                    return Err(bad(format!(
+                        "event {i}: a write of cpu {cpu}, order {order}"
+                    )));
                 }
                 &mut self.write_predicted
             } else {

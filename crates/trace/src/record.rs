@@ -42,6 +42,7 @@
 //! recording with writes. The header's [`TraceHeader::writes`] holds the
 //! interval and the sampler's counts; such a file is `.nvt` version 2.
 
+use std::collections::VecDeque;
 use std::ffi::{CString, OsString};
 use std::fs::{File, OpenOptions};
 use std::io::{BufReader, BufWriter, ErrorKind, Read};
@@ -50,7 +51,6 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, TryRecvError};
 use std::sync::Arc;
@@ -893,11 +893,12 @@ mod tests {
         m.finish(&mut w, Some(first)).unwrap();
         assert_eq!(m.early, 1);
         let (bytes, _) = w.finish().unwrap();
-        let got: Vec<(u64, u64, bool)> = crate::NvtReader::new(std::io::Cursor::new(bytes), "t.nvt")
-            .unwrap()
-            .map(|e| e.map(|e| (e.time_ns, e.pfn.0, e.op == Op::Write)))
-            .collect::<Result<_, _>>()
-            .unwrap();
+        let got: Vec<(u64, u64, bool)> =
+            crate::NvtReader::new(std::io::Cursor::new(bytes), "t.nvt")
+                .unwrap()
+                .map(|e| e.map(|e| (e.time_ns, e.pfn.0, e.op == Op::Write)))
+                .collect::<Result<_, _>>()
+                .unwrap();
         assert_eq!(
             got,
             [

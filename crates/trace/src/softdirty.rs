@@ -194,7 +194,11 @@ impl Tree {
         };
         let mut parents: HashMap<u32, u32> = HashMap::new();
         for entry in dir.flatten() {
-            let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            let Some(pid) = entry
+                .file_name()
+                .to_str()
+                .and_then(|s| s.parse::<u32>().ok())
+            else {
                 continue;
             };
             if self.ever.contains(&pid) || self.outside.contains(&pid) {
@@ -420,7 +424,10 @@ mod tests {
 
     #[test]
     fn the_tree_finds_children() {
-        let mut child = std::process::Command::new("sleep").arg("5").spawn().unwrap();
+        let mut child = std::process::Command::new("sleep")
+            .arg("5")
+            .spawn()
+            .unwrap();
         let mut tree = Tree::new(std::process::id());
         tree.update();
         let found = tree.members.contains(&child.id());

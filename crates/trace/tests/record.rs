@@ -130,8 +130,16 @@ fn records_writes_of_frames_it_allocated() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("w.nvt");
     let mount = kernel_state::Mounted::new();
-    let mut files = vec!["tracing_on", "current_tracer", "buffer_size_kb", "trace_clock"];
-    let enables: Vec<String> = EVENTS.iter().map(|e| format!("events/{e}/enable")).collect();
+    let mut files = vec![
+        "tracing_on",
+        "current_tracer",
+        "buffer_size_kb",
+        "trace_clock",
+    ];
+    let enables: Vec<String> = EVENTS
+        .iter()
+        .map(|e| format!("events/{e}/enable"))
+        .collect();
     files.extend(enables.iter().map(String::as_str));
     let before = kernel_state::snapshot(&files);
     // dd reads /dev/zero into its 32 MiB buffer 40 times: user pages the
@@ -170,7 +178,10 @@ fn records_writes_of_frames_it_allocated() {
     let (mut writes, mut on_allocated, mut last) = (0u64, 0u64, 0u64);
     for e in reader.by_ref() {
         let e = e.unwrap();
-        assert!(e.time_ns >= last || e.op != Op::Write, "writes out of order");
+        assert!(
+            e.time_ns >= last || e.op != Op::Write,
+            "writes out of order"
+        );
         last = e.time_ns;
         if let Effect::Written(block) = tracker.step(&e) {
             writes += 1;
@@ -180,5 +191,8 @@ fn records_writes_of_frames_it_allocated() {
     assert_eq!(writes, sampling.writes);
     // 32 MiB is 8192 frames, allocated during the recording and written
     // in every sample while dd runs.
-    assert!(on_allocated >= 4096, "{on_allocated} of {writes} writes on frames allocated in the trace");
+    assert!(
+        on_allocated >= 4096,
+        "{on_allocated} of {writes} writes on frames allocated in the trace"
+    );
 }
