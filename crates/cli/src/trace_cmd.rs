@@ -145,8 +145,8 @@ fn print_write_sampling(w: &nvmos_trace::WriteSampling) {
         w.processes_vanished
     );
     println!(
-        "                skipped: {} shared duplicates, {} zero-page, {} swapped",
-        w.shared_duplicates, w.zero_page, w.swapped
+        "                skipped: {} shared duplicates, {} zero-page, {} swapped, {} re-marked by a new or grown mapping",
+        w.shared_duplicates, w.zero_page, w.swapped, w.remarked
     );
 }
 

@@ -39,11 +39,15 @@
 //!   [`WriteSampling::processes_vanished`]).
 //! - **Huge pages**: a transparent huge page has one soft-dirty bit, so a
 //!   write to any byte of it marks all 512 frames as written.
-//! - **New mappings** report every present page soft-dirty until the first
-//!   clear (the kernel marks a new mapping soft-dirty as a whole), so a
-//!   page only read in a new writable mapping counts as written once; the
-//!   shared zero page is recognised and skipped
-//!   ([`WriteSampling::zero_page`]), the huge zero page is not.
+//! - **New and grown mappings** report every present page soft-dirty until
+//!   the next clear (the kernel marks such a mapping soft-dirty as a
+//!   whole, and a new `mmap` next to an old one grows it). In a mapping
+//!   that changed since the previous sample only frames that were not
+//!   present then are taken as written: a real write to an older page of
+//!   it in that interval is missed ([`WriteSampling::remarked`]), and a
+//!   page only read since it appeared counts as written once. The shared
+//!   zero page is recognised and skipped ([`WriteSampling::zero_page`]),
+//!   the huge zero page is not.
 //! - **Swapped-out pages** are written but held by no frame
 //!   ([`WriteSampling::swapped`]).
 
@@ -257,16 +261,37 @@ fn writable_ranges(pid: u32) -> std::io::Result<Vec<(u64, u64)>> {
 
 /// Reads one process: its written frames, then clears its bits. `Err`
 /// when it vanished (or could not be read).
+/// What the sampler remembers of a process from its previous sample.
+#[derive(Default)]
+struct Previous {
+    /// Its writable mappings then.
+    ranges: Vec<(u64, u64)>,
+    /// The frames present in them then, sorted.
+    present: Vec<u64>,
+}
+
+/// Reads one process: its written frames, then clears its bits. `Err`
+/// when it vanished (or could not be read).
+///
+/// The kernel marks a new *or grown* mapping soft-dirty as a whole
+/// (`VM_SOFTDIRTY`): after a new `mmap` merges with its neighbour, every
+/// page of the merged mapping reads soft-dirty until the next clear. So in
+/// a mapping that is not exactly one of the previous sample's, a dirty
+/// page whose frame was already present then is not taken as written
+/// ([`WriteSampling::remarked`]); frames new since then are.
 fn sample_process(
     pid: u32,
     zero_pfn: Option<u64>,
+    previous: &mut Previous,
     buf: &mut Vec<u8>,
     out: &mut Vec<u64>,
     counts: &mut WriteSampling,
 ) -> std::io::Result<()> {
     let ranges = writable_ranges(pid)?;
     let pagemap = File::open(format!("/proc/{pid}/pagemap"))?;
-    for (start, end) in ranges {
+    let mut present = Vec::with_capacity(previous.present.len());
+    for &(start, end) in &ranges {
+        let remarked = !previous.ranges.contains(&(start, end));
         let mut page = start;
         while page < end {
             let n = ((end - page) as usize).min(CHUNK);
@@ -274,7 +299,17 @@ fn sample_process(
             let got = read_at_full(&pagemap, buf, page * 8)?;
             for entry in buf[..got / 8 * 8].chunks_exact(8) {
                 let e = u64::from_le_bytes(entry.try_into().expect("8 bytes"));
-                classify(e, zero_pfn, out, counts);
+                if e & PRESENT != 0 {
+                    present.push(e & PFN_MASK);
+                }
+                let Some(pfn) = classify(e, zero_pfn, counts) else {
+                    continue;
+                };
+                if remarked && previous.present.binary_search(&pfn).is_ok() {
+                    counts.remarked += 1;
+                } else {
+                    out.push(pfn);
+                }
             }
             if got < n * 8 {
                 break; // the mapping went away under us
@@ -283,25 +318,29 @@ fn sample_process(
         }
     }
     std::fs::write(format!("/proc/{pid}/clear_refs"), "4")?;
+    present.sort_unstable();
+    *previous = Previous { ranges, present };
     Ok(())
 }
 
-/// Sorts one pagemap entry: a written frame into `out`, or a count.
+/// Sorts one pagemap entry: the frame when it reads written, else
+/// `None` (counted when it is one of the skipped kinds).
 #[inline]
-fn classify(e: u64, zero_pfn: Option<u64>, out: &mut Vec<u64>, counts: &mut WriteSampling) {
+fn classify(e: u64, zero_pfn: Option<u64>, counts: &mut WriteSampling) -> Option<u64> {
     if e & SOFT_DIRTY == 0 {
-        return;
+        return None;
     }
     if e & PRESENT != 0 {
         let pfn = e & PFN_MASK;
         if Some(pfn) == zero_pfn {
             counts.zero_page += 1;
         } else if pfn != 0 {
-            out.push(pfn);
+            return Some(pfn);
         }
     } else if e & SWAPPED != 0 {
         counts.swapped += 1;
     }
+    None
 }
 
 fn read_at_full(file: &File, buf: &mut [u8], offset: u64) -> std::io::Result<usize> {
@@ -333,6 +372,7 @@ pub fn sample(
     let zero_pfn = zero_page_pfn();
     let mut tree = Tree::new(root);
     let mut sampled: HashSet<u32> = HashSet::new();
+    let mut previous: HashMap<u32, Previous> = HashMap::new();
     let mut buf = Vec::new();
     let mut frames = Vec::new();
     let mut seen: HashSet<u64> = HashSet::new();
@@ -356,7 +396,8 @@ pub fn sample(
         let mut gone = Vec::new();
         for &pid in &tree.members {
             frames.clear();
-            match sample_process(pid, zero_pfn, &mut buf, &mut frames, &mut counts) {
+            let prev = previous.entry(pid).or_default();
+            match sample_process(pid, zero_pfn, prev, &mut buf, &mut frames, &mut counts) {
                 Ok(()) => {
                     sampled.insert(pid);
                 }
@@ -378,6 +419,9 @@ pub fn sample(
             }
         }
         tree.members.retain(|p| !gone.contains(p));
+        for p in &gone {
+            previous.remove(p);
+        }
         counts.writes += batch.len() as u64;
         // Every later write is stamped at or after now: the watermark the
         // recorder merges kernel events up to (sent even with no writes).
@@ -407,7 +451,7 @@ mod tests {
             SOFT_DIRTY,                    // not present, not swapped
             PRESENT | SOFT_DIRTY,          // pfn hidden (not root)
         ] {
-            classify(e, zero, &mut out, &mut c);
+            out.extend(classify(e, zero, &mut c));
         }
         assert_eq!(out, vec![0x1234]);
         assert_eq!((c.zero_page, c.swapped), (1, 1));

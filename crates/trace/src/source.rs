@@ -143,6 +143,12 @@ pub struct WriteSampling {
     /// Pages reported soft-dirty while swapped out: written, but held by
     /// no frame, so nothing to attribute; skipped.
     pub swapped: u64,
+    /// Dirty-reading pages of a mapping that is new or grown since the
+    /// sample before whose frame was already present then: the kernel
+    /// marks such a mapping soft-dirty as a whole, so their bit says
+    /// nothing; skipped (see `softdirty`).
+    #[serde(default)]
+    pub remarked: u64,
 }
 
 /// A trace: an iterator of events plus what it knows about itself.
