@@ -52,7 +52,7 @@ use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{Receiver, TryRecvError};
+use std::sync::mpsc::Receiver;
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -467,10 +467,7 @@ impl WriteMerge {
             let got = if wait {
                 self.rx.recv().ok()
             } else {
-                match self.rx.try_recv() {
-                    Ok(b) => Some(b),
-                    Err(TryRecvError::Empty | TryRecvError::Disconnected) => None,
-                }
+                self.rx.try_recv().ok()
             };
             let Some((batch, watermark)) = got else { break };
             self.writes.extend(batch);
