@@ -310,6 +310,39 @@ mod tests {
         );
     }
 
+    /// The shipped trace with writes, through the one per-trace study:
+    /// every sampled write is accounted for in every row, and the rows
+    /// carry the write-weighted figures.
+    #[test]
+    fn shipped_trace_with_writes_is_accounted_in_every_row() {
+        use crate::allocators::AllocatorKind;
+        use crate::evaluate::{study_trace, StudyOptions};
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../traces/sortjob_writes.nvt");
+        let rows = [None, Some(AllocatorKind::ALL[0])];
+        let study = study_trace(
+            &path,
+            &|| nvmos_trace::open(&path),
+            &rows,
+            &StudyOptions::default(),
+            &mut |_, _| true,
+        )
+        .unwrap();
+        for row in &study.rows {
+            let (a, w) = (&row.stats.accounting, &row.stats.writes);
+            assert!(a.write_samples > 100_000, "{}", row.allocator);
+            assert_eq!(
+                w.attributed + w.of_refused + a.writes_not_live,
+                a.write_samples,
+                "{}",
+                row.allocator
+            );
+            let ww = row.writes.as_ref().unwrap();
+            assert_eq!(ww.wear.total_writes + ww.outside, w.attributed);
+            assert!(ww.correlation.frames > 0);
+        }
+    }
+
     #[test]
     fn ties_share_their_mean_rank() {
         assert_eq!(ranks(&[5, 1, 5, 3]), vec![3.5, 1.0, 3.5, 2.0]);
