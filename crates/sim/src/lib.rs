@@ -12,6 +12,11 @@
 //! seed's analysing program that recovers a machine's bank interleaving
 //! from access latencies alone.
 //!
+//! [`writes`] attributes the sampled writes of a trace recorded with
+//! `nvmos record --writes` to the frames each placement chose: the
+//! write-weighted wear beside the allocation-only figure, and the
+//! per-frame correlation of allocations and writes (seed 000's premise).
+//!
 //! [`levelling`] puts hardware wear levelling (none, Start-Gap with its
 //! randomiser) beneath any allocator's per-frame writes.
 //!
