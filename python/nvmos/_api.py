@@ -372,7 +372,7 @@ def wear(
     return Wear(writes, json.loads(row))
 
 
-_OPS = np.array(["alloc", "free"])
+_OPS = np.array(["alloc", "free", "write"])
 _MIGRATETYPES = ["unmovable", "movable", "reclaimable"]
 
 
@@ -382,7 +382,7 @@ def _batch_frame(columns: dict) -> pd.DataFrame:
         {
             "time_ns": columns["time_ns"],
             "cpu": columns["cpu"],
-            "op": pd.Categorical.from_codes(columns["op"].astype(np.int8), categories=["alloc", "free"]),
+            "op": pd.Categorical.from_codes(columns["op"].astype(np.int8), categories=["alloc", "free", "write"]),
             "migratetype": pd.Categorical.from_codes(mt, categories=_MIGRATETYPES),
             "pfn": columns["pfn"],
             "order": columns["order"],

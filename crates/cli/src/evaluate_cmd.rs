@@ -217,6 +217,52 @@ fn print_tables(evaluation: &Evaluation) {
         for row in &trace.rows {
             print_row(row);
         }
+        print_write_table(trace);
+    }
+}
+
+/// Write-weighted wear beside the table above, for traces recorded with
+/// `record --writes`: each frame's sampled writes (one per sample in which
+/// it was written) under each row's placement, and how they correlate per
+/// frame with the allocation-only counts.
+fn print_write_table(trace: &nvmos_sim::evaluate::TraceStudy) {
+    let Some(first) = trace.rows.first().filter(|r| r.writes.is_some()) else {
+        return;
+    };
+    let a = &first.stats.accounting;
+    println!(
+        "sampled writes: {} ({} to no live block: frames allocated before the recording)",
+        a.write_samples, a.writes_not_live
+    );
+    println!(
+        "{:<20} {:>10} {:>8} {:>9} {:>9} {:>9} {:>11} {:>8} {:>8} {:>9}",
+        "write-weighted",
+        "attributed",
+        "refused",
+        "max",
+        "max/mean",
+        "life %",
+        "years@1e7",
+        "pearson",
+        "spearman",
+        "frames"
+    );
+    let corr = |c: Option<f64>| c.map_or("-".to_owned(), format_value);
+    for row in &trace.rows {
+        let Some(w) = &row.writes else { continue };
+        println!(
+            "{:<20} {:>10} {:>8} {:>9} {:>9} {:>9} {:>11} {:>8} {:>8} {:>9}",
+            row.allocator,
+            row.stats.writes.attributed,
+            row.stats.writes.of_refused,
+            w.wear.max,
+            format_value(w.wear.max_over_mean),
+            format_value(w.wear.lifetime_pct_of_ideal),
+            format_value(w.wear.lifetime_years[1]),
+            corr(w.correlation.pearson),
+            corr(w.correlation.spearman),
+            w.correlation.frames,
+        );
     }
 }
 

@@ -30,6 +30,18 @@ pub struct RecordArgs {
     #[arg(long, default_value_t = nvt::DEFAULT_LEVEL, value_parser = clap::value_parser!(i32).range(1..=19))]
     pub level: i32,
 
+    /// Also sample which physical frames the command's process tree writes
+    /// (soft-dirty bits of /proc/PID/pagemap, cleared through clear_refs),
+    /// as write events beside the allocations. Limits: see
+    /// `nvmos_trace::softdirty`.
+    #[arg(long)]
+    pub writes: bool,
+
+    /// Milliseconds between write samples (with --writes).
+    #[arg(long, value_name = "MS", default_value_t = 10, requires = "writes",
+          value_parser = clap::value_parser!(u64).range(1..=60_000))]
+    pub write_interval: u64,
+
     /// Print the summary as JSON.
     #[arg(long)]
     pub json: bool,
@@ -69,6 +81,9 @@ pub fn record(args: RecordArgs) -> Result<()> {
     let opts = RecordOptions {
         buffer_kb_per_cpu: args.buffer_kb,
         zstd_level: args.level,
+        write_interval: args
+            .writes
+            .then(|| std::time::Duration::from_millis(args.write_interval)),
         ..RecordOptions::default()
     };
     let summary = nvmos_trace::record::record(&args.command, &args.output, &opts)
@@ -111,9 +126,28 @@ fn print_record(args: &RecordArgs, s: &RecordSummary) {
         println!("                the reader fell behind; a larger --buffer-kb or a slower workload loses fewer");
     }
     println!("  failed allocs {}", s.header.counts.failed_allocs);
+    if let Some(w) = &s.header.writes {
+        print_write_sampling(w);
+    }
     println!("  duration      {:.2} s", s.wall_ns as f64 / 1e9);
     println!("  size          {} bytes", s.bytes);
     println!("  bytes/event   {:.2}", s.bytes_per_event());
+}
+
+fn print_write_sampling(w: &nvmos_trace::WriteSampling) {
+    println!(
+        "  writes        {} sampled ({} samples every {} ms, {} late; {} processes, {} exited unsampled)",
+        w.writes,
+        w.samples,
+        w.interval_ns as f64 / 1e6,
+        w.late_samples,
+        w.processes,
+        w.processes_vanished
+    );
+    println!(
+        "                skipped: {} shared duplicates, {} zero-page, {} swapped, {} re-marked by a new or grown mapping",
+        w.shared_duplicates, w.zero_page, w.swapped, w.remarked
+    );
 }
 
 /// Prints what a trace holds.
@@ -158,10 +192,20 @@ pub fn info(args: InfoArgs) -> Result<()> {
             }
         }
     }
-    println!(
-        "  events        {} ({} allocs, {} frees)",
-        info.events, info.allocs, info.frees
-    );
+    if info.writes > 0 {
+        println!(
+            "  events        {} ({} allocs, {} frees, {} sampled writes)",
+            info.events, info.allocs, info.frees, info.writes
+        );
+    } else {
+        println!(
+            "  events        {} ({} allocs, {} frees)",
+            info.events, info.allocs, info.frees
+        );
+    }
+    if let Some(w) = info.header.as_ref().and_then(|h| h.writes.as_ref()) {
+        print_write_sampling(w);
+    }
     if info.format == nvmos_trace::Format::Nvt && info.events > 0 {
         println!("  bytes/event   {:.2}", bytes as f64 / info.events as f64);
     }

@@ -891,6 +891,7 @@ fn write_nvt(
         ),
         events: 0,
         counts: counts.clone(),
+        writes: None,
     };
     let mut w = NvtWriter::new(std::io::BufWriter::new(out), path, header)?;
     for e in events {

@@ -348,8 +348,9 @@ fn trace_header(py: Python<'_>, path: PathBuf, scan: bool) -> PyResult<String> {
 }
 
 /// A trace's events as batches of numpy columns: `time_ns` (u64), `cpu`
-/// (u32), `op` (u8: 0 alloc, 1 free), `migratetype` (i8: 0 unmovable,
-/// 1 movable, 2 reclaimable, -1 for frees), `pfn` (u64), `order` (u8).
+/// (u32), `op` (u8: 0 alloc, 1 free, 2 sampled write), `migratetype` (i8:
+/// 0 unmovable, 1 movable, 2 reclaimable, -1 for frees and writes), `pfn`
+/// (u64), `order` (u8).
 /// Each column is built in Rust and handed to numpy without a copy.
 #[pyclass(module = "nvmos._nvmos")]
 struct TraceBatches {
@@ -467,6 +468,7 @@ impl Columns {
             Op::Alloc(MigrateType::Movable) => (0, 1),
             Op::Alloc(MigrateType::Reclaimable) => (0, 2),
             Op::Free => (1, -1),
+            Op::Write => (2, -1),
         };
         self.op.push(op);
         self.migratetype.push(mt);

@@ -73,6 +73,10 @@ pub struct StudyRow {
     pub heat: Vec<u32>,
     /// Bytes of allocator bookkeeping per frame (0 for the recorded row).
     pub metadata_bytes_per_frame: f64,
+    /// Write-weighted wear and the allocation/write correlation, for
+    /// traces with sampled writes (`record --writes`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub writes: Option<crate::writes::WriteWear>,
 }
 
 /// Every row of the study for one trace.
@@ -511,6 +515,7 @@ fn row(
 ) -> StudyRow {
     stats.outside = wear.outside;
     StudyRow {
+        writes: crate::writes::WriteWear::of(wear, stats.accounting.write_samples, stats.trace_ns),
         allocator,
         wear: wear.summary(stats.trace_ns),
         heat: heat_map(wear.writes(), buckets),

@@ -16,6 +16,11 @@
 //! registry allocator (and a peer that is not an nvmos allocator) under
 //! bulk, repeat, shuffled and mixed-order patterns on 1 to 32 threads.
 //!
+//! [`writes`] attributes the sampled writes of a trace recorded with
+//! `nvmos record --writes` to the frames each placement chose: the
+//! write-weighted wear beside the allocation-only figure, and the
+//! per-frame correlation of allocations and writes (seed 000's premise).
+//!
 //! [`levelling`] puts hardware wear levelling (none, Start-Gap with its
 //! randomiser) beneath any allocator's per-frame writes.
 //!
@@ -49,6 +54,7 @@ pub mod study;
 pub mod swap_study;
 pub mod units;
 pub mod wear;
+pub mod writes;
 
 pub use allocators::{
     AllocatorJob, AllocatorKind, Caps, Info, Setup, StudyAllocator, DEFAULT_BANK_FRAMES,

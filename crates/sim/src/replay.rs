@@ -65,6 +65,10 @@ pub struct ReplayStats {
     /// Page frames copied by migration.
     #[serde(default)]
     pub pages_migrated: u64,
+    /// Sampled writes (`record --writes`) and where they went; all zero
+    /// for traces without them. See [`crate::writes`].
+    #[serde(default)]
+    pub writes: crate::writes::WriteStats,
 }
 
 impl ReplayStats {
@@ -203,6 +207,10 @@ pub trait Hook {
     /// The block placed at `ours` was given back.
     #[inline]
     fn freed(&mut self, _ours: Pfn, _order: Order, _kind: MigrateType) {}
+    /// A sampled write of a traced frame landed on our frame `ours` (the
+    /// frame the placement chose for it: see [`crate::writes`]).
+    #[inline]
+    fn written(&mut self, _ours: Pfn) {}
 }
 
 /// Watch nothing.
@@ -219,6 +227,11 @@ impl Hook for WearCounter {
     #[inline]
     fn moved(&mut self, m: &Move) {
         self.record_alloc(m.new, m.order);
+    }
+
+    #[inline]
+    fn written(&mut self, ours: Pfn) {
+        self.record_write(ours);
     }
 }
 
@@ -455,6 +468,9 @@ impl Engine {
                 }
                 Effect::Freed(block) => give_back(placement, hook, block)?,
                 Effect::PartlyFreed | Effect::NotLive => {}
+                Effect::Written(block) => {
+                    crate::writes::attribute(hook, &mut stats.writes, &event, block)
+                }
             }
         }
         stats.elapsed_ns += start.elapsed().as_nanos() as u64;

@@ -36,6 +36,11 @@ pub struct WearCounter {
     /// Writes to frames outside the zones (a trace that does not match its
     /// header); reported, never silently dropped.
     pub outside: u64,
+    /// Sampled writes per frame (`record --writes`), in dense zone order;
+    /// empty until the first one.
+    sampled: Vec<u32>,
+    /// Sampled writes that landed outside the zones.
+    pub sampled_outside: u64,
 }
 
 impl WearCounter {
@@ -46,7 +51,29 @@ impl WearCounter {
             map,
             model,
             outside: 0,
+            sampled: Vec::new(),
+            sampled_outside: 0,
         }
+    }
+
+    /// Count one sampled write of frame `pfn`.
+    #[inline]
+    pub fn record_write(&mut self, pfn: Pfn) {
+        match self.map.dense_index(pfn) {
+            Some(i) => {
+                if self.sampled.is_empty() {
+                    self.sampled = vec![0; self.writes.len()];
+                }
+                self.sampled[i] = self.sampled[i].saturating_add(1);
+            }
+            None => self.sampled_outside += 1,
+        }
+    }
+
+    /// Sampled writes per frame in dense zone order, when any were
+    /// counted.
+    pub fn sampled_writes(&self) -> Option<&[u32]> {
+        (!self.sampled.is_empty()).then_some(&self.sampled[..])
     }
 
     /// Count the writes one allocation of `order` at `pfn` causes.

@@ -30,6 +30,12 @@
 //!   began — [`Accounting::frees_before_recording`].
 //! - A timestamp earlier than the previous event's:
 //!   [`Accounting::time_reversals`] (the event is still used).
+//! - A sampled **write** ([`Op::Write`], `nvmos record --writes`): counted
+//!   in [`Accounting::write_samples`]; it lands on the live block that
+//!   holds its frame (at its head or inside it), or, when none does, is
+//!   counted in [`Accounting::writes_not_live`] (frames allocated before
+//!   the recording, page cache of earlier files, the allocation's event
+//!   lost). Writes change no block.
 
 use nvmos_frames::{MigrateType, Order};
 use rustc_hash::FxHashMap;
@@ -62,10 +68,20 @@ pub struct Accounting {
     /// Events whose timestamp is earlier than the event before
     /// (out-of-order per-CPU buffers).
     pub time_reversals: u64,
+    /// Sampled write events read (included in `events_read`; 0 for traces
+    /// recorded without `--writes`).
+    #[serde(default)]
+    pub write_samples: u64,
+    /// Of those, writes to a frame no live traced block holds: allocated
+    /// before the recording began (or its allocation lost). Nothing to
+    /// attribute them to.
+    #[serde(default)]
+    pub writes_not_live: u64,
 }
 
 impl Accounting {
-    /// Whether any event was lost, unmatched or out of order.
+    /// Whether any event was lost, unmatched or out of order (writes to
+    /// frames with no live block included).
     pub fn anything_unusual(&self) -> bool {
         self.lost_events
             + self.frees_before_recording
@@ -73,11 +89,12 @@ impl Accounting {
             + self.partial_frees
             + self.allocs_of_live_pfn
             + self.time_reversals
+            + self.writes_not_live
             > 0
     }
 
     /// The counts as (name, value) pairs, in the order they are printed.
-    pub fn rows(&self) -> [(&'static str, u64); 7] {
+    pub fn rows(&self) -> [(&'static str, u64); 9] {
         [
             ("events read", self.events_read),
             ("lost events", self.lost_events),
@@ -86,6 +103,8 @@ impl Accounting {
             ("partial frees", self.partial_frees),
             ("allocations of a live pfn", self.allocs_of_live_pfn),
             ("out-of-order timestamps", self.time_reversals),
+            ("sampled writes", self.write_samples),
+            ("writes to no live block", self.writes_not_live),
         ]
     }
 }
@@ -124,6 +143,9 @@ pub enum Effect {
     PartlyFreed,
     /// A free of frames allocated before the recording.
     NotLive,
+    /// A sampled write to a frame of this live block (`None`: no live
+    /// block holds the frame, counted in [`Accounting::writes_not_live`]).
+    Written(Option<LiveBlock>),
 }
 
 /// Traced pfns below this are kept in a table indexed by pfn; beyond it
@@ -322,6 +344,16 @@ impl BlockTracker {
         self.last_time = Some(e.time_ns);
         let pfn = e.pfn.get();
         match e.op {
+            Op::Write => {
+                self.counts.write_samples += 1;
+                let block = self
+                    .get(pfn)
+                    .or_else(|| self.enclosing(pfn, Order::ZERO).and_then(|h| self.get(h)));
+                if block.is_none() {
+                    self.counts.writes_not_live += 1;
+                }
+                Effect::Written(block)
+            }
             Op::Alloc(kind) => {
                 let replaced = self.take(pfn);
                 if replaced.is_some() || self.enclosing(pfn, e.order).is_some() {
@@ -445,12 +477,33 @@ mod tests {
                 partial_frees: 4,
                 allocs_of_live_pfn: 2,
                 time_reversals: 1,
+                write_samples: 0,
+                writes_not_live: 0,
             }
         );
         // 2000 (order 2), 128 (order 2) and 130 (order 0).
         assert_eq!(t.live_blocks(), 3);
         let live: Vec<u64> = t.live().iter().map(|b| b.pfn).collect();
         assert_eq!(live, [128, 130, 2000]);
+    }
+
+    #[test]
+    fn writes_land_on_the_live_block_holding_their_frame() {
+        let mut t = BlockTracker::new();
+        let w = |time, pfn| ev(time, Op::Write, pfn, 0);
+        t.step(&ev(0, A, 64, 2)); // frames 64..68
+        assert!(matches!(t.step(&w(1, 64)), Effect::Written(Some(b)) if b.pfn == 64));
+        assert!(matches!(t.step(&w(2, 66)), Effect::Written(Some(b)) if b.pfn == 64));
+        assert_eq!(t.step(&w(3, 68)), Effect::Written(None)); // just past it
+        t.step(&ev(4, F, 64, 2));
+        assert_eq!(t.step(&w(5, 65)), Effect::Written(None)); // freed
+        let c = t.counts();
+        assert_eq!(
+            (c.events_read, c.write_samples, c.writes_not_live),
+            (6, 4, 2)
+        );
+        assert!(c.anything_unusual());
+        assert_eq!(t.live_blocks(), 0);
     }
 
     #[test]

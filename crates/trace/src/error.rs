@@ -43,7 +43,7 @@ pub enum TraceError {
     },
 
     /// The `.nvt` file is of a format version this build cannot read.
-    #[error("{}: .nvt format version {found} at offset {offset} is not supported (this build reads version {supported})", path.display())]
+    #[error("{}: .nvt format version {found} at offset {offset} is not supported (this build reads versions 1 to {supported})", path.display())]
     UnsupportedVersion {
         /// The file.
         path: PathBuf,
@@ -164,6 +164,11 @@ pub enum TraceError {
     /// changed so the user can fix it by hand.
     #[error("could not restore the tracing state: {0}")]
     Restore(String),
+
+    /// `--writes` was asked for but this kernel cannot sample writes
+    /// (no soft-dirty support, or pagemap hides frame numbers).
+    #[error("cannot sample writes: {0}")]
+    WriteSampling(String),
 
     /// Recording is not supported on this operating system.
     #[error("recording needs Linux tracefs")]

@@ -12,6 +12,21 @@ pub enum Op {
     /// `kmem:mm_page_free` or `kmem:mm_page_free_batched`: the block came
     /// back.
     Free,
+    /// A sampled write (`nvmos record --writes`): the frame at `pfn` was
+    /// written by the recorded process tree at some time in the sampling
+    /// interval that ends at the event's time (its soft-dirty bit was set).
+    /// Always order 0 and CPU 0 (the sampler does not know the CPU). Only
+    /// `.nvt` traces recorded with write sampling hold these; text traces
+    /// never do.
+    Write,
+}
+
+impl Op {
+    /// Whether this is a sampled write rather than an allocator event.
+    #[inline]
+    pub fn is_write(self) -> bool {
+        matches!(self, Op::Write)
+    }
 }
 
 /// One page-allocator event, as the kernel traced it.

@@ -22,7 +22,11 @@ pub struct TraceInfo {
     pub allocs: u64,
     /// Free events.
     pub frees: u64,
-    /// Events per CPU.
+    /// Sampled write events (`nvmos record --writes`); the rest of the
+    /// events are `allocs + frees`.
+    #[serde(default)]
+    pub writes: u64,
+    /// Allocator events per CPU (writes have no CPU and are not here).
     pub cpus: BTreeMap<u32, u64>,
     /// Allocations per order, index = order (`0..=MAX_ORDER`).
     pub alloc_orders: Vec<u64>,
@@ -64,6 +68,7 @@ pub struct Accumulator {
     events: u64,
     allocs: u64,
     frees: u64,
+    writes: u64,
     cpus: BTreeMap<u32, u64>,
     alloc_orders: [u64; ORDERS],
     free_orders: [u64; ORDERS],
@@ -89,6 +94,7 @@ impl Accumulator {
             events: 0,
             allocs: 0,
             frees: 0,
+            writes: 0,
             cpus: BTreeMap::new(),
             alloc_orders: [0; ORDERS],
             free_orders: [0; ORDERS],
@@ -105,7 +111,9 @@ impl Accumulator {
     /// Counts one event.
     pub fn add(&mut self, e: &Event) {
         self.events += 1;
-        *self.cpus.entry(e.cpu).or_default() += 1;
+        if e.op != Op::Write {
+            *self.cpus.entry(e.cpu).or_default() += 1;
+        }
         if self.first_time.is_none() {
             self.first_time = Some(e.time_ns);
         }
@@ -125,6 +133,7 @@ impl Accumulator {
                 self.frees += 1;
                 self.free_orders[e.order.index()] += 1;
             }
+            Op::Write => self.writes += 1,
         }
         self.tracker.step(e);
     }
@@ -143,6 +152,7 @@ impl Accumulator {
             events: self.events,
             allocs: self.allocs,
             frees: self.frees,
+            writes: self.writes,
             cpus: self.cpus,
             alloc_orders: self.alloc_orders.to_vec(),
             free_orders: self.free_orders.to_vec(),

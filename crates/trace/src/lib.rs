@@ -23,7 +23,9 @@
 //!   for `trace info` and the replay engine alike.
 //! - The tracefs recorder ([`record::record`], Linux, root), which runs a
 //!   command and streams the kernel's events into a `.nvt` file, restoring
-//!   the tracing state afterwards.
+//!   the tracing state afterwards; with write sampling
+//!   ([`softdirty`]) it also records which frames the command wrote, as
+//!   [`Op::Write`] events.
 //!
 //! ```
 //! use nvmos_trace::{Event, EventSource, NvtReader, NvtWriter, TextReader, Format, TraceHeader, TraceInfo};
@@ -61,6 +63,8 @@ pub mod nvt;
 pub mod output;
 #[cfg(target_os = "linux")]
 pub mod record;
+#[cfg(target_os = "linux")]
+pub mod softdirty;
 mod source;
 mod text;
 
@@ -71,7 +75,9 @@ pub use event::{Event, MachineInfo, Op, ZoneInfo};
 pub use info::{Accumulator, TraceInfo};
 pub use nvt::{NvtReader, NvtWriter, WriteSummary};
 pub use output::Output;
-pub use source::{detect, open, BoxedSource, EventSource, Format, SourceCounts, TraceHeader};
+pub use source::{
+    detect, open, BoxedSource, EventSource, Format, SourceCounts, TraceHeader, WriteSampling,
+};
 pub use text::{TextReader, RECENT_FREES};
 
 /// One more than the highest CPU number a trace may name (Linux's largest

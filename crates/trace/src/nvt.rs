@@ -28,14 +28,27 @@
 //!    time deltas: 1000 for ftrace's microsecond timestamps, so a delta of a
 //!    few microseconds is one byte.
 //! 1. **cpu**: varints.
-//! 2. **op**: one byte, 0 free, 1 + migratetype number for an allocation.
+//! 2. **op**: one byte, 0 free, 1 + migratetype number for an allocation,
+//!    4 a sampled write (version 2 only).
 //! 3. **pfn**: zigzag varints of `pfn - predicted`, where the prediction is
 //!    the frame after the previous block on the same CPU: the kernel's
 //!    per-CPU lists hand out and take back runs of neighbouring frames, so
-//!    most deltas are small.
+//!    most deltas are small. Writes (CPU 0 in the cpu column) have a
+//!    prediction of their own, the frame after the previous write: a
+//!    sample's writes come in ascending pfn order.
 //! 4. **order**: one byte.
 //!
 //! Every block starts its predictions afresh, so each decodes on its own.
+//!
+//! # Versions
+//!
+//! Version 1 holds allocations and frees. Version 2 adds sampled writes
+//! ([`Op::Write`], op byte 4) and is written only for traces whose header
+//! has [`TraceHeader::writes`] (recorded with `nvmos record --writes`), so
+//! a trace without writes stays readable by builds that predate them, and
+//! such a build refuses a trace with writes by its version (never
+//! misreading op 4). This build reads both; an op byte 4 in a version 1
+//! file is corrupt.
 
 use std::fs::File;
 use std::io::{BufWriter, ErrorKind, Read, Seek, SeekFrom, Write};
@@ -52,8 +65,13 @@ use crate::{TraceError, MAX_CPUS, MAX_PFN};
 pub const MAGIC: [u8; 8] = *b"\x89NVT\r\n\x1a\n";
 /// The last bytes of a complete `.nvt` file.
 pub const END_MAGIC: [u8; 8] = *b"NVT-END\n";
-/// The format version this build writes and reads.
-pub const VERSION: u32 = 1;
+/// The newest format version this build writes and reads (see the module
+/// documentation: 2 for traces with sampled writes, 1 otherwise).
+pub const VERSION: u32 = 2;
+/// The version of traces without sampled writes.
+pub const VERSION_NO_WRITES: u32 = 1;
+/// The op byte of a sampled write (version 2).
+const WRITE_OP: u8 = 4;
 /// Events per block the writer uses.
 pub const BLOCK_EVENTS: usize = 1 << 16;
 /// The most events a reader accepts in one block (bounds its memory on
@@ -104,6 +122,8 @@ pub struct NvtWriter<W: Write> {
     columns: [Vec<u8>; COLUMNS],
     body: Vec<u8>,
     predicted: Vec<u64>,
+    /// The version written: 2 when the header announces write sampling.
+    version: u32,
 }
 
 impl NvtWriter<BufWriter<File>> {
@@ -132,7 +152,13 @@ impl<W: Write> NvtWriter<W> {
         let path = path.as_ref().to_owned();
         let compressor =
             zstd::bulk::Compressor::new(level).map_err(|e| TraceError::io(&path, e))?;
+        let version = if header.writes.is_some() {
+            VERSION
+        } else {
+            VERSION_NO_WRITES
+        };
         let mut writer = NvtWriter {
+            version,
             out,
             path,
             header,
@@ -146,7 +172,7 @@ impl<W: Write> NvtWriter<W> {
         };
         let mut start = Vec::with_capacity(256);
         start.extend_from_slice(&MAGIC);
-        start.extend_from_slice(&VERSION.to_le_bytes());
+        start.extend_from_slice(&version.to_le_bytes());
         let json = serde_json::to_vec(&writer.header).expect("a header always serializes");
         start.extend_from_slice(&(json.len() as u32).to_le_bytes());
         start.extend_from_slice(&json);
@@ -184,6 +210,16 @@ impl<W: Write> NvtWriter<W> {
                 event.cpu,
                 MAX_CPUS - 1
             )));
+        }
+        if event.op == Op::Write {
+            if self.version < VERSION {
+                return Err(self.bad_event(
+                    "a write event in a trace whose header announces no write sampling".into(),
+                ));
+            }
+            if event.cpu != 0 || event.order != Order::ZERO {
+                return Err(self.bad_event("a write event must be CPU 0, order 0".into()));
+            }
         }
         self.pending.push(event);
         self.events += 1;
@@ -256,6 +292,7 @@ impl<W: Write> NvtWriter<W> {
         let max_cpu = events.iter().map(|e| e.cpu).max().unwrap_or(0) as usize;
         self.predicted.clear();
         self.predicted.resize(max_cpu + 1, 0);
+        let mut write_predicted = 0u64;
         let mut prev = first_time;
         for e in &events {
             let delta = e.time_ns.wrapping_sub(prev) as i64;
@@ -267,8 +304,13 @@ impl<W: Write> NvtWriter<W> {
                 Op::Alloc(MigrateType::Unmovable) => 1,
                 Op::Alloc(MigrateType::Movable) => 2,
                 Op::Alloc(MigrateType::Reclaimable) => 3,
+                Op::Write => WRITE_OP,
             });
-            let predicted = &mut self.predicted[e.cpu as usize];
+            let predicted = if e.op == Op::Write {
+                &mut write_predicted
+            } else {
+                &mut self.predicted[e.cpu as usize]
+            };
             let pfn = e.pfn.get();
             put_varint(
                 &mut self.columns[3],
@@ -322,6 +364,10 @@ pub struct NvtReader<R> {
     raw: Vec<u8>,
     columns: [Vec<u8>; COLUMNS],
     predicted: Vec<u64>,
+    /// The write prediction (version 2).
+    write_predicted: u64,
+    /// The op bytes the file's version allows.
+    ops: &'static [Option<Op>],
     cursor: Cursor,
     block: Vec<Event>,
     next: usize,
@@ -362,7 +408,7 @@ impl<R: Read + Seek> NvtReader<R> {
             return Err(truncated(got as u64, "the file ends inside the header"));
         }
         let version = u32::from_le_bytes(start[8..12].try_into().expect("4 bytes"));
-        if version != VERSION {
+        if !(VERSION_NO_WRITES..=VERSION).contains(&version) {
             return Err(TraceError::UnsupportedVersion {
                 path: path.clone(),
                 offset: 8,
@@ -466,6 +512,12 @@ impl<R: Read + Seek> NvtReader<R> {
             raw: Vec::new(),
             columns: Default::default(),
             predicted: vec![0; MAX_CPUS as usize],
+            write_predicted: 0,
+            ops: if version >= VERSION {
+                &OPS_V2
+            } else {
+                &OPS_V2[..4]
+            },
             cursor: Cursor::default(),
             block: Vec::with_capacity(2048),
             next: 0,
@@ -599,6 +651,7 @@ impl<R: Read + Seek> NvtReader<R> {
             return Err(bad("op or order column of the wrong length".into()));
         }
         self.predicted.fill(0);
+        self.write_predicted = 0;
         self.cursor = Cursor {
             at,
             n,
@@ -615,12 +668,6 @@ impl<R: Read + Seek> NvtReader<R> {
     /// they are handed out.
     fn decode_chunk(&mut self) -> Result<(), TraceError> {
         const CHUNK: usize = 2048;
-        const OPS: [Option<Op>; 4] = [
-            Some(Op::Free),
-            Some(Op::Alloc(MigrateType::Unmovable)),
-            Some(Op::Alloc(MigrateType::Movable)),
-            Some(Op::Alloc(MigrateType::Reclaimable)),
-        ];
         let c = &mut self.cursor;
         let bad = |what: String| TraceError::Corrupt {
             path: self.path.clone(),
@@ -646,13 +693,22 @@ impl<R: Read + Seek> NvtReader<R> {
             if cpu >= u64::from(MAX_CPUS) {
                 return Err(bad(format!("event {i}: cpu {cpu} out of range")));
             }
-            let Some(op) = OPS.get(usize::from(op)).copied().flatten() else {
+            let Some(op) = self.ops.get(usize::from(op)).copied().flatten() else {
                 return Err(bad(format!("event {i}: op {op}")));
             };
             let Some(order) = Order::new(order) else {
                 return Err(bad(format!("event {i}: order {order} > {MAX_ORDER}")));
             };
-            let predicted = &mut self.predicted[cpu as usize];
+            let predicted = if op == Op::Write {
+                if cpu != 0 || order != Order::ZERO {
+                    return Err(bad(format!(
+                        "event {i}: a write of cpu {cpu}, order {order}"
+                    )));
+                }
+                &mut self.write_predicted
+            } else {
+                &mut self.predicted[cpu as usize]
+            };
             let pfn = predicted.wrapping_add(unzigzag(dp) as u64);
             if pfn >= MAX_PFN || pfn + order.frames() > MAX_PFN {
                 return Err(bad(format!("event {i}: pfn {pfn:#x} out of range")));
@@ -676,6 +732,16 @@ impl<R: Read + Seek> NvtReader<R> {
         Ok(())
     }
 }
+
+/// The ops by byte: free, allocations by migratetype, and (version 2)
+/// sampled writes.
+const OPS_V2: [Option<Op>; 5] = [
+    Some(Op::Free),
+    Some(Op::Alloc(MigrateType::Unmovable)),
+    Some(Op::Alloc(MigrateType::Movable)),
+    Some(Op::Alloc(MigrateType::Reclaimable)),
+    Some(Op::Write),
+];
 
 /// Where decoding stands in the current block.
 #[derive(Default)]

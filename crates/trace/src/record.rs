@@ -30,7 +30,19 @@
 //! The trace is system-wide: the kernel's allocator serves every process,
 //! and a replay needs all its allocations and frees, not only the
 //! command's.
+//!
+//! # Writes
+//!
+//! With [`RecordOptions::write_interval`], a sampler thread reads the
+//! soft-dirty bits of the command's process tree every interval (see
+//! [`crate::softdirty`] for the method and what it cannot see) and sends
+//! each sample's written frames to the reader thread, which merges them
+//! with the kernel's events in time order as [`Op::Write`] events. For a
+//! common clock `trace_clock` is set to `mono` (and restored) while
+//! recording with writes. The header's [`TraceHeader::writes`] holds the
+//! interval and the sampler's counts; such a file is `.nvt` version 2.
 
+use std::collections::VecDeque;
 use std::ffi::{CString, OsString};
 use std::fs::{File, OpenOptions};
 use std::io::{BufReader, BufWriter, ErrorKind, Read};
@@ -40,13 +52,16 @@ use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::Receiver;
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use crate::event::{Event, Op};
 use crate::nvt::{NvtWriter, DEFAULT_LEVEL};
 use crate::output::Output;
-use crate::source::{Format, SourceCounts, TraceHeader};
+use crate::softdirty::Batch;
+use crate::source::{Format, SourceCounts, TraceHeader, WriteSampling};
 use crate::text::TextReader;
 use crate::TraceError;
 
@@ -70,6 +85,9 @@ pub struct RecordOptions {
     pub zstd_level: i32,
     /// How long the reader sleeps when `trace_pipe` is empty.
     pub poll_interval: Duration,
+    /// Sample the command's writes every this often (`None`: no write
+    /// sampling).
+    pub write_interval: Option<Duration>,
 }
 
 impl Default for RecordOptions {
@@ -78,6 +96,7 @@ impl Default for RecordOptions {
             buffer_kb_per_cpu: 64 * 1024,
             zstd_level: DEFAULT_LEVEL,
             poll_interval: Duration::from_millis(10),
+            write_interval: None,
         }
     }
 }
@@ -166,7 +185,19 @@ pub fn record(
         source: "record".into(),
         events: 0,
         counts: SourceCounts::default(),
+        writes: opts.write_interval.map(|i| WriteSampling {
+            interval_ns: i.as_nanos() as u64,
+            ..WriteSampling::default()
+        }),
     };
+    if let Some(interval) = opts.write_interval {
+        if interval.is_zero() {
+            return Err(TraceError::WriteSampling(
+                "the write interval must be longer than 0".into(),
+            ));
+        }
+        crate::softdirty::check_support()?;
+    }
     // The output first: a bad path fails before anything is changed. It
     // appears at `out` only once the trace is complete (also after Ctrl-C:
     // the events up to then are a complete trace); an error leaves nothing.
@@ -199,6 +230,10 @@ fn run(
     if tracefs.read("current_tracer")? != "nop" {
         tracefs.set("current_tracer", "nop")?;
     }
+    if opts.write_interval.is_some() {
+        // Sampled writes carry CLOCK_MONOTONIC times.
+        tracefs.set("trace_clock", "mono")?;
+    }
     tracefs.set("buffer_size_kb", &opts.buffer_kb_per_cpu.to_string())?;
     for event in EVENTS {
         tracefs.set(&format!("events/{event}/enable"), "1")?;
@@ -215,6 +250,11 @@ fn run(
         .open(&pipe_path)
         .map_err(|e| TraceError::io(&pipe_path, e))?;
     let stop = Arc::new(AtomicBool::new(false));
+    let (writes_tx, writes_rx) = std::sync::mpsc::channel::<(Batch, u64)>();
+    let writes_rx = opts.write_interval.map(|_| writes_rx);
+    // Dropped (below, or moved into the sampler) before the reader is
+    // joined: the reader's last merge waits for every sender to be gone.
+    let mut writes_tx = Some(writes_tx);
     let reader = {
         let pipe = TracePipe {
             file: pipe,
@@ -224,7 +264,7 @@ fn run(
         };
         thread::Builder::new()
             .name("nvmos-trace-pipe".into())
-            .spawn(move || stream(pipe, pipe_path, writer))
+            .spawn(move || stream(pipe, pipe_path, writer, writes_rx))
             .map_err(|e| TraceError::io("trace_pipe reader thread", e))?
     };
 
@@ -235,6 +275,8 @@ fn run(
         .collect::<Vec<_>>();
 
     let started = Instant::now();
+    let stop_sampler = Arc::new(AtomicBool::new(false));
+    let mut sampler = None;
     let outcome = match tracefs.set("tracing_on", "1") {
         Err(e) => Err(e),
         Ok(()) => match Command::new(program).args(&command[1..]).spawn() {
@@ -242,10 +284,30 @@ fn run(
                 command: command_text.join(" "),
                 source,
             }),
-            Ok(child) => wait(child, &interrupted),
+            Ok(child) => {
+                if let (Some(interval), Some(tx)) = (opts.write_interval, writes_tx.take()) {
+                    let (pid, stop) = (child.id(), Arc::clone(&stop_sampler));
+                    sampler = Some(
+                        thread::Builder::new()
+                            .name("nvmos-write-sampler".into())
+                            .spawn(move || crate::softdirty::sample(pid, interval, stop, tx))
+                            .map_err(|e| TraceError::io("write sampler thread", e)),
+                    );
+                }
+                wait(child, &interrupted)
+            }
         },
     };
     let wall_ns = started.elapsed().as_nanos() as u64;
+    // The sampler ends (and drops its sender) before the reader drains.
+    drop(writes_tx);
+    stop_sampler.store(true, Ordering::Release);
+    let sampled = sampler.map(|s| {
+        s.and_then(|h| {
+            h.join()
+                .map_err(|_| TraceError::Restore("the write sampler panicked".into()))
+        })
+    });
 
     // Stop the events first, then let the reader drain what is left.
     let off = tracefs.write("tracing_on", "0");
@@ -264,6 +326,9 @@ fn run(
     // `[LOST n EVENTS]` lines report the same overruns the counters do.
     counts.lost_events = counts.lost_events.max(lost);
     writer.header_mut().counts = counts;
+    if let Some(sampled) = sampled {
+        writer.header_mut().writes = Some(sampled?);
+    }
     let mut header = writer.header_mut().clone();
     header.events = writer.events();
     let (file, written) = writer.finish()?;
@@ -324,28 +389,165 @@ fn stream(
     pipe: TracePipe,
     path: PathBuf,
     mut writer: NvtWriter<BufWriter<Output>>,
+    writes: Option<Receiver<(Batch, u64)>>,
 ) -> Result<(NvtWriter<BufWriter<Output>>, SourceCounts), TraceError> {
     let mut reader = TextReader::new(
         BufReader::with_capacity(1 << 20, pipe),
         &path,
         Format::Ftrace,
     );
+    let mut merge = writes.map(WriteMerge::new);
     let mut error = None;
-    for event in reader.by_ref() {
-        match event.and_then(|e| writer.push(e)) {
-            Ok(()) => {}
-            Err(e) => {
-                error = Some(e);
-                break;
+    while let Some(event) = reader.next() {
+        let pushed = event.and_then(|e| match merge.as_mut() {
+            Some(m) => {
+                let first = reader.first_timestamp_ns().unwrap_or(0);
+                m.event(&mut writer, first, e)
             }
+            None => writer.push(e),
+        });
+        if let Err(e) = pushed {
+            error = Some(e);
+            break;
         }
     }
-    let counts = reader.counts_mut().clone();
+    if let (None, Some(m)) = (&error, merge.as_mut()) {
+        // The sampler has ended: take everything it sent, in order.
+        let first = reader.first_timestamp_ns();
+        if let Err(e) = m.finish(&mut writer, first) {
+            error = Some(e);
+        }
+    }
+    let mut counts = reader.counts_mut().clone();
+    if let Some(m) = &merge {
+        counts.early_timestamps += m.early;
+    }
     if let Some(e) = error {
         let _ = std::io::copy(&mut reader.into_inner(), &mut std::io::sink());
         return Err(e);
     }
     Ok((writer, counts))
+}
+
+/// Merges the sampler's writes with the kernel's events in time order.
+///
+/// A kernel event may be read before the sample that covers its time has
+/// been sent (the reader keeps up with `trace_pipe` within its poll
+/// interval; a sample is sent when its scan ends), so kernel events wait
+/// here until the sampler's *watermark* passes them: with each batch the
+/// sampler sends the time before which it will never stamp a write again.
+/// Events the kernel itself delivers late (per-CPU buffers) are counted as
+/// out-of-order timestamps by every consumer, as without writes.
+struct WriteMerge {
+    rx: Receiver<(Batch, u64)>,
+    /// `(CLOCK_MONOTONIC ns, pfn)` in time order.
+    writes: VecDeque<(u64, u64)>,
+    /// Kernel events waiting for the watermark, with their absolute times.
+    events: VecDeque<(u64, Event)>,
+    /// No write still to come is stamped before this.
+    watermark: u64,
+    /// Writes sampled before the first kernel event (written at time 0).
+    early: u64,
+}
+
+impl WriteMerge {
+    fn new(rx: Receiver<(Batch, u64)>) -> WriteMerge {
+        WriteMerge {
+            rx,
+            writes: VecDeque::new(),
+            events: VecDeque::new(),
+            watermark: 0,
+            early: 0,
+        }
+    }
+
+    /// Takes what the sampler sent; `wait`: until it has ended.
+    fn receive(&mut self, wait: bool) {
+        loop {
+            let got = if wait {
+                self.rx.recv().ok()
+            } else {
+                self.rx.try_recv().ok()
+            };
+            let Some((batch, watermark)) = got else { break };
+            self.writes.extend(batch);
+            self.watermark = self.watermark.max(watermark);
+        }
+        if wait {
+            self.watermark = u64::MAX;
+        }
+    }
+
+    /// A kernel event at `first + e.time_ns`: queued, then everything the
+    /// watermark allows is written.
+    fn event<W: std::io::Write>(
+        &mut self,
+        writer: &mut NvtWriter<W>,
+        first: u64,
+        e: Event,
+    ) -> Result<(), TraceError> {
+        self.events.push_back((first + e.time_ns, e));
+        self.receive(false);
+        self.flush(writer, first)
+    }
+
+    /// After the sampler ended: everything, in order. `first`: the first
+    /// kernel event's time, when there was one.
+    fn finish<W: std::io::Write>(
+        &mut self,
+        writer: &mut NvtWriter<W>,
+        first: Option<u64>,
+    ) -> Result<(), TraceError> {
+        self.receive(true);
+        let first = first
+            .or_else(|| self.writes.front().map(|&(t, _)| t))
+            .unwrap_or(0);
+        self.flush(writer, first)?;
+        self.push_writes(writer, first, u64::MAX)
+    }
+
+    fn flush<W: std::io::Write>(
+        &mut self,
+        writer: &mut NvtWriter<W>,
+        first: u64,
+    ) -> Result<(), TraceError> {
+        while let Some(&(at, e)) = self.events.front() {
+            if at > self.watermark {
+                break;
+            }
+            self.push_writes(writer, first, at)?;
+            self.events.pop_front();
+            writer.push(e)?;
+        }
+        Ok(())
+    }
+
+    /// Writes every pending write stamped at or before `until`.
+    fn push_writes<W: std::io::Write>(
+        &mut self,
+        writer: &mut NvtWriter<W>,
+        first: u64,
+        until: u64,
+    ) -> Result<(), TraceError> {
+        while let Some(&(t, pfn)) = self.writes.front() {
+            if t > until {
+                break;
+            }
+            self.writes.pop_front();
+            let time_ns = t.checked_sub(first).unwrap_or_else(|| {
+                self.early += 1;
+                0
+            });
+            writer.push(Event {
+                time_ns,
+                cpu: 0,
+                op: Op::Write,
+                pfn: nvmos_frames::Pfn(pfn),
+                order: nvmos_frames::Order::ZERO,
+            })?;
+        }
+        Ok(())
+    }
 }
 
 /// `trace_pipe` opened non-blocking, read as a stream that ends once the
@@ -653,6 +855,59 @@ fn parse_lost(stats: &str) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn writes_and_events_merge_in_time_order() {
+        use nvmos_frames::{MigrateType, Order, Pfn};
+        let (tx, rx) = std::sync::mpsc::channel();
+        let mut m = WriteMerge::new(rx);
+        let header = TraceHeader {
+            writes: Some(WriteSampling::default()),
+            ..TraceHeader::default()
+        };
+        let mut w = NvtWriter::new(Vec::new(), "t.nvt", header).unwrap();
+        let ev = |t: u64, pfn: u64| Event {
+            time_ns: t,
+            cpu: 1,
+            op: Op::Alloc(MigrateType::Movable),
+            pfn: Pfn(pfn),
+            order: Order::ZERO,
+        };
+        let first = 1_000;
+        // Events at 1000 and 1050 arrive before the sample stamped 1040
+        // (the watermark is still 0): they wait.
+        m.event(&mut w, first, ev(0, 1)).unwrap();
+        m.event(&mut w, first, ev(50, 2)).unwrap();
+        assert_eq!(w.events(), 0);
+        tx.send((vec![(990, 7), (1_040, 8)], 1_045)).unwrap();
+        // The next event releases what the watermark covers: 990 (before
+        // the first event: time 0) and 1000; 1050 waits, and 1040 with it
+        // (a write goes out just before the first event after it).
+        m.event(&mut w, first, ev(100, 3)).unwrap();
+        assert_eq!(w.events(), 2);
+        tx.send((vec![(1_060, 9)], 1_070)).unwrap();
+        drop(tx);
+        m.finish(&mut w, Some(first)).unwrap();
+        assert_eq!(m.early, 1);
+        let (bytes, _) = w.finish().unwrap();
+        let got: Vec<(u64, u64, bool)> =
+            crate::NvtReader::new(std::io::Cursor::new(bytes), "t.nvt")
+                .unwrap()
+                .map(|e| e.map(|e| (e.time_ns, e.pfn.0, e.op == Op::Write)))
+                .collect::<Result<_, _>>()
+                .unwrap();
+        assert_eq!(
+            got,
+            [
+                (0, 7, true),
+                (0, 1, false),
+                (40, 8, true),
+                (50, 2, false),
+                (60, 9, true),
+                (100, 3, false)
+            ]
+        );
+    }
 
     #[test]
     fn lost_from_stats() {

@@ -104,6 +104,51 @@ pub struct TraceHeader {
     pub events: u64,
     /// What the source skipped, lost or remapped.
     pub counts: SourceCounts,
+    /// Write sampling (`nvmos record --writes`): its interval and counts.
+    /// `None` for traces without write events; a `.nvt` file with it is
+    /// format version 2, which readers before write events refuse.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub writes: Option<WriteSampling>,
+}
+
+/// How the writes in a trace were sampled, and what the sampler could not
+/// see or had to skip, counted (see [`crate::record`] for the method).
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct WriteSampling {
+    /// Nominal time between samples, ns.
+    pub interval_ns: u64,
+    /// Samples taken (each reads and clears the soft-dirty bits of every
+    /// process of the recorded tree).
+    pub samples: u64,
+    /// Samples that started later than one interval after the one before
+    /// (the scan took longer than the interval, or the sampler was not
+    /// scheduled): their writes cover a longer window.
+    pub late_samples: u64,
+    /// Write events emitted: one per frame per sample in which it was
+    /// written.
+    pub writes: u64,
+    /// Distinct processes of the recorded tree sampled at least once.
+    pub processes: u64,
+    /// Process samples that failed because the process had exited (or
+    /// could not be read): its writes since the sample before are not in
+    /// the trace. Every process of the tree that exits while recording
+    /// counts once here.
+    pub processes_vanished: u64,
+    /// Written pages seen in more than one process in the same sample
+    /// (shared memory, copy-on-write not yet broken): counted once.
+    pub shared_duplicates: u64,
+    /// Present, soft-dirty pages mapped to the shared zero page: not a
+    /// write, skipped.
+    pub zero_page: u64,
+    /// Pages reported soft-dirty while swapped out: written, but held by
+    /// no frame, so nothing to attribute; skipped.
+    pub swapped: u64,
+    /// Dirty-reading pages of a mapping that is new or grown since the
+    /// sample before whose frame was already present then: the kernel
+    /// marks such a mapping soft-dirty as a whole, so their bit says
+    /// nothing; skipped (see `softdirty`).
+    #[serde(default)]
+    pub remarked: u64,
 }
 
 /// A trace: an iterator of events plus what it knows about itself.

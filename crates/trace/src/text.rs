@@ -106,6 +106,12 @@ impl<R: BufRead> TextReader<R> {
         self.input
     }
 
+    /// The absolute timestamp (ns, in the trace's clock) that event times
+    /// are relative to: the first event's; `None` before it.
+    pub fn first_timestamp_ns(&self) -> Option<u64> {
+        self.first_ts
+    }
+
     /// The line number of the last line read.
     pub fn line(&self) -> u64 {
         self.line_no
