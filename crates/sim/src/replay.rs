@@ -20,6 +20,7 @@
 //! where every block was placed, moved and freed. The wear study's hook is
 //! the [`WearCounter`]; the power study's counts allocated frames per bank.
 
+use std::collections::VecDeque;
 use std::time::Instant;
 
 use nvmos_frames::{AllocError, FrameAllocator, MigrateType, Move, Order, Pfn, Request, ZoneMap};
@@ -377,8 +378,34 @@ impl Engine {
         let start = Instant::now();
         let stats = &mut self.stats;
         let owner = &mut self.owner;
-        for event in events {
-            let mut event = event.map_err(ReplayError::Trace)?;
+        // Events are read `AHEAD` before they are applied, and the
+        // tracker's entry of each is prefetched as it is read: the lookup
+        // of a block allocated long ago is the replay's main cache miss,
+        // and by the time its event is applied the entry is in cache. A
+        // trace error is returned after the events before it are applied,
+        // as without the window.
+        const AHEAD: usize = 16;
+        let mut source = events.into_iter();
+        let mut ahead: VecDeque<Event> = VecDeque::with_capacity(AHEAD);
+        let mut failed = None;
+        let mut ended = false;
+        loop {
+            while !ended && ahead.len() < AHEAD {
+                match source.next() {
+                    Some(Ok(e)) => {
+                        self.tracker.prefetch(e.pfn.get());
+                        ahead.push_back(e);
+                    }
+                    Some(Err(e)) => {
+                        failed = Some(e);
+                        ended = true;
+                    }
+                    None => ended = true,
+                }
+            }
+            let Some(mut event) = ahead.pop_front() else {
+                break;
+            };
             event.time_ns = event.time_ns.saturating_add(shift_ns);
             let index = stats.events;
             stats.events += 1;
@@ -456,6 +483,9 @@ impl Engine {
                 Effect::Freed(block) => give_back(placement, hook, block)?,
                 Effect::PartlyFreed | Effect::NotLive => {}
             }
+        }
+        if let Some(e) = failed {
+            return Err(ReplayError::Trace(e));
         }
         stats.elapsed_ns += start.elapsed().as_nanos() as u64;
         Ok(())
