@@ -781,6 +781,52 @@ mod tests {
         );
     }
 
+    /// Rows run in parallel give the sequential run's result, in its
+    /// order, and every row is reported before and after it runs.
+    #[test]
+    fn parallel_rows_equal_one_thread() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let options = |jobs| Options {
+            traces: vec![
+                root.join("traces/numpy.nvt"),
+                root.join("crates/trace/tests/data/every_case.txt"),
+            ],
+            allocators: vec![
+                AllocatorKind::Lis31,
+                AllocatorKind::Buddy,
+                AllocatorKind::IBuddy,
+            ],
+            study: StudyOptions::default(),
+            jobs: Some(jobs),
+        };
+        let run = |jobs| {
+            let mut reports = Vec::new();
+            let evaluation = evaluate(&options(jobs), &mut |p| reports.push(p)).unwrap();
+            let mut json = serde_json::to_value(&evaluation).unwrap();
+            for trace in json["traces"].as_array_mut().unwrap() {
+                for row in trace["rows"].as_array_mut().unwrap() {
+                    row["stats"]["elapsed_ns"] = 0.into();
+                }
+            }
+            (serde_json::to_string(&json).unwrap(), reports)
+        };
+        let (one, one_reports) = run(1);
+        let (three, three_reports) = run(3);
+        assert_eq!(one, three);
+        assert!(one.contains("\"LiS-31\""));
+        for reports in [one_reports, three_reports] {
+            // Before and after each of 2 × 4 rows, then the end.
+            assert_eq!(reports.len(), 2 * 8 + 1);
+            assert!(reports.iter().all(|p| p.total == 8));
+            assert!(reports.windows(2).all(|w| w[0].done <= w[1].done));
+            assert_eq!(reports.last().unwrap().done, 8);
+        }
+        assert!(matches!(
+            evaluate(&options(0), &mut |_| {}),
+            Err(EvaluateError::Options(_))
+        ));
+    }
+
     #[test]
     fn heat_map_takes_slice_maxima() {
         assert_eq!(heat_map(&[1, 5, 2, 2, 0, 9], 3), vec![5, 2, 9]);

@@ -574,6 +574,24 @@ mod tests {
         assert_eq!(err.to_string(), "reading the trace");
         let source = std::error::Error::source(&err).map(ToString::to_string);
         assert_eq!(source.as_deref(), Some("bad line 7"));
+        // The events read ahead of an error are applied before it is
+        // returned, and nothing after it is read.
+        let ok = |pfn| {
+            Ok(Event {
+                time_ns: pfn,
+                cpu: 0,
+                op: A,
+                pfn: Pfn(pfn),
+                order: Order::ZERO,
+            })
+        };
+        let trace: Vec<Result<Event, Bad>> = vec![ok(1), ok(2), Err(Bad), ok(3)];
+        let mut engine = Engine::new(None);
+        let err = engine.feed(&mut ByAllocator(&alloc), &mut (), trace, 0);
+        assert!(matches!(err, Err(ReplayError::Trace(Bad))));
+        let stats = engine.stats();
+        assert_eq!((stats.events, stats.allocs), (2, 2));
+        assert_eq!(alloc.stats().allocated_frames(), 2);
     }
 
     #[test]
