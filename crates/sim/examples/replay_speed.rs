@@ -7,11 +7,14 @@
 //! checked against (the ratio is measured in the same run).
 //!
 //! ```text
-//! cargo run --release -p nvmos-sim --example replay_speed [TRACE.nvt] [RUNS]
+//! cargo run --release -p nvmos-sim --example replay_speed [TRACE.nvt] [RUNS] [ALLOCATOR...]
 //! ```
 //!
-//! Without a trace, the largest `.nvt` in `traces/`. Prints the median of
-//! `RUNS` (default 3) runs of each.
+//! Without a trace, the largest `.nvt` in `traces/`; without allocators,
+//! every one. Prints the median of `RUNS` (default 3) runs of each, per
+//! second of the thread's own CPU time (Linux's
+//! `/proc/thread-self/schedstat`: on a shared machine, a figure per core
+//! that other processes' load does not dilute; wall time elsewhere).
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -31,45 +34,63 @@ fn main() -> Result<(), Error> {
         None => largest_trace(Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../../traces")))?,
     };
     let runs: usize = args.next().map_or(Ok(3), |r| r.parse())?.max(1);
+    let kinds = args
+        .map(|name| name.parse::<AllocatorKind>())
+        .collect::<Result<Vec<_>, _>>()?;
+    let kinds = if kinds.is_empty() {
+        AllocatorKind::ALL.to_vec()
+    } else {
+        kinds
+    };
+    let clock = if cpu_ns().is_some() {
+        "thread CPU time"
+    } else {
+        "wall time"
+    };
     let machine = NvtReader::open(&trace)?
         .header()
         .and_then(|h| h.machine.clone())
         .ok_or("the trace does not describe its machine")?;
     let options = StudyOptions::default();
-    println!("trace {}, median of {runs} runs", trace.display());
+    println!(
+        "trace {}, median of {runs} runs, rates per second of {clock}",
+        trace.display()
+    );
 
     // Decoding alone.
     let (events, decode) = median(runs, || {
-        let start = Instant::now();
-        let mut n = 0u64;
-        for e in NvtReader::open(&trace)? {
-            e?;
-            n += 1;
-        }
-        Ok((n, start.elapsed().as_secs_f64()))
+        timed(|| {
+            let mut n = 0u64;
+            for e in NvtReader::open(&trace)? {
+                e?;
+                n += 1;
+            }
+            Ok(n)
+        })
     })?;
     println!("{events} events");
     println!("{:<22} {:>8.1} M events/s", "decode .nvt", rate(events, decode));
 
     // The recorded placement: decoding, the tracker, wear counting.
     let (_, recorded) = median(runs, || {
-        let row = study_as_recorded(&machine, NvtReader::open(&trace)?, &options)?;
-        Ok((row.stats.events, row.stats.elapsed_ns as f64 / 1e9))
+        timed(|| Ok(study_as_recorded(&machine, NvtReader::open(&trace)?, &options)?.stats.events))
     })?;
     println!(
         "{:<22} {:>8.1} M events/s",
         "Linux (as recorded)",
         rate(events, recorded)
     );
-    for kind in AllocatorKind::ALL {
+    for kind in kinds {
         let (_, secs) = median(runs, || {
-            let row = study_allocator::<SpinYield, _, _>(
-                kind,
-                &machine,
-                NvtReader::open(&trace)?,
-                &options,
-            )?;
-            Ok((row.stats.events, row.stats.elapsed_ns as f64 / 1e9))
+            timed(|| {
+                let row = study_allocator::<SpinYield, _, _>(
+                    kind,
+                    &machine,
+                    NvtReader::open(&trace)?,
+                    &options,
+                )?;
+                Ok(row.stats.events)
+            })
         })?;
         println!("{:<22} {:>8.1} M events/s", kind.name(), rate(events, secs));
         std::io::stdout().flush()?;
@@ -80,17 +101,18 @@ fn main() -> Result<(), Error> {
     let lines = text.iter().filter(|&&b| b == b'\n').count() as u64;
     let parse = |reference: bool| {
         median(runs, || {
-            let start = Instant::now();
-            let mut reader = TextReader::new(&text[..], "bench.txt", Format::Ftrace);
-            if reference {
-                reader = reader.reference_scanner();
-            }
-            let mut n = 0u64;
-            for e in reader {
-                e?;
-                n += 1;
-            }
-            Ok((n, start.elapsed().as_secs_f64()))
+            timed(|| {
+                let mut reader = TextReader::new(&text[..], "bench.txt", Format::Ftrace);
+                if reference {
+                    reader = reader.reference_scanner();
+                }
+                let mut n = 0u64;
+                for e in reader {
+                    e?;
+                    n += 1;
+                }
+                Ok(n)
+            })
         })
     };
     let (_, fast) = parse(false)?;
@@ -108,6 +130,24 @@ fn main() -> Result<(), Error> {
         reference / fast
     );
     Ok(())
+}
+
+/// Nanoseconds this thread has run on a CPU, where Linux tells.
+fn cpu_ns() -> Option<u64> {
+    let stat = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    stat.split_whitespace().next()?.parse().ok()
+}
+
+/// What `f` counts and the seconds it took: thread CPU time where known,
+/// else wall time.
+fn timed(f: impl FnOnce() -> Result<u64, Error>) -> Result<(u64, f64), Error> {
+    let (cpu, wall) = (cpu_ns(), Instant::now());
+    let n = f()?;
+    let secs = match (cpu, cpu_ns()) {
+        (Some(a), Some(b)) => (b - a) as f64 / 1e9,
+        _ => wall.elapsed().as_secs_f64(),
+    };
+    Ok((n, secs))
 }
 
 /// Millions per second.

@@ -31,7 +31,7 @@
 //! - A timestamp earlier than the previous event's:
 //!   [`Accounting::time_reversals`] (the event is still used).
 
-use nvmos_frames::{MigrateType, Order};
+use nvmos_frames::{MigrateType, Order, MAX_ORDER};
 use rustc_hash::FxHashMap;
 
 use crate::event::{Event, Op};
@@ -152,6 +152,14 @@ pub struct BlockTracker {
     /// cache, where probing the big table at ten aligned heads would miss
     /// it ten times. Invariant: exactly the live blocks with order > 0.
     large: FxHashMap<u64, u8>,
+    /// Per 1024-frame region (`head >> MAX_ORDER`), how many of `large`
+    /// have their head in it. A block enclosing `pfn` has its head at
+    /// `pfn` aligned down to at most `MAX_ORDER`, so in `pfn`'s region: a
+    /// region without one answers [`enclosing`](Self::enclosing) with one
+    /// load from a small array, where probing `large` at ten heads
+    /// hashed ten times (a tenth of a replay). Heads past `DIRECT_LIMIT`
+    /// are not counted here (those lookups always probe `large`).
+    large_regions: Vec<u32>,
     live: u64,
     last_time: Option<u64>,
     counts: Accounting,
@@ -240,6 +248,12 @@ fn unpack_slot(pfn: u64, slot: u64) -> Option<LiveBlock> {
         kind: kind_of(slot >> 48),
         freed: (slot >> 50) & 0xfff,
     })
+}
+
+/// The `large_regions` index of a head.
+#[inline]
+fn region(pfn: u64) -> usize {
+    (pfn >> MAX_ORDER) as usize
 }
 
 /// A hint to the CPU to load `slot`'s cache line (a no-op where there is
@@ -336,6 +350,9 @@ impl BlockTracker {
             self.live -= 1;
             if b.order.get() > 0 {
                 self.large.remove(&pfn);
+                if let Some(n) = self.large_regions.get_mut(region(pfn)) {
+                    *n -= 1;
+                }
             }
         }
         b
@@ -370,6 +387,13 @@ impl BlockTracker {
         self.live += 1;
         if b.order.get() > 0 {
             self.large.insert(b.pfn, b.order.get());
+            if b.pfn < DIRECT_LIMIT {
+                let r = region(b.pfn);
+                if r >= self.large_regions.len() {
+                    self.large_regions.resize(r + 1, 0);
+                }
+                self.large_regions[r] += 1;
+            }
         }
     }
 
@@ -389,11 +413,19 @@ impl BlockTracker {
         if self.large.is_empty() {
             return None;
         }
+        if pfn < DIRECT_LIMIT && self.large_regions.get(region(pfn)).is_none_or(|&n| n == 0) {
+            return None;
+        }
+        let mut last = pfn;
         Order::all().skip(order.index() + 1).find_map(|o| {
             let head = pfn & !(o.frames() - 1);
-            (head != pfn)
-                .then(|| self.large.get(&head))
-                .flatten()
+            // The same head as the order before: the same answer.
+            if head == last {
+                return None;
+            }
+            last = head;
+            self.large
+                .get(&head)
                 .filter(|&&bo| head + (1u64 << bo) >= pfn + order.frames())
                 .map(|_| head)
         })
