@@ -31,7 +31,10 @@ fn main() -> Result<(), Error> {
     let mut args = std::env::args().skip(1);
     let trace = match args.next() {
         Some(path) => PathBuf::from(path),
-        None => largest_trace(Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../../traces")))?,
+        None => largest_trace(Path::new(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../traces"
+        )))?,
     };
     let runs: usize = args.next().map_or(Ok(3), |r| r.parse())?.max(1);
     let kinds = args
@@ -69,11 +72,21 @@ fn main() -> Result<(), Error> {
         })
     })?;
     println!("{events} events");
-    println!("{:<22} {:>8.1} M events/s", "decode .nvt", rate(events, decode));
+    println!(
+        "{:<22} {:>8.1} M events/s",
+        "decode .nvt",
+        rate(events, decode)
+    );
 
     // The recorded placement: decoding, the tracker, wear counting.
     let (_, recorded) = median(runs, || {
-        timed(|| Ok(study_as_recorded(&machine, NvtReader::open(&trace)?, &options)?.stats.events))
+        timed(|| {
+            Ok(
+                study_as_recorded(&machine, NvtReader::open(&trace)?, &options)?
+                    .stats
+                    .events,
+            )
+        })
     })?;
     println!(
         "{:<22} {:>8.1} M events/s",
@@ -176,7 +189,9 @@ fn largest_trace(dir: &Path) -> Result<PathBuf, Error> {
             }
         }
     }
-    Ok(best.ok_or_else(|| format!("no .nvt trace in {}", dir.display()))?.1)
+    Ok(best
+        .ok_or_else(|| format!("no .nvt trace in {}", dir.display()))?
+        .1)
 }
 
 /// Up to `max` events as ftrace prints them (`trace` with irq-info).

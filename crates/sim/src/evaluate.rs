@@ -311,8 +311,10 @@ fn evaluate_tasks(
     });
     let mut results = results.into_inner().unwrap_or_else(|e| e.into_inner());
     // Back to the order asked for: trace by trace, row by row.
-    let mut by_task: Vec<Vec<Option<Result<StudyRow, EvaluateError>>>> =
-        setups.iter().map(|_| (0..rows.len()).map(|_| None).collect()).collect();
+    let mut by_task: Vec<Vec<Option<Result<StudyRow, EvaluateError>>>> = setups
+        .iter()
+        .map(|_| (0..rows.len()).map(|_| None).collect())
+        .collect();
     for (k, &(t, r)) in tasks.iter().enumerate() {
         by_task[t][r] = results[k].take();
     }

@@ -864,7 +864,13 @@ mod agreement {
             prop::sample::select(vec![" bash-1 ", "  a b-2 ", "x", " "]),
             prop::sample::select(vec!["[000]", "[7]", "[99999999999]", "[x]", ""]),
             prop::sample::select(vec![" ..... ", " ", "  d..3.  "]),
-            prop::sample::select(vec!["1194.629002:", "12345:", "1.2.3:", "x:", "1.0123456789:"]),
+            prop::sample::select(vec![
+                "1194.629002:",
+                "12345:",
+                "1.2.3:",
+                "x:",
+                "1.0123456789:",
+            ]),
             prop::sample::select(vec![
                 " mm_page_alloc: ",
                 " mm_page_free: ",
