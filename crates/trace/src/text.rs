@@ -45,6 +45,16 @@
 //!   `lost_events`.
 //! - **Other events** are counted by name in `skipped`; `#` comment lines
 //!   and blank lines are ignored. Any other line is an error.
+//!
+//! # Two scanners, one answer
+//!
+//! Each line goes first through a fast byte scanner (memchr to find the
+//! CPU field, no UTF-8 decoding, no allocation), which answers only for
+//! plain-ASCII lines of the usual shape whose fields all parse; every
+//! other line (bytes beyond ASCII, `[LOST]` lines, anything malformed)
+//! goes to the straightforward `str` reference scanner, which is the one
+//! source of every line error. A property test holds the two to the same
+//! answers; [`TextReader::reference_scanner`] runs the reference alone.
 
 use std::collections::VecDeque;
 use std::io::BufRead;
