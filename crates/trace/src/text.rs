@@ -895,9 +895,12 @@ mod agreement {
     /// swapped, dropped or replaced by anything.
     fn line() -> impl Strategy<Value = Vec<u8>> {
         let shaped = (
-            prop::collection::vec(piece(), 0..3),
+            prop_oneof![
+                3 => Just(Vec::new()),
+                1 => prop::collection::vec(piece(), 0..3),
+            ],
             prop::sample::select(vec![" bash-1 ", "  a b-2 ", "x", " "]),
-            prop::sample::select(vec!["[000]", "[7]", "[99999999999]", "[x]", ""]),
+            prop::sample::select(vec!["[000]", "[7]", "[003]", "[99999999999]", "[x]", ""]),
             prop::sample::select(vec![" ..... ", " ", "  d..3.  "]),
             prop::sample::select(vec![
                 "1194.629002:",
@@ -914,7 +917,25 @@ mod agreement {
                 " other: ",
                 " :",
             ]),
-            prop::collection::vec(piece(), 0..7),
+            prop_oneof![
+                // Well-formed fields, the usual case.
+                3 => (
+                    prop::sample::select(vec!["page=0000000000000000", "page=(nil)", "page=ffffea0001", ""]),
+                    prop_oneof![0u64..0x10_0000, any::<u64>()],
+                    0u64..13,
+                    -1i64..6,
+                    prop::collection::vec(piece(), 0..2),
+                )
+                    .prop_map(|(page, pfn, order, mt, extra)| vec![
+                        page.to_string(),
+                        format!("pfn={pfn:#x}"),
+                        format!("order={order}"),
+                        format!("migratetype={mt}"),
+                        "gfp_flags=GFP_KERNEL".to_string(),
+                        extra.concat(),
+                    ]),
+                1 => prop::collection::vec(piece(), 0..7),
+            ],
             prop::sample::select(vec!["", "\n", "\r\n", " \n"]),
         )
             .prop_map(|(pre, comm, cpu, flags, ts, event, fields, end)| {
