@@ -48,6 +48,9 @@ pub struct EvaluateArgs {
     /// Folder the report is written to: results.json, CSV files, index.html.
     #[arg(long, default_value = "nvmos-report")]
     pub out: PathBuf,
+    /// Rows replayed at once (threads); default: RAYON_NUM_THREADS, else every core. The results do not depend on it.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub jobs: Option<u32>,
     #[command(flatten)]
     pub study: StudyArgs,
 }
@@ -101,7 +104,7 @@ pub fn evaluate(args: EvaluateArgs) -> Result<()> {
     if args.study.horizon {
         return crate::horizon_cmd::run(&files, &args.study, Some(&args.out));
     }
-    let evaluation = study(&files, &args.study)?;
+    let evaluation = study(&files, &args.study, args.jobs)?;
     let inputs: Vec<&Path> = files.iter().map(PathBuf::as_path).collect();
     report::write(&args.out, &evaluation, &inputs)?;
     if args.study.json {
@@ -118,7 +121,7 @@ pub fn replay(args: ReplayArgs) -> Result<()> {
     if args.study.horizon {
         return crate::horizon_cmd::run(&[args.trace], &args.study, None);
     }
-    let evaluation = study(&[args.trace], &args.study)?;
+    let evaluation = study(&[args.trace], &args.study, None)?;
     if args.study.json {
         println!("{}", serde_json::to_string_pretty(&evaluation)?);
     } else {
@@ -155,11 +158,12 @@ fn trace_files(dir: &Path) -> Result<Vec<PathBuf>> {
     Ok(files)
 }
 
-fn study(files: &[PathBuf], args: &StudyArgs) -> Result<Evaluation> {
+fn study(files: &[PathBuf], args: &StudyArgs, jobs: Option<u32>) -> Result<Evaluation> {
     let options = nvmos_sim::evaluate::Options {
         traces: files.to_vec(),
         allocators: args.kinds()?,
         study: args.options()?,
+        jobs: jobs.map(|n| n as usize),
     };
     let bar = crate::progress_bar(0);
     let evaluation = nvmos_sim::evaluate(&options, &mut |p| crate::show(&bar, &p));

@@ -132,15 +132,20 @@ pub struct Options {
     pub allocators: Vec<AllocatorKind>,
     /// How every replay runs.
     pub study: StudyOptions,
+    /// Rows replayed at once (threads); `None` for rayon's default: the
+    /// `RAYON_NUM_THREADS` environment variable, else every core. The
+    /// result does not depend on it (timing fields aside).
+    pub jobs: Option<usize>,
 }
 
 impl Default for Options {
-    /// No traces; every registry allocator.
+    /// No traces; every registry allocator; every core.
     fn default() -> Self {
         Options {
             traces: Vec::new(),
             allocators: AllocatorKind::ALL.to_vec(),
             study: StudyOptions::default(),
+            jobs: None,
         }
     }
 }
@@ -163,6 +168,9 @@ pub enum EvaluateError {
     /// The caller's progress callback asked to stop.
     #[error("stopped by the caller")]
     Cancelled,
+    /// The threads for the rows could not be started.
+    #[error("starting the evaluation's threads: {0}")]
+    Threads(String),
     /// A replay failed.
     #[error("{}: {what}", path.display())]
     Replay {
@@ -178,6 +186,15 @@ pub enum EvaluateError {
 
 /// Replay every trace of `options` through the kernel's own placement and
 /// every allocator asked for, reporting each replay to `progress`.
+///
+/// Every (trace, row) pair is an independent task (a fresh allocator, its
+/// own pass over the trace), so the tasks run on `options.jobs` threads,
+/// largest trace first; the result lists traces and rows in the order
+/// asked for, and its numbers are those of a run on one thread (only the
+/// timing fields, `elapsed_ns`, differ). A failure is reported as the
+/// sequential run would: the first failing trace's first failing step.
+/// `progress` is called on the calling thread only (workers report
+/// through a channel), once before and once after every row.
 pub fn evaluate(
     options: &Options,
     progress: &mut dyn FnMut(Progress),
@@ -190,43 +207,131 @@ pub fn evaluate(
             "cpus = 0: an allocator serves at least one CPU",
         ));
     }
-    let study = &options.study;
-    let total = (options.traces.len() * (options.allocators.len() + 1)) as u64;
-    let mut done = 0;
-    let mut traces = Vec::new();
-    let rows: Vec<Option<AllocatorKind>> = std::iter::once(None)
-        .chain(options.allocators.iter().copied().map(Some))
-        .collect();
-    for path in &options.traces {
-        let name = trace_name(path);
-        let trace = study_trace(
-            path,
-            &|| nvmos_trace::open(path),
-            &rows,
-            study,
-            &mut |label, finished| {
-                if finished {
-                    done += 1;
-                }
-                progress(Progress {
-                    done,
-                    total,
-                    step: format!("{name}: {label}"),
-                });
-                true
-            },
-        )?;
-        traces.push(trace);
+    if options.jobs == Some(0) {
+        return Err(EvaluateError::Options("jobs = 0: at least one thread"));
     }
+    let pool = match options.jobs {
+        Some(n) => Some(
+            rayon::ThreadPoolBuilder::new()
+                .num_threads(n)
+                .thread_name(|i| format!("nvmos-evaluate-{i}"))
+                .build()
+                .map_err(|e| EvaluateError::Threads(e.to_string()))?,
+        ),
+        None => None,
+    };
+    let total = (options.traces.len() * (options.allocators.len() + 1)) as u64;
+    let (tx, rx) = std::sync::mpsc::channel::<(String, bool)>();
+    let mut done = 0;
+    let outcome = std::thread::scope(|scope| {
+        let worker = scope.spawn(move || {
+            let work = || evaluate_tasks(options, &tx);
+            match &pool {
+                Some(pool) => pool.install(work),
+                None => work(),
+            }
+        });
+        // The workers' reports, in the order they were sent, until the
+        // last worker is done and the channel closes.
+        for (step, finished) in rx {
+            if finished {
+                done += 1;
+            }
+            progress(Progress { done, total, step });
+        }
+        worker
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+    });
+    let traces = outcome?;
     progress(Progress {
         done,
         total,
         step: String::new(),
     });
     Ok(Evaluation {
-        options: study.clone(),
+        options: options.study.clone(),
         traces,
     })
+}
+
+/// `evaluate`'s work, on the current rayon pool: every trace's machine,
+/// then every (trace, row) task, each reported to `tx` as `(step,
+/// finished)` before and after it runs.
+fn evaluate_tasks(
+    options: &Options,
+    tx: &std::sync::mpsc::Sender<(String, bool)>,
+) -> Result<Vec<TraceStudy>, EvaluateError> {
+    use rayon::prelude::*;
+    let study = &options.study;
+    let rows: Vec<Option<AllocatorKind>> = std::iter::once(None)
+        .chain(options.allocators.iter().copied().map(Some))
+        .collect();
+    let open = |path: &PathBuf| nvmos_trace::open(path).map_err(EvaluateError::Open);
+    // A text trace's machine takes a pass over it: one task per trace.
+    let setups: Vec<Result<TraceSetup, EvaluateError>> = options
+        .traces
+        .par_iter()
+        .map(|path| TraceSetup::of(path, &|| open(path), study))
+        .collect();
+    // Largest trace first (file size: rows of one trace cost alike), so
+    // no thread is left with a big row at the end while the others idle.
+    let mut tasks: Vec<(usize, usize)> = setups
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| s.is_ok())
+        .flat_map(|(t, _)| (0..rows.len()).map(move |r| (t, r)))
+        .collect();
+    let sizes: Vec<u64> = options
+        .traces
+        .iter()
+        .map(|p| std::fs::metadata(p).map_or(0, |m| m.len()))
+        .collect();
+    tasks.sort_by_key(|&(t, r)| (std::cmp::Reverse(sizes[t]), t, r));
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let results: std::sync::Mutex<Vec<Option<Result<StudyRow, EvaluateError>>>> =
+        std::sync::Mutex::new((0..tasks.len()).map(|_| None).collect());
+    let run_tasks = |tx: std::sync::mpsc::Sender<(String, bool)>| loop {
+        let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let Some(&(t, r)) = tasks.get(k) else {
+            break;
+        };
+        let path = &options.traces[t];
+        let Ok(setup) = &setups[t] else {
+            unreachable!("tasks are made for traces with a machine only")
+        };
+        let step = format!("{}: {}", trace_name(path), row_label(rows[r]));
+        // A closed channel (the caller's thread gone) only loses reports.
+        let _ = tx.send((step.clone(), false));
+        let result = study_row(path, &|| open(path), setup, rows[r], study);
+        results.lock().unwrap_or_else(|e| e.into_inner())[k] = Some(result);
+        let _ = tx.send((step, true));
+    };
+    rayon::scope(|scope| {
+        for _ in 0..rayon::current_num_threads() {
+            let tx = tx.clone();
+            scope.spawn(|_| run_tasks(tx));
+        }
+    });
+    let mut results = results.into_inner().unwrap_or_else(|e| e.into_inner());
+    // Back to the order asked for: trace by trace, row by row.
+    let mut by_task: Vec<Vec<Option<Result<StudyRow, EvaluateError>>>> = setups
+        .iter()
+        .map(|_| (0..rows.len()).map(|_| None).collect())
+        .collect();
+    for (k, &(t, r)) in tasks.iter().enumerate() {
+        by_task[t][r] = results[k].take();
+    }
+    let mut traces = Vec::with_capacity(setups.len());
+    for ((path, setup), rows) in options.traces.iter().zip(setups).zip(by_task) {
+        let setup = setup?;
+        let rows = rows
+            .into_iter()
+            .map(|row| row.expect("every task of a trace with a machine ran"))
+            .collect::<Result<Vec<_>, _>>()?;
+        traces.push(setup.study(path, rows));
+    }
+    Ok(traces)
 }
 
 /// The machine a trace is replayed on: the recorded one, or for a text
@@ -297,9 +402,72 @@ pub fn study_trace<S: EventSource>(
     step: &mut dyn FnMut(&str, bool) -> bool,
 ) -> Result<TraceStudy, EvaluateError> {
     let open = || open().map_err(EvaluateError::Open);
-    let (machine, inferred, text_trace) = trace_machine(path, &open, study)?;
-    let open_checked =
-        |row| open().map(|s| Checked::new(s, path, row_limits(row, text_trace, study)));
+    let setup = TraceSetup::of(path, &open, study)?;
+    let mut out = Vec::with_capacity(rows.len());
+    for &row in rows {
+        let label = row_label(row);
+        if !step(label, false) {
+            return Err(EvaluateError::Cancelled);
+        }
+        out.push(study_row(path, &open, &setup, row, study)?);
+        if !step(label, true) {
+            return Err(EvaluateError::Cancelled);
+        }
+    }
+    Ok(setup.study(path, out))
+}
+
+/// A row's name: [`AS_RECORDED`] or the allocator's.
+fn row_label(row: Option<AllocatorKind>) -> &'static str {
+    row.map_or(AS_RECORDED, |k| k.name())
+}
+
+/// What every row of one trace shares: the machine it is replayed on.
+struct TraceSetup {
+    machine: MachineInfo,
+    inferred: bool,
+    text_trace: bool,
+}
+
+impl TraceSetup {
+    fn of<S: EventSource>(
+        path: &Path,
+        open: &dyn Fn() -> Result<S, EvaluateError>,
+        study: &StudyOptions,
+    ) -> Result<TraceSetup, EvaluateError> {
+        let (machine, inferred, text_trace) = trace_machine(path, open, study)?;
+        Ok(TraceSetup {
+            machine,
+            inferred,
+            text_trace,
+        })
+    }
+
+    /// The trace's study from its rows, in order.
+    fn study(self, path: &Path, rows: Vec<StudyRow>) -> TraceStudy {
+        let (events, duration_ns) = rows
+            .first()
+            .map_or((0, 0), |r| (r.stats.events, r.stats.trace_ns));
+        TraceStudy {
+            trace: trace_name(path),
+            source: path.display().to_string(),
+            events,
+            duration_ns,
+            machine: self.machine,
+            inferred: self.inferred,
+            rows,
+        }
+    }
+}
+
+/// One row of a trace: a pass over a freshly opened, checked trace.
+fn study_row<S: EventSource>(
+    path: &Path,
+    open: &dyn Fn() -> Result<S, EvaluateError>,
+    setup: &TraceSetup,
+    row: Option<AllocatorKind>,
+    study: &StudyOptions,
+) -> Result<StudyRow, EvaluateError> {
     let failed = |what: String| {
         move |source| EvaluateError::Replay {
             path: path.to_owned(),
@@ -307,37 +475,16 @@ pub fn study_trace<S: EventSource>(
             source,
         }
     };
-    let mut out = Vec::with_capacity(rows.len());
-    for &row in rows {
-        let label = row.map_or(AS_RECORDED, |k| k.name());
-        if !step(label, false) {
-            return Err(EvaluateError::Cancelled);
-        }
-        let mut source = open_checked(row)?;
-        let mut result = match row {
-            None => study_as_recorded(&machine, &mut source, study)
-                .map_err(failed("counting the recorded placement".into()))?,
-            Some(kind) => study_allocator::<SpinYield, _, _>(kind, &machine, &mut source, study)
-                .map_err(failed(format!("replaying through {kind}")))?,
-        };
-        result.stats.accounting.lost_events = source.counts().lost_events;
-        out.push(result);
-        if !step(label, true) {
-            return Err(EvaluateError::Cancelled);
-        }
-    }
-    let (events, duration_ns) = out
-        .first()
-        .map_or((0, 0), |r| (r.stats.events, r.stats.trace_ns));
-    Ok(TraceStudy {
-        trace: trace_name(path),
-        source: path.display().to_string(),
-        events,
-        duration_ns,
-        machine,
-        inferred,
-        rows: out,
-    })
+    let limits = row_limits(row, setup.text_trace, study);
+    let mut source = Checked::new(open()?, path, limits);
+    let mut result = match row {
+        None => study_as_recorded(&setup.machine, &mut source, study)
+            .map_err(failed("counting the recorded placement".into()))?,
+        Some(kind) => study_allocator::<SpinYield, _, _>(kind, &setup.machine, &mut source, study)
+            .map_err(failed(format!("replaying through {kind}")))?,
+    };
+    result.stats.accounting.lost_events = source.counts().lost_events;
+    Ok(result)
 }
 
 /// A machine of one zone, for text traces that do not describe theirs.
@@ -639,6 +786,52 @@ mod tests {
             recorded_zones(&m),
             vec![Zone::new(0x100, 0x900), Zone::new(0x1000, 0xc0000)]
         );
+    }
+
+    /// Rows run in parallel give the sequential run's result, in its
+    /// order, and every row is reported before and after it runs.
+    #[test]
+    fn parallel_rows_equal_one_thread() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let options = |jobs| Options {
+            traces: vec![
+                root.join("traces/numpy.nvt"),
+                root.join("crates/trace/tests/data/every_case.txt"),
+            ],
+            allocators: vec![
+                AllocatorKind::Lis31,
+                AllocatorKind::Buddy,
+                AllocatorKind::IBuddy,
+            ],
+            study: StudyOptions::default(),
+            jobs: Some(jobs),
+        };
+        let run = |jobs| {
+            let mut reports = Vec::new();
+            let evaluation = evaluate(&options(jobs), &mut |p| reports.push(p)).unwrap();
+            let mut json = serde_json::to_value(&evaluation).unwrap();
+            for trace in json["traces"].as_array_mut().unwrap() {
+                for row in trace["rows"].as_array_mut().unwrap() {
+                    row["stats"]["elapsed_ns"] = 0.into();
+                }
+            }
+            (serde_json::to_string(&json).unwrap(), reports)
+        };
+        let (one, one_reports) = run(1);
+        let (three, three_reports) = run(3);
+        assert_eq!(one, three);
+        assert!(one.contains("\"LiS-31\""));
+        for reports in [one_reports, three_reports] {
+            // Before and after each of 2 × 4 rows, then the end.
+            assert_eq!(reports.len(), 2 * 8 + 1);
+            assert!(reports.iter().all(|p| p.total == 8));
+            assert!(reports.windows(2).all(|w| w[0].done <= w[1].done));
+            assert_eq!(reports.last().unwrap().done, 8);
+        }
+        assert!(matches!(
+            evaluate(&options(0), &mut |_| {}),
+            Err(EvaluateError::Options(_))
+        ));
     }
 
     #[test]

@@ -20,6 +20,7 @@
 //! where every block was placed, moved and freed. The wear study's hook is
 //! the [`WearCounter`]; the power study's counts allocated frames per bank.
 
+use std::collections::VecDeque;
 use std::time::Instant;
 
 use nvmos_frames::{AllocError, FrameAllocator, MigrateType, Move, Order, Pfn, Request, ZoneMap};
@@ -390,8 +391,34 @@ impl Engine {
         let start = Instant::now();
         let stats = &mut self.stats;
         let owner = &mut self.owner;
-        for event in events {
-            let mut event = event.map_err(ReplayError::Trace)?;
+        // Events are read `AHEAD` before they are applied, and the
+        // tracker's entry of each is prefetched as it is read: the lookup
+        // of a block allocated long ago is the replay's main cache miss,
+        // and by the time its event is applied the entry is in cache. A
+        // trace error is returned after the events before it are applied,
+        // as without the window.
+        const AHEAD: usize = 16;
+        let mut source = events.into_iter();
+        let mut ahead: VecDeque<Event> = VecDeque::with_capacity(AHEAD);
+        let mut failed = None;
+        let mut ended = false;
+        loop {
+            while !ended && ahead.len() < AHEAD {
+                match source.next() {
+                    Some(Ok(e)) => {
+                        self.tracker.prefetch(e.pfn.get());
+                        ahead.push_back(e);
+                    }
+                    Some(Err(e)) => {
+                        failed = Some(e);
+                        ended = true;
+                    }
+                    None => ended = true,
+                }
+            }
+            let Some(mut event) = ahead.pop_front() else {
+                break;
+            };
             event.time_ns = event.time_ns.saturating_add(shift_ns);
             let index = stats.events;
             stats.events += 1;
@@ -472,6 +499,9 @@ impl Engine {
                     crate::writes::attribute(hook, &mut stats.writes, &event, block)
                 }
             }
+        }
+        if let Some(e) = failed {
+            return Err(ReplayError::Trace(e));
         }
         stats.elapsed_ns += start.elapsed().as_nanos() as u64;
         Ok(())
@@ -560,6 +590,24 @@ mod tests {
         assert_eq!(err.to_string(), "reading the trace");
         let source = std::error::Error::source(&err).map(ToString::to_string);
         assert_eq!(source.as_deref(), Some("bad line 7"));
+        // The events read ahead of an error are applied before it is
+        // returned, and nothing after it is read.
+        let ok = |pfn| {
+            Ok(Event {
+                time_ns: pfn,
+                cpu: 0,
+                op: A,
+                pfn: Pfn(pfn),
+                order: Order::ZERO,
+            })
+        };
+        let trace: Vec<Result<Event, Bad>> = vec![ok(1), ok(2), Err(Bad), ok(3)];
+        let mut engine = Engine::new(None);
+        let err = engine.feed(&mut ByAllocator(&alloc), &mut (), trace, 0);
+        assert!(matches!(err, Err(ReplayError::Trace(Bad))));
+        let stats = engine.stats();
+        assert_eq!((stats.events, stats.allocs), (2, 2));
+        assert_eq!(alloc.stats().allocated_frames(), 2);
     }
 
     #[test]

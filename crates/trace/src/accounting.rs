@@ -37,7 +37,7 @@
 //!   the recording, page cache of earlier files, the allocation's event
 //!   lost). Writes change no block.
 
-use nvmos_frames::{MigrateType, Order};
+use nvmos_frames::{MigrateType, Order, MAX_ORDER};
 use rustc_hash::FxHashMap;
 
 use crate::event::{Event, Op};
@@ -157,18 +157,31 @@ const DIRECT_LIMIT: u64 = 1 << 28;
 /// A table indexed by pfn rather than a hash map: the kernel places
 /// neighbouring allocations on neighbouring frames, and a table keeps
 /// those entries on the same cache lines where hashing scatters them. A
-/// slot is one `u128` and an empty slot is zero, so the table comes from
-/// zeroed memory the system maps lazily: a 24 GiB machine's 6.5 M slots
-/// cost only the pages the trace touches.
+/// slot is one `u64` (eight slots to a cache line) and an empty slot is
+/// zero, so the table comes from zeroed memory the system maps lazily: a
+/// 24 GiB machine's 6.5 M slots cost only the pages the trace touches.
+/// The replay's cost is mostly this table's cache misses (a free looks
+/// up a block allocated long before): [`prefetch`](BlockTracker::prefetch)
+/// starts one early. A block whose tag does not fit a slot (≥ 2^44 − 1,
+/// beyond any real memory), or whose head is past `DIRECT_LIMIT`, lives
+/// in a hash map instead, as a `u128`.
 #[derive(Default, Clone)]
 pub struct BlockTracker {
-    direct: Vec<u128>,
+    direct: Vec<u64>,
     far: FxHashMap<u64, u128>,
     /// The live blocks of order > 0 (head → order), the only ones that can
     /// hold another block: looking for an enclosing block here stays in
     /// cache, where probing the big table at ten aligned heads would miss
     /// it ten times. Invariant: exactly the live blocks with order > 0.
     large: FxHashMap<u64, u8>,
+    /// Per 1024-frame region (`head >> MAX_ORDER`), how many of `large`
+    /// have their head in it. A block enclosing `pfn` has its head at
+    /// `pfn` aligned down to at most `MAX_ORDER`, so in `pfn`'s region: a
+    /// region without one answers [`enclosing`](Self::enclosing) with one
+    /// load from a small array, where probing `large` at ten heads
+    /// hashed ten times (a tenth of a replay). Heads past `DIRECT_LIMIT`
+    /// are not counted here (those lookups always probe `large`).
+    large_regions: Vec<u32>,
     live: u64,
     last_time: Option<u64>,
     counts: Accounting,
@@ -180,16 +193,29 @@ const PRESENT: u128 = 1 << 127;
 /// migratetype in 68..70, frames freed so far in 70..82, bit 127 set.
 #[inline]
 fn pack(b: &LiveBlock) -> u128 {
-    let kind = match b.kind {
-        MigrateType::Unmovable => 0u128,
-        MigrateType::Movable => 1,
-        MigrateType::Reclaimable => 2,
-    };
     PRESENT
         | u128::from(b.tag.map_or(0, |t| t + 1))
         | u128::from(b.order.get()) << 64
-        | kind << 68
+        | u128::from(kind_bits(b.kind)) << 68
         | u128::from(b.freed) << 70
+}
+
+#[inline]
+fn kind_bits(kind: MigrateType) -> u64 {
+    match kind {
+        MigrateType::Unmovable => 0,
+        MigrateType::Movable => 1,
+        MigrateType::Reclaimable => 2,
+    }
+}
+
+#[inline]
+fn kind_of(bits: u64) -> MigrateType {
+    match bits & 3 {
+        0 => MigrateType::Unmovable,
+        1 => MigrateType::Movable,
+        _ => MigrateType::Reclaimable,
+    }
 }
 
 #[inline]
@@ -202,13 +228,69 @@ fn unpack(pfn: u64, slot: u128) -> Option<LiveBlock> {
         pfn,
         tag: tag.checked_sub(1),
         order: Order::new((slot >> 64) as u8 & 0xf).expect("packed from an Order"),
-        kind: match (slot >> 68) & 3 {
-            0 => MigrateType::Unmovable,
-            1 => MigrateType::Movable,
-            _ => MigrateType::Reclaimable,
-        },
+        kind: kind_of((slot >> 68) as u64),
         freed: ((slot >> 70) & 0xfff) as u64,
     })
+}
+
+/// A table slot: `tag + 1` in bits 0..44 (0: no tag), the order in
+/// 44..48, the migratetype in 48..50, frames freed so far in 50..62
+/// (fewer than the block's 1024 at most), bit 63 set.
+const SLOT_PRESENT: u64 = 1 << 63;
+const SLOT_TAG_BITS: u32 = 44;
+const SLOT_TAG_MASK: u64 = (1 << SLOT_TAG_BITS) - 1;
+
+/// `b` as a table slot, or `None` when its tag does not fit.
+#[inline]
+fn pack_slot(b: &LiveBlock) -> Option<u64> {
+    let tag = match b.tag {
+        None => 0,
+        Some(t) if t < SLOT_TAG_MASK => t + 1,
+        Some(_) => return None,
+    };
+    debug_assert!(b.freed < 1 << 12);
+    Some(
+        SLOT_PRESENT
+            | tag
+            | u64::from(b.order.get()) << 44
+            | kind_bits(b.kind) << 48
+            | b.freed << 50,
+    )
+}
+
+#[inline]
+fn unpack_slot(pfn: u64, slot: u64) -> Option<LiveBlock> {
+    if slot & SLOT_PRESENT == 0 {
+        return None;
+    }
+    Some(LiveBlock {
+        pfn,
+        tag: (slot & SLOT_TAG_MASK).checked_sub(1),
+        order: Order::new((slot >> 44) as u8 & 0xf).expect("packed from an Order"),
+        kind: kind_of(slot >> 48),
+        freed: (slot >> 50) & 0xfff,
+    })
+}
+
+/// The `large_regions` index of a head.
+#[inline]
+fn region(pfn: u64) -> usize {
+    (pfn >> MAX_ORDER) as usize
+}
+
+/// A hint to the CPU to load `slot`'s cache line (a no-op where there is
+/// no such instruction).
+#[inline(always)]
+fn prefetch_read(slot: &u64) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch is only a hint; it reads nothing the program
+    // sees and cannot fault, and `slot` is a valid reference anyway.
+    unsafe {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        _mm_prefetch::<_MM_HINT_T0>((slot as *const u64).cast());
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = slot;
 }
 
 impl BlockTracker {
@@ -232,9 +314,23 @@ impl BlockTracker {
     #[inline]
     pub fn get(&self, pfn: u64) -> Option<LiveBlock> {
         if pfn < DIRECT_LIMIT {
-            unpack(pfn, *self.direct.get(pfn as usize)?)
-        } else {
-            unpack(pfn, *self.far.get(&pfn)?)
+            if let Some(b) = unpack_slot(pfn, *self.direct.get(pfn as usize)?) {
+                return Some(b);
+            }
+            if self.far.is_empty() {
+                return None;
+            }
+        }
+        unpack(pfn, *self.far.get(&pfn)?)
+    }
+
+    /// Starts loading the table entry of `pfn` into the cache, for an
+    /// event a few events ahead: its lookup then finds it there. Changes
+    /// nothing.
+    #[inline]
+    pub fn prefetch(&self, pfn: u64) {
+        if let Some(slot) = self.direct.get(pfn as usize) {
+            prefetch_read(slot);
         }
     }
 
@@ -254,29 +350,31 @@ impl BlockTracker {
             .direct
             .iter()
             .enumerate()
-            .filter_map(|(i, &s)| unpack(i as u64, s))
+            .filter_map(|(i, &s)| unpack_slot(i as u64, s))
             .collect();
-        let mut far: Vec<LiveBlock> = self
-            .far
-            .iter()
-            .filter_map(|(&p, &s)| unpack(p, s))
-            .collect();
-        far.sort_by_key(|b| b.pfn);
-        v.extend(far);
+        v.extend(self.far.iter().filter_map(|(&p, &s)| unpack(p, s)));
+        v.sort_by_key(|b| b.pfn);
         v
     }
 
     #[inline]
     fn take(&mut self, pfn: u64) -> Option<LiveBlock> {
-        let b = if pfn < DIRECT_LIMIT {
-            unpack(pfn, std::mem::take(self.direct.get_mut(pfn as usize)?))
-        } else {
-            unpack(pfn, self.far.remove(&pfn)?)
-        };
+        let mut b = None;
+        if pfn < DIRECT_LIMIT {
+            if let Some(slot) = self.direct.get_mut(pfn as usize) {
+                b = unpack_slot(pfn, std::mem::take(slot));
+            }
+        }
+        if b.is_none() && !self.far.is_empty() {
+            b = self.far.remove(&pfn).and_then(|s| unpack(pfn, s));
+        }
         if let Some(b) = &b {
             self.live -= 1;
             if b.order.get() > 0 {
                 self.large.remove(&pfn);
+                if let Some(n) = self.large_regions.get_mut(region(pfn)) {
+                    *n -= 1;
+                }
             }
         }
         b
@@ -285,15 +383,23 @@ impl BlockTracker {
     /// Stores `b` at its head (replacing what is there).
     #[inline]
     fn put(&mut self, b: &LiveBlock) {
-        let slot = pack(b);
-        if b.pfn < DIRECT_LIMIT {
-            let i = b.pfn as usize;
-            if i >= self.direct.len() {
-                self.grow(i);
+        match pack_slot(b) {
+            Some(slot) if b.pfn < DIRECT_LIMIT => {
+                let i = b.pfn as usize;
+                if i >= self.direct.len() {
+                    self.grow(i);
+                }
+                self.direct[i] = slot;
+                if !self.far.is_empty() {
+                    self.far.remove(&b.pfn);
+                }
             }
-            self.direct[i] = slot;
-        } else {
-            self.far.insert(b.pfn, slot);
+            _ => {
+                if let Some(slot) = self.direct.get_mut(b.pfn as usize) {
+                    *slot = 0;
+                }
+                self.far.insert(b.pfn, pack(b));
+            }
         }
     }
 
@@ -303,13 +409,20 @@ impl BlockTracker {
         self.live += 1;
         if b.order.get() > 0 {
             self.large.insert(b.pfn, b.order.get());
+            if b.pfn < DIRECT_LIMIT {
+                let r = region(b.pfn);
+                if r >= self.large_regions.len() {
+                    self.large_regions.resize(r + 1, 0);
+                }
+                self.large_regions[r] += 1;
+            }
         }
     }
 
     #[cold]
     fn grow(&mut self, index: usize) {
         let len = (index + 1).next_power_of_two().max(1 << 20);
-        let mut bigger = vec![0u128; len];
+        let mut bigger = vec![0u64; len];
         bigger[..self.direct.len()].copy_from_slice(&self.direct);
         self.direct = bigger;
     }
@@ -322,11 +435,19 @@ impl BlockTracker {
         if self.large.is_empty() {
             return None;
         }
+        if pfn < DIRECT_LIMIT && self.large_regions.get(region(pfn)).is_none_or(|&n| n == 0) {
+            return None;
+        }
+        let mut last = pfn;
         Order::all().skip(order.index() + 1).find_map(|o| {
             let head = pfn & !(o.frames() - 1);
-            (head != pfn)
-                .then(|| self.large.get(&head))
-                .flatten()
+            // The same head as the order before: the same answer.
+            if head == last {
+                return None;
+            }
+            last = head;
+            self.large
+                .get(&head)
                 .filter(|&&bo| head + (1u64 << bo) >= pfn + order.frames())
                 .map(|_| head)
         })

@@ -68,17 +68,23 @@ impl<S: EventSource> Checked<S> {
         }
     }
 
-    fn check(&self, e: &Event) -> Result<(), TraceError> {
-        let at = match self.inner.line() {
+    /// Where the event being checked is, for an error: built only when
+    /// one is reported (a string per event would cost more than the check).
+    fn at(&self) -> String {
+        match self.inner.line() {
             Some(line) => format!(":{line}"),
             None => format!(": event #{}", self.index),
-        };
+        }
+    }
+
+    #[inline]
+    fn check(&self, e: &Event) -> Result<(), TraceError> {
         let end = e.pfn.get() + e.order.frames();
         if let Some(frames) = self.limits.frames {
             if end > frames {
                 return Err(TraceError::BeyondMachine {
                     path: self.path.clone(),
-                    at,
+                    at: self.at(),
                     what: format!(
                         "pfn {:#x} (order {}) ends at frame {end:#x}, beyond the {frames} frames ({} MiB) of memory asked for; this trace needs more memory",
                         e.pfn.get(),
@@ -92,7 +98,7 @@ impl<S: EventSource> Checked<S> {
             if e.cpu >= cpus {
                 return Err(TraceError::BeyondMachine {
                     path: self.path.clone(),
-                    at,
+                    at: self.at(),
                     what: format!(
                         "CPU {} is beyond the {cpus} CPUs asked for; this trace needs at least {}",
                         e.cpu,
@@ -108,6 +114,7 @@ impl<S: EventSource> Checked<S> {
 impl<S: EventSource> Iterator for Checked<S> {
     type Item = Result<Event, TraceError>;
 
+    #[inline]
     fn next(&mut self) -> Option<Self::Item> {
         if self.failed {
             return None;

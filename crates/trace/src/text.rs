@@ -45,6 +45,16 @@
 //!   `lost_events`.
 //! - **Other events** are counted by name in `skipped`; `#` comment lines
 //!   and blank lines are ignored. Any other line is an error.
+//!
+//! # Two scanners, one answer
+//!
+//! Each line goes first through a fast byte scanner (memchr to find the
+//! CPU field, no UTF-8 decoding, no allocation), which answers only for
+//! plain-ASCII lines of the usual shape whose fields all parse; every
+//! other line (bytes beyond ASCII, `[LOST]` lines, anything malformed)
+//! goes to the straightforward `str` reference scanner, which is the one
+//! source of every line error. A property test holds the two to the same
+//! answers; [`TextReader::reference_scanner`] runs the reference alone.
 
 use std::collections::VecDeque;
 use std::io::BufRead;
@@ -67,14 +77,23 @@ pub struct TextReader<R> {
     input: R,
     path: PathBuf,
     format: Format,
-    line_no: u64,
+    /// A line that does not lie whole in the input's buffer, copied.
     buf: Vec<u8>,
+    state: LineState,
+    done: bool,
+}
+
+/// What the reader knows between lines: apart from the input, so a line
+/// is parsed where it lies in the input's buffer.
+struct LineState {
+    line_no: u64,
     first_ts: Option<u64>,
     counts: SourceCounts,
     /// Per CPU, the pfns of the last `RECENT_FREES` `mm_page_free`s, newest
     /// at the back.
     recent_frees: Vec<VecDeque<u64>>,
-    done: bool,
+    /// Scan every line with the reference scanner only.
+    reference: bool,
 }
 
 impl<R: BufRead> TextReader<R> {
@@ -86,19 +105,31 @@ impl<R: BufRead> TextReader<R> {
             input,
             path: path.as_ref().to_owned(),
             format,
-            line_no: 0,
             buf: Vec::with_capacity(256),
-            first_ts: None,
-            counts: SourceCounts::default(),
-            recent_frees: Vec::new(),
+            state: LineState {
+                line_no: 0,
+                first_ts: None,
+                counts: SourceCounts::default(),
+                recent_frees: Vec::new(),
+                reference: false,
+            },
             done: false,
         }
+    }
+
+    /// This reader with the fast line scanner turned off: every line goes
+    /// through the straightforward `str`-based reference scanner the fast
+    /// one is checked against (same events, counts and errors, only
+    /// slower). For benchmarks and tests.
+    pub fn reference_scanner(mut self) -> TextReader<R> {
+        self.state.reference = true;
+        self
     }
 
     /// The counts so far, as a mutable reference (the recorder adds the
     /// ring buffer's lost events).
     pub fn counts_mut(&mut self) -> &mut SourceCounts {
-        &mut self.counts
+        &mut self.state.counts
     }
 
     /// The input, to read what is left of it.
@@ -109,76 +140,82 @@ impl<R: BufRead> TextReader<R> {
     /// The absolute timestamp (ns, in the trace's clock) that event times
     /// are relative to: the first event's; `None` before it.
     pub fn first_timestamp_ns(&self) -> Option<u64> {
-        self.first_ts
+        self.state.first_ts
     }
 
     /// The line number of the last line read.
     pub fn line(&self) -> u64 {
-        self.line_no
+        self.state.line_no
     }
 
     fn error(&self, message: String) -> TraceError {
         TraceError::Parse {
             path: self.path.clone(),
-            line: self.line_no,
+            line: self.state.line_no,
             message,
         }
     }
+}
 
-    /// Parses the line in `self.buf`: `Ok(None)` for lines that yield no
-    /// event.
-    fn parse_current(&mut self) -> Result<Option<Event>, String> {
-        let buf = std::mem::take(&mut self.buf);
-        let result = match std::str::from_utf8(&buf) {
-            Ok(line) => self.parse_line(line),
-            Err(_) => self.parse_line(&String::from_utf8_lossy(&buf)),
-        };
-        self.buf = buf;
-        result
+impl LineState {
+    /// One line: the fast scanner where it can decide, the reference one
+    /// (which the fast one agrees with) for everything else, errors
+    /// included.
+    fn parse_bytes(&mut self, line: &[u8]) -> Result<Option<Event>, String> {
+        if self.reference {
+            return self.parse_reference(line);
+        }
+        match scan_fast(line) {
+            Some(scanned) => self.apply(scanned),
+            None => self.parse_reference(line),
+        }
     }
 
-    fn parse_line(&mut self, line: &str) -> Result<Option<Event>, String> {
-        let line = line.trim_end_matches(['\n', '\r']);
-        let trimmed = line.trim_start();
-        if trimmed.is_empty() || trimmed.starts_with('#') {
-            return Ok(None);
+    fn parse_reference(&mut self, line: &[u8]) -> Result<Option<Event>, String> {
+        match std::str::from_utf8(line) {
+            Ok(line) => self.apply(scan_reference(line)?),
+            Err(_) => self.apply(scan_reference(&String::from_utf8_lossy(line))?),
         }
-        if trimmed.starts_with("CPU:") && trimmed.contains("[LOST ") {
-            let lost = trimmed
-                .split("[LOST ")
-                .nth(1)
-                .and_then(|s| s.split_ascii_whitespace().next())
-                .and_then(|n| n.parse::<u64>().ok())
-                .ok_or_else(|| format!("cannot read the count of lost events in {trimmed:?}"))?;
-            self.counts.lost_events += lost;
-            return Ok(None);
-        }
-        let head = split_line(trimmed)?;
-        let name = head.event.strip_prefix("kmem:").unwrap_or(head.event);
-        let kind = match name {
-            "mm_page_alloc" => Kind::Alloc,
-            "mm_page_free" => Kind::Free,
-            "mm_page_free_batched" => Kind::Batched,
-            _ => {
+    }
+
+    /// The reader's policies on one scanned line.
+    fn apply(&mut self, line: Scanned<'_>) -> Result<Option<Event>, String> {
+        let (event, name, kind, cpu, ts_ns, fields) = match line {
+            Scanned::Nothing => return Ok(None),
+            Scanned::Lost(lost) => {
+                self.counts.lost_events += lost;
+                return Ok(None);
+            }
+            Scanned::Other(event) => {
                 // Counting by name allocates only for the first line of each.
-                if let Some(n) = self.counts.skipped.get_mut(head.event) {
+                if let Some(n) = self.counts.skipped.get_mut(event) {
                     *n += 1;
                 } else {
-                    self.counts.skipped.insert(head.event.to_owned(), 1);
+                    self.counts.skipped.insert(event.to_owned(), 1);
                 }
                 return Ok(None);
             }
+            Scanned::Ours {
+                event,
+                kind,
+                cpu,
+                ts_ns,
+                fields,
+            } => {
+                let name = event.strip_prefix("kmem:").unwrap_or(event);
+                (event, name, kind, cpu, ts_ns, fields)
+            }
         };
-        let fields = Fields::parse(head.fields, name)?;
-        if head.cpu >= MAX_CPUS {
+        let _ = event;
+        if cpu >= MAX_CPUS {
             return Err(format!(
                 "cpu {} is out of range (at most {})",
-                head.cpu,
+                cpu,
                 MAX_CPUS - 1
             ));
         }
-        let first = *self.first_ts.get_or_insert(head.ts_ns);
-        let time_ns = match head.ts_ns.checked_sub(first) {
+        let first = *self.first_ts.get_or_insert(ts_ns);
+        let time_ns = match ts_ns.checked_sub(first) {
             Some(t) => t,
             None => {
                 self.counts.early_timestamps += 1;
@@ -219,20 +256,20 @@ impl<R: BufRead> TextReader<R> {
                 order.frames()
             ));
         }
-        let cpu = head.cpu as usize;
+        let cpu_index = cpu as usize;
         match kind {
             Kind::Free => {
-                if self.recent_frees.len() <= cpu {
-                    self.recent_frees.resize_with(cpu + 1, VecDeque::new);
+                if self.recent_frees.len() <= cpu_index {
+                    self.recent_frees.resize_with(cpu_index + 1, VecDeque::new);
                 }
-                let recent = &mut self.recent_frees[cpu];
+                let recent = &mut self.recent_frees[cpu_index];
                 if recent.len() == RECENT_FREES {
                     recent.pop_front();
                 }
                 recent.push_back(pfn);
             }
             Kind::Batched => {
-                let recent = self.recent_frees.get_mut(cpu);
+                let recent = self.recent_frees.get_mut(cpu_index);
                 let hit = recent
                     .as_ref()
                     .and_then(|r| r.iter().rposition(|&p| p == pfn));
@@ -247,7 +284,7 @@ impl<R: BufRead> TextReader<R> {
         }
         Ok(Some(Event {
             time_ns,
-            cpu: head.cpu,
+            cpu,
             op,
             pfn: Pfn(pfn),
             order,
@@ -284,21 +321,44 @@ impl<R: BufRead> Iterator for TextReader<R> {
             return None;
         }
         loop {
-            self.buf.clear();
-            match self.input.read_until(b'\n', &mut self.buf) {
-                Ok(0) => {
-                    self.done = true;
-                    return None;
-                }
-                Ok(_) => {}
+            // A line that lies whole in the input's buffer is parsed there;
+            // one across the buffer's end (or the last, without a newline)
+            // is copied first.
+            let in_place = match self.input.fill_buf() {
+                Ok(avail) => memchr::memchr(b'\n', avail).map(|i| {
+                    self.state.line_no += 1;
+                    (i + 1, self.state.parse_bytes(&avail[..=i]))
+                }),
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                 Err(e) => {
                     self.done = true;
                     return Some(Err(TraceError::io(&self.path, e)));
                 }
-            }
-            self.line_no += 1;
-            match self.parse_current() {
+            };
+            let parsed = match in_place {
+                Some((len, parsed)) => {
+                    self.input.consume(len);
+                    parsed
+                }
+                None => {
+                    self.buf.clear();
+                    match self.input.read_until(b'\n', &mut self.buf) {
+                        Ok(0) => {
+                            self.done = true;
+                            return None;
+                        }
+                        Ok(_) => {}
+                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                        Err(e) => {
+                            self.done = true;
+                            return Some(Err(TraceError::io(&self.path, e)));
+                        }
+                    }
+                    self.state.line_no += 1;
+                    self.state.parse_bytes(&self.buf)
+                }
+            };
+            match parsed {
                 Ok(Some(event)) => return Some(Ok(event)),
                 Ok(None) => {}
                 Err(message) => {
@@ -320,19 +380,40 @@ impl<R: BufRead> EventSource for TextReader<R> {
     }
 
     fn counts(&self) -> SourceCounts {
-        self.counts.clone()
+        self.state.counts.clone()
     }
 
     fn line(&self) -> Option<u64> {
-        Some(self.line_no)
+        Some(self.state.line_no)
     }
 }
 
-#[derive(Copy, Clone)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
 enum Kind {
     Alloc,
     Free,
     Batched,
+}
+
+/// What one line says, before the reader's policies (the same from the
+/// fast and the reference scanner).
+#[derive(Debug, PartialEq, Eq)]
+enum Scanned<'a> {
+    /// Blank, or a comment.
+    Nothing,
+    /// `CPU:N [LOST n EVENTS]`: that many events lost.
+    Lost(u64),
+    /// An event line of another event, by its name as printed.
+    Other(&'a str),
+    /// One of our events.
+    Ours {
+        /// As printed: `mm_page_alloc` or `kmem:mm_page_alloc`.
+        event: &'a str,
+        kind: Kind,
+        cpu: u32,
+        ts_ns: u64,
+        fields: Fields<'a>,
+    },
 }
 
 /// The common part of an event line.
@@ -349,6 +430,48 @@ struct LineHead<'a> {
 /// not one.
 pub(crate) fn event_token(line: &str) -> Option<&str> {
     split_line(line).ok().map(|h| h.event)
+}
+
+/// The reference scanner: straightforward `str` handling of any line
+/// (lossily decoded when it is not UTF-8). Every error a text trace can
+/// raise about a line's shape comes from here.
+fn scan_reference(line: &str) -> Result<Scanned<'_>, String> {
+    let line = line.trim_end_matches(['\n', '\r']);
+    let trimmed = line.trim_start();
+    if trimmed.is_empty() || trimmed.starts_with('#') {
+        return Ok(Scanned::Nothing);
+    }
+    if trimmed.starts_with("CPU:") && trimmed.contains("[LOST ") {
+        let lost = trimmed
+            .split("[LOST ")
+            .nth(1)
+            .and_then(|s| s.split_ascii_whitespace().next())
+            .and_then(|n| n.parse::<u64>().ok())
+            .ok_or_else(|| format!("cannot read the count of lost events in {trimmed:?}"))?;
+        return Ok(Scanned::Lost(lost));
+    }
+    let head = split_line(trimmed)?;
+    let name = head.event.strip_prefix("kmem:").unwrap_or(head.event);
+    let Some(kind) = kind_of(name) else {
+        return Ok(Scanned::Other(head.event));
+    };
+    Ok(Scanned::Ours {
+        event: head.event,
+        kind,
+        cpu: head.cpu,
+        ts_ns: head.ts_ns,
+        fields: Fields::parse(head.fields, name)?,
+    })
+}
+
+#[inline]
+fn kind_of(name: &str) -> Option<Kind> {
+    match name {
+        "mm_page_alloc" => Some(Kind::Alloc),
+        "mm_page_free" => Some(Kind::Free),
+        "mm_page_free_batched" => Some(Kind::Batched),
+        _ => None,
+    }
 }
 
 /// Cuts an event line into CPU, timestamp, event name and fields.
@@ -372,6 +495,229 @@ fn split_line(line: &str) -> Result<LineHead<'_>, String> {
         ts_ns,
         event,
         fields,
+    })
+}
+
+// The fast scanner. It decides only lines it is sure of: pure ASCII
+// without vertical tabs (so ASCII whitespace is all the whitespace there
+// is, as the reference's `trim_start` sees it), blank, comment or event
+// lines of the usual shape whose fields parse. Anything else — `[LOST]`
+// lines, bytes beyond ASCII, a malformed field, a missing timestamp —
+// returns `None` and goes to the reference scanner, which produces the
+// error. So the two agree by construction wherever the fast one answers
+// (a property test holds them to it), and errors have one source.
+
+#[inline]
+fn is_space(b: u8) -> bool {
+    // `u8::is_ascii_whitespace`: space, \t, \n, \x0c, \r.
+    matches!(b, b' ' | b'\t' | b'\n' | b'\x0c' | b'\r')
+}
+
+/// Whether `line` is pure ASCII without a vertical tab, eight bytes at a
+/// time.
+#[inline]
+fn plain_ascii(line: &[u8]) -> bool {
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const VT: u64 = 0x0b0b_0b0b_0b0b_0b0b;
+    let mut chunks = line.chunks_exact(8);
+    for c in &mut chunks {
+        let w = u64::from_le_bytes(c.try_into().expect("8 bytes"));
+        let x = w ^ VT;
+        // A zero byte of `x` (a vertical tab in `w`) or a high bit in `w`.
+        if (w | (x.wrapping_sub(ONES) & !x)) & HIGH != 0 {
+            return false;
+        }
+    }
+    chunks.remainder().iter().all(|&b| b < 0x80 && b != 0x0b)
+}
+
+/// The next token of `s` (after any whitespace) and the rest after it.
+#[inline]
+fn next_token_bytes(s: &[u8]) -> (&[u8], &[u8]) {
+    let start = s.iter().position(|&b| !is_space(b)).unwrap_or(s.len());
+    let s = &s[start..];
+    let end = s.iter().position(|&b| is_space(b)).unwrap_or(s.len());
+    s.split_at(end)
+}
+
+/// [`find_cpu`] on bytes; `None` also where the reference would give up.
+#[inline]
+fn find_cpu_bytes(line: &[u8]) -> Option<(u32, &[u8])> {
+    for i in memchr::memchr_iter(b'[', line) {
+        if i > 0 && !is_space(line[i - 1]) {
+            continue;
+        }
+        let digits = line[i + 1..]
+            .iter()
+            .take_while(|b| b.is_ascii_digit())
+            .count();
+        let end = i + 1 + digits;
+        if digits == 0 || line.get(end) != Some(&b']') {
+            continue;
+        }
+        if !line.get(end + 1).is_none_or(|&b| is_space(b)) {
+            continue;
+        }
+        let cpu = digits_value(&line[i + 1..end])?;
+        return Some((u32::try_from(cpu).ok()?, &line[end + 1..]));
+    }
+    None
+}
+
+/// A run of ASCII digits as a number; `None` when empty, not all digits,
+/// or beyond `u64`.
+#[inline]
+fn digits_value(digits: &[u8]) -> Option<u64> {
+    if digits.is_empty() {
+        return None;
+    }
+    let mut v = 0u64;
+    for &b in digits {
+        let d = b.wrapping_sub(b'0');
+        if d > 9 {
+            return None;
+        }
+        v = v.checked_mul(10)?.checked_add(u64::from(d))?;
+    }
+    Some(v)
+}
+
+/// [`parse_ts_token`] on bytes.
+#[inline]
+fn ts_bytes(token: &[u8]) -> Option<u64> {
+    let ts = token.strip_suffix(b":")?;
+    let (secs, frac) = match memchr::memchr(b'.', ts) {
+        Some(i) => (&ts[..i], Some(&ts[i + 1..])),
+        None => (ts, None),
+    };
+    let secs = digits_value(secs)?;
+    match frac {
+        None => Some(secs),
+        Some(f) => {
+            if f.len() > 9 {
+                return None;
+            }
+            let frac = digits_value(f)?;
+            let scale = 10u64.pow(9 - f.len() as u32);
+            secs.checked_mul(1_000_000_000)?.checked_add(frac * scale)
+        }
+    }
+}
+
+/// ASCII bytes as a `str` (the caller has checked they are ASCII).
+#[inline]
+fn ascii(bytes: &[u8]) -> Option<&str> {
+    std::str::from_utf8(bytes).ok()
+}
+
+/// [`Fields::parse`] on bytes, `None` on anything it would report.
+#[inline]
+fn fields_bytes(mut text: &[u8]) -> Option<Fields<'_>> {
+    let mut page = None;
+    let mut pfn = None;
+    let mut order = None;
+    let mut migratetype = None;
+    loop {
+        let (field, rest) = next_token_bytes(text);
+        if field.is_empty() {
+            break;
+        }
+        text = rest;
+        let Some(eq) = memchr::memchr(b'=', field) else {
+            continue;
+        };
+        let (key, value) = (&field[..eq], &field[eq + 1..]);
+        match key {
+            b"page" => page = Some(ascii(value)?),
+            b"pfn" => {
+                let hex = value.strip_prefix(b"0x")?;
+                pfn = Some(hex_value(hex)?);
+            }
+            b"order" => order = Some(digits_value(value)?),
+            b"migratetype" => {
+                migratetype = Some(match value.strip_prefix(b"-") {
+                    Some(digits) => 0i64.checked_sub_unsigned(digits_value(digits)?)?,
+                    None => i64::try_from(digits_value(value)?).ok()?,
+                })
+            }
+            _ => {}
+        }
+    }
+    Some(Fields {
+        page,
+        pfn: pfn?,
+        order: order?,
+        migratetype,
+    })
+}
+
+/// Hex digits as a number; `None` when empty, not all hex, or beyond
+/// `u64`.
+#[inline]
+fn hex_value(hex: &[u8]) -> Option<u64> {
+    if hex.is_empty() {
+        return None;
+    }
+    let mut v = 0u64;
+    for &b in hex {
+        let d = match b {
+            b'0'..=b'9' => b - b'0',
+            b'a'..=b'f' => b - b'a' + 10,
+            b'A'..=b'F' => b - b'A' + 10,
+            _ => return None,
+        };
+        if v >> 60 != 0 {
+            return None;
+        }
+        v = v << 4 | u64::from(d);
+    }
+    Some(v)
+}
+
+/// The fast scanner: the line's meaning where it is sure of it, `None`
+/// for the reference scanner to decide.
+#[inline]
+fn scan_fast(line: &[u8]) -> Option<Scanned<'_>> {
+    if !plain_ascii(line) {
+        return None;
+    }
+    let mut end = line.len();
+    while end > 0 && matches!(line[end - 1], b'\n' | b'\r') {
+        end -= 1;
+    }
+    let start = line[..end]
+        .iter()
+        .position(|&b| !is_space(b))
+        .unwrap_or(end);
+    let trimmed = &line[start..end];
+    match trimmed.first() {
+        None | Some(b'#') => return Some(Scanned::Nothing),
+        _ if trimmed.starts_with(b"CPU:") => return None,
+        _ => {}
+    }
+    let (cpu, rest) = find_cpu_bytes(trimmed)?;
+    let (first, rest) = next_token_bytes(rest);
+    let (ts_ns, rest) = match ts_bytes(first) {
+        Some(ts) => (ts, rest),
+        None => {
+            let (token, rest) = next_token_bytes(rest);
+            (ts_bytes(token)?, rest)
+        }
+    };
+    let (event, fields) = next_token_bytes(rest);
+    let event = event.strip_suffix(b":").filter(|e| !e.is_empty())?;
+    let event = ascii(event)?;
+    let name = event.strip_prefix("kmem:").unwrap_or(event);
+    let Some(kind) = kind_of(name) else {
+        return Some(Scanned::Other(event));
+    };
+    Some(Scanned::Ours {
+        event,
+        kind,
+        cpu,
+        ts_ns,
+        fields: fields_bytes(fields)?,
     })
 }
 
@@ -435,6 +781,7 @@ fn parse_ts_token(token: &str) -> Option<u64> {
 }
 
 /// The fields of one of our events.
+#[derive(Debug, PartialEq, Eq)]
 struct Fields<'a> {
     page: Option<&'a str>,
     pfn: u64,
@@ -497,6 +844,193 @@ impl<'a> Fields<'a> {
                 let p = p.strip_prefix("0x").unwrap_or(p);
                 matches!(p, "(nil)" | "(null)") || (!p.is_empty() && p.bytes().all(|b| b == b'0'))
             }
+        }
+    }
+}
+
+/// The fast scanner against the reference one: wherever the fast one
+/// answers, the reference one gives the same answer, and a reader using
+/// both gives the same events, counts and errors as the reference alone.
+#[cfg(test)]
+mod agreement {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn piece() -> impl Strategy<Value = String> {
+        prop_oneof![
+            // Well-formed parts, as ftrace and perf print them.
+            Just(" ".to_string()),
+            Just("   ".to_string()),
+            Just("\t".to_string()),
+            Just("bash-22527".to_string()),
+            Just("lto cgu.07 22699".to_string()),
+            "\\[[0-9]{1,4}\\]",
+            Just("[000]".to_string()),
+            Just(".....".to_string()),
+            Just("d..3.".to_string()),
+            "[0-9]{1,6}\\.[0-9]{1,10}:",
+            "[0-9]{1,21}:",
+            Just("mm_page_alloc:".to_string()),
+            Just("mm_page_free:".to_string()),
+            Just("mm_page_free_batched:".to_string()),
+            Just("kmem:mm_page_alloc:".to_string()),
+            Just("sched_switch:".to_string()),
+            "page=(0x)?[0-9a-f]{0,16}",
+            Just("page=(nil)".to_string()),
+            "pfn=(0x)?[0-9a-fA-F+]{0,18}",
+            "order=[+-]?[0-9]{0,3}",
+            "migratetype=[+-]?[0-9]{0,20}",
+            Just("gfp_flags=GFP_HIGHUSER_MOVABLE|__GFP_ZERO".to_string()),
+            Just("#".to_string()),
+            Just("CPU:1 [LOST 42 EVENTS]".to_string()),
+            Just("[LOST ".to_string()),
+            // Malformed and unusual bytes.
+            Just("\u{b}".to_string()),
+            Just("\u{a0}".to_string()),
+            Just("é".to_string()),
+            Just("\r".to_string()),
+            Just("=".to_string()),
+            Just(":".to_string()),
+            Just(".".to_string()),
+            "\\PC{0,6}",
+            "[ -~]{0,6}",
+        ]
+    }
+
+    /// A line: mostly the shape of an event line, its parts sometimes
+    /// swapped, dropped or replaced by anything.
+    fn line() -> impl Strategy<Value = Vec<u8>> {
+        let shaped = (
+            prop_oneof![
+                3 => Just(Vec::new()),
+                1 => prop::collection::vec(piece(), 0..3),
+            ],
+            prop::sample::select(vec![" bash-1 ", "  a b-2 ", "x", " "]),
+            prop::sample::select(vec!["[000]", "[7]", "[003]", "[99999999999]", "[x]", ""]),
+            prop::sample::select(vec![" ..... ", " ", "  d..3.  "]),
+            prop::sample::select(vec![
+                "1194.629002:",
+                "12345:",
+                "1.2.3:",
+                "x:",
+                "1.0123456789:",
+            ]),
+            prop::sample::select(vec![
+                " mm_page_alloc: ",
+                " mm_page_free: ",
+                " mm_page_free_batched: ",
+                " kmem:mm_page_alloc: ",
+                " other: ",
+                " :",
+            ]),
+            prop_oneof![
+                // Well-formed fields, the usual case.
+                3 => (
+                    prop::sample::select(vec!["page=0000000000000000", "page=(nil)", "page=ffffea0001", ""]),
+                    prop_oneof![0u64..0x10_0000, any::<u64>()],
+                    0u64..13,
+                    -1i64..6,
+                    prop::collection::vec(piece(), 0..2),
+                )
+                    .prop_map(|(page, pfn, order, mt, extra)| vec![
+                        page.to_string(),
+                        format!("pfn={pfn:#x}"),
+                        format!("order={order}"),
+                        format!("migratetype={mt}"),
+                        "gfp_flags=GFP_KERNEL".to_string(),
+                        extra.concat(),
+                    ]),
+                1 => prop::collection::vec(piece(), 0..7),
+            ],
+            prop::sample::select(vec!["", "\n", "\r\n", " \n"]),
+        )
+            .prop_map(|(pre, comm, cpu, flags, ts, event, fields, end)| {
+                let mut s = pre.concat();
+                s.push_str(comm);
+                s.push_str(cpu);
+                s.push_str(flags);
+                s.push_str(ts);
+                s.push_str(event);
+                s.push_str(&fields.join(" "));
+                s.push_str(end);
+                s.into_bytes()
+            });
+        prop_oneof![
+            6 => shaped,
+            2 => prop::collection::vec(piece(), 0..12).prop_map(|p| p.concat().into_bytes()),
+            1 => prop::collection::vec(any::<u8>(), 0..64),
+        ]
+    }
+
+    fn read(text: &[u8], reference: bool) -> (Vec<String>, SourceCounts) {
+        read_buffered(std::io::BufReader::new(text), reference)
+    }
+
+    fn read_buffered<R: BufRead>(input: R, reference: bool) -> (Vec<String>, SourceCounts) {
+        let mut r = TextReader::new(input, "t.txt", Format::Ftrace);
+        if reference {
+            r = r.reference_scanner();
+        }
+        let events = r
+            .by_ref()
+            .map(|e| match e {
+                Ok(e) => format!("{e:?}"),
+                Err(e) => format!("error: {e}"),
+            })
+            .collect();
+        (events, r.counts())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(4000))]
+
+        #[test]
+        fn fast_answers_are_the_references(line in line()) {
+            if let Some(fast) = scan_fast(&line) {
+                let text = String::from_utf8(line.clone()).expect("the fast scanner takes ASCII only");
+                prop_assert_eq!(Ok(fast), scan_reference(&text));
+            }
+        }
+
+        #[test]
+        fn readers_agree(lines in prop::collection::vec(line(), 1..12)) {
+            let mut text = Vec::new();
+            for l in &lines {
+                text.extend_from_slice(l);
+                if !l.ends_with(b"\n") {
+                    text.push(b'\n');
+                }
+            }
+            let fast = read(&text, false);
+            prop_assert_eq!(&fast, &read(&text, true));
+            // Lines across the end of a small buffer are copied, not
+            // parsed in place: the same answers.
+            let small = std::io::BufReader::with_capacity(17, &text[..]);
+            prop_assert_eq!(&fast, &read_buffered(small, false));
+        }
+    }
+
+    #[test]
+    fn the_fast_scanner_takes_the_usual_lines() {
+        for line in [
+            "            bash-22527   [000] .....  1194.629002: mm_page_alloc: page=00000000990532c6 pfn=0x1f8a3a order=1 migratetype=2 gfp_flags=__GFP_RECLAIMABLE\n",
+            "  kworker/u4:1-99     [001]   1194.629010: mm_page_free: page=00000000990532c6 pfn=0x1f8a3a order=1\n",
+            "      lto cgu.07 22699 [000]  1213.904670:        kmem:mm_page_alloc: page=0x1ac275 pfn=0x1ac275 order=0 migratetype=1 gfp_flags=GFP_HIGHUSER_MOVABLE|__GFP_ZERO|__GFP_COMP\n",
+            " a-1 [000] ..... 1.0: sched_switch: prev=a\n",
+            "# tracer: nop\n",
+        ] {
+            let fast = scan_fast(line.as_bytes());
+            assert!(fast.is_some(), "{line}");
+            assert_eq!(fast, scan_reference(line).ok(), "{line}");
+        }
+        // Lost events, bytes beyond ASCII and malformed fields go to the
+        // reference scanner.
+        for line in [
+            "CPU:1 [LOST 42 EVENTS]\n",
+            " é-1 [000] ..... 1.0: mm_page_free: page=0 pfn=0x10 order=0\n",
+            " a-1 [000] ..... 1.0: mm_page_free: page=0 pfn=10 order=0\n",
+        ] {
+            assert_eq!(scan_fast(line.as_bytes()), None, "{line}");
         }
     }
 }
