@@ -202,6 +202,11 @@ fn ftrace_text(
     let mut out = Vec::new();
     for e in events.take(max) {
         let e = e?;
+        // A sampled write has no ftrace line: the text corpus holds the
+        // allocation events only.
+        if matches!(e.op, Op::Write) {
+            continue;
+        }
         let (secs, micros) = (e.time_ns / 1_000_000_000, e.time_ns % 1_000_000_000 / 1000);
         let pfn = e.pfn.get();
         let order = e.order.get();
@@ -225,6 +230,7 @@ fn ftrace_text(
                 "mm_page_free: page={:016x} pfn={pfn:#x} order={order}",
                 pfn.wrapping_mul(0x9e37_79b9)
             )?,
+            Op::Write => unreachable!("skipped above"),
         }
     }
     Ok(out)
