@@ -42,6 +42,11 @@
 
 use rand::{rngs::StdRng, Rng, SeedableRng};
 
+mod security_refresh;
+pub mod study;
+
+pub use security_refresh::SecurityRefresh;
+
 /// A hardware wear-levelling scheme.
 #[derive(Copy, Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum Scheme {
@@ -49,6 +54,8 @@ pub enum Scheme {
     None,
     /// Start-Gap with the given parameters.
     StartGap(StartGap),
+    /// Security Refresh with the given parameters.
+    SecurityRefresh(SecurityRefresh),
 }
 
 impl Scheme {
@@ -66,6 +73,7 @@ impl Scheme {
                     String::new()
                 }
             ),
+            Scheme::SecurityRefresh(sr) => sr.name(),
         }
     }
 }
@@ -141,6 +149,17 @@ pub enum LevellingError {
         frames: u64,
         /// Lines per frame asked for.
         lines_per_frame: u32,
+    },
+    /// Security Refresh's sizes are not powers of two, or an interval is 0.
+    #[error("security refresh needs power-of-two region lines and sub-regions (sub-regions <= region lines) and intervals >= 1: {0:?}")]
+    SecurityRefresh(SecurityRefresh),
+    /// Security Refresh's regions do not divide the lines.
+    #[error("security refresh regions of {region_lines} lines do not divide {lines} lines")]
+    RegionLines {
+        /// Lines per region asked for.
+        region_lines: u64,
+        /// Lines there are.
+        lines: u64,
     },
     /// Nothing was written: lifetime is unbounded.
     #[error("no writes: the lifetime is unbounded")]
@@ -261,6 +280,10 @@ pub fn level_rates(
             }
             (w, 100.0 / sg.psi as f64)
         }
+        Scheme::SecurityRefresh(sr) => (
+            security_refresh::writes_to_failure(rates, sr, endurance)?,
+            sr.extra_writes_pct(),
+        ),
     };
     Ok(Levelled {
         scheme: scheme.name(),
