@@ -153,14 +153,6 @@ pub enum LevellingError {
     /// Security Refresh's sizes are not powers of two, or an interval is 0.
     #[error("security refresh needs power-of-two region lines and sub-regions (sub-regions <= region lines) and intervals >= 1: {0:?}")]
     SecurityRefresh(SecurityRefresh),
-    /// Security Refresh's regions do not divide the lines.
-    #[error("security refresh regions of {region_lines} lines do not divide {lines} lines")]
-    RegionLines {
-        /// Lines per region asked for.
-        region_lines: u64,
-        /// Lines there are.
-        lines: u64,
-    },
     /// Nothing was written: lifetime is unbounded.
     #[error("no writes: the lifetime is unbounded")]
     NoWrites,
@@ -181,8 +173,13 @@ pub struct Levelled {
     pub writes_to_failure: f64,
     /// `writes_to_failure / (N · E)`, in percent.
     pub lifetime_pct_of_ideal: f64,
-    /// Writes the scheme adds (gap movements), percent of demand writes.
+    /// Writes the scheme adds (gap movements, refresh swaps), percent of
+    /// demand writes.
     pub extra_writes_pct: f64,
+    /// Unaddressed lines the scheme's last region was padded with
+    /// (Security Refresh's regions are powers of two); 0 for the others.
+    #[serde(default)]
+    pub padding_lines: u64,
 }
 
 /// Write rates per logical line from per-frame counts.
@@ -293,6 +290,10 @@ pub fn level_rates(
         writes_to_failure,
         lifetime_pct_of_ideal: 100.0 * writes_to_failure / (n as f64 * endurance),
         extra_writes_pct: extra,
+        padding_lines: match scheme {
+            Scheme::SecurityRefresh(sr) => sr.padding_lines(n),
+            _ => 0,
+        },
     })
 }
 

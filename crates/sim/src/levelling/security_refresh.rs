@@ -113,16 +113,17 @@ impl SecurityRefresh {
             && self.sub_regions <= self.region_lines
             && self.inner_interval >= 1
             && self.outer_interval != Some(0);
-        if !ok {
+        if !ok || lines == 0 {
             return Err(LevellingError::SecurityRefresh(*self));
         }
-        if !lines.is_multiple_of(self.region_lines) {
-            return Err(LevellingError::RegionLines {
-                region_lines: self.region_lines,
-                lines,
-            });
-        }
         Ok(())
+    }
+
+    /// Physical lines the last region has beyond the line count (a bank is
+    /// a power of two; the lines past the memory's end are never addressed
+    /// but take part in the remapping).
+    pub fn padding_lines(&self, lines: u64) -> u64 {
+        lines.next_multiple_of(self.region_lines) - lines
     }
 
     fn outer_rng(&self, region: u64) -> StdRng {
@@ -152,7 +153,13 @@ pub(super) fn writes_to_failure(
     for (r, region) in rates.chunks(sr.region_lines as usize).enumerate() {
         let share: f64 = region.iter().sum::<f64>() / total;
         if share > 0.0 {
-            let t = region_writes_to_failure(region, sr, r as u64, endurance);
+            let t = if region.len() as u64 == sr.region_lines {
+                region_writes_to_failure(region, sr, r as u64, endurance)
+            } else {
+                let mut padded = region.to_vec();
+                padded.resize(sr.region_lines as usize, 0.0);
+                region_writes_to_failure(&padded, sr, r as u64, endurance)
+            };
             w = w.min(t / share);
         }
     }
@@ -661,12 +668,20 @@ mod tests {
         ));
         let sr = SecurityRefresh {
             region_lines: 64,
-            sub_regions: 4,
+            sub_regions: 128,
             ..SecurityRefresh::DEFAULT
         };
         assert!(matches!(
-            writes_to_failure(&[1.0; 96], &sr, 1e6),
-            Err(LevellingError::RegionLines { .. })
+            writes_to_failure(&[1.0; 64], &sr, 1e6),
+            Err(LevellingError::SecurityRefresh(_))
         ));
+        // A last region shorter than the others is padded, and says so.
+        let sr = SecurityRefresh {
+            region_lines: 64,
+            sub_regions: 4,
+            ..SecurityRefresh::DEFAULT
+        };
+        assert_eq!(sr.padding_lines(96), 32);
+        assert!(writes_to_failure(&[1.0; 96], &sr, 1e4).unwrap() > 0.0);
     }
 }
