@@ -54,7 +54,11 @@ impl LevellingArgs {
         if self.study.horizon {
             bail!("--horizon: study levelling levels one pass of each trace; use evaluate --horizon for long horizons");
         }
-        let scale = if self.quick { Scale::Quick } else { Scale::Full };
+        let scale = if self.quick {
+            Scale::Quick
+        } else {
+            Scale::Full
+        };
         let mut o = LevellingStudy::options(scale);
         o.traces = crate::evaluate_cmd::trace_files_in(&self.traces)?;
         if o.traces.is_empty() {

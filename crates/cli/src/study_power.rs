@@ -21,9 +21,9 @@ use nvmos_sim::power::{
 use nvmos_sim::AllocatorKind;
 use serde::Serialize;
 
+use crate::units::{format_frames, parse_memory, FRAME_BYTES};
 use nvmos_measure::stats::percentile;
 use nvmos_measure::timer::{ticks, Clock};
-use crate::units::{format_frames, parse_memory, FRAME_BYTES};
 
 /// Options of `nvmos study power`.
 #[derive(Args, Debug)]

@@ -8,7 +8,9 @@ use nvmos_sim::levelling::study::{run, LevellingStudy, Options};
 use nvmos_sim::study::{Scale, Study};
 
 fn trace(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../traces").join(name)
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../traces")
+        .join(name)
 }
 
 #[test]
@@ -26,10 +28,19 @@ fn quick_run_on_numpy_has_every_cell_and_the_checks() {
     assert_eq!(out.traces.len(), 1);
     let rows = &out.traces[0].rows;
     // The kernel's placement, buddy, iBuddy, LiS-31.
-    assert_eq!(rows.len(), 4, "{:?}", rows.iter().map(|r| &r.allocator).collect::<Vec<_>>());
+    assert_eq!(
+        rows.len(),
+        4,
+        "{:?}",
+        rows.iter().map(|r| &r.allocator).collect::<Vec<_>>()
+    );
     for row in rows {
         assert_eq!(row.levelled.len(), 4);
-        let pct: Vec<f64> = row.levelled.iter().map(|l| l.lifetime_pct_of_ideal).collect();
+        let pct: Vec<f64> = row
+            .levelled
+            .iter()
+            .map(|l| l.lifetime_pct_of_ideal)
+            .collect();
         eprintln!("{:<24} {:?}", row.allocator, pct);
         for p in &pct {
             assert!(p.is_finite() && *p > 0.0 && *p <= 100.0, "{row:?}");

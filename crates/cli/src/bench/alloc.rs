@@ -21,8 +21,8 @@ use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use serde::Serialize;
 
-use nvmos_measure::stats::{median_index, summarize, Summary};
 use super::target::{AllocatorKind, BenchTarget, LockKind, TargetJob};
+use nvmos_measure::stats::{median_index, summarize, Summary};
 use nvmos_measure::timer::{ticks, Clock};
 
 /// What to run.

@@ -103,8 +103,7 @@ impl SecurityRefresh {
     /// Extra writes, percent of demand writes: a refresh step swaps (two
     /// writes) half the time.
     pub fn extra_writes_pct(&self) -> f64 {
-        100.0 / self.inner_interval as f64
-            + self.outer_interval.map_or(0.0, |o| 100.0 / o as f64)
+        100.0 / self.inner_interval as f64 + self.outer_interval.map_or(0.0, |o| 100.0 / o as f64)
     }
 
     fn validate(&self, lines: u64) -> Result<(), LevellingError> {
@@ -415,12 +414,7 @@ fn region_writes_to_failure(
         let d = okp ^ okc;
         if let (Some(o), true) = (sr.outer_interval, d != 0) {
             events.clear();
-            events.extend(
-                logical
-                    .iter()
-                    .enumerate()
-                    .map(|(i, &m)| (m.min(m ^ d), i)),
-            );
+            events.extend(logical.iter().enumerate().map(|(i, &m)| (m.min(m ^ d), i)));
             events.sort_unstable();
             let mut k = 0;
             while k < events.len() {

@@ -15,8 +15,8 @@ use nvmos_trace::TraceError;
 use serde::{Deserialize, Serialize};
 
 use super::{
-    combine, level_rates, Combination, CombineError, Granularity, Levelled, LevellingError,
-    Scheme, SecurityRefresh, StartGap,
+    combine, level_rates, Combination, CombineError, Granularity, Levelled, LevellingError, Scheme,
+    SecurityRefresh, StartGap,
 };
 use crate::evaluate::{trace_machine, trace_name, EvaluateError};
 use crate::study::{Bound, Check, Progress, Scale, Study};
@@ -64,7 +64,11 @@ impl Default for Options {
         Options {
             traces: Vec::new(),
             as_recorded: true,
-            allocators: vec![AllocatorKind::Buddy, AllocatorKind::IBuddy, AllocatorKind::Lis31],
+            allocators: vec![
+                AllocatorKind::Buddy,
+                AllocatorKind::IBuddy,
+                AllocatorKind::Lis31,
+            ],
             replay: StudyOptions::default(),
             endurance: 1e5,
             granularity: Granularity::Page,
@@ -171,7 +175,7 @@ pub enum Error {
         path: PathBuf,
         /// Why.
         #[source]
-        source: EvaluateError,
+        source: Box<EvaluateError>,
     },
     /// A trace could not be opened.
     #[error("opening {}", path.display())]
@@ -191,7 +195,7 @@ pub enum Error {
         placement: String,
         /// Why.
         #[source]
-        source: CombineError<TraceError>,
+        source: Box<CombineError<TraceError>>,
     },
     /// A synthetic workload could not be levelled.
     #[error("synthetic workload {workload}")]
@@ -266,12 +270,13 @@ pub fn run(options: &Options, progress: &mut dyn FnMut(Progress)) -> Result<Outp
             step: format!("synthetic: {name}"),
         });
         for scheme in &schemes[..3] {
-            let levelled = level_rates(rates, scheme, options.synthetic.endurance).map_err(
-                |source| Error::Synthetic {
-                    workload: name.clone(),
-                    source,
-                },
-            )?;
+            let levelled =
+                level_rates(rates, scheme, options.synthetic.endurance).map_err(|source| {
+                    Error::Synthetic {
+                        workload: name.clone(),
+                        source,
+                    }
+                })?;
             synth.push(SyntheticResult {
                 workload: name.clone(),
                 levelled,
@@ -287,7 +292,7 @@ pub fn run(options: &Options, progress: &mut dyn FnMut(Progress)) -> Result<Outp
         let (machine, _, _) =
             trace_machine(path, &open, &options.replay).map_err(|source| Error::Machine {
                 path: path.clone(),
-                source,
+                source: Box::new(source),
             })?;
         let mut rows = Vec::new();
         for &kind in &placements {
@@ -313,7 +318,7 @@ pub fn run(options: &Options, progress: &mut dyn FnMut(Progress)) -> Result<Outp
             .map_err(|source| Error::Combine {
                 path: path.clone(),
                 placement,
-                source,
+                source: Box::new(source),
             })?;
             rows.push(row);
             done += 1;
