@@ -60,10 +60,6 @@ impl LevellingArgs {
             Scale::Full
         };
         let mut o = LevellingStudy::options(scale);
-        o.traces = crate::evaluate_cmd::trace_files_in(&self.traces)?;
-        if o.traces.is_empty() {
-            bail!("no traces in {}", self.traces.display());
-        }
         o.as_recorded = !self.no_recorded;
         if !self.study.allocators.is_empty() {
             o.allocators = self.study.kinds()?;
@@ -101,6 +97,12 @@ impl LevellingArgs {
         }
         if let Some(v) = self.sr_inner {
             sr.inner_interval = v;
+        }
+        // The folder last, so bad arguments are named before a missing
+        // folder is.
+        o.traces = crate::evaluate_cmd::trace_files_in(&self.traces)?;
+        if o.traces.is_empty() {
+            bail!("no traces in {}", self.traces.display());
         }
         Ok(o)
     }
