@@ -1,12 +1,14 @@
 //! `nvmos study levelling`: the OS allocator alone, hardware wear levelling
-//! alone (beneath Linux's own placement) and both, on the traces.
+//! alone (beneath Linux's own placement) and both, on the traces; the study
+//! itself is `nvmos_sim::levelling::study`, this file parses and renders.
 
 use std::path::PathBuf;
 
-use anyhow::{bail, Context, Result};
-use nvmos_frames::sync::SpinYield;
-use nvmos_sim::levelling::{combine, Combination, Granularity, Scheme, StartGap};
-use nvmos_sim::AllocatorKind;
+use anyhow::{bail, Result};
+use nvmos_report::{format_value, TextTable};
+use nvmos_sim::levelling::study::{run as run_study, LevellingStudy, Options, Output};
+use nvmos_sim::levelling::Granularity;
+use nvmos_sim::study::{Scale, Study};
 
 use crate::evaluate_cmd::StudyArgs;
 
@@ -16,118 +18,180 @@ pub struct LevellingArgs {
     /// Folder of traces; every file in it is replayed.
     #[arg(long, default_value = "traces")]
     pub traces: PathBuf,
-    /// Line endurance in writes (PCM: 1e6 to 1e8).
-    #[arg(long, default_value_t = 1e7)]
-    pub endurance: f64,
-    /// Start-Gap's gap-move interval ψ (the paper's 100).
-    #[arg(long, default_value_t = 100)]
-    pub psi: u64,
-    /// Lines per frame (1: page granularity; 64: 64-byte lines of 4 KiB frames).
-    #[arg(long, default_value_t = 1)]
-    pub lines_per_frame: u32,
+    /// Line endurance in writes [default: 1e5; 1e4 with --quick].
+    #[arg(long)]
+    pub endurance: Option<f64>,
+    /// Start-Gap's gap-move interval ψ [default: the paper's 100].
+    #[arg(long)]
+    pub psi: Option<u64>,
+    /// Lines per frame (1: page granularity; 64: 64-byte lines of 4 KiB frames) [default: 1].
+    #[arg(long)]
+    pub lines_per_frame: Option<u32>,
+    /// Security Refresh: lines per region (a power of two) [default: 262144; 16384 with --quick].
+    #[arg(long)]
+    pub sr_region_lines: Option<u64>,
+    /// Security Refresh: sub-regions per region (a power of two) [default: 512; 64 with --quick].
+    #[arg(long)]
+    pub sr_sub_regions: Option<u64>,
+    /// Security Refresh: region writes between outer refresh steps; 0 for single-level [default: 128].
+    #[arg(long)]
+    pub sr_outer: Option<u64>,
+    /// Security Refresh: sub-region writes between inner refresh steps [default: 64].
+    #[arg(long)]
+    pub sr_inner: Option<u64>,
+    /// Leave out the kernel's own placement (as recorded).
+    #[arg(long)]
+    pub no_recorded: bool,
+    /// A small run with the same code paths (seconds): 256 MiB, E = 1e4.
+    #[arg(long)]
+    pub quick: bool,
     #[command(flatten)]
     pub study: StudyArgs,
 }
 
+impl LevellingArgs {
+    fn options(&self) -> Result<Options> {
+        if self.study.horizon {
+            bail!("--horizon: study levelling levels one pass of each trace; use evaluate --horizon for long horizons");
+        }
+        let scale = if self.quick {
+            Scale::Quick
+        } else {
+            Scale::Full
+        };
+        let mut o = LevellingStudy::options(scale);
+        o.as_recorded = !self.no_recorded;
+        if !self.study.allocators.is_empty() {
+            o.allocators = self.study.kinds()?;
+        }
+        // Only what the user named overrides the scaled replay options.
+        let replay = self.study.options()?;
+        if replay.memory_frames.is_some() {
+            o.replay.memory_frames = replay.memory_frames;
+        }
+        o.replay.cpus = replay.cpus;
+        o.replay.model = replay.model;
+        if let Some(e) = self.endurance {
+            if !(e.is_finite() && e >= 1.0) {
+                bail!("--endurance {e}: need at least 1 write");
+            }
+            o.endurance = e;
+        }
+        if let Some(psi) = self.psi {
+            o.start_gap.psi = psi;
+        }
+        match self.lines_per_frame {
+            None | Some(1) => {}
+            Some(0) => bail!("--lines-per-frame 0: a frame has at least one line"),
+            Some(n) => o.granularity = Granularity::Line { lines_per_frame: n },
+        }
+        let sr = &mut o.security_refresh;
+        if let Some(v) = self.sr_region_lines {
+            sr.region_lines = v;
+        }
+        if let Some(v) = self.sr_sub_regions {
+            sr.sub_regions = v;
+        }
+        if let Some(v) = self.sr_outer {
+            sr.outer_interval = (v > 0).then_some(v);
+        }
+        if let Some(v) = self.sr_inner {
+            sr.inner_interval = v;
+        }
+        // The folder last, so bad arguments are named before a missing
+        // folder is.
+        o.traces = crate::evaluate_cmd::trace_files_in(&self.traces)?;
+        if o.traces.is_empty() {
+            bail!("no traces in {}", self.traces.display());
+        }
+        Ok(o)
+    }
+}
+
 /// Run it.
 pub fn run(args: LevellingArgs) -> Result<()> {
-    if !(args.endurance.is_finite() && args.endurance >= 1.0) {
-        bail!("--endurance {}: need at least 1 write", args.endurance);
-    }
-    let granularity = match args.lines_per_frame {
-        0 => bail!("--lines-per-frame 0: a frame has at least one line"),
-        1 => Granularity::Page,
-        n => Granularity::Line { lines_per_frame: n },
-    };
-    let sg = StartGap {
-        psi: args.psi,
-        ..StartGap::PAPER
-    };
-    let schemes = [
-        Scheme::None,
-        Scheme::StartGap(StartGap {
-            randomise: false,
-            ..sg
-        }),
-        Scheme::StartGap(sg),
-    ];
-    let options = args.study.options()?;
-    let mut kinds: Vec<Option<AllocatorKind>> = vec![None];
-    kinds.extend(args.study.kinds()?.into_iter().map(Some));
-    let files = crate::evaluate_cmd::trace_files_in(&args.traces)?;
-    if files.is_empty() {
-        bail!("no traces in {}", args.traces.display());
-    }
-    let mut out: Vec<(String, Vec<Combination>)> = Vec::new();
-    for path in &files {
-        let machine = nvmos_trace::open(path)
-            .with_context(|| format!("opening {}", path.display()))?
-            .header()
-            .and_then(|h| h.machine.clone())
-            .with_context(|| {
-                format!(
-                    "{} does not say which machine it was recorded on",
-                    path.display()
-                )
-            })?;
-        let name = path
-            .file_stem()
-            .and_then(|s| s.to_str())
-            .unwrap_or("?")
-            .to_string();
-        let mut rows = Vec::new();
-        for &kind in &kinds {
-            let events =
-                nvmos_trace::open(path).with_context(|| format!("opening {}", path.display()))?;
-            let row = combine::<SpinYield, _, _>(
-                kind,
-                &machine,
-                events,
-                &options,
-                &schemes,
-                granularity,
-                args.endurance,
-            )
-            .with_context(|| {
-                format!(
-                    "{}: {}",
-                    path.display(),
-                    kind.map_or(nvmos_sim::AS_RECORDED, |k| k.name())
-                )
-            })?;
-            rows.push(row);
-        }
-        out.push((name, rows));
-    }
+    let options = args.options()?;
+    let bar = crate::progress_bar(0);
+    let out = run_study(&options, &mut |p| crate::show(&bar, &p))?;
+    bar.finish_and_clear();
     if args.study.json {
         println!("{}", serde_json::to_string_pretty(&out)?);
-        return Ok(());
+    } else {
+        print!("{}", render(&out));
     }
-    println!(
-        "lifetime, % of ideal (N x E), E = {:e} writes, {}; columns: hardware levelling beneath the placement",
-        args.endurance,
-        match granularity {
+    Ok(())
+}
+
+/// The terminal report: one table per trace, the synthetic workloads and
+/// the checks.
+fn render(out: &Output) -> String {
+    let o = &out.options;
+    let mut s = format!(
+        "lifetime, % of ideal (N x E), E = {:e} writes, {}; rows: the placement; columns: the hardware beneath it\n",
+        o.endurance,
+        match o.granularity {
             Granularity::Page => "page granularity".to_string(),
             Granularity::Line { lines_per_frame } => format!("{lines_per_frame} lines per frame"),
         }
     );
-    for (trace, rows) in &out {
-        println!("\n{trace}");
-        println!(
-            "  {:<22} {:>10} {:>14} {:>22} {:>10}",
-            "placement", "none", "start-gap", "randomised start-gap", "failed"
-        );
-        for row in rows {
-            let pct = |i: usize| row.levelled[i].lifetime_pct_of_ideal;
-            println!(
-                "  {:<22} {:>10.3} {:>14.3} {:>22.3} {:>10}",
-                row.allocator,
-                pct(0),
-                pct(1),
-                pct(2),
-                row.stats.alloc_failures
+    for (i, name) in out.schemes.iter().enumerate() {
+        s.push_str(&format!("  [{}] {name}\n", i + 1));
+    }
+    for t in &out.traces {
+        s.push_str(&format!("\n{} ({} lines)\n", t.trace, t.lines));
+        let mut header = vec!["placement".to_string()];
+        header.extend((1..=out.schemes.len()).map(|i| format!("[{i}]")));
+        header.extend(["alloc failures".to_string(), "outside".to_string()]);
+        let mut table = TextTable::new(header);
+        for row in &t.rows {
+            let mut cells = vec![row.allocator.clone()];
+            cells.extend(
+                row.levelled
+                    .iter()
+                    .map(|l| format_value(l.lifetime_pct_of_ideal)),
             );
+            cells.push(row.stats.alloc_failures.to_string());
+            cells.push(row.stats.outside.to_string());
+            table.row(cells);
+        }
+        s.push_str(&table.render());
+        if let Some(pad) = t
+            .rows
+            .first()
+            .and_then(|r| r.levelled.iter().map(|l| l.padding_lines).max())
+            .filter(|&p| p > 0)
+        {
+            s.push_str(&format!(
+                "  (Security Refresh's last region padded with {pad} unaddressed lines)\n"
+            ));
         }
     }
-    Ok(())
+    s.push_str(&format!(
+        "\nsynthetic workloads ({} lines, E = {:e})\n",
+        o.synthetic.lines, o.synthetic.endurance
+    ));
+    let mut table = TextTable::new(["workload", "scheme", "% of ideal"]);
+    table.left(1);
+    for r in &out.synthetic {
+        table.row([
+            r.workload.clone(),
+            r.levelled.scheme.clone(),
+            format_value(r.levelled.lifetime_pct_of_ideal),
+        ]);
+    }
+    s.push_str(&table.render());
+    s.push_str("\nchecks\n");
+    for c in &out.checks {
+        s.push_str(&format!(
+            "  [{}] {}: {} {} (paper: {}; {})\n      {}\n",
+            if c.met { "met" } else { "MISSED" },
+            c.what,
+            format_value(c.measured),
+            c.unit,
+            c.seed_figure.map_or("-".to_string(), format_value),
+            c.source,
+            c.detail
+        ));
+    }
+    s
 }

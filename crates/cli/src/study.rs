@@ -25,8 +25,9 @@ pub enum Study {
     /// Adaptive-Buddy, with and without migration.
     Power(study_power::PowerArgs),
     /// Seed 000 beside the hardware: lifetime (% of ideal) of each
-    /// allocator's placement with no wear levelling, Start-Gap and
-    /// randomised Start-Gap (Qureshi, MICRO'09) beneath it.
+    /// allocator's placement with no wear levelling, Start-Gap, randomised
+    /// Start-Gap (Qureshi, MICRO'09) and Security Refresh (Seong, ISCA'10)
+    /// beneath it, and Start-Gap checked against its paper.
     Levelling(crate::levelling_cmd::LevellingArgs),
 }
 

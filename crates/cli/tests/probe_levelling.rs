@@ -70,3 +70,31 @@ fn bad_input_is_refused_by_name() {
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("no traces"));
 }
+
+#[test]
+fn levelling_quick_on_one_trace_has_four_columns_and_the_checks() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../traces/numpy.nvt");
+    assert!(trace.exists(), "shipped trace {} missing", trace.display());
+    std::fs::copy(&trace, dir.path().join("numpy.nvt")).unwrap();
+    let o = nvmos(&[
+        "study",
+        "levelling",
+        "--quick",
+        "--no-recorded",
+        "--alloc",
+        "iBuddy",
+        "--traces",
+        dir.path().to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["schemes"].as_array().unwrap().len(), 4);
+    let rows = v["traces"][0]["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0]["levelled"].as_array().unwrap().len(), 4);
+    let checks = v["checks"].as_array().unwrap();
+    assert_eq!(checks.len(), 2);
+    assert!(checks.iter().all(|c| c["met"] == true), "{checks:?}");
+}

@@ -22,7 +22,8 @@
 //! per-frame correlation of allocations and writes (seed 000's premise).
 //!
 //! [`levelling`] puts hardware wear levelling (none, Start-Gap with its
-//! randomiser) beneath any allocator's per-frame writes.
+//! randomiser, two-level Security Refresh) beneath any allocator's
+//! per-frame writes; [`levelling::study`] is `nvmos study levelling`.
 //!
 //! ```
 //! use nvmos_frames::{IBuddy, MigrateType, Order, Pfn, Zone};

@@ -42,6 +42,11 @@
 
 use rand::{rngs::StdRng, Rng, SeedableRng};
 
+mod security_refresh;
+pub mod study;
+
+pub use security_refresh::SecurityRefresh;
+
 /// A hardware wear-levelling scheme.
 #[derive(Copy, Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum Scheme {
@@ -49,6 +54,8 @@ pub enum Scheme {
     None,
     /// Start-Gap with the given parameters.
     StartGap(StartGap),
+    /// Security Refresh with the given parameters.
+    SecurityRefresh(SecurityRefresh),
 }
 
 impl Scheme {
@@ -66,6 +73,7 @@ impl Scheme {
                     String::new()
                 }
             ),
+            Scheme::SecurityRefresh(sr) => sr.name(),
         }
     }
 }
@@ -142,6 +150,9 @@ pub enum LevellingError {
         /// Lines per frame asked for.
         lines_per_frame: u32,
     },
+    /// Security Refresh's sizes are not powers of two, or an interval is 0.
+    #[error("security refresh needs power-of-two region lines and sub-regions (sub-regions <= region lines) and intervals >= 1: {0:?}")]
+    SecurityRefresh(SecurityRefresh),
     /// Nothing was written: lifetime is unbounded.
     #[error("no writes: the lifetime is unbounded")]
     NoWrites,
@@ -162,8 +173,13 @@ pub struct Levelled {
     pub writes_to_failure: f64,
     /// `writes_to_failure / (N · E)`, in percent.
     pub lifetime_pct_of_ideal: f64,
-    /// Writes the scheme adds (gap movements), percent of demand writes.
+    /// Writes the scheme adds (gap movements, refresh swaps), percent of
+    /// demand writes.
     pub extra_writes_pct: f64,
+    /// Unaddressed lines the scheme's last region was padded with
+    /// (Security Refresh's regions are powers of two); 0 for the others.
+    #[serde(default)]
+    pub padding_lines: u64,
 }
 
 /// Write rates per logical line from per-frame counts.
@@ -261,6 +277,10 @@ pub fn level_rates(
             }
             (w, 100.0 / sg.psi as f64)
         }
+        Scheme::SecurityRefresh(sr) => (
+            security_refresh::writes_to_failure(rates, sr, endurance)?,
+            sr.extra_writes_pct(),
+        ),
     };
     Ok(Levelled {
         scheme: scheme.name(),
@@ -270,6 +290,10 @@ pub fn level_rates(
         writes_to_failure,
         lifetime_pct_of_ideal: 100.0 * writes_to_failure / (n as f64 * endurance),
         extra_writes_pct: extra,
+        padding_lines: match scheme {
+            Scheme::SecurityRefresh(sr) => sr.padding_lines(n),
+            _ => 0,
+        },
     })
 }
 
