@@ -378,7 +378,7 @@ pub fn run(args: PmoArgs) -> Result<()> {
                 let heap = if !*stats {
                     serde_json::Value::Null
                 } else {
-                    heap_stats(&pool, o, key.as_deref().map(|k| &k[..]))
+                    heap_stats(&pool, o, key.as_deref())
                 };
                 rows.push(serde_json::json!({"object": o, "heap": heap}));
             }

@@ -221,14 +221,19 @@ fn nvmos_run(cfg: &HeapOptions, every: u64) -> Result<HeapSample> {
     let key = cfg.encrypted.then_some(KEY);
     pool.pcreate_with("heap", cfg.heap_bytes, key, KdfParams::INSECURE_FAST)
         .context("creating the object")?;
-    let mode = if cfg.encrypted { Mode::DramCache } else { Mode::Plain };
+    let mode = if cfg.encrypted {
+        Mode::DramCache
+    } else {
+        Mode::Plain
+    };
     let mut a = pool
         .attach("heap", Perm::Write, key, mode)
         .context("attaching the object")?;
     let slots = {
         let mem = a.as_mut_slice().expect("writable");
         let mut heap = Heap::format(mem).map_err(heap_err("formatting the heap"))?;
-        heap.root(cfg.live_max * 8).map_err(heap_err("the root block"))?
+        heap.root(cfg.live_max * 8)
+            .map_err(heap_err("the root block"))?
     };
     a.psync().context("the first psync")?;
     let mut sizes = vec![0u64; cfg.live_max as usize];
@@ -347,7 +352,9 @@ fn pmdk_run(exe: &Path, cfg: &HeapOptions) -> Result<HeapSample> {
         .collect::<Result<_, _>>()
         .map_err(|_| BenchError::Inconsistent(format!("PMDK program printed {text:?}")))?;
     let [ops, secs, cpu, allocs, frees, failed, live, largest, _curr] = f[..] else {
-        return Err(BenchError::Inconsistent(format!("PMDK program printed {text:?}")));
+        return Err(BenchError::Inconsistent(format!(
+            "PMDK program printed {text:?}"
+        )));
     };
     Ok(HeapSample {
         ns_per_op: secs * 1e9 / ops,

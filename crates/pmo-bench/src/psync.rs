@@ -463,7 +463,9 @@ pub fn run(cfg: &PsyncOptions, progress: &mut dyn FnMut(Progress)) -> Result<Psy
         let pmdk_row = |which: usize| -> Measure {
             let pmdk = &pmdk;
             Box::new(move || match pmdk {
-                Ok(exes) => pmdk_run(&exes[which], cfg, dir, *bytes, *pmem).map_err(|e| crate::chain(&e)),
+                Ok(exes) => {
+                    pmdk_run(&exes[which], cfg, dir, *bytes, *pmem).map_err(|e| crate::chain(&e))
+                }
                 Err(why) => Err(format!("the PMDK baseline could not be built: {why}")),
             })
         };

@@ -100,7 +100,11 @@ fn table(r: &HeapBench) -> String {
     t.left(1).left(10);
     let mib = |b: u64| format!("{:.2}", b as f64 / (1u64 << 20) as f64);
     for row in &r.rows {
-        let runs: Vec<String> = row.rounds.iter().map(|s| format!("{:.0}", s.ns_per_op)).collect();
+        let runs: Vec<String> = row
+            .rounds
+            .iter()
+            .map(|s| format!("{:.0}", s.ns_per_op))
+            .collect();
         let mut runs = runs.join(" ");
         if let Some(why) = &row.missing {
             let _ = write!(runs, " (missing: {why})");
@@ -115,7 +119,8 @@ fn table(r: &HeapBench) -> String {
                 m.failed_allocs.to_string(),
                 mib(m.live_bytes),
                 mib(m.largest_allocatable),
-                m.heap_fragmentation.map_or("-".into(), |f| format!("{f:.3}")),
+                m.heap_fragmentation
+                    .map_or("-".into(), |f| format!("{f:.3}")),
                 runs,
             ]),
             None => t.row([
