@@ -19,18 +19,27 @@ fn nvmos(args: &[&str]) -> (bool, String) {
 fn kernel_commands_refuse_bad_input() {
     let out = std::env::temp_dir().join("nvmos-kernel-cmd-test.nvt");
     let out = out.to_str().unwrap();
+    // Adaptive-Buddy's bank size must be a power of two: refused before
+    // anything is built or booted.
     let (ok, err) = nvmos(&[
         "kernel",
         "run",
         "--policy",
         "adaptive",
+        "--bank-mib",
+        "100",
         "-o",
         out,
         "--",
         "memstress",
+        "1",
+        "5",
     ]);
     assert!(!ok);
-    assert!(err.contains("not in the kernel series"), "{err}");
+    assert!(
+        err.contains("--bank-mib 100: a power of two from 4 to 65536"),
+        "{err}"
+    );
     let (ok, err) = nvmos(&[
         "kernel",
         "run",

@@ -407,7 +407,7 @@ pub fn run(cfg: &HeapOptions, progress: &mut dyn FnMut(Progress)) -> Result<Heap
     cfg.check()?;
     let loadavg = crate::loadavg();
     let tmp = tempfile::tempdir().context("creating a temporary directory")?;
-    let pmdk = build_pmdk(tmp.path()).map_err(|e| crate::chain(&e));
+    let pmdk = build_pmdk(tmp.path()).map_err(|e| nvmos_pmo::error_chain(&e));
     let total = cfg.psync_every.len() as u64 + 1;
     let mut rows = Vec::new();
     for (i, &every) in cfg.psync_every.iter().enumerate() {
@@ -418,7 +418,7 @@ pub fn run(cfg: &HeapOptions, progress: &mut dyn FnMut(Progress)) -> Result<Heap
             step: name.clone(),
         });
         rows.push(row(name, cfg.rounds, || {
-            nvmos_run(cfg, every).map_err(|e| crate::chain(&e))
+            nvmos_run(cfg, every).map_err(|e| nvmos_pmo::error_chain(&e))
         }));
     }
     progress(Progress {
@@ -427,7 +427,7 @@ pub fn run(cfg: &HeapOptions, progress: &mut dyn FnMut(Progress)) -> Result<Heap
         step: PMDK_ROW.into(),
     });
     rows.push(row(PMDK_ROW.into(), cfg.rounds, || match &pmdk {
-        Ok(exe) => pmdk_run(exe, cfg).map_err(|e| crate::chain(&e)),
+        Ok(exe) => pmdk_run(exe, cfg).map_err(|e| nvmos_pmo::error_chain(&e)),
         Err(why) => Err(format!("the PMDK baseline could not be built: {why}")),
     }));
     progress(Progress {

@@ -88,19 +88,3 @@ pub(crate) fn loadavg() -> String {
         .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
         .unwrap_or_else(|e| format!("unknown ({e})"))
 }
-
-/// An error and every cause not already part of its message, joined by
-/// ": ".
-pub(crate) fn chain(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut message = error.to_string();
-    let mut cause = error.source();
-    while let Some(c) = cause {
-        let text = c.to_string();
-        if !message.contains(&text) {
-            message.push_str(": ");
-            message.push_str(&text);
-        }
-        cause = c.source();
-    }
-    message
-}

@@ -424,7 +424,7 @@ pub fn run(cfg: &PsyncOptions, progress: &mut dyn FnMut(Progress)) -> Result<Psy
     pin(cfg.cpu)?;
     let loadavg = crate::loadavg();
     let tmp = tempfile::tempdir().context("creating a temporary directory")?;
-    let pmdk = build_pmdk(tmp.path()).map_err(|e| crate::chain(&e));
+    let pmdk = build_pmdk(tmp.path()).map_err(|e| nvmos_pmo::error_chain(&e));
     let disk_dir = cfg.disk_dir();
     let media = [
         (
@@ -456,27 +456,30 @@ pub fn run(cfg: &PsyncOptions, progress: &mut dyn FnMut(Progress)) -> Result<Psy
         "AES-256-GCM seal only (ceiling)",
         "cache",
         cfg.rounds,
-        || seal_only(cfg.pmem_bytes).map_err(|e| crate::chain(&e)),
+        || seal_only(cfg.pmem_bytes).map_err(|e| nvmos_pmo::error_chain(&e)),
     ));
     for (medium, dir, bytes, pmem) in &media {
         type Measure<'a> = Box<dyn Fn() -> Result<Sample, String> + 'a>;
         let pmdk_row = |which: usize| -> Measure {
             let pmdk = &pmdk;
             Box::new(move || match pmdk {
-                Ok(exes) => {
-                    pmdk_run(&exes[which], cfg, dir, *bytes, *pmem).map_err(|e| crate::chain(&e))
-                }
+                Ok(exes) => pmdk_run(&exes[which], cfg, dir, *bytes, *pmem)
+                    .map_err(|e| nvmos_pmo::error_chain(&e)),
                 Err(why) => Err(format!("the PMDK baseline could not be built: {why}")),
             })
         };
         let systems: [(&str, Measure); 4] = [
             (
                 NVMOS_AES,
-                Box::new(|| nvmos_run(cfg, dir, *bytes, true).map_err(|e| crate::chain(&e))),
+                Box::new(|| {
+                    nvmos_run(cfg, dir, *bytes, true).map_err(|e| nvmos_pmo::error_chain(&e))
+                }),
             ),
             (
                 "nvmos psync, no encryption",
-                Box::new(|| nvmos_run(cfg, dir, *bytes, false).map_err(|e| crate::chain(&e))),
+                Box::new(|| {
+                    nvmos_run(cfg, dir, *bytes, false).map_err(|e| nvmos_pmo::error_chain(&e))
+                }),
             ),
             (PMDK_UNDO, pmdk_row(0)),
             ("PMDK libpmemobj tx (no snapshot)", pmdk_row(1)),

@@ -220,19 +220,6 @@ impl Failure {
     }
 }
 
-/// The message of an error with every source it wraps, outermost first
-/// (this crate's errors print each level once).
-fn chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut out = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        out.push_str(": ");
-        out.push_str(&s.to_string());
-        source = s.source();
-    }
-    out
-}
-
 fn pmo_status(e: &PmoError) -> NvmosPmoStatus {
     use NvmosPmoStatus as S;
     match e {
@@ -301,13 +288,13 @@ fn kind_status(kind: BackingErrorKind) -> NvmosPmoStatus {
 
 impl From<PmoError> for Failure {
     fn from(e: PmoError) -> Failure {
-        Failure::new(pmo_status(&e), chain(&e))
+        Failure::new(pmo_status(&e), nvmos_pmo::error_chain(&e))
     }
 }
 
 impl From<AttachError> for Failure {
     fn from(e: AttachError) -> Failure {
-        Failure::new(attach_status(&e), chain(&e))
+        Failure::new(attach_status(&e), nvmos_pmo::error_chain(&e))
     }
 }
 

@@ -292,3 +292,21 @@ pub enum PmoError {
 
 /// Results of this crate.
 pub type Result<T> = std::result::Result<T, PmoError>;
+
+/// The message of `error` and of every cause not already part of it,
+/// joined by ": " (anyhow's `{:#}`, without repeating a cause that a
+/// `#[error("...: {source}")]` already printed): how the C library, the
+/// Python module and the benches say an error in one line.
+pub fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut message = error.to_string();
+    let mut cause = error.source();
+    while let Some(c) = cause {
+        let text = c.to_string();
+        if !message.contains(&text) {
+            message.push_str(": ");
+            message.push_str(&text);
+        }
+        cause = c.source();
+    }
+    message
+}

@@ -81,7 +81,7 @@ pub mod state;
 pub use attach::{AttachError, AttachStats, Attachment, Mode};
 pub use backing::{BackingError, BackingErrorKind, CacheIdentity, PageBacking};
 pub use crypto::{read_key_file, KdfParams, KeyBytes, MIN_KEY_LEN};
-pub use error::{PmoError, Result};
+pub use error::{error_chain, PmoError, Result};
 pub use medium::{CrashPoint, Durability};
 pub use object::{AuthTime, ObjectHandle, Perm};
 pub use pool::{

@@ -66,23 +66,6 @@ create_exception!(
     "The study itself failed (an allocator or model refused)."
 );
 
-/// The message of `error` and of every cause not already part of it,
-/// joined by ": " (anyhow's `{:#}`, without repeating a cause that a
-/// `#[error("...: {source}")]` already printed).
-fn chain(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut message = error.to_string();
-    let mut cause = error.source();
-    while let Some(c) = cause {
-        let text = c.to_string();
-        if !message.contains(&text) {
-            message.push_str(": ");
-            message.push_str(&text);
-        }
-        cause = c.source();
-    }
-    message
-}
-
 /// The first `TraceError` in `error`'s chain.
 fn find_trace_error<'a>(error: &'a (dyn std::error::Error + 'static)) -> Option<&'a TraceError> {
     let mut cause = Some(error);
@@ -103,9 +86,9 @@ fn to_py(
     kind: fn(String) -> PyErr,
 ) -> PyErr {
     let message = if context.is_empty() {
-        chain(error)
+        nvmos_pmo::error_chain(error)
     } else {
-        format!("{context}: {}", chain(error))
+        format!("{context}: {}", nvmos_pmo::error_chain(error))
     };
     let Some(trace) = find_trace_error(error) else {
         return kind(message);
