@@ -12,6 +12,10 @@
 //! xorshift64* generator and seed (`pmdk_heap.c` has the C twin), so they
 //! run exactly the same operations.
 //!
+//! A third row runs the same operations on a heap in plain DRAM (no
+//! object, no psync): what the allocator itself costs, apart from the
+//! mapping engine and psync.
+//!
 //! Fragmentation is measured the same way on both: after the workload, the
 //! largest single allocation that still succeeds (bisection), beside the
 //! bytes still live; nvmos also reports its heap's exact free-space
@@ -23,7 +27,7 @@ use std::time::Instant;
 
 use nvmos_measure::stats::median_index;
 use nvmos_pmo::heap::{Heap, HeapError};
-use nvmos_pmo::{KdfParams, Mode, Perm, Pool};
+use nvmos_pmo::{Attachment, KdfParams, Mode, Perm, Pool};
 use nvmos_sim::study::{Bound, Check, Progress, Scale, Study};
 use serde::{Deserialize, Serialize};
 
@@ -212,8 +216,36 @@ fn heap_err(what: &str) -> impl FnOnce(HeapError) -> BenchError + '_ {
     }
 }
 
-/// One nvmos run with a psync every `every` operations.
-fn nvmos_run(cfg: &HeapOptions, every: u64) -> Result<HeapSample> {
+/// Where the heap lives: an attached PMO (psync commits it), or plain
+/// DRAM (the allocator alone, nothing made durable: what the heap itself
+/// costs, apart from the mapping engine and psync).
+enum Region {
+    Pmo(Attachment),
+    Dram(Vec<u8>),
+}
+
+impl Region {
+    fn mem(&mut self) -> &mut [u8] {
+        match self {
+            Region::Pmo(a) => a.as_mut_slice().expect("attached writable"),
+            Region::Dram(v) => v,
+        }
+    }
+
+    fn psync(&mut self) -> Result<()> {
+        match self {
+            Region::Pmo(a) => a.psync().map(|_| ()).context("psync"),
+            Region::Dram(_) => Ok(()),
+        }
+    }
+}
+
+/// One nvmos run in an attached object with a psync every `every`
+/// operations, or in DRAM with none (`every` = None).
+fn nvmos_run(cfg: &HeapOptions, every: Option<u64>) -> Result<HeapSample> {
+    let Some(every) = every else {
+        return run_ops(cfg, None, Region::Dram(vec![0; cfg.heap_bytes as usize]));
+    };
     let dir = tempfile::tempdir_in(&cfg.pmem_dir)
         .with_context(|| format!("a temporary directory in {}", cfg.pmem_dir.display()))?;
     let path = dir.path().join("heap.pool");
@@ -226,16 +258,22 @@ fn nvmos_run(cfg: &HeapOptions, every: u64) -> Result<HeapSample> {
     } else {
         Mode::Plain
     };
-    let mut a = pool
+    let a = pool
         .attach("heap", Perm::Write, key, mode)
         .context("attaching the object")?;
+    run_ops(cfg, Some(every), Region::Pmo(a))
+}
+
+/// The operations of `pmdk_heap.c` on the heap in `region`, then the
+/// fragmentation probe. The region is dropped at the end without a psync
+/// (the probe's allocations are not kept).
+fn run_ops(cfg: &HeapOptions, every: Option<u64>, mut region: Region) -> Result<HeapSample> {
     let slots = {
-        let mem = a.as_mut_slice().expect("writable");
-        let mut heap = Heap::format(mem).map_err(heap_err("formatting the heap"))?;
+        let mut heap = Heap::format(region.mem()).map_err(heap_err("formatting the heap"))?;
         heap.root(cfg.live_max * 8)
             .map_err(heap_err("the root block"))?
     };
-    a.psync().context("the first psync")?;
+    region.psync()?;
     let mut sizes = vec![0u64; cfg.live_max as usize];
     let mut s = HeapSample::default();
     let mut ops = Ops(cfg.seed | 1);
@@ -244,8 +282,7 @@ fn nvmos_run(cfg: &HeapOptions, every: u64) -> Result<HeapSample> {
     for i in 0..cfg.ops {
         let r = ops.next();
         {
-            let mem = a.as_mut_slice().expect("writable");
-            let mut heap = Heap::open(mem).map_err(heap_err("opening the heap"))?;
+            let mut heap = Heap::open(region.mem()).map_err(heap_err("opening the heap"))?;
             let at = |j: u64| (8 * j) as usize;
             if live < cfg.live_max && (live < cfg.live_max / 2 || r & 1 == 0) {
                 let size = 64 + (r >> 8) % 4033;
@@ -276,18 +313,19 @@ fn nvmos_run(cfg: &HeapOptions, every: u64) -> Result<HeapSample> {
                 s.frees += 1;
             }
         }
-        if (i + 1) % every == 0 {
-            a.psync().context("psync")?;
+        if every.is_some_and(|e| (i + 1) % e == 0) {
+            region.psync()?;
             s.psyncs += 1;
         }
     }
-    a.psync().context("the last psync")?;
-    s.psyncs += 1;
+    if every.is_some() {
+        region.psync()?;
+        s.psyncs += 1;
+    }
     let (wall, cpu) = (t0.elapsed().as_secs_f64(), thread_cpu_s() - c0);
     s.ns_per_op = wall * 1e9 / cfg.ops as f64;
     s.cpu_ns_per_op = cpu * 1e9 / cfg.ops as f64;
-    let mem = a.as_mut_slice().expect("writable");
-    let mut heap = Heap::open(mem).map_err(heap_err("opening the heap"))?;
+    let mut heap = Heap::open(region.mem()).map_err(heap_err("opening the heap"))?;
     let stats = heap.check().map_err(heap_err("checking the heap"))?;
     s.heap_fragmentation = Some(stats.fragmentation);
     let (mut lo, mut hi) = (0u64, cfg.heap_bytes);
@@ -302,7 +340,6 @@ fn nvmos_run(cfg: &HeapOptions, every: u64) -> Result<HeapSample> {
         }
     }
     s.largest_allocatable = lo;
-    drop(a); // no psync: the probe's allocations are not kept
     Ok(s)
 }
 
@@ -395,6 +432,8 @@ fn row(system: String, rounds: u32, mut f: impl FnMut() -> Result<HeapSample, St
 
 /// The PMDK row's name.
 pub const PMDK_ROW: &str = "PMDK pmemobj_alloc/pmemobj_free";
+/// The row of the allocator alone, in DRAM, nothing made durable.
+pub const DRAM_ROW: &str = "nvmos heap in DRAM (allocator alone, no PMO, no psync)";
 
 fn nvmos_row_name(every: u64, encrypted: bool) -> String {
     let cipher = if encrypted { "AES-256-GCM" } else { "plain" };
@@ -408,17 +447,25 @@ pub fn run(cfg: &HeapOptions, progress: &mut dyn FnMut(Progress)) -> Result<Heap
     let loadavg = crate::loadavg();
     let tmp = tempfile::tempdir().context("creating a temporary directory")?;
     let pmdk = build_pmdk(tmp.path()).map_err(|e| nvmos_pmo::error_chain(&e));
-    let total = cfg.psync_every.len() as u64 + 1;
+    let total = cfg.psync_every.len() as u64 + 2;
     let mut rows = Vec::new();
+    progress(Progress {
+        done: 0,
+        total,
+        step: DRAM_ROW.into(),
+    });
+    rows.push(row(DRAM_ROW.into(), cfg.rounds, || {
+        nvmos_run(cfg, None).map_err(|e| nvmos_pmo::error_chain(&e))
+    }));
     for (i, &every) in cfg.psync_every.iter().enumerate() {
         let name = nvmos_row_name(every, cfg.encrypted);
         progress(Progress {
-            done: i as u64,
+            done: i as u64 + 1,
             total,
             step: name.clone(),
         });
         rows.push(row(name, cfg.rounds, || {
-            nvmos_run(cfg, every).map_err(|e| nvmos_pmo::error_chain(&e))
+            nvmos_run(cfg, Some(every)).map_err(|e| nvmos_pmo::error_chain(&e))
         }));
     }
     progress(Progress {

@@ -147,7 +147,7 @@ fn table(r: &HeapBench) -> String {
 pub fn main(args: &HeapArgs) -> Result<()> {
     let options = args.options();
     options.check()?;
-    let bar = crate::progress_bar(options.psync_every.len() as u64 + 1);
+    let bar = crate::progress_bar(options.psync_every.len() as u64 + 2);
     let result = heap::run(&options, &mut |p| crate::show(&bar, &p));
     bar.finish_and_clear();
     let result = result?;
