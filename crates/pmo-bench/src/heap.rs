@@ -531,3 +531,55 @@ fn checks(cfg: &HeapOptions, rows: &[HeapRow]) -> Vec<Check> {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every system runs exactly the same operations: the same counts of
+    /// allocations, frees and live bytes; the PMDK row is either measured
+    /// with the same counts or missing with its reason. (The heap is large
+    /// enough that no system refuses an allocation: a refusal changes the
+    /// live set and so the rest of the sequence.)
+    #[test]
+    fn every_row_runs_the_same_operations() {
+        let cfg = HeapOptions {
+            heap_bytes: 32 << 20,
+            ops: 3000,
+            live_max: 512,
+            psync_every: vec![1, 16],
+            rounds: 1,
+            pmem_dir: std::env::temp_dir(),
+            ..HeapOptions::default()
+        };
+        let r = run(&cfg, &mut |_| {}).unwrap();
+        assert_eq!(r.rows.len(), 4);
+        let dram = r.rows[0].median.expect("the DRAM row runs");
+        assert_eq!(dram.allocs + dram.frees + dram.failed_allocs, 3000);
+        assert!(dram.live_bytes > 0 && dram.largest_allocatable > 0);
+        assert_eq!(dram.failed_allocs, 0);
+        for row in &r.rows[1..] {
+            match (row.median, &row.missing) {
+                (Some(m), None) => {
+                    assert_eq!(
+                        (m.allocs, m.frees, m.failed_allocs, m.live_bytes),
+                        (dram.allocs, dram.frees, dram.failed_allocs, dram.live_bytes),
+                        "{}",
+                        row.system
+                    );
+                }
+                (None, Some(why)) => assert!(row.system == PMDK_ROW, "{}: {why}", row.system),
+                other => panic!("{}: {other:?}", row.system),
+            }
+        }
+        assert_eq!(r.checks.len(), 2);
+        // Bad options are refused naming the field.
+        let bad = HeapOptions {
+            psync_every: vec![0],
+            ..cfg
+        };
+        assert!(
+            matches!(run(&bad, &mut |_| {}), Err(BenchError::Options(m)) if m.contains("psync_every"))
+        );
+    }
+}
