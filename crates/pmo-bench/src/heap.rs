@@ -344,23 +344,7 @@ fn run_ops(cfg: &HeapOptions, every: Option<u64>, mut region: Region) -> Result<
 }
 
 fn build_pmdk(dir: &Path) -> Result<PathBuf> {
-    let src = dir.join("pmdk_heap.c");
-    std::fs::write(&src, PMDK_SOURCE).context("writing the PMDK program")?;
-    let exe = dir.join("pmdk_heap");
-    let o = Command::new("cc")
-        .args(["-O2", "-o"])
-        .arg(&exe)
-        .arg(&src)
-        .arg("-lpmemobj")
-        .output()
-        .context("running cc (install a C compiler and libpmemobj-dev for the PMDK baseline)")?;
-    if !o.status.success() {
-        return Err(BenchError::Options(format!(
-            "cc -lpmemobj failed (is libpmemobj-dev installed?): {}",
-            String::from_utf8_lossy(&o.stderr).trim()
-        )));
-    }
-    Ok(exe)
+    crate::build_pmdk_program(dir, "pmdk_heap", PMDK_SOURCE, &[])
 }
 
 fn pmdk_run(exe: &Path, cfg: &HeapOptions) -> Result<HeapSample> {

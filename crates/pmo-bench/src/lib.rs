@@ -88,3 +88,33 @@ pub(crate) fn loadavg() -> String {
         .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
         .unwrap_or_else(|e| format!("unknown ({e})"))
 }
+
+/// Compile a PMDK baseline program (`source`, written to `dir` as
+/// `name.c`) with the system's `cc` and `-lpmemobj`, with extra `flags`;
+/// the executable's path, or why it could not be built (no compiler, no
+/// libpmemobj-dev), which the benches put in their missing rows.
+pub(crate) fn build_pmdk_program(
+    dir: &std::path::Path,
+    name: &str,
+    source: &str,
+    flags: &[&str],
+) -> Result<std::path::PathBuf, BenchError> {
+    let src = dir.join(format!("{name}.c"));
+    std::fs::write(&src, source).context("writing the PMDK program")?;
+    let exe = dir.join(name);
+    let o = std::process::Command::new("cc")
+        .args(["-O2", "-o"])
+        .arg(&exe)
+        .arg(&src)
+        .args(flags)
+        .arg("-lpmemobj")
+        .output()
+        .context("running cc (install a C compiler and libpmemobj-dev for the PMDK baseline)")?;
+    if !o.status.success() {
+        return Err(BenchError::Options(format!(
+            "cc -lpmemobj failed (is libpmemobj-dev installed?): {}",
+            String::from_utf8_lossy(&o.stderr).trim()
+        )));
+    }
+    Ok(exe)
+}

@@ -280,33 +280,10 @@ fn seal_only(bytes: u64) -> Result<Sample> {
 
 /// Build the PMDK program (both variants) in `dir`.
 fn build_pmdk(dir: &Path) -> Result<[PathBuf; 2]> {
-    let src = dir.join("pmdk_psync.c");
-    std::fs::write(&src, PMDK_SOURCE).context("writing the PMDK program")?;
-    let mut out = Vec::new();
-    for (name, flags) in [
-        ("pmdk_undo", &[][..]),
-        ("pmdk_nosnap", &["-DNO_SNAPSHOT"][..]),
-    ] {
-        let exe = dir.join(name);
-        let o = Command::new("cc")
-            .args(["-O2", "-o"])
-            .arg(&exe)
-            .arg(&src)
-            .args(flags)
-            .arg("-lpmemobj")
-            .output()
-            .context(
-                "running cc (install a C compiler and libpmemobj-dev for the PMDK baseline)",
-            )?;
-        if !o.status.success() {
-            return Err(BenchError::Options(format!(
-                "cc -lpmemobj failed (is libpmemobj-dev installed?): {}",
-                String::from_utf8_lossy(&o.stderr).trim()
-            )));
-        }
-        out.push(exe);
-    }
-    Ok([out[0].clone(), out[1].clone()])
+    Ok([
+        crate::build_pmdk_program(dir, "pmdk_undo", PMDK_SOURCE, &[])?,
+        crate::build_pmdk_program(dir, "pmdk_nosnap", PMDK_SOURCE, &["-DNO_SNAPSHOT"])?,
+    ])
 }
 
 fn pmdk_run(
