@@ -205,8 +205,7 @@ fn print_tables(evaluation: &Evaluation) {
                 }
             );
         }
-        println!(
-            "{:<20} {:>9} {:>8} {:>9} {:>10} {:>9} {:>7} {:>9} {:>11} {:>9}",
+        let mut table = nvmos_report::TextTable::new([
             "allocator",
             "allocs",
             "failures",
@@ -216,10 +215,21 @@ fn print_tables(evaluation: &Evaluation) {
             "gini",
             "life %",
             "years@1e7",
-            "ns/event"
-        );
+            "ns/event",
+        ]);
+        let mut flags = Vec::new();
         for row in &trace.rows {
-            print_row(row);
+            table.row(row_cells(row));
+            if let Some(flag) = row.stats.flag() {
+                flags.push(format!(
+                    "  !! {}: {flag}: its wear figures are not the trace's",
+                    row.allocator
+                ));
+            }
+        }
+        print!("{}", table.render());
+        for flag in flags {
+            println!("{flag}");
         }
         print_write_table(trace);
     }
@@ -238,8 +248,7 @@ fn print_write_table(trace: &nvmos_sim::evaluate::TraceStudy) {
         "sampled writes: {} ({} to no live block: frames allocated before the recording)",
         a.write_samples, a.writes_not_live
     );
-    println!(
-        "{:<20} {:>10} {:>8} {:>9} {:>9} {:>9} {:>11} {:>8} {:>8} {:>9}",
+    let mut table = nvmos_report::TextTable::new([
         "write-weighted",
         "attributed",
         "refused",
@@ -249,45 +258,39 @@ fn print_write_table(trace: &nvmos_sim::evaluate::TraceStudy) {
         "years@1e7",
         "pearson",
         "spearman",
-        "frames"
-    );
+        "frames",
+    ]);
     let corr = |c: Option<f64>| c.map_or("-".to_owned(), format_value);
     for row in &trace.rows {
         let Some(w) = &row.writes else { continue };
-        println!(
-            "{:<20} {:>10} {:>8} {:>9} {:>9} {:>9} {:>11} {:>8} {:>8} {:>9}",
-            row.allocator,
-            row.stats.writes.attributed,
-            row.stats.writes.of_refused,
-            w.wear.max,
+        table.row([
+            row.allocator.clone(),
+            row.stats.writes.attributed.to_string(),
+            row.stats.writes.of_refused.to_string(),
+            w.wear.max.to_string(),
             format_value(w.wear.max_over_mean),
             format_value(w.wear.lifetime_pct_of_ideal),
             format_value(w.wear.lifetime_years[1]),
             corr(w.correlation.pearson),
             corr(w.correlation.spearman),
-            w.correlation.frames,
-        );
+            w.correlation.frames.to_string(),
+        ]);
     }
+    print!("{}", table.render());
 }
 
-fn print_row(row: &StudyRow) {
-    println!(
-        "{:<20} {:>9} {:>8} {:>9} {:>10} {:>9} {:>7} {:>9} {:>11} {:>9}",
-        row.allocator,
-        row.stats.allocs,
-        row.stats.alloc_failures,
-        row.wear.max,
+/// A row of the wear table, as printed.
+fn row_cells(row: &StudyRow) -> [String; 10] {
+    [
+        row.allocator.clone(),
+        row.stats.allocs.to_string(),
+        row.stats.alloc_failures.to_string(),
+        row.wear.max.to_string(),
         format_value(row.wear.max_over_mean),
         format_value(row.wear.max_over_touched_mean),
         format_value(row.wear.gini),
         format_value(row.wear.lifetime_pct_of_ideal),
         format_value(row.wear.lifetime_years[1]),
         format_value(row.stats.ns_per_event()),
-    );
-    if let Some(flag) = row.stats.flag() {
-        println!(
-            "  !! {}: {flag}: its wear figures are not the trace's",
-            row.allocator
-        );
-    }
+    ]
 }
