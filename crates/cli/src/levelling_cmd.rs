@@ -8,7 +8,7 @@ use anyhow::{bail, Result};
 use nvmos_report::{format_value, TextTable};
 use nvmos_sim::levelling::study::{run as run_study, LevellingStudy, Options, Output};
 use nvmos_sim::levelling::Granularity;
-use nvmos_sim::study::{Scale, Study};
+use nvmos_sim::study::Study;
 
 use crate::evaluate_cmd::StudyArgs;
 
@@ -54,11 +54,7 @@ impl LevellingArgs {
         if self.study.horizon {
             bail!("--horizon: study levelling levels one pass of each trace; use evaluate --horizon for long horizons");
         }
-        let scale = if self.quick {
-            Scale::Quick
-        } else {
-            Scale::Full
-        };
+        let scale = crate::study::scale(self.quick);
         let mut o = LevellingStudy::options(scale);
         o.as_recorded = !self.no_recorded;
         if !self.study.allocators.is_empty() {

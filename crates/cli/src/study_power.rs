@@ -125,11 +125,7 @@ pub fn run(args: PowerArgs) -> Result<()> {
             "--latency-pages {bad}: each count of page requests must be in 1..={MAX_LATENCY_PAGES}"
         );
     }
-    let scale = if args.quick {
-        Scale::Quick
-    } else {
-        Scale::Full
-    };
+    let scale = crate::study::scale(args.quick);
     let mut o = PowerStudy::options(scale);
     macro_rules! given {
         ($($arg:ident => $field:ident),*) => {$(if let Some(v) = args.$arg.clone() { o.$field = v; })*};

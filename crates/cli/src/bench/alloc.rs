@@ -8,7 +8,7 @@ use anyhow::{Context, Result};
 use clap::Args;
 use nvmos_report::TextTable;
 use nvmos_sim::bench_alloc::{self, BenchAlloc, BenchAllocator, LockKind, Op, Pattern};
-use nvmos_sim::study::{Scale, Study};
+use nvmos_sim::study::Study;
 use nvmos_sim::units::{self, format_frames, FRAME_BYTES};
 
 #[derive(Args, Debug)]
@@ -88,11 +88,7 @@ impl AllocArgs {
     /// The study's options at the scale asked for, overridden by what was
     /// given.
     fn options(&self) -> bench_alloc::BenchAllocOptions {
-        let mut o = BenchAlloc::options(if self.quick {
-            Scale::Quick
-        } else {
-            Scale::Full
-        });
+        let mut o = BenchAlloc::options(crate::study::scale(self.quick));
         if let Some(v) = &self.alloc {
             o.allocators = v.clone();
         }

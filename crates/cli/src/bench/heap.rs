@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use anyhow::Result;
 use nvmos_pmo_bench::heap::{self, HeapBench, HeapOptions};
 use nvmos_report::TextTable;
-use nvmos_sim::study::{Scale, Study};
+use nvmos_sim::study::Study;
 
 /// `nvmos bench heap` options.
 #[derive(clap::Args, Debug)]
@@ -44,11 +44,7 @@ pub struct HeapArgs {
 
 impl HeapArgs {
     fn options(&self) -> HeapOptions {
-        let mut o = HeapBench::options(if self.quick {
-            Scale::Quick
-        } else {
-            Scale::Full
-        });
+        let mut o = HeapBench::options(crate::study::scale(self.quick));
         if let Some(pages) = self.heap {
             o.heap_bytes = pages * 4096;
         }

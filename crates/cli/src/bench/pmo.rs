@@ -13,7 +13,7 @@ use nvmos_pmo_bench::pmo::{self, PmoBench, PmoBenchOptions, WorkloadReport};
 use nvmos_report::chart::{Axis, BarChart, LineChart, Series};
 use nvmos_report::page::{Cell, Html, HtmlTable, Page, STUDY_PAGES};
 use nvmos_report::{OutputDir, TextTable};
-use nvmos_sim::study::{Scale, Study};
+use nvmos_sim::study::Study;
 
 #[derive(Args, Debug)]
 pub struct PmoArgs {
@@ -59,11 +59,7 @@ pub struct PmoArgs {
 
 impl PmoArgs {
     fn options(&self) -> PmoBenchOptions {
-        let mut o = PmoBench::options(if self.quick {
-            Scale::Quick
-        } else {
-            Scale::Full
-        });
+        let mut o = PmoBench::options(crate::study::scale(self.quick));
         if let Some(v) = &self.workloads {
             o.workloads = v.clone();
         }

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use anyhow::Result;
 use nvmos_pmo_bench::psync::{self, Psync, PsyncOptions, ROWS};
 use nvmos_report::TextTable;
-use nvmos_sim::study::{Scale, Study};
+use nvmos_sim::study::Study;
 
 const PAGE: u64 = 4096;
 
@@ -48,11 +48,7 @@ pub struct PsyncArgs {
 
 impl PsyncArgs {
     fn options(&self) -> PsyncOptions {
-        let mut o = Psync::options(if self.quick {
-            Scale::Quick
-        } else {
-            Scale::Full
-        });
+        let mut o = Psync::options(crate::study::scale(self.quick));
         if let Some(pages) = self.object {
             o.object_bytes = pages * PAGE;
         }
