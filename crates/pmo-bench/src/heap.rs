@@ -199,16 +199,6 @@ impl Ops {
     }
 }
 
-fn thread_cpu_s() -> f64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes the struct we pass.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
-}
-
 fn heap_err(what: &str) -> impl FnOnce(HeapError) -> BenchError + '_ {
     move |e| BenchError::Failed {
         what: what.to_string(),
@@ -278,7 +268,7 @@ fn run_ops(cfg: &HeapOptions, every: Option<u64>, mut region: Region) -> Result<
     let mut s = HeapSample::default();
     let mut ops = Ops(cfg.seed | 1);
     let mut live = 0u64;
-    let (t0, c0) = (Instant::now(), thread_cpu_s());
+    let (t0, c0) = (Instant::now(), nvmos_measure::timer::thread_cpu_seconds());
     for i in 0..cfg.ops {
         let r = ops.next();
         {
@@ -322,7 +312,10 @@ fn run_ops(cfg: &HeapOptions, every: Option<u64>, mut region: Region) -> Result<
         region.psync()?;
         s.psyncs += 1;
     }
-    let (wall, cpu) = (t0.elapsed().as_secs_f64(), thread_cpu_s() - c0);
+    let (wall, cpu) = (
+        t0.elapsed().as_secs_f64(),
+        nvmos_measure::timer::thread_cpu_seconds() - c0,
+    );
     s.ns_per_op = wall * 1e9 / cfg.ops as f64;
     s.cpu_ns_per_op = cpu * 1e9 / cfg.ops as f64;
     let mut heap = Heap::open(region.mem()).map_err(heap_err("opening the heap"))?;

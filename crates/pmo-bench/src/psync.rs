@@ -217,7 +217,7 @@ fn nvmos_run(cfg: &PsyncOptions, dir: &Path, bytes: u64, encrypted: bool) -> Res
         }
         let psyncs = (bytes as usize / (per * PAGE)).max(1);
         let t0 = Instant::now();
-        let c0 = thread_cpu_s();
+        let c0 = nvmos_measure::timer::thread_cpu_seconds();
         for k in 0..psyncs {
             for j in 0..per {
                 let page = (k * per + j) % pages;
@@ -227,7 +227,7 @@ fn nvmos_run(cfg: &PsyncOptions, dir: &Path, bytes: u64, encrypted: bool) -> Res
             obj.psync()?;
         }
         let secs = t0.elapsed().as_secs_f64();
-        let cpu = thread_cpu_s() - c0;
+        let cpu = nvmos_measure::timer::thread_cpu_seconds() - c0;
         let b = (psyncs * per * PAGE) as u64;
         Ok::<Sample, nvmos_pmo::PmoError>(Sample {
             wall: gib(b, secs),
@@ -250,7 +250,7 @@ fn seal_only(bytes: u64) -> Result<Sample> {
     let mut dst = vec![0u8; PAGE];
     let pages = (bytes as usize / PAGE).max(1);
     let t0 = Instant::now();
-    let c0 = thread_cpu_s();
+    let c0 = nvmos_measure::timer::thread_cpu_seconds();
     let mut sink = 0u8;
     for v in 0..pages as u64 {
         let mut nonce = [0u8; 12];
@@ -269,7 +269,7 @@ fn seal_only(bytes: u64) -> Result<Sample> {
         sink ^= tag.as_ref()[0];
     }
     let secs = t0.elapsed().as_secs_f64();
-    let cpu = thread_cpu_s() - c0;
+    let cpu = nvmos_measure::timer::thread_cpu_seconds() - c0;
     std::hint::black_box(sink);
     let b = (pages * PAGE) as u64;
     Ok(Sample {
@@ -338,16 +338,6 @@ pub struct Sample {
     pub wall: f64,
     /// GiB per CPU second of the measuring thread (PMDK: process).
     pub cpu: f64,
-}
-
-fn thread_cpu_s() -> f64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes the struct we pass.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
 }
 
 fn row(
