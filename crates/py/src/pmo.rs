@@ -15,7 +15,6 @@
 use std::path::PathBuf;
 
 use numpy::PyArray1;
-use nvmos_pmo::attach::predict::PredictorKind;
 use nvmos_pmo::heap::Heap;
 use nvmos_pmo::{Access, Attachment, KdfParams, Mode, Perm, Pool};
 use pyo3::exceptions::PyValueError;
@@ -31,36 +30,18 @@ pyo3::create_exception!(
     "A persistent-memory-object operation failed: wrong key, tampered or rolled-back pool, heap error, ...; the message names the object and the cause."
 );
 
-fn pmo_err(context: &str, e: &(dyn std::error::Error + 'static)) -> PyErr {
-    to_py(context, e, PmoError::new_err)
+/// A serde value as the Python object `json.loads` makes of it: the
+/// fields stay those of the Rust type, never a hand-kept copy.
+fn to_py_value<'py, T: serde::Serialize>(
+    py: Python<'py>,
+    value: &T,
+) -> PyResult<Bound<'py, PyAny>> {
+    let text = crate::to_json(value)?;
+    py.import("json")?.call_method1("loads", (text,))
 }
 
-fn parse_mode(text: &str) -> PyResult<Mode> {
-    let mode = match text {
-        "plain" => Mode::Plain,
-        "decrypt-at-fault" => Mode::DecryptAtFault,
-        "dram-cache" => Mode::DramCache,
-        other => {
-            let parsed = other.rsplit_once('-').and_then(|(name, depth)| {
-                let predictor = match name {
-                    "stream" => PredictorKind::Stream,
-                    "stride" => PredictorKind::Stride,
-                    "markov" => PredictorKind::Markov,
-                    _ => return None,
-                };
-                Some(Mode::Predict {
-                    predictor,
-                    depth: depth.parse().ok()?,
-                })
-            });
-            parsed.ok_or_else(|| {
-                PyValueError::new_err(format!(
-                    "mode {other:?}: expected plain, decrypt-at-fault, dram-cache or stream-N/stride-N/markov-N"
-                ))
-            })?
-        }
-    };
-    Ok(mode)
+fn pmo_err(context: &str, e: &(dyn std::error::Error + 'static)) -> PyErr {
+    to_py(context, e, PmoError::new_err)
 }
 
 /// A pool file holding persistent memory objects.
@@ -122,23 +103,10 @@ impl PmoPool {
             .map_err(|e| pmo_err("", &e))
     }
 
-    /// Every object: a list of dicts (name, size, encrypted, epoch, ...).
-    fn objects<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyDict>>> {
-        self.pool
-            .list()
-            .into_iter()
-            .map(|o| {
-                let d = PyDict::new(py);
-                d.set_item("name", o.name)?;
-                d.set_item("size", o.size)?;
-                d.set_item("encrypted", o.encrypted)?;
-                d.set_item("base_address", o.base_address)?;
-                d.set_item("epoch", o.epoch)?;
-                d.set_item("pages_written", o.pages_written)?;
-                d.set_item("slot", o.slot)?;
-                Ok(d)
-            })
-            .collect()
+    /// Every object: a list of dicts, the fields of `ObjectInfo` (name,
+    /// size, encrypted, epoch, ...).
+    fn objects<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        to_py_value(py, &self.pool.list())
     }
 
     /// Attach an object at its fixed address: `write` for a writable
@@ -153,7 +121,7 @@ impl PmoPool {
         write: bool,
         mode: &str,
     ) -> PyResult<PmoAttachment> {
-        let mode = parse_mode(mode)?;
+        let mode: Mode = mode.parse().map_err(PyValueError::new_err)?;
         let perm = if write { Perm::Write } else { Perm::Read };
         let pool = &self.pool;
         let attachment = py
@@ -268,13 +236,10 @@ impl PmoAttachment {
 
     /// Seal every page written since the last psync and commit them all
     /// or nothing. Returns {"pages": N, "ns": wall time}.
-    fn psync<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+    fn psync<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let a = self.live()?;
         let stats = py.detach(|| a.psync()).map_err(|e| pmo_err("", &e))?;
-        let d = PyDict::new(py);
-        d.set_item("pages", stats.pages)?;
-        d.set_item("ns", stats.ns)?;
-        Ok(d)
+        to_py_value(py, &stats)
     }
 
     /// psync (a writable attachment), then unmap. Refused while a numpy
@@ -361,19 +326,10 @@ impl PmoAttachment {
 
     /// Heap space: a dict of HeapStats (allocated/free bytes and blocks,
     /// largest free, metadata, fragmentation).
-    fn heap_stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+    fn heap_stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let heap = Heap::open(self.live()?.as_slice()).map_err(|e| self.heap_error(e))?;
         let s = heap.check().map_err(|e| self.heap_error(e))?;
-        let d = PyDict::new(py);
-        d.set_item("region_bytes", s.region_bytes)?;
-        d.set_item("allocated_blocks", s.allocated_blocks)?;
-        d.set_item("allocated_bytes", s.allocated_bytes)?;
-        d.set_item("free_blocks", s.free_blocks)?;
-        d.set_item("free_bytes", s.free_bytes)?;
-        d.set_item("largest_free", s.largest_free)?;
-        d.set_item("metadata_bytes", s.metadata_bytes)?;
-        d.set_item("fragmentation", s.fragmentation)?;
-        Ok(d)
+        to_py_value(py, &s)
     }
 }
 

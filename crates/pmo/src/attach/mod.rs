@@ -108,6 +108,46 @@ impl Mode {
     }
 }
 
+impl std::str::FromStr for Mode {
+    type Err = String;
+    /// The inverse of [`Mode::label`]: `plain`, `decrypt-at-fault`,
+    /// `dram-cache`, or `stream-N`, `stride-N`, `markov-N`.
+    ///
+    /// ```
+    /// use nvmos_pmo::attach::predict::PredictorKind;
+    /// use nvmos_pmo::Mode;
+    /// for mode in [
+    ///     Mode::Plain,
+    ///     Mode::DecryptAtFault,
+    ///     Mode::DramCache,
+    ///     Mode::Predict { predictor: PredictorKind::Markov, depth: 16 },
+    /// ] {
+    ///     assert_eq!(mode.label().parse::<Mode>(), Ok(mode));
+    /// }
+    /// assert!("psychic-3".parse::<Mode>().is_err());
+    /// assert!("stream-x".parse::<Mode>().is_err());
+    /// ```
+    fn from_str(text: &str) -> Result<Self, String> {
+        let bad = || {
+            format!(
+                "mode {text:?}: expected plain, decrypt-at-fault, dram-cache or stream-N/stride-N/markov-N"
+            )
+        };
+        Ok(match text {
+            "plain" => Mode::Plain,
+            "decrypt-at-fault" => Mode::DecryptAtFault,
+            "dram-cache" => Mode::DramCache,
+            other => {
+                let (name, depth) = other.rsplit_once('-').ok_or_else(bad)?;
+                Mode::Predict {
+                    predictor: name.parse().map_err(|_| bad())?,
+                    depth: depth.parse().map_err(|_| bad())?,
+                }
+            }
+        })
+    }
+}
+
 /// Counters of one attachment, as plain data.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AttachStats {
