@@ -1,7 +1,9 @@
 //! The workloads of [`crate::pmo`] (`nvmos bench pmo`): seed 001's microbenchmarks (2D
 //! convolution, LU decomposition, Gaussian elimination, tiled matrix
 //! multiplication; PolyBench/Rodinia formulations) computing in place in
-//! attached PMOs, and a small file-server-like workload over many PMOs.
+//! attached PMOs, a small file-server-like workload over many PMOs, and
+//! Filebench's web server, web proxy and varmail personalities
+//! ([`filebench`]).
 //!
 //! Every workload runs one PMO session: build its objects (sealed with
 //! AES-256-GCM unless the mode is `plain`; not timed), then, timed: attach,
@@ -23,6 +25,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::{BenchError, Context};
 
+pub mod filebench;
+use filebench::Personality;
+
 type Result<T, E = BenchError> = std::result::Result<T, E>;
 
 /// Where a workload's objects live: one 4 GiB slot per object.
@@ -42,15 +47,21 @@ pub enum Workload {
     Gauss,
     MatMul,
     FileServer,
+    WebServer,
+    WebProxy,
+    VarMail,
 }
 
 impl Workload {
-    pub const ALL: [Workload; 5] = [
+    pub const ALL: [Workload; 8] = [
         Workload::Conv2d,
         Workload::Lu,
         Workload::Gauss,
         Workload::MatMul,
         Workload::FileServer,
+        Workload::WebServer,
+        Workload::WebProxy,
+        Workload::VarMail,
     ];
 
     pub fn name(self) -> &'static str {
@@ -60,6 +71,20 @@ impl Workload {
             Workload::Gauss => "gauss",
             Workload::MatMul => "matmul",
             Workload::FileServer => "fileserver",
+            Workload::WebServer => Personality::WebServer.name(),
+            Workload::WebProxy => Personality::WebProxy.name(),
+            Workload::VarMail => Personality::VarMail.name(),
+        }
+    }
+
+    /// The Filebench personality this workload runs, for the three of
+    /// [`filebench`] (the file server predates them and keeps its own flow).
+    pub fn personality(self) -> Option<Personality> {
+        match self {
+            Workload::WebServer => Some(Personality::WebServer),
+            Workload::WebProxy => Some(Personality::WebProxy),
+            Workload::VarMail => Some(Personality::VarMail),
+            _ => None,
         }
     }
 
@@ -76,7 +101,11 @@ impl std::str::FromStr for Workload {
             .into_iter()
             .find(|w| w.name().eq_ignore_ascii_case(s.trim()))
             .ok_or_else(|| {
-                format!("unknown workload '{s}' (expected conv2d, lu, gauss, matmul, fileserver)")
+                let names: Vec<&str> = Workload::ALL.iter().map(|w| w.name()).collect();
+                format!(
+                    "unknown workload '{s}' (expected one of {})",
+                    names.join(", ")
+                )
             })
     }
 }
@@ -95,6 +124,9 @@ pub struct Sizes {
     /// File server: files, operations.
     pub files: usize,
     pub file_ops: usize,
+    /// Filebench personalities: files in the set, flows run.
+    pub filebench_files: usize,
+    pub filebench_flows: usize,
 }
 
 impl Sizes {
@@ -106,6 +138,8 @@ impl Sizes {
             matmul_n: 384,
             files: 400,
             file_ops: 3000,
+            filebench_files: 400,
+            filebench_flows: 600,
         }
     }
 
@@ -117,6 +151,8 @@ impl Sizes {
             matmul_n: 192,
             files: 100,
             file_ops: 600,
+            filebench_files: 100,
+            filebench_flows: 120,
         }
     }
 
@@ -149,6 +185,10 @@ impl Sizes {
                 "{} files of 4–128 KiB, {} operations: 60% whole-file reads, 30% overwrites of 1–8 pages with psync, 10% delete and re-create; Zipf(1) popularity",
                 self.files, self.file_ops
             ),
+            Workload::WebServer | Workload::WebProxy | Workload::VarMail => w
+                .personality()
+                .expect("a personality")
+                .describe(self.filebench_files, self.filebench_flows),
         }
     }
 }
@@ -171,6 +211,9 @@ pub struct Session {
     /// A result of the computation, so it cannot be optimised away and
     /// modes can be checked to agree.
     pub checksum: f64,
+    /// File operations and bytes, for the Filebench personalities.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub io: Option<filebench::FileIo>,
 }
 
 fn add(total: &mut AttachStats, s: &AttachStats) {
@@ -270,6 +313,13 @@ pub fn run(w: Workload, sizes: &Sizes, mode: Mode, seed: u64) -> Result<Session>
         Workload::Gauss => gauss(sizes.gauss_n, mode, seed),
         Workload::MatMul => matmul(sizes.matmul_n, mode, seed),
         Workload::FileServer => fileserver(sizes.files, sizes.file_ops, mode, seed),
+        Workload::WebServer | Workload::WebProxy | Workload::VarMail => filebench::run(
+            w.personality().expect("a personality"),
+            sizes.filebench_files,
+            sizes.filebench_flows,
+            mode,
+            seed,
+        ),
     }
 }
 

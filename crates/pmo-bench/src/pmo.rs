@@ -150,6 +150,29 @@ pub struct Cell {
     pub session: Session,
     /// decrypt-at-fault's time over this one's (> 1: faster).
     pub speedup: f64,
+    /// Filebench's figures for the personalities (seed 001's Fig. 4 is
+    /// bandwidth): file operations per second and MiB/s read and written,
+    /// of the median run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub throughput: Option<Throughput>,
+}
+
+/// Filebench's figures of one cell.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct Throughput {
+    pub ops_per_s: f64,
+    pub mib_per_s: f64,
+}
+
+impl Throughput {
+    fn of(session: &Session) -> Option<Throughput> {
+        let io = session.io?;
+        let s = session.ns as f64 / 1e9;
+        (s > 0.0).then(|| Throughput {
+            ops_per_s: io.ops as f64 / s,
+            mib_per_s: (io.bytes_read + io.bytes_written) as f64 / (1 << 20) as f64 / s,
+        })
+    }
 }
 
 /// The best prediction of a workload.
@@ -373,13 +396,15 @@ pub fn run(args: &PmoBenchOptions, progress: &mut dyn FnMut(Progress)) -> Result
                 }
                 _ => (None, None),
             };
+            let session = runs.swap_remove(m);
             cells.push(Cell {
                 mode: mode.label(),
                 predictor,
                 depth,
                 ms: ms[m],
                 runs_ms: ms.clone(),
-                session: runs.swap_remove(m),
+                throughput: Throughput::of(&session),
+                session,
                 speedup: 0.0,
             });
         }

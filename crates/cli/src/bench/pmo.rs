@@ -17,8 +17,8 @@ use nvmos_sim::study::Study;
 
 #[derive(Args, Debug)]
 pub struct PmoArgs {
-    /// Workloads, comma-separated: conv2d, lu, gauss, matmul, fileserver
-    /// [default: all].
+    /// Workloads, comma-separated: conv2d, lu, gauss, matmul, fileserver,
+    /// webserver, webproxy, varmail [default: all].
     #[arg(long, value_name = "NAME,...", value_delimiter = ',')]
     workloads: Option<Vec<Workload>>,
 
@@ -194,6 +194,30 @@ fn table(r: &PmoBench) -> String {
             ]);
         }
         out.push_str(&indent(&t.render()));
+    }
+    let mut fb = TextTable::new(["workload", "mode", "ops/s", "MiB/s", "×decrypt"]);
+    fb.left(0).left(1);
+    let mut any = false;
+    for w in &r.workloads {
+        for c in &w.cells {
+            if let Some(t) = c.throughput {
+                any = true;
+                fb.row([
+                    w.name.clone(),
+                    c.mode.clone(),
+                    format!("{:.0}", t.ops_per_s),
+                    format!("{:.1}", t.mib_per_s),
+                    format!("{:.2}", c.speedup),
+                ]);
+            }
+        }
+    }
+    if any {
+        let _ = writeln!(
+            out,
+            "\nFilebench personalities (seed 001's Fig. 4 is their bandwidth), median run:"
+        );
+        out.push_str(&indent(&fb.render()));
     }
     let _ = writeln!(
         out,
