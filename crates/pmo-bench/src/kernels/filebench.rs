@@ -265,8 +265,8 @@ pub fn run(p: Personality, files: usize, flows: usize, mode: Mode, seed: u64) ->
     for w in &plan.flows {
         match p {
             Personality::WebServer => {
-                for k in 0..8 {
-                    set.read_whole(pick(w[k]))?;
+                for &word in w {
+                    set.read_whole(pick(word))?;
                 }
                 // Filebench reads 10 files a flow; two more from the
                 // remaining words, shifted so they differ from the first.
@@ -278,8 +278,8 @@ pub fn run(p: Personality, files: usize, flows: usize, mode: Mode, seed: u64) ->
                 let f = pick(w[0]);
                 set.recreate(f);
                 set.open_append(f, false, pages(w[0]), w[1], false)?;
-                for k in 2..7 {
-                    set.read_whole(pick(w[k]))?;
+                for &word in &w[2..7] {
+                    set.read_whole(pick(word))?;
                 }
             }
             Personality::VarMail => {
