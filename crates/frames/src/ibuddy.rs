@@ -3,8 +3,9 @@
 use alloc::boxed::Box;
 use alloc::vec;
 use alloc::vec::Vec;
+use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
-use lock_api::{Mutex, RawMutex};
+use lock_api::{Mutex, MutexGuard, RawMutex};
 
 use crate::bitmap::{FrameBitmap, LevelBitmap};
 use crate::error::ensure;
@@ -21,6 +22,19 @@ const SPACE_ALIGN: u64 = Order::MAX.frames();
 /// Non-empty bitmap words a multi-frame allocation looks at for an exact
 /// fit before it settles for the first free block it saw.
 const FIT_PATIENCE: usize = 16;
+
+/// Frees in one CPU's buffer for a space at which the freeing caller tries
+/// to apply the space's buffers itself (if the space's lock is free): one
+/// lock acquisition and one overlapped round of metadata misses per this
+/// many frees.
+const DRAIN_AT: usize = 64;
+
+/// Frees in one CPU's buffer at which the freeing caller waits for the
+/// space's lock and applies the buffers, so buffers stay bounded.
+const BUFFER_CAP: usize = 1024;
+
+/// Most free buffers per space: CPUs beyond share them (`cpu % 64`).
+const MAX_BUFFERS: usize = 64;
 
 /// The inverse buddy allocator.
 ///
@@ -56,14 +70,42 @@ const FIT_PATIENCE: usize = 16;
 ///   (DMA) is a space of its own that is no CPU's home. A free goes to the
 ///   space that owns the frame.
 ///
-/// Invariants (checked by `validate`): the list holds exactly the free
-/// frames, each once; a bit at order 0 is set exactly for free frames and a
-/// bit at order `k > 0` exactly when both halves' bits are set; allocated
-/// blocks are aligned, inside one space, and their other frames are tails;
-/// the next allocation level is the highest order with a set bit.
+/// **Single-frame frees do not wait for the space's lock** (issue 18).
+/// Random frees land on every CPU's space, and a free under the space's
+/// lock spends its time missing the cache on the frame's 12-byte record
+/// while other CPUs queue behind it: at 2 threads a shuffled free cost 6×
+/// LLFree's. So a single-frame free only claims the frame's *handed* bit
+/// (one bit per frame, set while an order-0 block is in a caller's hands:
+/// one atomic `fetch_and`, which also refuses a double free on the spot),
+/// takes a stamp from the space's counter (one `fetch_add`) and appends
+/// the frame to its CPU's buffer for that space (a lock only that CPU's
+/// callers take, so uncontended). The records, list and bitmaps are
+/// updated in batches: every holder of the space's lock first applies
+/// every CPU's buffer for the space in stamp order, with the batch's
+/// metadata prefetched, and a freeing caller applies them once its buffer
+/// holds `DRAIN_AT` (64) frees and the space's lock is free (it waits for
+/// the lock only at `BUFFER_CAP`, 1024). Because nothing reads a space
+/// without applying its buffers first, and stamps keep the order of
+/// acceptance, every allocation sees exactly the state an immediate free
+/// would have left: single-threaded callers (replay) get the same frames
+/// in the same order as before. (Frees racing on different CPUs are
+/// applied in stamp order, one valid order of concurrent calls.)
+///
+/// Invariants (checked by `validate`, with no call in flight): the list
+/// holds exactly the free frames, each once; a bit at order 0 is set
+/// exactly for free frames and a bit at order `k > 0` exactly when both
+/// halves' bits are set; allocated blocks are aligned, inside one space,
+/// and their other frames are tails; the next allocation level is the
+/// highest order with a set bit; once the queue is applied, a frame's
+/// handed bit is set exactly when it heads an allocated block of order 0.
 pub struct IBuddy<R: RawMutex> {
     map: ZoneMap,
-    spaces: Box<[CachePadded<Mutex<R, Space>>]>,
+    spaces: Box<[Shared<R>]>,
+    /// Buffered frees: `buffers[b * spaces + s]` is buffer `b` (CPUs
+    /// `b`, `b + 64`, ...) of space `s`.
+    buffers: Box<[Mutex<R, Vec<Queued>>]>,
+    /// Buffers per space: `min(cpus, MAX_BUFFERS)`.
+    slots: usize,
     /// `[start, end)` of each space, ascending, for pfn -> space.
     bounds: Box<[(u64, u64)]>,
     /// The space each CPU allocates from first.
@@ -73,10 +115,36 @@ pub struct IBuddy<R: RawMutex> {
     cpus: u32,
 }
 
+/// One buddy space and what a free reaches without the space's lock.
+struct Shared<R: RawMutex> {
+    space: CachePadded<Mutex<R, Space>>,
+    /// The next acceptance stamp of a buffered free of this space.
+    stamp: CachePadded<AtomicU32>,
+    /// Bit `b` of word `w`: buffer `64 w + b` of this space holds frees
+    /// (written under that buffer's lock), so a lock holder finds the
+    /// buffers to apply, and an allocation that finds none applies
+    /// nothing, with one load.
+    nonempty: Box<[AtomicU64]>,
+    /// Bit `i`: frame `start + i` is an order-0 block in a caller's hands
+    /// (allocated, and no free of it accepted yet).
+    handed: Box<[AtomicU64]>,
+}
+
+/// An accepted single-frame free not applied yet: its stamp and its index
+/// in the space.
+#[derive(Copy, Clone, Debug)]
+struct Queued {
+    stamp: u32,
+    index: u32,
+}
+
 /// One buddy space: a pfn range inside one zone, under its own lock.
 struct Space {
     start: u64,
     end: u64,
+    /// The buffered frees being applied, gathered from every buffer of
+    /// the space and sorted by stamp.
+    spare: Vec<Queued>,
     meta: Vec<FrameMeta>,
     /// Free frames, least recently freed first.
     free_list: FrameList,
@@ -106,9 +174,22 @@ impl<R: RawMutex> IBuddy<R> {
         check_cpus(spaces)?;
         let map = ZoneMap::new(zones)?;
         let bounds = partition(&map, spaces);
-        let spaces = bounds
+        let slots = (cpus as usize).min(MAX_BUFFERS);
+        let spaces: Box<[Shared<R>]> = bounds
             .iter()
-            .map(|&(start, end)| CachePadded(Mutex::new(Space::new(start, end))))
+            .map(|&(start, end)| Shared {
+                space: CachePadded(Mutex::new(Space::new(start, end))),
+                stamp: CachePadded(AtomicU32::new(0)),
+                nonempty: (0..slots.div_ceil(64)).map(|_| AtomicU64::new(0)).collect(),
+                handed: (0..(end - start).div_ceil(64))
+                    .map(|_| AtomicU64::new(0))
+                    .collect(),
+            })
+            .collect();
+        // Buffers start empty and grow to what their CPU frees between
+        // two applications (at most about `BUFFER_CAP`).
+        let buffers = (0..slots * spaces.len())
+            .map(|_| Mutex::new(Vec::new()))
             .collect();
         // Homes are spaces cut from zones large enough to hold a CPU's
         // share: a small zone (DMA's 16 MiB) would make its CPU wrap round
@@ -132,6 +213,8 @@ impl<R: RawMutex> IBuddy<R> {
         Ok(IBuddy {
             map,
             spaces,
+            buffers,
+            slots,
             bounds: bounds.into_boxed_slice(),
             home,
             fallback: fallback.into_boxed_slice(),
@@ -157,8 +240,120 @@ impl<R: RawMutex> IBuddy<R> {
     #[cold]
     fn alloc_fallback(&self, req: Request, home: usize) -> Result<Pfn, AllocError> {
         self.others(home)
-            .find_map(|s| self.spaces[s].lock().alloc(req.order))
+            .find_map(|s| self.take(s, &mut self.lock(s), req.order))
             .ok_or(AllocError::OutOfMemory { order: req.order })
+    }
+
+    /// Space `s` under its lock, with its queued frees applied: the only
+    /// way to look at a space.
+    #[inline]
+    fn lock(&self, s: usize) -> MutexGuard<'_, R, Space> {
+        let mut space = self.spaces[s].space.lock();
+        self.apply_queue(s, &mut space);
+        space
+    }
+
+    /// Apply space `s`'s buffered frees, in the order they were accepted.
+    #[inline]
+    fn apply_queue(&self, s: usize, space: &mut Space) {
+        let shared = &self.spaces[s];
+        if shared.nonempty.iter().all(|w| w.load(Ordering::Acquire) == 0) {
+            return;
+        }
+        self.gather(s, space);
+    }
+
+    /// Move every buffer of space `s` into `space.spare`, sort it by
+    /// stamp and apply it.
+    #[cold]
+    fn gather(&self, s: usize, space: &mut Space) {
+        let shared = &self.spaces[s];
+        let spaces = self.spaces.len();
+        for (w, word) in shared.nonempty.iter().enumerate() {
+            let mut bits = word.load(Ordering::Acquire);
+            while bits != 0 {
+                let b = bits.trailing_zeros() as usize;
+                bits &= bits - 1;
+                let mut buffer = self.buffers[(64 * w + b) * spaces + s].lock();
+                space.spare.extend_from_slice(&buffer);
+                buffer.clear();
+                word.fetch_and(!(1 << b), Ordering::Relaxed);
+            }
+        }
+        // Stamps of frees not yet applied lie within a window far below
+        // 2^31, so the distance from any one of them orders them across
+        // the counter's wrap.
+        if let Some(base) = space.spare.first().map(|q| q.stamp) {
+            space
+                .spare
+                .sort_unstable_by_key(|q| q.stamp.wrapping_sub(base) as i32);
+        }
+        space.apply_spare();
+    }
+
+    /// Allocate from space `s` (held by the caller as `space`), marking a
+    /// single frame handed.
+    #[inline]
+    fn take(&self, s: usize, space: &mut Space, order: Order) -> Option<Pfn> {
+        let pfn = space.alloc(order)?;
+        if order == Order::ZERO {
+            let (w, bit) = handed_bit(space.start, pfn);
+            self.spaces[s].handed[w].fetch_or(bit, Ordering::Relaxed);
+        }
+        Some(pfn)
+    }
+
+    /// Claim the free of single frame `pfn` in space `s`: clear its handed
+    /// bit. `false` when the bit was clear (not an order-0 block in a
+    /// caller's hands); nothing changes then.
+    #[inline]
+    fn claim(&self, s: usize, pfn: Pfn) -> bool {
+        let (w, bit) = handed_bit(self.bounds[s].0, pfn);
+        self.spaces[s].handed[w].fetch_and(!bit, Ordering::AcqRel) & bit != 0
+    }
+
+    /// Why a free of `pfn` with `order` is refused, for a single frame
+    /// whose claim failed: the space's records, with its queue applied,
+    /// know. A frame they still show allocated was freed by a concurrent
+    /// call whose free is on its way into the queue.
+    #[cold]
+    fn refusal(&self, s: usize, pfn: Pfn, order: Order) -> AllocError {
+        match self.lock(s).check_free(pfn, order) {
+            Err(e) => e,
+            Ok(()) => AllocError::DoubleFree { pfn, order },
+        }
+    }
+
+    /// Buffer claimed single frames of space `s`, freed on `cpu`; apply
+    /// the space's buffers when this one is long enough and the space's
+    /// lock is free, or wait for the lock when it is full.
+    #[inline]
+    fn enqueue(&self, s: usize, cpu: u32, pfns: &[Pfn]) {
+        if pfns.is_empty() {
+            return;
+        }
+        let shared = &self.spaces[s];
+        let start = self.bounds[s].0;
+        let slot = cpu as usize % self.slots;
+        let stamp = shared.stamp.fetch_add(pfns.len() as u32, Ordering::Relaxed);
+        let len = {
+            let mut buffer = self.buffers[slot * self.spaces.len() + s].lock();
+            if buffer.is_empty() {
+                shared.nonempty[slot / 64].fetch_or(1 << (slot % 64), Ordering::Release);
+            }
+            buffer.extend(pfns.iter().zip(0u32..).map(|(pfn, k)| Queued {
+                stamp: stamp.wrapping_add(k),
+                index: (pfn.0 - start) as u32,
+            }));
+            buffer.len()
+        };
+        if len >= DRAIN_AT {
+            if let Some(mut space) = shared.space.try_lock() {
+                self.gather(s, &mut space);
+            } else if len >= BUFFER_CAP {
+                drop(self.lock(s));
+            }
+        }
     }
 
     /// The spaces other than `home`, in fallback order.
@@ -198,6 +393,7 @@ impl Space {
         let mut space = Space {
             start,
             end,
+            spare: Vec::new(),
             meta: vec![FrameMeta::UNLINKED_TAIL; frames],
             free_list: FrameList::EMPTY,
             frames: FrameBitmap::new(start, end - 1),
@@ -238,10 +434,20 @@ impl Space {
         (pfn - self.start) as u32
     }
 
-    /// Hint the CPU to fetch the metadata of frame `pfn` (in this space).
-    #[inline]
-    fn prefetch(&self, pfn: u64) {
-        crate::bankbuddy::prefetch(&self.meta[self.index(pfn) as usize]);
+    /// Free the frames in `spare` (indices of claimed single frames), in
+    /// order, and empty it. Their records are asked for first, so the
+    /// cache misses of a batch of random frees overlap.
+    fn apply_spare(&mut self) {
+        let spare = core::mem::take(&mut self.spare);
+        for q in &spare {
+            crate::bankbuddy::prefetch(&self.meta[q.index as usize]);
+        }
+        for q in &spare {
+            debug_assert!(self.meta[q.index as usize].state.is_allocated(Order::ZERO));
+            self.release_frame(self.start + u64::from(q.index));
+        }
+        self.spare = spare;
+        self.spare.clear();
     }
 
     /// Whether the aligned block of order `k` with index `block` is wholly
@@ -501,17 +707,26 @@ impl Space {
 
     fn metadata_bytes(&self) -> usize {
         core::mem::size_of::<Space>()
+            + self.spare.capacity() * core::mem::size_of::<Queued>()
             + self.meta.capacity() * core::mem::size_of::<FrameMeta>()
             + self.frames.bytes()
             + self.blocks.iter().map(LevelBitmap::bytes).sum::<usize>()
     }
 }
 
+/// Word and bit of frame `pfn` in the handed bitmap of the space starting
+/// at `start`.
+#[inline]
+fn handed_bit(start: u64, pfn: Pfn) -> (usize, u64) {
+    let i = pfn.0 - start;
+    ((i / 64) as usize, 1 << (i % 64))
+}
+
 impl<R: RawMutex + Send + Sync> FrameAllocator for IBuddy<R> {
     fn alloc(&self, req: Request) -> Result<Pfn, AllocError> {
         check_cpu(req, self.cpus)?;
         let home = self.home[req.cpu as usize] as usize;
-        if let Some(pfn) = self.spaces[home].lock().alloc(req.order) {
+        if let Some(pfn) = self.take(home, &mut self.lock(home), req.order) {
             return Ok(pfn);
         }
         self.alloc_fallback(req, home)
@@ -520,7 +735,15 @@ impl<R: RawMutex + Send + Sync> FrameAllocator for IBuddy<R> {
     fn free(&self, pfn: Pfn, req: Request) -> Result<(), AllocError> {
         check_cpu(req, self.cpus)?;
         self.map.zone_of_block(pfn, req.order)?;
-        let mut space = self.spaces[self.space_of(pfn)].lock();
+        let s = self.space_of(pfn);
+        if req.order == Order::ZERO {
+            if !self.claim(s, pfn) {
+                return Err(self.refusal(s, pfn, req.order));
+            }
+            self.enqueue(s, req.cpu, &[pfn]);
+            return Ok(());
+        }
+        let mut space = self.lock(s);
         space.check_free(pfn, req.order)?;
         space.free(pfn, req.order);
         Ok(())
@@ -528,9 +751,14 @@ impl<R: RawMutex + Send + Sync> FrameAllocator for IBuddy<R> {
 
     fn check_free(&self, pfn: Pfn, order: Order) -> Result<(), AllocError> {
         self.map.zone_of_block(pfn, order)?;
-        self.spaces[self.space_of(pfn)]
-            .lock()
-            .check_free(pfn, order)
+        let s = self.space_of(pfn);
+        self.lock(s).check_free(pfn, order)?;
+        let (w, bit) = handed_bit(self.bounds[s].0, pfn);
+        if order == Order::ZERO && self.spaces[s].handed[w].load(Ordering::Acquire) & bit == 0 {
+            // Claimed by a free that is on its way into the queue.
+            return Err(AllocError::DoubleFree { pfn, order });
+        }
+        Ok(())
     }
 
     fn alloc_bulk(&self, req: Request, out: &mut [Pfn]) -> usize {
@@ -540,9 +768,9 @@ impl<R: RawMutex + Send + Sync> FrameAllocator for IBuddy<R> {
         let home = self.home[req.cpu as usize] as usize;
         let mut filled = 0;
         for s in core::iter::once(home).chain(self.others(home)) {
-            let mut space = self.spaces[s].lock();
+            let mut space = self.lock(s);
             while filled < out.len() {
-                match space.alloc(req.order) {
+                match self.take(s, &mut space, req.order) {
                     Some(pfn) => out[filled] = pfn,
                     None => break,
                 }
@@ -558,25 +786,40 @@ impl<R: RawMutex + Send + Sync> FrameAllocator for IBuddy<R> {
     fn free_bulk(&self, blocks: &[Pfn], req: Request) -> Result<(), (usize, AllocError)> {
         check_cpu(req, self.cpus).map_err(|e| (0, e))?;
         let mut n = 0;
+        // Claimed single frames of one space, queued together: one queue
+        // lock per run of a space's frames (a lazy layer's gatherings come
+        // sorted by pfn, so a space's frames are one run).
+        let mut claimed = [Pfn(0); DRAIN_AT];
         while n < blocks.len() {
             self.map
                 .zone_of_block(blocks[n], req.order)
                 .map_err(|e| (n, e))?;
-            // Hold one space's lock for the run of blocks it owns.
             let s = self.space_of(blocks[n]);
             let (start, end) = self.bounds[s];
             let run = n + blocks[n..]
                 .iter()
                 .take_while(|pfn| (start..end).contains(&pfn.0))
                 .count();
-            let mut space = self.spaces[s].lock();
-            // Random frees miss the cache on their metadata: ask for every
-            // line of the run first, so the misses overlap instead of
-            // following one another (a lazy layer's batches of gathered
-            // frees are the common caller).
-            for pfn in &blocks[n..run] {
-                space.prefetch(pfn.0);
+            if req.order == Order::ZERO {
+                let mut count = 0;
+                while n < run {
+                    let pfn = blocks[n];
+                    if !self.claim(s, pfn) {
+                        self.enqueue(s, req.cpu, &claimed[..count]);
+                        return Err((n, self.refusal(s, pfn, req.order)));
+                    }
+                    claimed[count] = pfn;
+                    count += 1;
+                    n += 1;
+                    if count == claimed.len() {
+                        self.enqueue(s, req.cpu, &claimed);
+                        count = 0;
+                    }
+                }
+                self.enqueue(s, req.cpu, &claimed[..count]);
+                continue;
             }
+            let mut space = self.lock(s);
             while n < run {
                 let pfn = blocks[n];
                 if !pfn.is_aligned(req.order) {
@@ -601,8 +844,8 @@ impl<R: RawMutex + Send + Sync> FrameAllocator for IBuddy<R> {
             managed_frames: self.map.frames(),
             ..Stats::default()
         };
-        for space in self.spaces.iter() {
-            space.lock().add_stats(&mut stats);
+        for s in 0..self.spaces.len() {
+            self.lock(s).add_stats(&mut stats);
         }
         stats
     }
@@ -624,8 +867,23 @@ impl<R: RawMutex + Send + Sync> FrameAllocator for IBuddy<R> {
             "spaces cover {covered} frames of {}",
             self.map.frames()
         );
-        for (s, space) in self.spaces.iter().enumerate() {
-            space.lock().validate(s)?;
+        for s in 0..self.spaces.len() {
+            let space = self.lock(s);
+            space.validate(s)?;
+            // With the queue applied, a handed bit is set exactly for the
+            // order-0 blocks the records show allocated.
+            let handed = &self.spaces[s].handed;
+            for pfn in space.start..space.end {
+                let (w, bit) = handed_bit(space.start, Pfn(pfn));
+                let marked = handed[w].load(Ordering::Acquire) & bit != 0;
+                let single = space.meta[space.index(pfn) as usize]
+                    .state
+                    .is_allocated(Order::ZERO);
+                ensure!(
+                    marked == single,
+                    "space {s}: frame {pfn:#x} handed bit {marked} but allocated as a single frame {single}"
+                );
+            }
         }
         Ok(())
     }
@@ -641,8 +899,18 @@ impl<R: RawMutex + Send + Sync> FrameAllocator for IBuddy<R> {
     fn metadata_bytes(&self) -> usize {
         self.spaces
             .iter()
-            .map(|space| core::mem::size_of_val(space) + space.lock().metadata_bytes())
+            .map(|shared| {
+                core::mem::size_of_val(shared)
+                    + shared.space.lock().metadata_bytes()
+                    + (shared.handed.len() + shared.nonempty.len())
+                        * core::mem::size_of::<AtomicU64>()
+            })
             .sum::<usize>()
+            + self
+                .buffers
+                .iter()
+                .map(|b| core::mem::size_of_val(b) + b.lock().capacity() * core::mem::size_of::<Queued>())
+                .sum::<usize>()
             + self.bounds.len() * core::mem::size_of::<(u64, u64)>()
             + (self.home.len() + self.fallback.len()) * core::mem::size_of::<u32>()
     }
