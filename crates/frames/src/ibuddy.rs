@@ -33,6 +33,10 @@ const DRAIN_AT: usize = 64;
 /// space's lock and applies the buffers, so buffers stay bounded.
 const BUFFER_CAP: usize = 1024;
 
+/// How many frames ahead applying a batch of frees asks for their
+/// records.
+const PREFETCH_AHEAD: usize = 16;
+
 /// Most free buffers per space: CPUs beyond share them (`cpu % 64`).
 const MAX_BUFFERS: usize = 64;
 
@@ -240,7 +244,7 @@ impl<R: RawMutex> IBuddy<R> {
     #[cold]
     fn alloc_fallback(&self, req: Request, home: usize) -> Result<Pfn, AllocError> {
         self.others(home)
-            .find_map(|s| self.take(s, &mut self.lock(s), req.order))
+            .find_map(|s| self.take(s, &mut self.spaces[s].space.lock(), req.order))
             .ok_or(AllocError::OutOfMemory { order: req.order })
     }
 
@@ -293,8 +297,19 @@ impl<R: RawMutex> IBuddy<R> {
 
     /// Allocate from space `s` (held by the caller as `space`), marking a
     /// single frame handed.
+    ///
+    /// A single frame comes off the front of the free list, and buffered
+    /// frees would all go to its back; the bitmaps and the next allocation
+    /// level are functions of the set of free frames, whatever the order
+    /// frees are applied in. So taking a frame from a non-empty list and
+    /// applying the buffers afterwards leaves exactly the state applying
+    /// them first would: only an empty list, or a block request (which
+    /// reads the bitmaps), needs the buffers applied first.
     #[inline]
     fn take(&self, s: usize, space: &mut Space, order: Order) -> Option<Pfn> {
+        if order != Order::ZERO || space.free_list.len() == 0 {
+            self.apply_queue(s, space);
+        }
         let pfn = space.alloc(order)?;
         if order == Order::ZERO {
             let (w, bit) = handed_bit(space.start, pfn);
@@ -439,10 +454,16 @@ impl Space {
     /// cache misses of a batch of random frees overlap.
     fn apply_spare(&mut self) {
         let spare = core::mem::take(&mut self.spare);
-        for q in &spare {
+        // A sliding window of requests: a CPU tracks only so many misses
+        // at once (and drops prefetches beyond them), so asking for the
+        // whole batch up front overlaps no more than this does.
+        for q in spare.iter().take(PREFETCH_AHEAD) {
             crate::bankbuddy::prefetch(&self.meta[q.index as usize]);
         }
-        for q in &spare {
+        for (n, q) in spare.iter().enumerate() {
+            if let Some(ahead) = spare.get(n + PREFETCH_AHEAD) {
+                crate::bankbuddy::prefetch(&self.meta[ahead.index as usize]);
+            }
             debug_assert!(self.meta[q.index as usize].state.is_allocated(Order::ZERO));
             self.release_frame(self.start + u64::from(q.index));
         }
@@ -726,7 +747,7 @@ impl<R: RawMutex + Send + Sync> FrameAllocator for IBuddy<R> {
     fn alloc(&self, req: Request) -> Result<Pfn, AllocError> {
         check_cpu(req, self.cpus)?;
         let home = self.home[req.cpu as usize] as usize;
-        if let Some(pfn) = self.take(home, &mut self.lock(home), req.order) {
+        if let Some(pfn) = self.take(home, &mut self.spaces[home].space.lock(), req.order) {
             return Ok(pfn);
         }
         self.alloc_fallback(req, home)
@@ -768,7 +789,7 @@ impl<R: RawMutex + Send + Sync> FrameAllocator for IBuddy<R> {
         let home = self.home[req.cpu as usize] as usize;
         let mut filled = 0;
         for s in core::iter::once(home).chain(self.others(home)) {
-            let mut space = self.lock(s);
+            let mut space = self.spaces[s].space.lock();
             while filled < out.len() {
                 match self.take(s, &mut space, req.order) {
                     Some(pfn) => out[filled] = pfn,
@@ -801,16 +822,45 @@ impl<R: RawMutex + Send + Sync> FrameAllocator for IBuddy<R> {
                 .take_while(|pfn| (start..end).contains(&pfn.0))
                 .count();
             if req.order == Order::ZERO {
+                let handed = &self.spaces[s].handed;
                 let mut count = 0;
                 while n < run {
-                    let pfn = blocks[n];
-                    if !self.claim(s, pfn) {
-                        self.enqueue(s, req.cpu, &claimed[..count]);
-                        return Err((n, self.refusal(s, pfn, req.order)));
+                    // Claim the next frames that share a handed word with
+                    // one `fetch_and` (a sorted gathering of neighbours
+                    // often does); a repeated frame starts a new group, so
+                    // it is refused as a double free.
+                    let (w, mut mask) = handed_bit(start, blocks[n]);
+                    let mut g = n + 1;
+                    while g < run && count + (g - n) < claimed.len() {
+                        let (w2, bit) = handed_bit(start, blocks[g]);
+                        if w2 != w || mask & bit != 0 {
+                            break;
+                        }
+                        mask |= bit;
+                        g += 1;
                     }
-                    claimed[count] = pfn;
-                    count += 1;
-                    n += 1;
+                    let old = handed[w].fetch_and(!mask, Ordering::AcqRel);
+                    if old & mask != mask {
+                        // Refuse the first frame not handed; give the ones
+                        // after it their bits back, untouched.
+                        let bit = |k: usize| handed_bit(start, blocks[k]).1;
+                        let bad = (n..g).find(|&k| old & bit(k) == 0).unwrap_or(n);
+                        let after = (bad + 1..g).fold(0, |m, k| m | bit(k)) & old;
+                        if after != 0 {
+                            handed[w].fetch_or(after, Ordering::AcqRel);
+                        }
+                        for &pfn in &blocks[n..bad] {
+                            claimed[count] = pfn;
+                            count += 1;
+                        }
+                        self.enqueue(s, req.cpu, &claimed[..count]);
+                        return Err((bad, self.refusal(s, blocks[bad], req.order)));
+                    }
+                    for &pfn in &blocks[n..g] {
+                        claimed[count] = pfn;
+                        count += 1;
+                    }
+                    n = g;
                     if count == claimed.len() {
                         self.enqueue(s, req.cpu, &claimed);
                         count = 0;
