@@ -1013,4 +1013,102 @@ mod tests {
         assert!(a.alloc(req).is_err());
         a.validate().unwrap();
     }
+
+    /// Single-frame frees buffered per CPU and applied later hand frames
+    /// out in exactly the order immediate frees would (least recently
+    /// freed first), whichever CPUs the calls name, through `free`,
+    /// `free_bulk` and `alloc_bulk`: the property replay relies on.
+    #[test]
+    fn buffered_frees_keep_the_order_of_immediate_ones() {
+        use alloc::collections::VecDeque;
+        use rand::seq::SliceRandom;
+        use rand::{Rng, SeedableRng};
+        let frames = 3 * 1024;
+        let a = IBuddy::<Lock>::with_spaces(&[Zone::new(0, frames)], 4, 1).unwrap();
+        // The model: one FIFO of free frames, in pfn order at the start.
+        let mut model: VecDeque<u64> = (0..frames).collect();
+        let mut held: Vec<Pfn> = Vec::new();
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(18);
+        for step in 0..40_000 {
+            let cpu = rng.gen_range(0..4);
+            match rng.gen_range(0..10) {
+                0..=3 if !model.is_empty() => {
+                    let pfn = a.alloc(Request::single(cpu)).unwrap();
+                    assert_eq!(Some(pfn.0), model.pop_front(), "step {step}");
+                    held.push(pfn);
+                }
+                4 if model.len() >= 8 => {
+                    let mut out = [Pfn(0); 8];
+                    assert_eq!(a.alloc_bulk(Request::single(cpu), &mut out), 8);
+                    for pfn in out {
+                        assert_eq!(Some(pfn.0), model.pop_front(), "step {step}");
+                        held.push(pfn);
+                    }
+                }
+                5 if held.len() >= 40 => {
+                    held.shuffle(&mut rng);
+                    let mut run: Vec<Pfn> = held.split_off(held.len() - 40);
+                    run.sort_unstable();
+                    a.free_bulk(&run, Request::single(cpu)).unwrap();
+                    model.extend(run.iter().map(|p| p.0));
+                }
+                _ if !held.is_empty() => {
+                    let pfn = held.swap_remove(rng.gen_range(0..held.len()));
+                    a.free(pfn, Request::single(cpu)).unwrap();
+                    model.push_back(pfn.0);
+                }
+                _ => {}
+            }
+            if step % 5000 == 0 {
+                a.validate().unwrap();
+                assert_eq!(a.stats().free_frames, model.len() as u64);
+            }
+        }
+        a.validate().unwrap();
+    }
+
+    /// A frame whose free is still buffered is refused a second time, by
+    /// `free`, `free_bulk` (neighbours in one handed word included) and
+    /// `check_free`, and the refusals change nothing.
+    #[test]
+    fn a_buffered_free_is_refused_a_second_time() {
+        let a = IBuddy::<Lock>::new(&[Zone::new(0, 4096)], 2).unwrap();
+        let frames: Vec<Pfn> = (0..8).map(|_| a.alloc(Request::single(0)).unwrap()).collect();
+        a.free(frames[0], Request::single(1)).unwrap();
+        let double = AllocError::DoubleFree {
+            pfn: frames[0],
+            order: Order::ZERO,
+        };
+        assert_eq!(a.free(frames[0], Request::single(0)), Err(double.clone()));
+        assert_eq!(a.check_free(frames[0], Order::ZERO), Err(double.clone()));
+        // In one bulk call: frames 1 and 2 freed, 0 refused at index 2, 3
+        // untouched (still allocated, freeable afterwards).
+        let bulk = [frames[1], frames[2], frames[0], frames[3]];
+        assert_eq!(
+            a.free_bulk(&bulk, Request::single(1)),
+            Err((2, double.clone()))
+        );
+        assert!(a.check_free(frames[1], Order::ZERO).is_err());
+        assert_eq!(a.check_free(frames[3], Order::ZERO), Ok(()));
+        // The same frame twice in one call.
+        let twice = [frames[4], frames[4]];
+        assert_eq!(
+            a.free_bulk(&twice, Request::single(0)),
+            Err((
+                1,
+                AllocError::DoubleFree {
+                    pfn: frames[4],
+                    order: Order::ZERO
+                }
+            ))
+        );
+        assert_eq!(a.stats().free_frames, 4096 - 8 + 4);
+        a.validate().unwrap();
+        for &pfn in &[frames[3], frames[5], frames[6], frames[7]] {
+            a.free(pfn, Request::single(1)).unwrap();
+        }
+        assert_eq!(a.stats().free_frames, 4096);
+        a.validate().unwrap();
+    }
+
 }
