@@ -261,7 +261,11 @@ impl<R: RawMutex> IBuddy<R> {
     #[inline]
     fn apply_queue(&self, s: usize, space: &mut Space) {
         let shared = &self.spaces[s];
-        if shared.nonempty.iter().all(|w| w.load(Ordering::Acquire) == 0) {
+        if shared
+            .nonempty
+            .iter()
+            .all(|w| w.load(Ordering::Acquire) == 0)
+        {
             return;
         }
         self.gather(s, space);
@@ -273,6 +277,7 @@ impl<R: RawMutex> IBuddy<R> {
     fn gather(&self, s: usize, space: &mut Space) {
         let shared = &self.spaces[s];
         let spaces = self.spaces.len();
+        let mut gathered = 0;
         for (w, word) in shared.nonempty.iter().enumerate() {
             let mut bits = word.load(Ordering::Acquire);
             while bits != 0 {
@@ -282,12 +287,19 @@ impl<R: RawMutex> IBuddy<R> {
                 space.spare.extend_from_slice(&buffer);
                 buffer.clear();
                 word.fetch_and(!(1 << b), Ordering::Relaxed);
+                gathered += 1;
             }
         }
-        // Stamps of frees not yet applied lie within a window far below
-        // 2^31, so the distance from any one of them orders them across
-        // the counter's wrap.
-        if let Some(base) = space.spare.first().map(|q| q.stamp) {
+        // One buffer is in the order its frees were accepted already.
+        // Across buffers, stamps of frees not yet applied lie within a
+        // window far below 2^31, so the distance from any one of them
+        // orders them across the counter's wrap.
+        if let Some(base) = space
+            .spare
+            .first()
+            .map(|q| q.stamp)
+            .filter(|_| gathered > 1)
+        {
             space
                 .spare
                 .sort_unstable_by_key(|q| q.stamp.wrapping_sub(base) as i32);
@@ -350,7 +362,13 @@ impl<R: RawMutex> IBuddy<R> {
         let shared = &self.spaces[s];
         let start = self.bounds[s].0;
         let slot = cpu as usize % self.slots;
-        let stamp = shared.stamp.fetch_add(pfns.len() as u32, Ordering::Relaxed);
+        // With one buffer a space its order is the order of acceptance: no
+        // stamps needed.
+        let stamp = if self.slots == 1 {
+            0
+        } else {
+            shared.stamp.fetch_add(pfns.len() as u32, Ordering::Relaxed)
+        };
         let len = {
             let mut buffer = self.buffers[slot * self.spaces.len() + s].lock();
             if buffer.is_empty() {
@@ -959,7 +977,9 @@ impl<R: RawMutex + Send + Sync> FrameAllocator for IBuddy<R> {
             + self
                 .buffers
                 .iter()
-                .map(|b| core::mem::size_of_val(b) + b.lock().capacity() * core::mem::size_of::<Queued>())
+                .map(|b| {
+                    core::mem::size_of_val(b) + b.lock().capacity() * core::mem::size_of::<Queued>()
+                })
                 .sum::<usize>()
             + self.bounds.len() * core::mem::size_of::<(u64, u64)>()
             + (self.home.len() + self.fallback.len()) * core::mem::size_of::<u32>()
@@ -1073,21 +1093,20 @@ mod tests {
     #[test]
     fn a_buffered_free_is_refused_a_second_time() {
         let a = IBuddy::<Lock>::new(&[Zone::new(0, 4096)], 2).unwrap();
-        let frames: Vec<Pfn> = (0..8).map(|_| a.alloc(Request::single(0)).unwrap()).collect();
+        let frames: Vec<Pfn> = (0..8)
+            .map(|_| a.alloc(Request::single(0)).unwrap())
+            .collect();
         a.free(frames[0], Request::single(1)).unwrap();
         let double = AllocError::DoubleFree {
             pfn: frames[0],
             order: Order::ZERO,
         };
-        assert_eq!(a.free(frames[0], Request::single(0)), Err(double.clone()));
-        assert_eq!(a.check_free(frames[0], Order::ZERO), Err(double.clone()));
+        assert_eq!(a.free(frames[0], Request::single(0)), Err(double));
+        assert_eq!(a.check_free(frames[0], Order::ZERO), Err(double));
         // In one bulk call: frames 1 and 2 freed, 0 refused at index 2, 3
         // untouched (still allocated, freeable afterwards).
         let bulk = [frames[1], frames[2], frames[0], frames[3]];
-        assert_eq!(
-            a.free_bulk(&bulk, Request::single(1)),
-            Err((2, double.clone()))
-        );
+        assert_eq!(a.free_bulk(&bulk, Request::single(1)), Err((2, double)));
         assert!(a.check_free(frames[1], Order::ZERO).is_err());
         assert_eq!(a.check_free(frames[3], Order::ZERO), Ok(()));
         // The same frame twice in one call.
@@ -1110,5 +1129,4 @@ mod tests {
         assert_eq!(a.stats().free_frames, 4096);
         a.validate().unwrap();
     }
-
 }

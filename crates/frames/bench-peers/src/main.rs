@@ -29,6 +29,14 @@
 //! read-modify-write on a list hit). The other nvmos rows go through the
 //! `FrameAllocator` trait, as `nvmos bench alloc` does.
 //!
+//! `--cpu-time` times each thread's CPU time instead of wall time: on
+//! this shared 2-core machine a thread is descheduled for much of a
+//! wall-clock run (at load 18 LLFree's 2-thread shuffled free measured
+//! 80-112 ns wall but 19 ns of CPU), so CPU time is the steadier measure
+//! of the work an allocator does; wall time stays the default, as in
+//! LLFree's bench. `--huge-pages` puts allocations of 2 MiB and more (the
+//! per-frame arrays) on transparent huge pages.
+//!
 //! Build and run with a checkout of LLFree (never vendored):
 //! `LLFREE_DIR=/path/to/llfree-rs crates/frames/bench-peers/run.sh [args]`.
 
