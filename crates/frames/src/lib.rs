@@ -116,7 +116,8 @@ pub const MAX_CPUS: u32 = 1024;
 ///   the one that allocated them.
 /// - **Checking.** `validate` checks every invariant the allocator keeps
 ///   and returns the first one broken. It takes the allocator's locks, but
-///   a lazy layer's cross-checks assume no other call is in flight.
+///   a lazy layer's cross-checks, and iBuddy's check of its handed bits
+///   against its records, assume no other call is in flight.
 pub trait FrameAllocator: Send + Sync {
     /// Allocate a block of `2^req.order` frames.
     fn alloc(&self, req: Request) -> Result<Pfn, AllocError>;
