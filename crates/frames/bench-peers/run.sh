@@ -13,4 +13,7 @@ if [[ ! -f "$LLFREE_DIR/core/Cargo.toml" ]]; then
     exit 2
 fi
 cd "$(dirname "$0")"
-exec cargo run --release --bin "${BIN:-bench-peers}" --config "patch.crates-io.llfree.path=\"$LLFREE_DIR/core\"" -- "$@"
+bin="${BIN:-bench-peers}"
+features=()
+[[ "$bin" == lazy-reuse ]] && features=(--features lazy-reuse)
+exec cargo run --release --bin "$bin" "${features[@]}" --config "patch.crates-io.llfree.path=\"$LLFREE_DIR/core\"" -- "$@"

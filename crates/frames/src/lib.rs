@@ -18,7 +18,11 @@
 //!   individually in the order they were freed, coalescing deferred to the
 //!   multi-frame requests that need it, per-core buddy spaces with their
 //!   own locks. Single-frame allocation and free are O(1), and frames are
-//!   reused least recently freed first so SCM wear evens out.
+//!   reused least recently freed first so SCM wear evens out. A
+//!   single-frame free takes no space lock: it claims the frame's handed
+//!   bit and is buffered per CPU, applied in batches in the order frees
+//!   were accepted, so callers see the same frames as with immediate
+//!   frees.
 //! - [`M3`]: the bank-aware allocator of seed 002: frames at random across
 //!   the banks (colours the caller computes from a memory model),
 //!   optionally with the colours partitioned among the CPUs.
@@ -112,7 +116,8 @@ pub const MAX_CPUS: u32 = 1024;
 ///   the one that allocated them.
 /// - **Checking.** `validate` checks every invariant the allocator keeps
 ///   and returns the first one broken. It takes the allocator's locks, but
-///   a lazy layer's cross-checks assume no other call is in flight.
+///   a lazy layer's cross-checks, and iBuddy's check of its handed bits
+///   against its records, assume no other call is in flight.
 pub trait FrameAllocator: Send + Sync {
     /// Allocate a block of `2^req.order` frames.
     fn alloc(&self, req: Request) -> Result<Pfn, AllocError>;
