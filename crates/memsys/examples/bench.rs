@@ -1,5 +1,6 @@
 //! Benchmark of the timing model: requests simulated per second, on every
-//! preset, for a sequential and a random request stream, against a
+//! preset, for sequential, random (half writes), mixed (two reads to one
+//! write) and strided request streams, against a
 //! baseline measured in the same run (decoding the same addresses with the
 //! byte-wise lookup tables, the least work a timing model must do per
 //! request).
@@ -138,8 +139,41 @@ fn main() {
                 arrival: i / 2,
             })
             .collect();
+        // Mix: random lines, two reads to one write, two per cycle.
+        let mix: Vec<MemRequest> = (0..n)
+            .map(|i| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                MemRequest {
+                    paddr: (x % size) & !63,
+                    kind: if i % 3 == 2 {
+                        AccessKind::Write
+                    } else {
+                        AccessKind::Read
+                    },
+                    core: (i % 4) as u32,
+                    arrival: i / 2,
+                }
+            })
+            .collect();
+        // Strided: one read every 4 KiB + 64 B (a new row, bank or column
+        // each time, as the mapping has it), two per cycle.
+        let strided: Vec<MemRequest> = (0..n)
+            .map(|i| MemRequest {
+                paddr: (i * (4096 + 64)) % size & !63,
+                kind: AccessKind::Read,
+                core: 0,
+                arrival: i / 2,
+            })
+            .collect();
         let decoder = BankDecoder::new(&m);
-        for (label, requests) in [("seq", &sequential), ("random", &random)] {
+        for (label, requests) in [
+            ("seq", &sequential),
+            ("random", &random),
+            ("mix", &mix),
+            ("strided", &strided),
+        ] {
             let (base_cpu, base_wall, _) = measure(rounds, || {
                 requests.iter().fold(0u64, |acc, r| {
                     let b = decoder.decode(r.paddr).expect("inside memory");

@@ -324,19 +324,42 @@ struct List {
     first_hit: u32,
     /// How many queued slots hit the open row.
     hits: u32,
-    /// The ready scheduler's candidate (`first_hit`, else `head`), or
-    /// `NIL`, with what of its column command's earliest cycle depends on
-    /// the bank alone: kept up to date whenever the candidate or the bank
-    /// changes, so a decision only adds the rank, group and channel gates.
-    cand: u32,
-    cand_id: u64,
+}
+
+/// The ready scheduler's candidate of one bank in one class (its first
+/// queued hit, else its oldest request), with what of its column
+/// command's earliest cycle depends on the bank alone: kept up to date
+/// whenever the candidate or the bank changes, so a decision only adds
+/// the group gates ([`GroupGate`]) and the channel's. Kept per channel in
+/// an array indexed by the bank's number within the channel, so a
+/// decision reads them in order from a few cache lines.
+#[derive(Copy, Clone, Debug)]
+struct Cand {
     /// The candidate's earliest column command as far as its own arrival
     /// and its bank allow (`tRCD` after the ACT the bank allows).
     local: u64,
+    id: u64,
+    /// Its slot, or `NIL`.
+    slot: u32,
+    /// Its bank's group and rank (global indices).
+    group: u32,
+    rank: u32,
     /// It needs an ACT (a miss or a conflict).
     miss: bool,
     /// It is a read.
     read: bool,
+}
+
+/// What a bank group's and its rank's state allow its banks' candidates,
+/// kept up to date whenever either changes (every ACT and column command
+/// on the rank): the earliest column command of a write (`[0]`) and of a
+/// read (`[1]`) as far as `tCCD`(`_L`) and `tWTR`(`_L`) allow, and the
+/// earliest column command after an ACT as far as `tRRD`(`_L`) and
+/// `tFAW` allow (the ACT's earliest cycle plus `tRCD`).
+#[derive(Copy, Clone, Debug, Default)]
+struct GroupGate {
+    col: [u64; 2],
+    act_col: u64,
 }
 
 const EMPTY: List = List {
@@ -344,11 +367,6 @@ const EMPTY: List = List {
     tail: NIL,
     first_hit: NIL,
     hits: 0,
-    cand: NIL,
-    cand_id: 0,
-    local: 0,
-    miss: false,
-    read: true,
 };
 
 #[derive(Clone, Debug)]
@@ -459,6 +477,8 @@ struct ChannelQ {
     hit_banks: [Vec<u64>; 2],
     /// Local banks with a queued request, per class (ready scheduler).
     queued_banks: [Vec<u64>; 2],
+    /// Each local bank's candidate, per class (ready scheduler).
+    cands: [Vec<Cand>; 2],
     last_col: u64,
     /// When the last decision that freed a slot of each class freed it
     /// (its column command).
@@ -516,6 +536,8 @@ pub struct Controller {
     banks: Vec<BankQ>,
     ranks: Vec<RankQ>,
     groups: Vec<GroupQ>,
+    /// Per group, what it and its rank allow (ready scheduler).
+    group_gates: Vec<GroupGate>,
     channels: Vec<ChannelQ>,
     next_id: u64,
     // Statistics.
@@ -595,6 +617,7 @@ impl Controller {
             youngest: NIL,
             hit_banks: [vec![0; words], vec![0; words]],
             queued_banks: [vec![0; words], vec![0; words]],
+            cands: [Vec::new(), Vec::new()],
             last_col: 0,
             freed_at: [0; 2],
             bus_free: 0,
@@ -604,6 +627,32 @@ impl Controller {
             next: Cell::new(None),
         };
         let ranks_per_channel = org.ranks;
+        let bpr_shift = banks_per_rank.trailing_zeros();
+        let bpg_shift = org.banks.trailing_zeros();
+        let mut channels = vec![channel; org.channels as usize];
+        for (c, ch) in channels.iter_mut().enumerate() {
+            let first = c as u32 * banks_per_channel;
+            let cands: Vec<Cand> = (first..first + banks_per_channel)
+                .map(|b| Cand {
+                    local: 0,
+                    id: 0,
+                    slot: NIL,
+                    group: b >> bpg_shift,
+                    rank: b >> bpr_shift,
+                    miss: false,
+                    read: true,
+                })
+                .collect();
+            ch.cands = [cands.clone(), cands];
+        }
+        let groups = (org.channels * org.ranks * org.bank_groups) as usize;
+        let group_gates = vec![
+            GroupGate {
+                col: [0; 2],
+                act_col: u64::from(timing.rcd),
+            };
+            groups
+        ];
         let mut ranks = vec![RankQ::default(); (org.channels * org.ranks) as usize];
         if timing.refi != 0 {
             // Staggered: rank i of R refreshes first at tREFI (i + 1) / R.
@@ -628,12 +677,13 @@ impl Controller {
             ranks_per_channel,
             bank_groups: org.bank_groups,
             bpc_shift: banks_per_channel.trailing_zeros(),
-            bpr_shift: banks_per_rank.trailing_zeros(),
-            bpg_shift: org.banks.trailing_zeros(),
+            bpr_shift,
+            bpg_shift,
             banks: vec![bank; org.total_banks()],
             ranks,
-            groups: vec![GroupQ::default(); (org.channels * org.ranks * org.bank_groups) as usize],
-            channels: vec![channel; org.channels as usize],
+            groups: vec![GroupQ::default(); groups],
+            group_gates,
+            channels,
             decoder,
             next_id: 0,
             rows: RowStats::default(),
@@ -904,8 +954,9 @@ impl Controller {
         } else {
             list.head
         };
+        let local_bank = (bank_index & (self.banks_per_channel - 1)) as usize;
         if s == NIL {
-            self.banks[bank_index as usize].q[class].cand = NIL;
+            self.channels[c].cands[class][local_bank].slot = NIL;
             return;
         }
         let slot = &self.channels[c].slots[s as usize];
@@ -921,12 +972,12 @@ impl Controller {
             }
         };
         let (id, read) = (slot.id, slot.kind == AccessKind::Read);
-        let list = &mut self.banks[bank_index as usize].q[class];
-        list.cand = s;
-        list.cand_id = id;
-        list.local = local;
-        list.miss = miss;
-        list.read = read;
+        let cand = &mut self.channels[c].cands[class][local_bank];
+        cand.slot = s;
+        cand.id = id;
+        cand.local = local;
+        cand.miss = miss;
+        cand.read = read;
     }
 
     /// The ready scheduler's next pick on channel `c`, from the cache or
@@ -956,51 +1007,51 @@ impl Controller {
             [bus(false, false), bus(false, true)],
             [bus(true, false), bus(true, true)],
         ];
-        let rcd = u64::from(t.rcd);
-        let faw = u64::from(t.faw);
-        let mut best: Option<Pick> = None;
+        // The pick is the least (column cycle, miss, id); ids are unique
+        // and below 2^63, so one 128-bit key orders them.
+        let mut best_key = u128::MAX;
+        let mut best = NIL as usize;
+        let cands = &ch.cands[class];
         for (w, &word) in ch.queued_banks[class].iter().enumerate() {
             let mut word = word;
             while word != 0 {
-                let bank_index = first_bank + w * 64 + word.trailing_zeros() as usize;
+                let local = w * 64 + word.trailing_zeros() as usize;
                 word &= word - 1;
-                let list = &self.banks[bank_index].q[class];
-                let rank_index = bank_index >> self.bpr_shift;
-                let rank = &self.ranks[rank_index];
-                let group = &self.groups[bank_index >> self.bpg_shift];
-                let switch = ch.last_rank != rank_index as u32 && ch.last_rank != NIL;
-                let mut col = list
+                let cand = &cands[local];
+                let gate = &self.group_gates[cand.group as usize];
+                let switch = ch.last_rank != cand.rank && ch.last_rank != NIL;
+                let mut col = cand
                     .local
-                    .max(gates[usize::from(switch)][usize::from(list.read)])
-                    .max(rank.col_ok)
-                    .max(group.col_ok);
-                if list.read {
-                    col = col.max(rank.read_ok).max(group.read_ok);
+                    .max(gates[usize::from(switch)][usize::from(cand.read)])
+                    .max(gate.col[usize::from(cand.read)]);
+                if cand.miss {
+                    col = col.max(gate.act_col);
                 }
-                if list.miss {
-                    let mut act = rank.act_ok.max(group.act_ok);
-                    if faw != 0 && rank.faw_n == 4 {
-                        act = act.max(rank.faw[rank.faw_i] + faw);
-                    }
-                    col = col.max(act + rcd);
-                }
-                let cand = Pick {
-                    col,
-                    miss: list.miss,
-                    id: list.cand_id,
-                    slot: list.cand,
-                    class: class as u8,
-                };
-                debug_assert_eq!(
-                    cand,
-                    self.candidate(c, list.cand, &ch.slots[list.cand as usize]),
-                    "the cached candidate of bank {bank_index} is stale"
-                );
-                if best.is_none_or(|b| cand.key() < b.key()) {
-                    best = Some(cand);
+                let key =
+                    (u128::from(col) << 64) | (u128::from(cand.miss) << 63) | u128::from(cand.id);
+                if key < best_key {
+                    best_key = key;
+                    best = local;
                 }
             }
         }
+        let best = (best != NIL as usize).then(|| {
+            let cand = &cands[best];
+            let pick = Pick {
+                col: (best_key >> 64) as u64,
+                miss: cand.miss,
+                id: cand.id,
+                slot: cand.slot,
+                class: class as u8,
+            };
+            debug_assert_eq!(
+                pick,
+                self.candidate(c, cand.slot, &ch.slots[cand.slot as usize]),
+                "the cached candidate of bank {} is stale",
+                first_bank + best
+            );
+            pick
+        });
         ch.next.set(Some(best));
         best
     }
@@ -1463,7 +1514,31 @@ impl Controller {
             bank.open_row = CLOSED;
             bank.act_ok = pre + rp;
         }
+        if self.scheduler == Scheduler::Ready {
+            self.update_group_gates(rank_index);
+        }
         start
+    }
+
+    /// Recompute the [`GroupGate`]s of every group of rank `rank_index`
+    /// (the rank-part of [`Controller::plan`]'s column cycle).
+    #[inline(always)]
+    fn update_group_gates(&mut self, rank_index: usize) {
+        let t = &self.timing;
+        let rank = &self.ranks[rank_index];
+        let mut act = rank.act_ok;
+        if t.faw != 0 && rank.faw_n == 4 {
+            act = act.max(rank.faw[rank.faw_i] + u64::from(t.faw));
+        }
+        let first = rank_index * self.bank_groups as usize;
+        for g in first..first + self.bank_groups as usize {
+            let group = &self.groups[g];
+            let write = rank.col_ok.max(group.col_ok);
+            self.group_gates[g] = GroupGate {
+                col: [write, write.max(rank.read_ok).max(group.read_ok)],
+                act_col: act.max(group.act_ok) + u64::from(t.rcd),
+            };
+        }
     }
 
     /// All-bank refreshes due from cycle 0 to `until`, every rank.
