@@ -16,7 +16,7 @@
 //! and `basic` ([`ControllerConfig::basic`]: the blocking model before
 //! issue 18).
 //!
-//! `cargo run --release -p nvmos-memsys --example bench [requests] [rounds]`
+//! `cargo run --release -p nvmos-memsys --example bench [requests] [rounds] [preset|all] [stream]`
 use std::time::Instant;
 
 use nvmos_memsys::{AccessKind, BankDecoder, Controller, ControllerConfig, Machine, MemRequest};
@@ -84,6 +84,9 @@ fn main() {
         .and_then(|a| a.parse().ok())
         .unwrap_or(4_000_000);
     let rounds: u32 = args.next().and_then(|a| a.parse().ok()).unwrap_or(5).max(1);
+    // Optional filters (for profiling one case): a preset and a stream.
+    let only_machine = args.next();
+    let only_stream = args.next();
     let cpu = pin();
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     println!(
@@ -109,6 +112,9 @@ fn main() {
         "BLP"
     );
     for name in Machine::preset_names() {
+        if only_machine.as_deref().is_some_and(|o| o != name && o != "all") {
+            continue;
+        }
         let m = Machine::preset(name).expect("presets load");
         let size = m.memory_bytes();
         let mut x = 0x2545_f491_4f6c_dd1du64;
@@ -174,6 +180,9 @@ fn main() {
             ("mix", &mix),
             ("strided", &strided),
         ] {
+            if only_stream.as_deref().is_some_and(|o| o != label) {
+                continue;
+            }
             let (base_cpu, base_wall, _) = measure(rounds, || {
                 requests.iter().fold(0u64, |acc, r| {
                     let b = decoder.decode(r.paddr).expect("inside memory");
