@@ -112,7 +112,10 @@ fn main() {
         "BLP"
     );
     for name in Machine::preset_names() {
-        if only_machine.as_deref().is_some_and(|o| o != name && o != "all") {
+        if only_machine
+            .as_deref()
+            .is_some_and(|o| o != name && o != "all")
+        {
             continue;
         }
         let m = Machine::preset(name).expect("presets load");

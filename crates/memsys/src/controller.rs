@@ -489,6 +489,9 @@ struct ChannelQ {
     last_rank: u32,
     /// Draining the write buffer.
     draining: bool,
+    /// The earliest `next_ref` of the channel's ranks (`u64::MAX`
+    /// without refresh).
+    next_ref: u64,
     /// The ready scheduler's next pick: `None` when stale, `Some(None)`
     /// when nothing is queued.
     next: Cell<Option<Option<Pick>>>,
@@ -624,6 +627,7 @@ impl Controller {
             last_read_end: 0,
             last_rank: NIL,
             draining: false,
+            next_ref: u64::MAX,
             next: Cell::new(None),
         };
         let ranks_per_channel = org.ranks;
@@ -659,6 +663,12 @@ impl Controller {
             for (i, r) in ranks.iter_mut().enumerate() {
                 let local = (i as u64 % u64::from(ranks_per_channel)) + 1;
                 r.next_ref = u64::from(timing.refi) * local / u64::from(ranks_per_channel);
+            }
+            for (ch, rs) in channels
+                .iter_mut()
+                .zip(ranks.chunks(ranks_per_channel as usize))
+            {
+                ch.next_ref = rs.iter().map(|r| r.next_ref).min().unwrap_or(u64::MAX);
             }
         }
         Ok(Self {
@@ -868,7 +878,7 @@ impl Controller {
             if new_candidate {
                 self.update_candidate(c, at.bank, class);
             }
-            self.ready_submitted(c, s, class, before, new_candidate, old_head);
+            self.ready_submitted(c, s, local, class, before, new_candidate, old_head);
         }
         Ok(id)
     }
@@ -882,6 +892,7 @@ impl Controller {
         &self,
         c: usize,
         s: u32,
+        local: usize,
         class: usize,
         before: [usize; 2],
         new_candidate: bool,
@@ -904,10 +915,47 @@ impl Controller {
             ch.next.set(None);
             return;
         }
-        let cand = self.candidate(c, s, &ch.slots[s as usize]);
+        // The new slot is its bank's candidate now.
+        let entry = &ch.cands[class][local];
+        let cand = Pick {
+            col: self.cand_col(ch, entry),
+            miss: entry.miss,
+            id: entry.id,
+            slot: s,
+            class: class as u8,
+        };
+        debug_assert_eq!(cand, self.candidate(c, s, &ch.slots[s as usize]));
         if cand.key() < pick.key() {
             ch.next.set(Some(Some(cand)));
         }
+    }
+
+    /// The column cycle of a bank's candidate `cand` on channel `ch` as
+    /// things stand: its bank part, its group's and rank's gates and the
+    /// channel's (the scan in [`Controller::ready_pick`] for one bank).
+    #[inline(always)]
+    fn cand_col(&self, ch: &ChannelQ, cand: &Cand) -> u64 {
+        let t = &self.timing;
+        let mut from = ch.bus_free;
+        if ch.last_rank != cand.rank && ch.last_rank != NIL {
+            from += u64::from(t.rtrs);
+        }
+        let latency = if cand.read {
+            t.cl
+        } else {
+            from = from.max(ch.last_read_end + u64::from(READ_TO_WRITE_TURNAROUND));
+            t.cwl
+        };
+        let gate = &self.group_gates[cand.group as usize];
+        let mut col = cand
+            .local
+            .max(ch.last_col + 1)
+            .max(from.saturating_sub(u64::from(latency)))
+            .max(gate.col[usize::from(cand.read)]);
+        if cand.miss {
+            col = col.max(gate.act_col);
+        }
+        col
     }
 
     /// Which class the channel serves given its draining flag and queue
@@ -1133,21 +1181,23 @@ impl Controller {
     /// Apply every refresh of channel `c` due by `now`; whether any was.
     #[inline(always)]
     fn refresh_due(&mut self, c: usize, now: u64) -> bool {
-        if self.timing.refi == 0 {
+        if self.channels[c].next_ref > now {
             return false;
         }
         let first = c * self.ranks_per_channel as usize;
-        let mut any = false;
         for r in first..first + self.ranks_per_channel as usize {
             while self.ranks[r].next_ref <= now {
                 self.refresh(c, r);
-                any = true;
             }
         }
-        if any {
-            self.channels[c].next.set(None);
-        }
-        any
+        let ch = &mut self.channels[c];
+        ch.next_ref = self.ranks[first..first + self.ranks_per_channel as usize]
+            .iter()
+            .map(|r| r.next_ref)
+            .min()
+            .unwrap_or(u64::MAX);
+        ch.next.set(None);
+        true
     }
 
     /// One all-bank refresh of rank `r` (global index) on channel `c`:
