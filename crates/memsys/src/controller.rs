@@ -330,7 +330,7 @@ struct List {
 /// queued hit, else its oldest request), with what of its column
 /// command's earliest cycle depends on the bank alone: kept up to date
 /// whenever the candidate or the bank changes, so a decision only adds
-/// the group gates ([`GroupGate`]) and the channel's. Kept per channel in
+/// its group's and rank's gates ([`GroupGate`]) and the channel's. Kept per channel in
 /// an array indexed by the bank's number within the channel, so a
 /// decision reads them in order from a few cache lines.
 #[derive(Copy, Clone, Debug)]
@@ -350,9 +350,9 @@ struct Cand {
     read: bool,
 }
 
-/// What a bank group's and its rank's state allow its banks' candidates,
-/// kept up to date whenever either changes (every ACT and column command
-/// on the rank): the earliest column command of a write (`[0]`) and of a
+/// What a bank group's (or a rank's) state allows its banks' candidates,
+/// kept up to date whenever it changes (every ACT and column command on
+/// it): the earliest column command of a write (`[0]`) and of a
 /// read (`[1]`) as far as `tCCD`(`_L`) and `tWTR`(`_L`) allow, and the
 /// earliest column command after an ACT as far as `tRRD`(`_L`) and
 /// `tFAW` allow (the ACT's earliest cycle plus `tRCD`).
@@ -541,6 +541,8 @@ pub struct Controller {
     groups: Vec<GroupQ>,
     /// Per group, what it and its rank allow (ready scheduler).
     group_gates: Vec<GroupGate>,
+    /// Per rank, what it allows (ready scheduler).
+    rank_gates: Vec<GroupGate>,
     channels: Vec<ChannelQ>,
     next_id: u64,
     // Statistics.
@@ -650,6 +652,13 @@ impl Controller {
             ch.cands = [cands.clone(), cands];
         }
         let groups = (org.channels * org.ranks * org.bank_groups) as usize;
+        let rank_gates = vec![
+            GroupGate {
+                col: [0; 2],
+                act_col: u64::from(timing.rcd),
+            };
+            (org.channels * org.ranks) as usize
+        ];
         let group_gates = vec![
             GroupGate {
                 col: [0; 2],
@@ -693,6 +702,7 @@ impl Controller {
             ranks,
             groups: vec![GroupQ::default(); groups],
             group_gates,
+            rank_gates,
             channels,
             decoder,
             next_id: 0,
@@ -947,13 +957,15 @@ impl Controller {
             t.cwl
         };
         let gate = &self.group_gates[cand.group as usize];
+        let rank_gate = &self.rank_gates[cand.rank as usize];
         let mut col = cand
             .local
             .max(ch.last_col + 1)
             .max(from.saturating_sub(u64::from(latency)))
-            .max(gate.col[usize::from(cand.read)]);
+            .max(gate.col[usize::from(cand.read)])
+            .max(rank_gate.col[usize::from(cand.read)]);
         if cand.miss {
-            col = col.max(gate.act_col);
+            col = col.max(gate.act_col).max(rank_gate.act_col);
         }
         col
     }
@@ -1067,13 +1079,16 @@ impl Controller {
                 word &= word - 1;
                 let cand = &cands[local];
                 let gate = &self.group_gates[cand.group as usize];
+                let rank_gate = &self.rank_gates[cand.rank as usize];
                 let switch = ch.last_rank != cand.rank && ch.last_rank != NIL;
+                let read = usize::from(cand.read);
                 let mut col = cand
                     .local
-                    .max(gates[usize::from(switch)][usize::from(cand.read)])
-                    .max(gate.col[usize::from(cand.read)]);
+                    .max(gates[usize::from(switch)][read])
+                    .max(gate.col[read])
+                    .max(rank_gate.col[read]);
                 if cand.miss {
-                    col = col.max(gate.act_col);
+                    col = col.max(gate.act_col).max(rank_gate.act_col);
                 }
                 let key =
                     (u128::from(col) << 64) | (u128::from(cand.miss) << 63) | u128::from(cand.id);
@@ -1565,30 +1580,32 @@ impl Controller {
             bank.act_ok = pre + rp;
         }
         if self.scheduler == Scheduler::Ready {
-            self.update_group_gates(rank_index);
+            self.update_gates(rank_index, group_index);
         }
         start
     }
 
-    /// Recompute the [`GroupGate`]s of every group of rank `rank_index`
-    /// (the rank-part of [`Controller::plan`]'s column cycle).
+    /// Recompute the [`GroupGate`]s of rank `rank_index` and of its
+    /// group `group_index` (the rank and group part of
+    /// [`Controller::plan`]'s column cycle) after a command on them.
     #[inline(always)]
-    fn update_group_gates(&mut self, rank_index: usize) {
+    fn update_gates(&mut self, rank_index: usize, group_index: usize) {
         let t = &self.timing;
+        let rcd = u64::from(t.rcd);
         let rank = &self.ranks[rank_index];
         let mut act = rank.act_ok;
         if t.faw != 0 && rank.faw_n == 4 {
             act = act.max(rank.faw[rank.faw_i] + u64::from(t.faw));
         }
-        let first = rank_index * self.bank_groups as usize;
-        for g in first..first + self.bank_groups as usize {
-            let group = &self.groups[g];
-            let write = rank.col_ok.max(group.col_ok);
-            self.group_gates[g] = GroupGate {
-                col: [write, write.max(rank.read_ok).max(group.read_ok)],
-                act_col: act.max(group.act_ok) + u64::from(t.rcd),
-            };
-        }
+        self.rank_gates[rank_index] = GroupGate {
+            col: [rank.col_ok, rank.col_ok.max(rank.read_ok)],
+            act_col: act + rcd,
+        };
+        let group = &self.groups[group_index];
+        self.group_gates[group_index] = GroupGate {
+            col: [group.col_ok, group.col_ok.max(group.read_ok)],
+            act_col: group.act_ok + rcd,
+        };
     }
 
     /// All-bank refreshes due from cycle 0 to `until`, every rank.
