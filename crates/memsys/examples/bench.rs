@@ -170,7 +170,7 @@ fn main() {
         // each time, as the mapping has it), two per cycle.
         let strided: Vec<MemRequest> = (0..n)
             .map(|i| MemRequest {
-                paddr: (i * (4096 + 64)) % size & !63,
+                paddr: ((i * (4096 + 64)) % size) & !63,
                 kind: AccessKind::Read,
                 core: 0,
                 arrival: i / 2,

@@ -308,6 +308,17 @@ pub struct ControllerReport {
 // a queue. Each bank queue also keeps its first queued row hit, and each
 // channel a bitmask of the banks that have one, so FR-FCFS looks at one
 // candidate per such bank instead of walking queues.
+//
+// The ready scheduler's per-decision work is one pass over the channel's
+// queued banks: each bank's candidate (`Cand`: its bank-only earliest
+// column cycle, id, miss/read flags, rank and group) sits in a dense
+// per-channel array indexed by the bank's number in the channel, and what
+// ranks and bank groups allow (`GroupGate`) is kept per rank and per group
+// and updated by the command that changes it, so a candidate's cycle is
+// six maxima and its (cycle, miss, id) order one 128-bit compare. A new
+// request is compared against the cached pick the same way. The answers
+// are pinned by `tests/schedule.rs` (every command's cycle, on every
+// preset, recorded before this layout).
 
 /// Reads (and writes, without a write buffer).
 const READS: usize = 0;
@@ -888,7 +899,7 @@ impl Controller {
             if new_candidate {
                 self.update_candidate(c, at.bank, class);
             }
-            self.ready_submitted(c, s, local, class, before, new_candidate, old_head);
+            self.ready_submitted(c, s, class, before, new_candidate, old_head);
         }
         Ok(id)
     }
@@ -902,7 +913,6 @@ impl Controller {
         &self,
         c: usize,
         s: u32,
-        local: usize,
         class: usize,
         before: [usize; 2],
         new_candidate: bool,
@@ -926,6 +936,7 @@ impl Controller {
             return;
         }
         // The new slot is its bank's candidate now.
+        let local = (ch.slots[s as usize].bank & (self.banks_per_channel - 1)) as usize;
         let entry = &ch.cands[class][local];
         let cand = Pick {
             col: self.cand_col(ch, entry),

@@ -42,7 +42,7 @@ const N: u64 = 20_000;
 /// The four streams over `size` bytes.
 fn streams(size: u64) -> Vec<(&'static str, Vec<MemRequest>)> {
     let req = |paddr: u64, kind, core, arrival| MemRequest {
-        paddr: paddr % size & !63,
+        paddr: (paddr % size) & !63,
         kind,
         core,
         arrival,
