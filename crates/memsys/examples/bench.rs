@@ -1,5 +1,6 @@
 //! Benchmark of the timing model: requests simulated per second, on every
-//! preset, for a sequential and a random request stream, against a
+//! preset, for sequential, random (half writes), mixed (two reads to one
+//! write) and strided request streams, against a
 //! baseline measured in the same run (decoding the same addresses with the
 //! byte-wise lookup tables, the least work a timing model must do per
 //! request).
@@ -15,7 +16,7 @@
 //! and `basic` ([`ControllerConfig::basic`]: the blocking model before
 //! issue 18).
 //!
-//! `cargo run --release -p nvmos-memsys --example bench [requests] [rounds]`
+//! `cargo run --release -p nvmos-memsys --example bench [requests] [rounds] [preset|all] [stream]`
 use std::time::Instant;
 
 use nvmos_memsys::{AccessKind, BankDecoder, Controller, ControllerConfig, Machine, MemRequest};
@@ -83,6 +84,9 @@ fn main() {
         .and_then(|a| a.parse().ok())
         .unwrap_or(4_000_000);
     let rounds: u32 = args.next().and_then(|a| a.parse().ok()).unwrap_or(5).max(1);
+    // Optional filters (for profiling one case): a preset and a stream.
+    let only_machine = args.next();
+    let only_stream = args.next();
     let cpu = pin();
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     println!(
@@ -108,6 +112,12 @@ fn main() {
         "BLP"
     );
     for name in Machine::preset_names() {
+        if only_machine
+            .as_deref()
+            .is_some_and(|o| o != name && o != "all")
+        {
+            continue;
+        }
         let m = Machine::preset(name).expect("presets load");
         let size = m.memory_bytes();
         let mut x = 0x2545_f491_4f6c_dd1du64;
@@ -138,8 +148,44 @@ fn main() {
                 arrival: i / 2,
             })
             .collect();
+        // Mix: random lines, two reads to one write, two per cycle.
+        let mix: Vec<MemRequest> = (0..n)
+            .map(|i| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                MemRequest {
+                    paddr: (x % size) & !63,
+                    kind: if i % 3 == 2 {
+                        AccessKind::Write
+                    } else {
+                        AccessKind::Read
+                    },
+                    core: (i % 4) as u32,
+                    arrival: i / 2,
+                }
+            })
+            .collect();
+        // Strided: one read every 4 KiB + 64 B (a new row, bank or column
+        // each time, as the mapping has it), two per cycle.
+        let strided: Vec<MemRequest> = (0..n)
+            .map(|i| MemRequest {
+                paddr: ((i * (4096 + 64)) % size) & !63,
+                kind: AccessKind::Read,
+                core: 0,
+                arrival: i / 2,
+            })
+            .collect();
         let decoder = BankDecoder::new(&m);
-        for (label, requests) in [("seq", &sequential), ("random", &random)] {
+        for (label, requests) in [
+            ("seq", &sequential),
+            ("random", &random),
+            ("mix", &mix),
+            ("strided", &strided),
+        ] {
+            if only_stream.as_deref().is_some_and(|o| o != label) {
+                continue;
+            }
             let (base_cpu, base_wall, _) = measure(rounds, || {
                 requests.iter().fold(0u64, |acc, r| {
                     let b = decoder.decode(r.paddr).expect("inside memory");

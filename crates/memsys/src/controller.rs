@@ -308,6 +308,17 @@ pub struct ControllerReport {
 // a queue. Each bank queue also keeps its first queued row hit, and each
 // channel a bitmask of the banks that have one, so FR-FCFS looks at one
 // candidate per such bank instead of walking queues.
+//
+// The ready scheduler's per-decision work is one pass over the channel's
+// queued banks: each bank's candidate (`Cand`: its bank-only earliest
+// column cycle, id, miss/read flags, rank and group) sits in a dense
+// per-channel array indexed by the bank's number in the channel, and what
+// ranks and bank groups allow (`GroupGate`) is kept per rank and per group
+// and updated by the command that changes it, so a candidate's cycle is
+// six maxima and its (cycle, miss, id) order one 128-bit compare. A new
+// request is compared against the cached pick the same way. The answers
+// are pinned by `tests/schedule.rs` (every command's cycle, on every
+// preset, recorded before this layout).
 
 /// Reads (and writes, without a write buffer).
 const READS: usize = 0;
@@ -324,19 +335,42 @@ struct List {
     first_hit: u32,
     /// How many queued slots hit the open row.
     hits: u32,
-    /// The ready scheduler's candidate (`first_hit`, else `head`), or
-    /// `NIL`, with what of its column command's earliest cycle depends on
-    /// the bank alone: kept up to date whenever the candidate or the bank
-    /// changes, so a decision only adds the rank, group and channel gates.
-    cand: u32,
-    cand_id: u64,
+}
+
+/// The ready scheduler's candidate of one bank in one class (its first
+/// queued hit, else its oldest request), with what of its column
+/// command's earliest cycle depends on the bank alone: kept up to date
+/// whenever the candidate or the bank changes, so a decision only adds
+/// its group's and rank's gates ([`GroupGate`]) and the channel's. Kept per channel in
+/// an array indexed by the bank's number within the channel, so a
+/// decision reads them in order from a few cache lines.
+#[derive(Copy, Clone, Debug)]
+struct Cand {
     /// The candidate's earliest column command as far as its own arrival
     /// and its bank allow (`tRCD` after the ACT the bank allows).
     local: u64,
+    id: u64,
+    /// Its slot, or `NIL`.
+    slot: u32,
+    /// Its bank's group and rank (global indices).
+    group: u32,
+    rank: u32,
     /// It needs an ACT (a miss or a conflict).
     miss: bool,
     /// It is a read.
     read: bool,
+}
+
+/// What a bank group's (or a rank's) state allows its banks' candidates,
+/// kept up to date whenever it changes (every ACT and column command on
+/// it): the earliest column command of a write (`[0]`) and of a
+/// read (`[1]`) as far as `tCCD`(`_L`) and `tWTR`(`_L`) allow, and the
+/// earliest column command after an ACT as far as `tRRD`(`_L`) and
+/// `tFAW` allow (the ACT's earliest cycle plus `tRCD`).
+#[derive(Copy, Clone, Debug, Default)]
+struct GroupGate {
+    col: [u64; 2],
+    act_col: u64,
 }
 
 const EMPTY: List = List {
@@ -344,11 +378,6 @@ const EMPTY: List = List {
     tail: NIL,
     first_hit: NIL,
     hits: 0,
-    cand: NIL,
-    cand_id: 0,
-    local: 0,
-    miss: false,
-    read: true,
 };
 
 #[derive(Clone, Debug)]
@@ -459,6 +488,8 @@ struct ChannelQ {
     hit_banks: [Vec<u64>; 2],
     /// Local banks with a queued request, per class (ready scheduler).
     queued_banks: [Vec<u64>; 2],
+    /// Each local bank's candidate, per class (ready scheduler).
+    cands: [Vec<Cand>; 2],
     last_col: u64,
     /// When the last decision that freed a slot of each class freed it
     /// (its column command).
@@ -469,6 +500,9 @@ struct ChannelQ {
     last_rank: u32,
     /// Draining the write buffer.
     draining: bool,
+    /// The earliest `next_ref` of the channel's ranks (`u64::MAX`
+    /// without refresh).
+    next_ref: u64,
     /// The ready scheduler's next pick: `None` when stale, `Some(None)`
     /// when nothing is queued.
     next: Cell<Option<Option<Pick>>>,
@@ -516,6 +550,10 @@ pub struct Controller {
     banks: Vec<BankQ>,
     ranks: Vec<RankQ>,
     groups: Vec<GroupQ>,
+    /// Per group, what it and its rank allow (ready scheduler).
+    group_gates: Vec<GroupGate>,
+    /// Per rank, what it allows (ready scheduler).
+    rank_gates: Vec<GroupGate>,
     channels: Vec<ChannelQ>,
     next_id: u64,
     // Statistics.
@@ -595,21 +633,62 @@ impl Controller {
             youngest: NIL,
             hit_banks: [vec![0; words], vec![0; words]],
             queued_banks: [vec![0; words], vec![0; words]],
+            cands: [Vec::new(), Vec::new()],
             last_col: 0,
             freed_at: [0; 2],
             bus_free: 0,
             last_read_end: 0,
             last_rank: NIL,
             draining: false,
+            next_ref: u64::MAX,
             next: Cell::new(None),
         };
         let ranks_per_channel = org.ranks;
+        let bpr_shift = banks_per_rank.trailing_zeros();
+        let bpg_shift = org.banks.trailing_zeros();
+        let mut channels = vec![channel; org.channels as usize];
+        for (c, ch) in channels.iter_mut().enumerate() {
+            let first = c as u32 * banks_per_channel;
+            let cands: Vec<Cand> = (first..first + banks_per_channel)
+                .map(|b| Cand {
+                    local: 0,
+                    id: 0,
+                    slot: NIL,
+                    group: b >> bpg_shift,
+                    rank: b >> bpr_shift,
+                    miss: false,
+                    read: true,
+                })
+                .collect();
+            ch.cands = [cands.clone(), cands];
+        }
+        let groups = (org.channels * org.ranks * org.bank_groups) as usize;
+        let rank_gates = vec![
+            GroupGate {
+                col: [0; 2],
+                act_col: u64::from(timing.rcd),
+            };
+            (org.channels * org.ranks) as usize
+        ];
+        let group_gates = vec![
+            GroupGate {
+                col: [0; 2],
+                act_col: u64::from(timing.rcd),
+            };
+            groups
+        ];
         let mut ranks = vec![RankQ::default(); (org.channels * org.ranks) as usize];
         if timing.refi != 0 {
             // Staggered: rank i of R refreshes first at tREFI (i + 1) / R.
             for (i, r) in ranks.iter_mut().enumerate() {
                 let local = (i as u64 % u64::from(ranks_per_channel)) + 1;
                 r.next_ref = u64::from(timing.refi) * local / u64::from(ranks_per_channel);
+            }
+            for (ch, rs) in channels
+                .iter_mut()
+                .zip(ranks.chunks(ranks_per_channel as usize))
+            {
+                ch.next_ref = rs.iter().map(|r| r.next_ref).min().unwrap_or(u64::MAX);
             }
         }
         Ok(Self {
@@ -628,12 +707,14 @@ impl Controller {
             ranks_per_channel,
             bank_groups: org.bank_groups,
             bpc_shift: banks_per_channel.trailing_zeros(),
-            bpr_shift: banks_per_rank.trailing_zeros(),
-            bpg_shift: org.banks.trailing_zeros(),
+            bpr_shift,
+            bpg_shift,
             banks: vec![bank; org.total_banks()],
             ranks,
-            groups: vec![GroupQ::default(); (org.channels * org.ranks * org.bank_groups) as usize],
-            channels: vec![channel; org.channels as usize],
+            groups: vec![GroupQ::default(); groups],
+            group_gates,
+            rank_gates,
+            channels,
             decoder,
             next_id: 0,
             rows: RowStats::default(),
@@ -854,10 +935,50 @@ impl Controller {
             ch.next.set(None);
             return;
         }
-        let cand = self.candidate(c, s, &ch.slots[s as usize]);
+        // The new slot is its bank's candidate now.
+        let local = (ch.slots[s as usize].bank & (self.banks_per_channel - 1)) as usize;
+        let entry = &ch.cands[class][local];
+        let cand = Pick {
+            col: self.cand_col(ch, entry),
+            miss: entry.miss,
+            id: entry.id,
+            slot: s,
+            class: class as u8,
+        };
+        debug_assert_eq!(cand, self.candidate(c, s, &ch.slots[s as usize]));
         if cand.key() < pick.key() {
             ch.next.set(Some(Some(cand)));
         }
+    }
+
+    /// The column cycle of a bank's candidate `cand` on channel `ch` as
+    /// things stand: its bank part, its group's and rank's gates and the
+    /// channel's (the scan in [`Controller::ready_pick`] for one bank).
+    #[inline(always)]
+    fn cand_col(&self, ch: &ChannelQ, cand: &Cand) -> u64 {
+        let t = &self.timing;
+        let mut from = ch.bus_free;
+        if ch.last_rank != cand.rank && ch.last_rank != NIL {
+            from += u64::from(t.rtrs);
+        }
+        let latency = if cand.read {
+            t.cl
+        } else {
+            from = from.max(ch.last_read_end + u64::from(READ_TO_WRITE_TURNAROUND));
+            t.cwl
+        };
+        let gate = &self.group_gates[cand.group as usize];
+        let rank_gate = &self.rank_gates[cand.rank as usize];
+        let mut col = cand
+            .local
+            .max(ch.last_col + 1)
+            .max(from.saturating_sub(u64::from(latency)))
+            .max(gate.col[usize::from(cand.read)])
+            .max(rank_gate.col[usize::from(cand.read)]);
+        if cand.miss {
+            col = col.max(gate.act_col).max(rank_gate.act_col);
+        }
+        col
     }
 
     /// Which class the channel serves given its draining flag and queue
@@ -904,8 +1025,9 @@ impl Controller {
         } else {
             list.head
         };
+        let local_bank = (bank_index & (self.banks_per_channel - 1)) as usize;
         if s == NIL {
-            self.banks[bank_index as usize].q[class].cand = NIL;
+            self.channels[c].cands[class][local_bank].slot = NIL;
             return;
         }
         let slot = &self.channels[c].slots[s as usize];
@@ -921,12 +1043,12 @@ impl Controller {
             }
         };
         let (id, read) = (slot.id, slot.kind == AccessKind::Read);
-        let list = &mut self.banks[bank_index as usize].q[class];
-        list.cand = s;
-        list.cand_id = id;
-        list.local = local;
-        list.miss = miss;
-        list.read = read;
+        let cand = &mut self.channels[c].cands[class][local_bank];
+        cand.slot = s;
+        cand.id = id;
+        cand.local = local;
+        cand.miss = miss;
+        cand.read = read;
     }
 
     /// The ready scheduler's next pick on channel `c`, from the cache or
@@ -956,51 +1078,54 @@ impl Controller {
             [bus(false, false), bus(false, true)],
             [bus(true, false), bus(true, true)],
         ];
-        let rcd = u64::from(t.rcd);
-        let faw = u64::from(t.faw);
-        let mut best: Option<Pick> = None;
+        // The pick is the least (column cycle, miss, id); ids are unique
+        // and below 2^63, so one 128-bit key orders them.
+        let mut best_key = u128::MAX;
+        let mut best = NIL as usize;
+        let cands = &ch.cands[class];
         for (w, &word) in ch.queued_banks[class].iter().enumerate() {
             let mut word = word;
             while word != 0 {
-                let bank_index = first_bank + w * 64 + word.trailing_zeros() as usize;
+                let local = w * 64 + word.trailing_zeros() as usize;
                 word &= word - 1;
-                let list = &self.banks[bank_index].q[class];
-                let rank_index = bank_index >> self.bpr_shift;
-                let rank = &self.ranks[rank_index];
-                let group = &self.groups[bank_index >> self.bpg_shift];
-                let switch = ch.last_rank != rank_index as u32 && ch.last_rank != NIL;
-                let mut col = list
+                let cand = &cands[local];
+                let gate = &self.group_gates[cand.group as usize];
+                let rank_gate = &self.rank_gates[cand.rank as usize];
+                let switch = ch.last_rank != cand.rank && ch.last_rank != NIL;
+                let read = usize::from(cand.read);
+                let mut col = cand
                     .local
-                    .max(gates[usize::from(switch)][usize::from(list.read)])
-                    .max(rank.col_ok)
-                    .max(group.col_ok);
-                if list.read {
-                    col = col.max(rank.read_ok).max(group.read_ok);
+                    .max(gates[usize::from(switch)][read])
+                    .max(gate.col[read])
+                    .max(rank_gate.col[read]);
+                if cand.miss {
+                    col = col.max(gate.act_col).max(rank_gate.act_col);
                 }
-                if list.miss {
-                    let mut act = rank.act_ok.max(group.act_ok);
-                    if faw != 0 && rank.faw_n == 4 {
-                        act = act.max(rank.faw[rank.faw_i] + faw);
-                    }
-                    col = col.max(act + rcd);
-                }
-                let cand = Pick {
-                    col,
-                    miss: list.miss,
-                    id: list.cand_id,
-                    slot: list.cand,
-                    class: class as u8,
-                };
-                debug_assert_eq!(
-                    cand,
-                    self.candidate(c, list.cand, &ch.slots[list.cand as usize]),
-                    "the cached candidate of bank {bank_index} is stale"
-                );
-                if best.is_none_or(|b| cand.key() < b.key()) {
-                    best = Some(cand);
+                let key =
+                    (u128::from(col) << 64) | (u128::from(cand.miss) << 63) | u128::from(cand.id);
+                if key < best_key {
+                    best_key = key;
+                    best = local;
                 }
             }
         }
+        let best = (best != NIL as usize).then(|| {
+            let cand = &cands[best];
+            let pick = Pick {
+                col: (best_key >> 64) as u64,
+                miss: cand.miss,
+                id: cand.id,
+                slot: cand.slot,
+                class: class as u8,
+            };
+            debug_assert_eq!(
+                pick,
+                self.candidate(c, cand.slot, &ch.slots[cand.slot as usize]),
+                "the cached candidate of bank {} is stale",
+                first_bank + best
+            );
+            pick
+        });
         ch.next.set(Some(best));
         best
     }
@@ -1082,21 +1207,23 @@ impl Controller {
     /// Apply every refresh of channel `c` due by `now`; whether any was.
     #[inline(always)]
     fn refresh_due(&mut self, c: usize, now: u64) -> bool {
-        if self.timing.refi == 0 {
+        if self.channels[c].next_ref > now {
             return false;
         }
         let first = c * self.ranks_per_channel as usize;
-        let mut any = false;
         for r in first..first + self.ranks_per_channel as usize {
             while self.ranks[r].next_ref <= now {
                 self.refresh(c, r);
-                any = true;
             }
         }
-        if any {
-            self.channels[c].next.set(None);
-        }
-        any
+        let ch = &mut self.channels[c];
+        ch.next_ref = self.ranks[first..first + self.ranks_per_channel as usize]
+            .iter()
+            .map(|r| r.next_ref)
+            .min()
+            .unwrap_or(u64::MAX);
+        ch.next.set(None);
+        true
     }
 
     /// One all-bank refresh of rank `r` (global index) on channel `c`:
@@ -1463,7 +1590,33 @@ impl Controller {
             bank.open_row = CLOSED;
             bank.act_ok = pre + rp;
         }
+        if self.scheduler == Scheduler::Ready {
+            self.update_gates(rank_index, group_index);
+        }
         start
+    }
+
+    /// Recompute the [`GroupGate`]s of rank `rank_index` and of its
+    /// group `group_index` (the rank and group part of
+    /// [`Controller::plan`]'s column cycle) after a command on them.
+    #[inline(always)]
+    fn update_gates(&mut self, rank_index: usize, group_index: usize) {
+        let t = &self.timing;
+        let rcd = u64::from(t.rcd);
+        let rank = &self.ranks[rank_index];
+        let mut act = rank.act_ok;
+        if t.faw != 0 && rank.faw_n == 4 {
+            act = act.max(rank.faw[rank.faw_i] + u64::from(t.faw));
+        }
+        self.rank_gates[rank_index] = GroupGate {
+            col: [rank.col_ok, rank.col_ok.max(rank.read_ok)],
+            act_col: act + rcd,
+        };
+        let group = &self.groups[group_index];
+        self.group_gates[group_index] = GroupGate {
+            col: [group.col_ok, group.col_ok.max(group.read_ok)],
+            act_col: group.act_ok + rcd,
+        };
     }
 
     /// All-bank refreshes due from cycle 0 to `until`, every rank.
