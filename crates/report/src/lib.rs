@@ -14,6 +14,9 @@
 //!   bar, state maps (seed 004's bank map); each with a title, axis labels,
 //!   ticks at round values and a legend, never wider than the page.
 //! - [`TextTable`]: terminal tables (comfy-table), numbers right-aligned.
+//! - [`columns`]: a table defined once as a column list over serde rows,
+//!   rendered as the terminal table, the page table (with `data-` cells)
+//!   and CSV.
 //! - [`csv_text`], [`csv_records`], [`json_text`], [`write_atomic`],
 //!   [`OutputDir`]: output files.
 //!
@@ -97,6 +100,7 @@
 //!    [`csv_records`].
 
 pub mod chart;
+pub mod columns;
 mod escape;
 mod format;
 mod output;

@@ -1,0 +1,365 @@
+//! Data-driven tables: one list of [`Column`]s applied to a slice of
+//! serde-serialisable rows renders the terminal table ([`TextTable`]), the
+//! page table ([`HtmlTable`], number cells carrying the `data-` attributes
+//! the browser tests read) and CSV, so a study page is its column list and
+//! a few lines, not three hand-written loops that can drift apart.
+//!
+//! Each row is turned into JSON once (`serde_json::to_value`); a column
+//! names the value it shows by a dotted path into it (`"wear.max"`,
+//! `"devices.0.swap_in_s"`, `""` for the whole row), and says how the
+//! terminal prints it ([`Format`]). On the page a number column prints the
+//! value with [`format_value`](crate::format_value) in a cell whose
+//! attributes are the table's [`Key`]s then `data-field="<path>"`, so a
+//! test can find the number in the JSON; a value that is not a number
+//! (NaN is `null` in JSON) is shown as the terminal shows it, without
+//! attributes.
+//!
+//! ```
+//! use nvmos_report::columns::{Column, Columns, Key};
+//! #[derive(serde::Serialize)]
+//! struct Row { name: &'static str, wear: Wear }
+//! #[derive(serde::Serialize)]
+//! struct Wear { max: u64, mean: f64 }
+//! let rows = [Row { name: "buddy", wear: Wear { max: 12, mean: 1.5 } }];
+//! let table = Columns::new([
+//!     Column::text("allocator", "name"),
+//!     Column::number("max", "wear.max"),
+//!     Column::number("mean", "wear.mean").fixed(2),
+//! ])
+//! .key(Key::constant("data-list", "runs"))
+//! .key(Key::index("data-row"));
+//! assert_eq!(table.text(&rows)?, "allocator  max  mean\nbuddy       12  1.50\n");
+//! let html = table.html(&rows)?.render();
+//! assert!(html.contains("<td data-list=\"runs\" data-row=\"0\" data-field=\"wear.mean\">1.500</td>"));
+//! assert_eq!(table.csv(&rows)?, "allocator,max,mean\nbuddy,12,1.5\n");
+//! # Ok::<(), nvmos_report::Error>(())
+//! ```
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::page::{Cell, HtmlTable};
+use crate::{format_value, Error, TextTable};
+
+/// How the terminal (and CSV, for [`Format::Custom`]) prints a value.
+/// `null` (NaN in JSON, `None`) prints "-" in every built-in format.
+#[derive(Copy, Clone, Debug)]
+pub enum Format {
+    /// Strings as they are, other values as JSON writes them.
+    Plain,
+    /// [`format_value`](crate::format_value).
+    Value,
+    /// A fixed number of decimals.
+    Fixed(usize),
+    /// Anything else: given the value at the column's path.
+    Custom(fn(&Value) -> String),
+}
+
+impl Format {
+    fn apply(self, v: &Value) -> String {
+        match (self, v) {
+            (Format::Custom(f), v) => f(v),
+            (_, Value::Null) => "-".into(),
+            (Format::Plain, Value::String(s)) => s.clone(),
+            (Format::Value, Value::Number(n)) => n.as_f64().map_or("-".into(), format_value),
+            (Format::Fixed(d), Value::Number(n)) => {
+                n.as_f64().map_or("-".into(), |x| format!("{x:.d$}"))
+            }
+            (_, v) => v.to_string(),
+        }
+    }
+}
+
+/// One column: its header, the value it shows and how.
+#[derive(Clone, Debug)]
+pub struct Column {
+    header: String,
+    path: String,
+    format: Format,
+    number: bool,
+    left: bool,
+    field: Option<String>,
+}
+
+impl Column {
+    /// A text column, left-aligned, printed as it is.
+    pub fn text(header: impl Into<String>, path: impl Into<String>) -> Self {
+        Column {
+            header: header.into(),
+            path: path.into(),
+            format: Format::Plain,
+            number: false,
+            left: true,
+            field: None,
+        }
+    }
+
+    /// A number column: right-aligned, [`format_value`](crate::format_value)
+    /// in the terminal, a `data-field="<path>"` cell on the page.
+    pub fn number(header: impl Into<String>, path: impl Into<String>) -> Self {
+        Column {
+            number: true,
+            left: false,
+            format: Format::Value,
+            ..Column::text(header, path)
+        }
+    }
+
+    /// A right-aligned figure that is not a JSON number on the page (a
+    /// count with a unit, "3/16").
+    pub fn figure(header: impl Into<String>, path: impl Into<String>) -> Self {
+        Column {
+            left: false,
+            ..Column::text(header, path)
+        }
+    }
+
+    /// Print with `decimals` decimals in the terminal.
+    pub fn fixed(self, decimals: usize) -> Self {
+        self.format(Format::Fixed(decimals))
+    }
+
+    /// Print through `f` in the terminal (and as a figure on the page).
+    pub fn with(self, f: fn(&Value) -> String) -> Self {
+        self.format(Format::Custom(f))
+    }
+
+    pub fn format(mut self, format: Format) -> Self {
+        self.format = format;
+        self
+    }
+
+    /// Name the number `data-field="field"` on the page instead of its path.
+    pub fn field(mut self, field: impl Into<String>) -> Self {
+        self.field = Some(field.into());
+        self
+    }
+
+    fn value<'a>(&self, row: &'a Value) -> &'a Value {
+        lookup(row, &self.path)
+    }
+}
+
+/// The value at a dotted path (`"a.b.0"`); `null` where there is none.
+pub fn lookup<'a>(row: &'a Value, path: &str) -> &'a Value {
+    if path.is_empty() {
+        return row;
+    }
+    path.split('.')
+        .try_fold(row, |v, part| match v {
+            Value::Object(m) => m.get(part),
+            Value::Array(a) => part.parse::<usize>().ok().and_then(|i| a.get(i)),
+            _ => None,
+        })
+        .unwrap_or(&Value::Null)
+}
+
+/// An attribute every number cell of a row carries before `data-field`.
+#[derive(Clone, Debug)]
+pub enum Key {
+    /// The same value on every row (`data-list="runs"`).
+    Constant(String, String),
+    /// The row's index in the slice (`data-row="3"`).
+    Index(String),
+    /// A value of the row (`data-alloc="<name>"`).
+    Field(String, String),
+}
+
+impl Key {
+    pub fn constant(attr: impl Into<String>, value: impl Into<String>) -> Self {
+        Key::Constant(attr.into(), value.into())
+    }
+    pub fn index(attr: impl Into<String>) -> Self {
+        Key::Index(attr.into())
+    }
+    pub fn field(attr: impl Into<String>, path: impl Into<String>) -> Self {
+        Key::Field(attr.into(), path.into())
+    }
+}
+
+/// A table definition: columns and the keys of its page cells.
+#[derive(Clone, Debug, Default)]
+pub struct Columns {
+    columns: Vec<Column>,
+    keys: Vec<Key>,
+}
+
+impl Columns {
+    pub fn new(columns: impl IntoIterator<Item = Column>) -> Self {
+        Columns {
+            columns: columns.into_iter().collect(),
+            keys: Vec::new(),
+        }
+    }
+
+    pub fn key(mut self, key: Key) -> Self {
+        self.keys.push(key);
+        self
+    }
+
+    /// Add a column (a per-device column built in a loop).
+    pub fn push(&mut self, column: Column) -> &mut Self {
+        self.columns.push(column);
+        self
+    }
+
+    fn values<R: Serialize>(rows: &[R]) -> Result<Vec<Value>, Error> {
+        rows.iter()
+            .map(|r| serde_json::to_value(r).map_err(Error::Json))
+            .collect()
+    }
+
+    /// The terminal table.
+    pub fn text_table<R: Serialize>(&self, rows: &[R]) -> Result<TextTable, Error> {
+        let mut t = TextTable::new(self.columns.iter().map(|c| c.header.clone()));
+        for (i, c) in self.columns.iter().enumerate() {
+            if c.left {
+                t.left(i);
+            }
+        }
+        for row in Self::values(rows)? {
+            t.row(self.columns.iter().map(|c| c.format.apply(c.value(&row))));
+        }
+        Ok(t)
+    }
+
+    /// The terminal table, rendered.
+    pub fn text<R: Serialize>(&self, rows: &[R]) -> Result<String, Error> {
+        Ok(self.text_table(rows)?.render())
+    }
+
+    /// The page table.
+    pub fn html<R: Serialize>(&self, rows: &[R]) -> Result<HtmlTable, Error> {
+        let mut t = HtmlTable::new(self.columns.iter().map(|c| c.header.clone()));
+        for (i, row) in Self::values(rows)?.iter().enumerate() {
+            let keys: Vec<(String, String)> = self
+                .keys
+                .iter()
+                .map(|k| match k {
+                    Key::Constant(a, v) => (a.clone(), v.clone()),
+                    Key::Index(a) => (a.clone(), i.to_string()),
+                    Key::Field(a, p) => (a.clone(), Format::Plain.apply(lookup(row, p))),
+                })
+                .collect();
+            let cells = self.columns.iter().map(|c| {
+                let v = c.value(row);
+                match v.as_f64() {
+                    Some(x) if c.number => {
+                        let field = c.field.as_deref().unwrap_or(&c.path);
+                        let mut attrs: Vec<(&str, &str)> =
+                            keys.iter().map(|(a, v)| (a.as_str(), v.as_str())).collect();
+                        attrs.push(("data-field", field));
+                        Cell::number(x, &attrs)
+                    }
+                    _ if c.left => Cell::text(c.format.apply(v)),
+                    _ => Cell::figure(c.format.apply(v)),
+                }
+            });
+            t.row(cells.collect());
+        }
+        Ok(t)
+    }
+
+    /// CSV: the headers, then each row; numbers as JSON writes them (full
+    /// precision) unless the column prints through [`Format::Custom`].
+    pub fn csv<R: Serialize>(&self, rows: &[R]) -> Result<String, Error> {
+        let records = Self::values(rows)?
+            .iter()
+            .map(|row| {
+                self.columns
+                    .iter()
+                    .map(|c| match (c.format, c.value(row)) {
+                        (Format::Custom(f), v) => f(v),
+                        (_, Value::String(s)) => s.clone(),
+                        (_, Value::Null) => String::new(),
+                        (_, v) => v.to_string(),
+                    })
+                    .collect::<Vec<_>>()
+            })
+            .collect::<Vec<_>>();
+        crate::csv_text(
+            &self
+                .columns
+                .iter()
+                .map(|c| c.header.as_str())
+                .collect::<Vec<_>>(),
+            &records,
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Serialize)]
+    struct Row {
+        name: &'static str,
+        v: f64,
+        n: u64,
+        list: Vec<f64>,
+    }
+
+    fn rows() -> Vec<Row> {
+        vec![
+            Row {
+                name: "a<b",
+                v: 1.23456,
+                n: 3,
+                list: vec![0.5, 2.0],
+            },
+            Row {
+                name: "c",
+                v: f64::NAN,
+                n: 40,
+                list: vec![],
+            },
+        ]
+    }
+
+    fn table() -> Columns {
+        Columns::new([
+            Column::text("name", "name"),
+            Column::number("v", "v"),
+            Column::figure("n/v", "")
+                .with(|r| format!("{}/{}", r["n"], r["list"].as_array().map_or(0, Vec::len))),
+            Column::number("second", "list.1").fixed(1),
+        ])
+        .key(Key::field("data-alloc", "name"))
+    }
+
+    #[test]
+    fn the_terminal_prints_every_format_and_dashes_for_null() {
+        assert_eq!(
+            table().text(&rows()).unwrap(),
+            "name      v   n/v  second\na<b   1.235   3/2     2.0\nc         -  40/0       -\n"
+        );
+    }
+
+    #[test]
+    fn page_numbers_carry_keys_and_field_and_nan_has_no_attributes() {
+        let html = table().html(&rows()).unwrap().render();
+        assert!(html.contains("<td class=\"text\">a&lt;b</td>"), "{html}");
+        assert!(html.contains("<td data-alloc=\"a&lt;b\" data-field=\"v\">1.235</td>"));
+        assert!(html.contains("<td data-alloc=\"a&lt;b\" data-field=\"list.1\">2</td>"));
+        assert!(html.contains("<td>3/2</td>"));
+        assert!(html.contains("<td>-</td>"), "NaN is a dash, not a number");
+        assert!(!html.contains("data-alloc=\"c\" data-field=\"v\""));
+    }
+
+    #[test]
+    fn csv_keeps_full_precision_and_empties_null() {
+        assert_eq!(
+            table().csv(&rows()).unwrap(),
+            "name,v,n/v,second\na<b,1.23456,3/2,2.0\nc,,40/0,\n"
+        );
+    }
+
+    #[test]
+    fn lookup_walks_objects_and_arrays() {
+        let v = serde_json::json!({"a": {"b": [1, {"c": 2}]}});
+        assert_eq!(lookup(&v, "a.b.1.c"), &serde_json::json!(2));
+        assert_eq!(lookup(&v, "a.x"), &Value::Null);
+        assert_eq!(lookup(&v, ""), &v);
+    }
+}
