@@ -35,6 +35,9 @@
 //! # Ok::<(), nvmos_report::Error>(())
 //! ```
 
+use std::fmt;
+use std::sync::Arc;
+
 use serde::Serialize;
 use serde_json::Value;
 
@@ -43,7 +46,7 @@ use crate::{format_value, Error, TextTable};
 
 /// How the terminal (and CSV, for [`Format::Custom`]) prints a value.
 /// `null` (NaN in JSON, `None`) prints "-" in every built-in format.
-#[derive(Copy, Clone, Debug)]
+#[derive(Clone)]
 pub enum Format {
     /// Strings as they are, other values as JSON writes them.
     Plain,
@@ -52,20 +55,49 @@ pub enum Format {
     /// A fixed number of decimals.
     Fixed(usize),
     /// Anything else: given the value at the column's path.
-    Custom(fn(&Value) -> String),
+    Custom(Arc<dyn Fn(&Value) -> String>),
+}
+
+impl fmt::Debug for Format {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Format::Plain => f.write_str("Plain"),
+            Format::Value => f.write_str("Value"),
+            Format::Fixed(d) => write!(f, "Fixed({d})"),
+            Format::Custom(_) => f.write_str("Custom"),
+        }
+    }
 }
 
 impl Format {
-    fn apply(self, v: &Value) -> String {
+    fn apply(&self, v: &Value) -> String {
         match (self, v) {
             (Format::Custom(f), v) => f(v),
             (_, Value::Null) => "-".into(),
             (Format::Plain, Value::String(s)) => s.clone(),
             (Format::Value, Value::Number(n)) => n.as_f64().map_or("-".into(), format_value),
-            (Format::Fixed(d), Value::Number(n)) => {
+            (&Format::Fixed(d), Value::Number(n)) => {
                 n.as_f64().map_or("-".into(), |x| format!("{x:.d$}"))
             }
             (_, v) => v.to_string(),
+        }
+    }
+}
+
+/// Where a column's value comes from.
+#[derive(Clone)]
+enum Source {
+    /// A dotted path into the row's JSON.
+    Path(String),
+    /// Computed from the row's JSON (a ratio of two fields).
+    Derived(Arc<dyn Fn(&Value) -> Value>),
+}
+
+impl fmt::Debug for Source {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Source::Path(p) => write!(f, "Path({p:?})"),
+            Source::Derived(_) => f.write_str("Derived"),
         }
     }
 }
@@ -74,7 +106,7 @@ impl Format {
 #[derive(Clone, Debug)]
 pub struct Column {
     header: String,
-    path: String,
+    source: Source,
     format: Format,
     number: bool,
     left: bool,
@@ -86,7 +118,7 @@ impl Column {
     pub fn text(header: impl Into<String>, path: impl Into<String>) -> Self {
         Column {
             header: header.into(),
-            path: path.into(),
+            source: Source::Path(path.into()),
             format: Format::Plain,
             number: false,
             left: true,
@@ -114,14 +146,24 @@ impl Column {
         }
     }
 
+    /// A number computed from the row (its JSON), right-aligned; on the
+    /// page printed like a number but without `data-` attributes, since it
+    /// is not in the JSON.
+    pub fn derived(header: impl Into<String>, f: impl Fn(&Value) -> Value + 'static) -> Self {
+        Column {
+            source: Source::Derived(Arc::new(f)),
+            ..Column::number(header, "")
+        }
+    }
+
     /// Print with `decimals` decimals in the terminal.
     pub fn fixed(self, decimals: usize) -> Self {
         self.format(Format::Fixed(decimals))
     }
 
     /// Print through `f` in the terminal (and as a figure on the page).
-    pub fn with(self, f: fn(&Value) -> String) -> Self {
-        self.format(Format::Custom(f))
+    pub fn with(self, f: impl Fn(&Value) -> String + 'static) -> Self {
+        self.format(Format::Custom(Arc::new(f)))
     }
 
     pub fn format(mut self, format: Format) -> Self {
@@ -135,8 +177,11 @@ impl Column {
         self
     }
 
-    fn value<'a>(&self, row: &'a Value) -> &'a Value {
-        lookup(row, &self.path)
+    fn value<'a>(&self, row: &'a Value) -> std::borrow::Cow<'a, Value> {
+        match &self.source {
+            Source::Path(p) => std::borrow::Cow::Borrowed(lookup(row, p)),
+            Source::Derived(f) => std::borrow::Cow::Owned(f(row)),
+        }
     }
 }
 
@@ -218,7 +263,7 @@ impl Columns {
             }
         }
         for row in Self::values(rows)? {
-            t.row(self.columns.iter().map(|c| c.format.apply(c.value(&row))));
+            t.row(self.columns.iter().map(|c| c.format.apply(&c.value(&row))));
         }
         Ok(t)
     }
@@ -243,16 +288,17 @@ impl Columns {
                 .collect();
             let cells = self.columns.iter().map(|c| {
                 let v = c.value(row);
-                match v.as_f64() {
-                    Some(x) if c.number => {
-                        let field = c.field.as_deref().unwrap_or(&c.path);
+                match (v.as_f64(), &c.source) {
+                    (Some(x), Source::Derived(_)) => Cell::number(x, &[]),
+                    (Some(x), Source::Path(path)) if c.number => {
+                        let field = c.field.as_deref().unwrap_or(path);
                         let mut attrs: Vec<(&str, &str)> =
                             keys.iter().map(|(a, v)| (a.as_str(), v.as_str())).collect();
                         attrs.push(("data-field", field));
                         Cell::number(x, &attrs)
                     }
-                    _ if c.left => Cell::text(c.format.apply(v)),
-                    _ => Cell::figure(c.format.apply(v)),
+                    _ if c.left => Cell::text(c.format.apply(&v)),
+                    _ => Cell::figure(c.format.apply(&v)),
                 }
             });
             t.row(cells.collect());
@@ -268,7 +314,7 @@ impl Columns {
             .map(|row| {
                 self.columns
                     .iter()
-                    .map(|c| match (c.format, c.value(row)) {
+                    .map(|c| match (&c.format, c.value(row).as_ref()) {
                         (Format::Custom(f), v) => f(v),
                         (_, Value::String(s)) => s.clone(),
                         (_, Value::Null) => String::new(),
@@ -324,6 +370,7 @@ mod tests {
             Column::figure("n/v", "")
                 .with(|r| format!("{}/{}", r["n"], r["list"].as_array().map_or(0, Vec::len))),
             Column::number("second", "list.1").fixed(1),
+            Column::derived("2n", |r| (r["n"].as_f64().unwrap_or(0.0) * 2.5).into()).fixed(1),
         ])
         .key(Key::field("data-alloc", "name"))
     }
@@ -332,7 +379,7 @@ mod tests {
     fn the_terminal_prints_every_format_and_dashes_for_null() {
         assert_eq!(
             table().text(&rows()).unwrap(),
-            "name      v   n/v  second\na<b   1.235   3/2     2.0\nc         -  40/0       -\n"
+            "name      v   n/v  second     2n\na<b   1.235   3/2     2.0    7.5\nc         -  40/0       -  100.0\n"
         );
     }
 
@@ -343,6 +390,10 @@ mod tests {
         assert!(html.contains("<td data-alloc=\"a&lt;b\" data-field=\"v\">1.235</td>"));
         assert!(html.contains("<td data-alloc=\"a&lt;b\" data-field=\"list.1\">2</td>"));
         assert!(html.contains("<td>3/2</td>"));
+        assert!(
+            html.contains("<td>7.500</td>"),
+            "a derived number has no attributes"
+        );
         assert!(html.contains("<td>-</td>"), "NaN is a dash, not a number");
         assert!(!html.contains("data-alloc=\"c\" data-field=\"v\""));
     }
@@ -351,7 +402,7 @@ mod tests {
     fn csv_keeps_full_precision_and_empties_null() {
         assert_eq!(
             table().csv(&rows()).unwrap(),
-            "name,v,n/v,second\na<b,1.23456,3/2,2.0\nc,,40/0,\n"
+            "name,v,n/v,second,2n\na<b,1.23456,3/2,2.0,7.5\nc,,40/0,,100.0\n"
         );
     }
 
