@@ -41,7 +41,7 @@ use std::sync::Arc;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::page::{Cell, HtmlTable};
+use crate::page::{Cell, Html, HtmlTable};
 use crate::{format_value, Error, TextTable};
 
 /// How the terminal (and CSV, for [`Format::Custom`]) prints a value.
@@ -102,8 +102,19 @@ impl fmt::Debug for Source {
     }
 }
 
+/// Which outputs show a column.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+enum Show {
+    All,
+    Terminal,
+    Files,
+}
+
+/// Markup for a page cell, given the whole row (a name with a warning).
+type Markup = Arc<dyn Fn(&Value) -> Option<Html>>;
+
 /// One column: its header, the value it shows and how.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Column {
     header: String,
     source: Source,
@@ -111,6 +122,19 @@ pub struct Column {
     number: bool,
     left: bool,
     field: Option<String>,
+    show: Show,
+    markup: Option<Markup>,
+}
+
+impl fmt::Debug for Column {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Column")
+            .field("header", &self.header)
+            .field("source", &self.source)
+            .field("format", &self.format)
+            .field("field", &self.field)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Column {
@@ -123,6 +147,8 @@ impl Column {
             number: false,
             left: true,
             field: None,
+            show: Show::All,
+            markup: None,
         }
     }
 
@@ -171,9 +197,30 @@ impl Column {
         self
     }
 
-    /// Name the number `data-field="field"` on the page instead of its path.
+    /// Name the number `data-field="field"` on the page instead of its
+    /// path (a derived number gets attributes only with a field), and head
+    /// its CSV column with `field`.
     pub fn field(mut self, field: impl Into<String>) -> Self {
         self.field = Some(field.into());
+        self
+    }
+
+    /// Only in the terminal table (a figure the page shows elsewhere).
+    pub fn terminal_only(mut self) -> Self {
+        self.show = Show::Terminal;
+        self
+    }
+
+    /// Only on the page and in CSV (too wide for a terminal).
+    pub fn files_only(mut self) -> Self {
+        self.show = Show::Files;
+        self
+    }
+
+    /// On the page, the cell is `f(row)` where that is `Some` (a name
+    /// with a warning beside it).
+    pub fn markup(mut self, f: impl Fn(&Value) -> Option<Html> + 'static) -> Self {
+        self.markup = Some(Arc::new(f));
         self
     }
 
@@ -256,16 +303,23 @@ impl Columns {
 
     /// The terminal table.
     pub fn text_table<R: Serialize>(&self, rows: &[R]) -> Result<TextTable, Error> {
-        let mut t = TextTable::new(self.columns.iter().map(|c| c.header.clone()));
-        for (i, c) in self.columns.iter().enumerate() {
+        let columns: Vec<&Column> = self.shown(Show::Terminal).collect();
+        let mut t = TextTable::new(columns.iter().map(|c| c.header.clone()));
+        for (i, c) in columns.iter().enumerate() {
             if c.left {
                 t.left(i);
             }
         }
         for row in Self::values(rows)? {
-            t.row(self.columns.iter().map(|c| c.format.apply(&c.value(&row))));
+            t.row(columns.iter().map(|c| c.format.apply(&c.value(&row))));
         }
         Ok(t)
+    }
+
+    fn shown(&self, output: Show) -> impl Iterator<Item = &Column> {
+        self.columns
+            .iter()
+            .filter(move |c| c.show == Show::All || c.show == output)
     }
 
     /// The terminal table, rendered.
@@ -275,7 +329,7 @@ impl Columns {
 
     /// The page table.
     pub fn html<R: Serialize>(&self, rows: &[R]) -> Result<HtmlTable, Error> {
-        let mut t = HtmlTable::new(self.columns.iter().map(|c| c.header.clone()));
+        let mut t = HtmlTable::new(self.shown(Show::Files).map(|c| c.header.clone()));
         for (i, row) in Self::values(rows)?.iter().enumerate() {
             let keys: Vec<(String, String)> = self
                 .keys
@@ -286,12 +340,19 @@ impl Columns {
                     Key::Field(a, p) => (a.clone(), Format::Plain.apply(lookup(row, p))),
                 })
                 .collect();
-            let cells = self.columns.iter().map(|c| {
+            let cells = self.shown(Show::Files).map(|c| {
+                if let Some(html) = c.markup.as_ref().and_then(|f| f(row)) {
+                    return Cell::Html(html);
+                }
                 let v = c.value(row);
                 match (v.as_f64(), &c.source) {
-                    (Some(x), Source::Derived(_)) => Cell::number(x, &[]),
-                    (Some(x), Source::Path(path)) if c.number => {
-                        let field = c.field.as_deref().unwrap_or(path);
+                    (Some(x), Source::Derived(_)) if c.field.is_none() => Cell::number(x, &[]),
+                    (Some(x), source) if c.number => {
+                        let field = match (c.field.as_deref(), source) {
+                            (Some(f), _) => f,
+                            (None, Source::Path(p)) => p,
+                            (None, Source::Derived(_)) => "",
+                        };
                         let mut attrs: Vec<(&str, &str)> =
                             keys.iter().map(|(a, v)| (a.as_str(), v.as_str())).collect();
                         attrs.push(("data-field", field));
@@ -306,31 +367,32 @@ impl Columns {
         Ok(t)
     }
 
-    /// CSV: the headers, then each row; numbers as JSON writes them (full
-    /// precision) unless the column prints through [`Format::Custom`].
+    /// CSV: a header (each column's [`field`](Column::field), else its
+    /// header), then each row; numbers at full precision (Rust's shortest
+    /// round-trip form) unless the column prints through
+    /// [`Format::Custom`]; `null` empty.
     pub fn csv<R: Serialize>(&self, rows: &[R]) -> Result<String, Error> {
         let records = Self::values(rows)?
             .iter()
             .map(|row| {
-                self.columns
-                    .iter()
+                self.shown(Show::Files)
                     .map(|c| match (&c.format, c.value(row).as_ref()) {
                         (Format::Custom(f), v) => f(v),
                         (_, Value::String(s)) => s.clone(),
                         (_, Value::Null) => String::new(),
+                        (_, Value::Number(n)) if n.is_f64() => {
+                            n.as_f64().map_or(String::new(), |x| x.to_string())
+                        }
                         (_, v) => v.to_string(),
                     })
                     .collect::<Vec<_>>()
             })
             .collect::<Vec<_>>();
-        crate::csv_text(
-            &self
-                .columns
-                .iter()
-                .map(|c| c.header.as_str())
-                .collect::<Vec<_>>(),
-            &records,
-        )
+        let header: Vec<&str> = self
+            .shown(Show::Files)
+            .map(|c| c.field.as_deref().unwrap_or(&c.header))
+            .collect();
+        crate::csv_text(&header, &records)
     }
 }
 
@@ -402,8 +464,34 @@ mod tests {
     fn csv_keeps_full_precision_and_empties_null() {
         assert_eq!(
             table().csv(&rows()).unwrap(),
-            "name,v,n/v,second,2n\na<b,1.23456,3/2,2.0,7.5\nc,,40/0,,100.0\n"
+            "name,v,n/v,second,2n\na<b,1.23456,3/2,2,7.5\nc,,40/0,,100\n"
         );
+    }
+
+    #[test]
+    fn outputs_pick_their_columns_and_markup_replaces_a_cell() {
+        let t = Columns::new([
+            Column::text("name", "name").markup(|r| {
+                (r["n"].as_u64() > Some(10)).then(|| Html::new().text("big ").markup("<b>!</b>"))
+            }),
+            Column::number("v", "v").terminal_only(),
+            Column::derived("n", |r| r["n"].clone())
+                .field("count")
+                .files_only(),
+        ])
+        .key(Key::field("data-alloc", "name"));
+        assert_eq!(
+            t.text(&rows()).unwrap(),
+            "name      v\na<b   1.235\nc         -\n"
+        );
+        assert_eq!(t.csv(&rows()).unwrap(), "name,count\na<b,3\nc,40\n");
+        let html = t.html(&rows()).unwrap().render();
+        assert!(
+            html.contains("<td class=\"text\">big <b>!</b></td>"),
+            "{html}"
+        );
+        assert!(html.contains("<td data-alloc=\"a&lt;b\" data-field=\"count\">3</td>"));
+        assert!(!html.contains("1.235"));
     }
 
     #[test]
