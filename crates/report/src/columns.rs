@@ -295,6 +295,12 @@ impl Columns {
         self
     }
 
+    /// Add columns.
+    pub fn extend(&mut self, columns: impl IntoIterator<Item = Column>) -> &mut Self {
+        self.columns.extend(columns);
+        self
+    }
+
     fn values<R: Serialize>(rows: &[R]) -> Result<Vec<Value>, Error> {
         rows.iter()
             .map(|r| serde_json::to_value(r).map_err(Error::Json))
