@@ -2,7 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use nvmos_sim::{AllocatorKind, Evaluation, StudyOptions, StudyRow, WriteModel};
 
 use nvmos_report::columns::{Column, Columns};
@@ -130,28 +130,8 @@ pub fn replay(args: ReplayArgs) -> Result<()> {
     Ok(())
 }
 
-/// Every trace file in `dir`, by name; README and dot files left out.
-/// The trace files in `dir` (not hidden, not Markdown), sorted; possibly
-/// none. Subfolders (such as `traces/swap/`) are not descended into.
-pub(crate) fn trace_files_in(dir: &Path) -> Result<Vec<PathBuf>> {
-    let entries = std::fs::read_dir(dir)
-        .with_context(|| format!("reading the trace folder {}", dir.display()))?;
-    let mut files = Vec::new();
-    for entry in entries {
-        let path = entry
-            .with_context(|| format!("reading the trace folder {}", dir.display()))?
-            .path();
-        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
-        if path.is_file() && !name.starts_with('.') && !name.ends_with(".md") {
-            files.push(path);
-        }
-    }
-    files.sort();
-    Ok(files)
-}
-
 fn trace_files(dir: &Path) -> Result<Vec<PathBuf>> {
-    let files = trace_files_in(dir)?;
+    let files = nvmos_trace::trace_files_in(dir)?;
     if files.is_empty() {
         bail!("no traces in {}", dir.display());
     }
