@@ -255,6 +255,10 @@ pub enum Key {
     Index(String),
     /// A value of the row (`data-alloc="<name>"`).
     Field(String, String),
+    /// The JSON pointer of the cell's own number: the prefix, the row's
+    /// index, the column's path (`data-json="/traces/0/rows/3/wear/max"`);
+    /// written after `data-field`.
+    Pointer(String, String),
 }
 
 impl Key {
@@ -267,6 +271,9 @@ impl Key {
     pub fn field(attr: impl Into<String>, path: impl Into<String>) -> Self {
         Key::Field(attr.into(), path.into())
     }
+    pub fn pointer(attr: impl Into<String>, prefix: impl Into<String>) -> Self {
+        Key::Pointer(attr.into(), prefix.into())
+    }
 }
 
 /// A table definition: columns and the keys of its page cells.
@@ -274,6 +281,7 @@ impl Key {
 pub struct Columns {
     columns: Vec<Column>,
     keys: Vec<Key>,
+    keep_nan: bool,
 }
 
 impl Columns {
@@ -281,7 +289,16 @@ impl Columns {
         Columns {
             columns: columns.into_iter().collect(),
             keys: Vec::new(),
+            keep_nan: false,
         }
+    }
+
+    /// On the page, a number column's `null` (NaN, ±inf in the study) is
+    /// a "NaN" cell with its attributes, for tests that read every cell,
+    /// instead of a bare "-".
+    pub fn keep_nan(mut self) -> Self {
+        self.keep_nan = true;
+        self
     }
 
     pub fn key(mut self, key: Key) -> Self {
@@ -340,10 +357,11 @@ impl Columns {
             let keys: Vec<(String, String)> = self
                 .keys
                 .iter()
-                .map(|k| match k {
-                    Key::Constant(a, v) => (a.clone(), v.clone()),
-                    Key::Index(a) => (a.clone(), i.to_string()),
-                    Key::Field(a, p) => (a.clone(), Format::Plain.apply(lookup(row, p))),
+                .filter_map(|k| match k {
+                    Key::Constant(a, v) => Some((a.clone(), v.clone())),
+                    Key::Index(a) => Some((a.clone(), i.to_string())),
+                    Key::Field(a, p) => Some((a.clone(), Format::Plain.apply(lookup(row, p)))),
+                    Key::Pointer(..) => None,
                 })
                 .collect();
             let cells = self.shown(Show::Files).map(|c| {
@@ -351,17 +369,30 @@ impl Columns {
                     return Cell::Html(html);
                 }
                 let v = c.value(row);
-                match (v.as_f64(), &c.source) {
+                let x = match v.as_f64() {
+                    None if self.keep_nan && c.number && v.is_null() => Some(f64::NAN),
+                    x => x,
+                };
+                match (x, &c.source) {
                     (Some(x), Source::Derived(_)) if c.field.is_none() => Cell::number(x, &[]),
                     (Some(x), source) if c.number => {
-                        let field = match (c.field.as_deref(), source) {
-                            (Some(f), _) => f,
-                            (None, Source::Path(p)) => p,
-                            (None, Source::Derived(_)) => "",
+                        let path = match source {
+                            Source::Path(p) => p.as_str(),
+                            Source::Derived(_) => "",
                         };
-                        let mut attrs: Vec<(&str, &str)> =
-                            keys.iter().map(|(a, v)| (a.as_str(), v.as_str())).collect();
-                        attrs.push(("data-field", field));
+                        let field = c.field.as_deref().unwrap_or(path);
+                        let mut attrs: Vec<(String, String)> = keys.clone();
+                        attrs.push(("data-field".into(), field.into()));
+                        for k in self.keys.iter().filter(|_| !path.is_empty()) {
+                            if let Key::Pointer(a, prefix) = k {
+                                let p = format!("{prefix}/{i}/{}", path.replace('.', "/"));
+                                attrs.push((a.clone(), p));
+                            }
+                        }
+                        let attrs: Vec<(&str, &str)> = attrs
+                            .iter()
+                            .map(|(a, v)| (a.as_str(), v.as_str()))
+                            .collect();
                         Cell::number(x, &attrs)
                     }
                     _ if c.left => Cell::text(c.format.apply(&v)),
@@ -498,6 +529,25 @@ mod tests {
         );
         assert!(html.contains("<td data-alloc=\"a&lt;b\" data-field=\"count\">3</td>"));
         assert!(!html.contains("1.235"));
+    }
+
+    #[test]
+    fn pointers_name_each_number_and_kept_nan_keeps_its_attributes() {
+        let t = Columns::new([
+            Column::text("name", "name"),
+            Column::number("second", "list.1"),
+        ])
+        .key(Key::pointer("data-json", "/x/rows"))
+        .keep_nan();
+        let html = t.html(&rows()).unwrap().render();
+        assert!(
+            html.contains("<td data-field=\"list.1\" data-json=\"/x/rows/0/list/1\">2</td>"),
+            "{html}"
+        );
+        assert!(
+            html.contains("<td data-field=\"list.1\" data-json=\"/x/rows/1/list/1\">NaN</td>"),
+            "{html}"
+        );
     }
 
     #[test]
