@@ -12,7 +12,7 @@
 //! attributes are the table's [`Key`]s then `data-field="<path>"`, so a
 //! test can find the number in the JSON; a value that is not a number
 //! (NaN is `null` in JSON) is shown as the terminal shows it, without
-//! attributes.
+//! attributes, unless the table asks [`Columns::keep_nan`].
 //!
 //! ```
 //! use nvmos_report::columns::{Column, Columns, Key};

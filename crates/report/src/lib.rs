@@ -93,7 +93,9 @@
 //!    and the series, for the CLI to report.
 //! 6. **Terminal tables.** Replace `align(&rows)` and `format!("{:>8}")`
 //!    tables with [`TextTable`]: first column left, others right,
-//!    `.left(c)` for more text columns.
+//!    `.left(c)` for more text columns. Better: where the page shows the
+//!    same rows, define the table once as a [`columns::Columns`] list and
+//!    take the terminal table, the page table and the CSV from it.
 //! 7. **Files.** Replace `create_dir_all` + `std::fs::write` with
 //!    `OutputDir::create(dir, &inputs)?` and `.write(name, bytes)` /
 //!    `.write_json(name, &study)`; hand-made CSV with [`csv_text`] or
