@@ -105,9 +105,11 @@ pub fn wear_columns(csv: bool) -> Columns {
             Column::text("flag", "flag").with(|v| v.as_str().unwrap_or("").into()),
         ]);
     }
+    // A NaN figure stays a "NaN" cell with its attributes, as before.
     columns
         .key(Key::field("data-trace", "trace"))
         .key(Key::field("data-alloc", "allocator"))
+        .keep_nan()
 }
 
 fn summary_csv(evaluation: &Evaluation) -> Result<String> {
