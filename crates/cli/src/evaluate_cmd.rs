@@ -2,10 +2,10 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use nvmos_sim::{AllocatorKind, Evaluation, StudyOptions, StudyRow, WriteModel};
 
-use nvmos_report::format_value;
+use nvmos_report::columns::{Column, Columns};
 
 use crate::report;
 
@@ -110,7 +110,7 @@ pub fn evaluate(args: EvaluateArgs) -> Result<()> {
     if args.study.json {
         println!("{}", serde_json::to_string_pretty(&evaluation)?);
     } else {
-        print_tables(&evaluation);
+        print_tables(&evaluation)?;
         println!("report: {}", args.out.join("index.html").display());
     }
     Ok(())
@@ -125,33 +125,13 @@ pub fn replay(args: ReplayArgs) -> Result<()> {
     if args.study.json {
         println!("{}", serde_json::to_string_pretty(&evaluation)?);
     } else {
-        print_tables(&evaluation);
+        print_tables(&evaluation)?;
     }
     Ok(())
 }
 
-/// Every trace file in `dir`, by name; README and dot files left out.
-/// The trace files in `dir` (not hidden, not Markdown), sorted; possibly
-/// none. Subfolders (such as `traces/swap/`) are not descended into.
-pub(crate) fn trace_files_in(dir: &Path) -> Result<Vec<PathBuf>> {
-    let entries = std::fs::read_dir(dir)
-        .with_context(|| format!("reading the trace folder {}", dir.display()))?;
-    let mut files = Vec::new();
-    for entry in entries {
-        let path = entry
-            .with_context(|| format!("reading the trace folder {}", dir.display()))?
-            .path();
-        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
-        if path.is_file() && !name.starts_with('.') && !name.ends_with(".md") {
-            files.push(path);
-        }
-    }
-    files.sort();
-    Ok(files)
-}
-
 fn trace_files(dir: &Path) -> Result<Vec<PathBuf>> {
-    let files = trace_files_in(dir)?;
+    let files = nvmos_trace::trace_files_in(dir)?;
     if files.is_empty() {
         bail!("no traces in {}", dir.display());
     }
@@ -171,7 +151,7 @@ fn study(files: &[PathBuf], args: &StudyArgs, jobs: Option<u32>) -> Result<Evalu
     Ok(evaluation?)
 }
 
-fn print_tables(evaluation: &Evaluation) {
+fn print_tables(evaluation: &Evaluation) -> Result<()> {
     for trace in &evaluation.traces {
         println!(
             "\n{} — {} events, {:.2} s, {} frames, {} CPUs{}",
@@ -205,21 +185,8 @@ fn print_tables(evaluation: &Evaluation) {
                 }
             );
         }
-        let mut table = nvmos_report::TextTable::new([
-            "allocator",
-            "allocs",
-            "failures",
-            "max",
-            "max/mean",
-            "max/touch",
-            "gini",
-            "life %",
-            "years@1e7",
-            "ns/event",
-        ]);
         let mut flags = Vec::new();
         for row in &trace.rows {
-            table.row(row_cells(row));
             if let Some(flag) = row.stats.flag() {
                 flags.push(format!(
                     "  !! {}: {flag}: its wear figures are not the trace's",
@@ -227,70 +194,45 @@ fn print_tables(evaluation: &Evaluation) {
                 ));
             }
         }
-        print!("{}", table.render());
+        print!(
+            "{}",
+            report::wear_columns(false).text(&report::wear_rows_of(trace))?
+        );
         for flag in flags {
             println!("{flag}");
         }
-        print_write_table(trace);
+        print_write_table(trace)?;
     }
+    Ok(())
 }
 
 /// Write-weighted wear beside the table above, for traces recorded with
 /// `record --writes`: each frame's sampled writes (one per sample in which
 /// it was written) under each row's placement, and how they correlate per
 /// frame with the allocation-only counts.
-fn print_write_table(trace: &nvmos_sim::evaluate::TraceStudy) {
+fn print_write_table(trace: &nvmos_sim::evaluate::TraceStudy) -> Result<()> {
     let Some(first) = trace.rows.first().filter(|r| r.writes.is_some()) else {
-        return;
+        return Ok(());
     };
     let a = &first.stats.accounting;
     println!(
         "sampled writes: {} ({} to no live block: frames allocated before the recording)",
         a.write_samples, a.writes_not_live
     );
-    let mut table = nvmos_report::TextTable::new([
-        "write-weighted",
-        "attributed",
-        "refused",
-        "max",
-        "max/mean",
-        "life %",
-        "years@1e7",
-        "pearson",
-        "spearman",
-        "frames",
+    let w = |h: &str, p: &str| Column::number(h, format!("writes.{p}"));
+    let table = Columns::new([
+        Column::text("write-weighted", "allocator"),
+        Column::number("attributed", "stats.writes.attributed"),
+        Column::number("refused", "stats.writes.of_refused"),
+        w("max", "wear.max"),
+        w("max/mean", "wear.max_over_mean"),
+        w("life %", "wear.lifetime_pct_of_ideal"),
+        w("years@1e7", "wear.lifetime_years.1"),
+        w("pearson", "correlation.pearson"),
+        w("spearman", "correlation.spearman"),
+        w("frames", "correlation.frames"),
     ]);
-    let corr = |c: Option<f64>| c.map_or("-".to_owned(), format_value);
-    for row in &trace.rows {
-        let Some(w) = &row.writes else { continue };
-        table.row([
-            row.allocator.clone(),
-            row.stats.writes.attributed.to_string(),
-            row.stats.writes.of_refused.to_string(),
-            w.wear.max.to_string(),
-            format_value(w.wear.max_over_mean),
-            format_value(w.wear.lifetime_pct_of_ideal),
-            format_value(w.wear.lifetime_years[1]),
-            corr(w.correlation.pearson),
-            corr(w.correlation.spearman),
-            w.correlation.frames.to_string(),
-        ]);
-    }
-    print!("{}", table.render());
-}
-
-/// A row of the wear table, as printed.
-fn row_cells(row: &StudyRow) -> [String; 10] {
-    [
-        row.allocator.clone(),
-        row.stats.allocs.to_string(),
-        row.stats.alloc_failures.to_string(),
-        row.wear.max.to_string(),
-        format_value(row.wear.max_over_mean),
-        format_value(row.wear.max_over_touched_mean),
-        format_value(row.wear.gini),
-        format_value(row.wear.lifetime_pct_of_ideal),
-        format_value(row.wear.lifetime_years[1]),
-        format_value(row.stats.ns_per_event()),
-    ]
+    let rows: Vec<&StudyRow> = trace.rows.iter().filter(|r| r.writes.is_some()).collect();
+    print!("{}", table.text(&rows)?);
+    Ok(())
 }

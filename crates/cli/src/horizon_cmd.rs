@@ -2,11 +2,11 @@
 //! device's lifetime (`nvmos_sim::horizon`). The library runs the study;
 //! this parses, shows progress and renders.
 
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
-use nvmos_sim::horizon::{self, HorizonOptions, HorizonRow, Progress, Stop, Study};
+use nvmos_report::columns::{Column, Columns};
+use nvmos_sim::horizon::{self, HorizonOptions, HorizonRow, Progress, Stop, Study, TraceHorizon};
 use nvmos_sim::{AllocatorKind, WriteModel};
 
 use crate::evaluate_cmd::StudyArgs;
@@ -59,8 +59,7 @@ pub fn run(files: &[PathBuf], args: &StudyArgs, out: Option<&Path>) -> Result<()
         },
         threads: std::thread::available_parallelism().map_or(1, |n| n.get().min(8)),
     };
-    let rows = files.len() * (opts.allocators.len() + 1);
-    let bar = crate::progress_bar(rows as u64);
+    let bar = crate::progress_bar((files.len() * (opts.allocators.len() + 1)) as u64);
     let started = std::time::Instant::now();
     let study = horizon::run(&opts, &mut |p| match p {
         Progress::Trace { name, events } => bar.set_message(format!("{name}: {events} events")),
@@ -69,19 +68,17 @@ pub fn run(files: &[PathBuf], args: &StudyArgs, out: Option<&Path>) -> Result<()
     bar.finish_and_clear();
     let elapsed = started.elapsed();
     if let Some(dir) = out {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-        let mut json = nvmos_trace::Output::create(dir.join("horizon.json"), &[])?;
-        serde_json::to_writer_pretty(&mut json, &study)?;
-        json.write_all(b"\n")?;
-        json.commit()?;
-        let mut csv = nvmos_trace::Output::create(dir.join("horizon.csv"), &[])?;
-        csv.write_all(to_csv(&study).as_bytes())?;
-        csv.commit()?;
+        let dir = nvmos_report::OutputDir::create(dir, &[])?;
+        dir.write_json("horizon.json", &study)?;
+        dir.write(
+            "horizon.csv",
+            columns(true).csv(&rows(&study.traces))?.as_bytes(),
+        )?;
     }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&study)?);
     } else {
-        print!("{}", table(&study));
+        print!("{}", table(&study)?);
         println!("{:.1} s", elapsed.as_secs_f64());
     }
     Ok(())
@@ -103,12 +100,85 @@ pub fn flag(row: &HorizonRow) -> Option<String> {
     (!what.is_empty()).then(|| what.join(", "))
 }
 
+/// A row of the table: the study's row with its trace's name and
+/// accounting (one repetition) and its warning.
+#[derive(serde::Serialize)]
+struct Row<'a> {
+    trace: &'a str,
+    flag: Option<String>,
+    accounting: &'a nvmos_trace::Accounting,
+    #[serde(flatten)]
+    row: &'a HorizonRow,
+}
+
+fn rows(traces: &[TraceHorizon]) -> Vec<Row<'_>> {
+    let rows = traces.iter().flat_map(|t| {
+        t.rows.iter().map(|row| Row {
+            trace: &t.trace,
+            flag: flag(row),
+            accounting: &t.accounting,
+            row,
+        })
+    });
+    rows.collect()
+}
+
+/// The table for the terminal and, `csv` given, `horizon.csv` (headed by
+/// field names, with the trace, the accounting and more figures).
+fn columns(csv: bool) -> Columns {
+    let r = |h: &str, f: &str| Column::number(h, format!("result.{f}")).field(f);
+    let years = |i: usize, h: &str, f: &str| r(h, &format!("years_to_first_failure.{i}")).field(f);
+    let mut c = Columns::new(csv.then(|| Column::text("trace", "trace")));
+    c.extend([
+        Column::text("allocator", "allocator"),
+        r("reps", "reps"),
+        Column::text("stop", "result.stop").with(|v| v.as_str().unwrap_or("-").replace('_', " ")),
+        r("max/rep", "max_per_rep"),
+        r("mean/rep", "mean_per_rep").files_only(),
+        r("fraction of ideal", "fraction_of_ideal").files_only(),
+        Column::derived("% ideal", |row| {
+            row["result"]["fraction_of_ideal"]
+                .as_f64()
+                .map(|f| 100.0 * f)
+                .into()
+        })
+        .terminal_only(),
+        years(0, "yrs@1e6", "years_1e6"),
+        years(1, "yrs@1e7", "years_1e7"),
+        years(2, "yrs@1e8", "years_1e8"),
+        r("recycled", "recycled_frames"),
+        Column::number("secs", "elapsed_ms")
+            .with(|v| format!("{:.1}", v.as_f64().unwrap_or(f64::NAN) / 1e3))
+            .terminal_only(),
+        Column::text("", "flag")
+            .with(|v| v.as_str().map_or(String::new(), |f| format!("!! {f}")))
+            .terminal_only(),
+    ]);
+    if csv {
+        c.extend(["refused", "outside"].map(|f| Column::number(f, f)));
+        c.extend(
+            [
+                "events_read",
+                "lost_events",
+                "frees_before_recording",
+                "frees_mismatched_order",
+                "partial_frees",
+                "allocs_of_live_pfn",
+                "time_reversals",
+            ]
+            .map(|f| Column::number(f, format!("accounting.{f}")).field(f)),
+        );
+        c.push(Column::text("flag", "flag").with(|v| v.as_str().unwrap_or("").into()));
+    }
+    c
+}
+
 fn years(y: Option<f64>) -> String {
     y.map_or_else(|| "-".to_owned(), format_value)
 }
 
 /// The table as printed.
-pub fn table(study: &Study) -> String {
+pub fn table(study: &Study) -> Result<String> {
     use std::fmt::Write as _;
     let mut s = String::new();
     let _ = writeln!(s, "long horizon: {}", study.criterion);
@@ -146,41 +216,8 @@ pub fn table(study: &Study) -> String {
                 format!("; {}", unusual.join(", "))
             }
         );
-        let _ = writeln!(
-            s,
-            "  {:<20} {:>6} {:>10} {:>9} {:>9} {:>10} {:>10} {:>10} {:>9} {:>7}",
-            "allocator",
-            "reps",
-            "stop",
-            "max/rep",
-            "% ideal",
-            "yrs@1e6",
-            "yrs@1e7",
-            "yrs@1e8",
-            "recycled",
-            "secs"
-        );
-        for row in &t.rows {
-            let r = &row.result;
-            let _ = writeln!(
-                s,
-                "  {:<20} {:>6} {:>10} {:>9} {:>9} {:>10} {:>10} {:>10} {:>9} {:>7.1}{}",
-                row.allocator,
-                r.reps,
-                match r.stop {
-                    Stop::Converged => "converged",
-                    Stop::Endurance => "endurance",
-                    Stop::MaxReps => "max reps",
-                },
-                format_value(r.max_per_rep),
-                format_value(100.0 * r.fraction_of_ideal),
-                years(r.years_to_first_failure[0]),
-                years(r.years_to_first_failure[1]),
-                years(r.years_to_first_failure[2]),
-                r.recycled_frames,
-                row.elapsed_ms / 1e3,
-                flag(row).map_or_else(String::new, |f| format!("  !! {f}"))
-            );
+        for line in columns(false).text(&rows(std::slice::from_ref(t)))?.lines() {
+            let _ = writeln!(s, "  {line}");
         }
         if let Some(r) = t.rows.first() {
             let _ = writeln!(
@@ -192,42 +229,5 @@ pub fn table(study: &Study) -> String {
             );
         }
     }
-    s
-}
-
-/// One line per trace and allocator.
-pub fn to_csv(study: &Study) -> String {
-    let mut s = String::from("trace,allocator,reps,stop,max_per_rep,mean_per_rep,fraction_of_ideal,years_1e6,years_1e7,years_1e8,recycled_frames,refused,outside,events_read,lost_events,frees_before_recording,frees_mismatched_order,partial_frees,allocs_of_live_pfn,time_reversals,flag\n");
-    for t in &study.traces {
-        for row in &t.rows {
-            let r = &row.result;
-            let a = &t.accounting;
-            let y = |v: Option<f64>| v.map_or_else(String::new, |v| v.to_string());
-            s.push_str(&format!(
-                "{},{},{},{:?},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
-                t.trace,
-                row.allocator,
-                r.reps,
-                r.stop,
-                r.max_per_rep,
-                r.mean_per_rep,
-                r.fraction_of_ideal,
-                y(r.years_to_first_failure[0]),
-                y(r.years_to_first_failure[1]),
-                y(r.years_to_first_failure[2]),
-                r.recycled_frames,
-                row.refused,
-                row.outside,
-                a.events_read,
-                a.lost_events,
-                a.frees_before_recording,
-                a.frees_mismatched_order,
-                a.partial_frees,
-                a.allocs_of_live_pfn,
-                a.time_reversals,
-                flag(row).unwrap_or_default().replace(',', ";")
-            ));
-        }
-    }
-    s
+    Ok(s)
 }

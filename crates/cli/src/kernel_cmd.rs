@@ -13,8 +13,10 @@ use nvmos_kernel::{study, Progress};
 use crate::render::align;
 use crate::units::{parse_memory, FRAME_BYTES};
 use nvmos_report::chart::{Axis, BarChart};
-use nvmos_report::page::{Cell, Html, HtmlTable, Page};
+use nvmos_report::columns::{Column, Columns, Format, Key};
+use nvmos_report::page::{Html, Page};
 use nvmos_report::OutputDir;
+use serde_json::Value;
 
 #[derive(Subcommand, Debug)]
 pub enum KernelCommand {
@@ -299,7 +301,7 @@ fn run_study(a: &StudyArgs) -> Result<()> {
         runs: a.runs,
     };
     let s = study::run_study(&opts, &mut progress)?;
-    print!("{}", table(&s));
+    print!("{}", table(&s)?);
     if let Some(dir) = &a.out {
         let out = OutputDir::create(dir, &[])?;
         out.write_json("kernel.json", &s)?;
@@ -332,126 +334,88 @@ fn pool_tag(pool: &str) -> String {
     }
 }
 
-fn pinned_rows(s: &study::Study) -> Vec<Vec<String>> {
-    let mut rows = vec![[
-        "workload",
-        "buddy pinned banks",
-        "adaptive pinned banks",
-        "adaptive / buddy (target <= 0.25)",
-        "banks",
-    ]
-    .map(String::from)
-    .to_vec()];
-    for r in &s.pinned_banks {
-        rows.push(vec![
-            r.workload.clone(),
-            f(r.buddy),
-            f(r.adaptive),
-            f(r.ratio),
-            r.banks.to_string(),
-        ]);
-    }
-    rows
-}
-
-fn f(v: f64) -> String {
-    if v.is_nan() {
-        "-".into()
-    } else if v >= 100.0 {
-        format!("{v:.0}")
-    } else if v >= 1.0 {
-        format!("{v:.2}")
-    } else {
-        format!("{v:.4}")
+/// A figure in the terminal tables: 3 significant-ish digits, "-" for
+/// nothing measured.
+fn f(v: &Value) -> String {
+    match v.as_f64() {
+        None => "-".into(),
+        Some(v) if v.is_nan() => "-".into(),
+        Some(v) if v >= 100.0 => format!("{v:.0}"),
+        Some(v) if v >= 1.0 => format!("{v:.2}"),
+        Some(v) => format!("{v:.4}"),
     }
 }
 
-fn run_rows(s: &study::Study) -> Vec<Vec<String>> {
-    let mut rows = vec![[
-        "policy",
-        "workload",
-        "run",
-        "accel",
-        "boot s",
-        "run s",
-        "events",
-        "lost",
-        "max",
-        "mean",
-        "max/mean",
-        "used banks",
-        "pinned banks",
-        "problems",
-    ]
-    .map(String::from)
-    .to_vec()];
-    for r in &s.runs {
-        rows.push(vec![
-            r.policy.name().into(),
-            r.workload.clone(),
-            r.run.to_string(),
-            r.accel.clone(),
-            f(r.boot_s),
-            f(r.total_s),
-            r.events.to_string(),
-            r.lost_events.to_string(),
-            r.wear.max.to_string(),
-            f(r.wear.mean),
-            f(r.wear.max_over_mean),
-            r.used_banks.to_string(),
-            format!("{}/{}", r.pinned_banks, r.banks),
-            r.problems.len().to_string(),
-        ]);
-    }
-    rows
+/// `kernel.json`'s `runs`.
+fn run_columns() -> Columns {
+    Columns::new([
+        Column::text("policy", "policy"),
+        Column::text("workload", "workload"),
+        Column::text("run", "run"),
+        Column::text("accel", "accel"),
+        Column::number("boot s", "boot_s").with(f),
+        Column::number("run s", "total_s").with(f),
+        Column::number("events", "events").format(Format::Plain),
+        Column::number("lost", "lost_events").format(Format::Plain),
+        Column::number("max", "wear.max").format(Format::Plain),
+        Column::number("mean", "wear.mean").with(f),
+        Column::number("max/mean", "wear.max_over_mean").with(f),
+        Column::number("used banks", "used_banks").format(Format::Plain),
+        Column::figure("pinned banks", "")
+            .with(|r| format!("{}/{}", r["pinned_banks"], r["banks"])),
+        Column::figure("problems", "problems")
+            .with(|v| v.as_array().map_or(0, Vec::len).to_string()),
+    ])
+    .key(Key::constant("data-list", "runs"))
+    .key(Key::index("data-row"))
 }
 
-fn replay_rows(s: &study::Study) -> Vec<Vec<String>> {
-    let mut rows = vec![[
-        "workload",
-        "kernel policy",
-        "replayed model",
-        "predicted max",
-        "measured max",
-        "ratio max",
-        "predicted mean",
-        "measured mean",
-        "ratio mean",
-    ]
-    .map(String::from)
-    .to_vec()];
-    for r in &s.replay {
-        rows.push(vec![
-            r.workload.clone(),
-            r.policy.name().into(),
-            r.model.clone(),
-            f(r.predicted_max),
-            f(r.measured_max),
-            f(r.ratio_max),
-            f(r.predicted_mean),
-            f(r.measured_mean),
-            f(r.ratio_mean),
-        ]);
-    }
-    rows
+/// `kernel.json`'s `replay`.
+fn replay_columns() -> Columns {
+    Columns::new([
+        Column::text("workload", "workload"),
+        Column::text("kernel policy", "policy"),
+        Column::text("replayed model", "model"),
+        Column::number("predicted max", "predicted_max").with(f),
+        Column::number("measured max", "measured_max").with(f),
+        Column::number("ratio max", "ratio_max").with(f),
+        Column::number("predicted mean", "predicted_mean").with(f),
+        Column::number("measured mean", "measured_mean").with(f),
+        Column::number("ratio mean", "ratio_mean").with(f),
+    ])
+    .key(Key::constant("data-list", "replay"))
+    .key(Key::index("data-row"))
 }
 
-fn table(s: &study::Study) -> String {
+/// `kernel.json`'s `pinned_banks`.
+fn pinned_columns() -> Columns {
+    Columns::new([
+        Column::text("workload", "workload"),
+        Column::number("buddy pinned banks", "buddy").with(f),
+        Column::number("adaptive pinned banks", "adaptive").with(f),
+        Column::number("adaptive / buddy (target <= 0.25)", "ratio").with(f),
+        Column::number("banks", "banks").format(Format::Plain),
+    ])
+    .key(Key::constant("data-list", "pinned_banks"))
+    .key(Key::index("data-row"))
+}
+
+fn table(s: &study::Study) -> Result<String> {
     let mut out = format!(
         "Runs ({} MiB, {} CPUs; wear = allocations per frame during the workload, the kernel's own placement):\n",
         s.mem_mib, s.cpus
     );
-    out.push_str(&align(&run_rows(s)));
+    out.push_str(&run_columns().text(&s.runs)?);
     out.push_str(
         "\nReplay vs reality (buddy's trace replayed through the model; medians over runs):\n",
     );
-    out.push_str(&align(&replay_rows(s)));
+    out.push_str(&replay_columns().text(&s.replay)?);
     out.push('\n');
     for (w, r) in &s.ibuddy_max_reduction {
         let _ = writeln!(
             out,
             "{w}: buddy's max / ibuddy's max = {} (target >= 10)",
-            f(*r)
+            f(&(*r).into())
         );
     }
     let _ = writeln!(
@@ -459,45 +423,8 @@ fn table(s: &study::Study) -> String {
         "\nBanks of {} MiB holding kernel pages at the end of the workload (medians over runs):",
         s.bank_mib
     );
-    out.push_str(&align(&pinned_rows(s)));
-    out
-}
-
-/// The rows of [`run_rows`] or [`replay_rows`] as a page table: text in
-/// the first `text` columns, every other cell a number that names its row
-/// and field in `kernel.json` (`runs[i].field`, `replay[i].field`).
-fn html_table(
-    rows: &[Vec<String>],
-    list: &str,
-    text: usize,
-    fields: &[&str],
-    values: &dyn Fn(usize, &str) -> Option<f64>,
-) -> HtmlTable {
-    let mut t = HtmlTable::new(rows[0].clone());
-    for (i, row) in rows.iter().skip(1).enumerate() {
-        let index = i.to_string();
-        let cells = row
-            .iter()
-            .enumerate()
-            .map(|(c, cell)| {
-                let field = fields.get(c).copied().unwrap_or("");
-                match values(i, field) {
-                    Some(v) if c >= text && !v.is_nan() => Cell::number(
-                        v,
-                        &[
-                            ("data-list", list),
-                            ("data-row", index.as_str()),
-                            ("data-field", field),
-                        ],
-                    ),
-                    _ if c < text => Cell::text(cell.clone()),
-                    _ => Cell::figure(cell.clone()),
-                }
-            })
-            .collect();
-        t.row(cells);
-    }
-    t
+    out.push_str(&pinned_columns().text(&s.pinned_banks)?);
+    Ok(out)
 }
 
 fn html(s: &study::Study) -> Result<String> {
@@ -524,93 +451,12 @@ fn html(s: &study::Study) -> Result<String> {
         "{} MiB, {} CPUs, banks of {} MiB. Wear is allocations per frame during the workload, counted from the kernel's own mm_page_alloc events. Timing under TCG is not real time.",
         s.mem_mib, s.cpus, s.bank_mib
     )));
-    let run_fields = [
-        "policy",
-        "workload",
-        "run",
-        "accel",
-        "boot_s",
-        "total_s",
-        "events",
-        "lost_events",
-        "wear.max",
-        "wear.mean",
-        "wear.max_over_mean",
-        "used_banks",
-        "pinned_banks",
-        "problems",
-    ];
-    let run_value = |i: usize, field: &str| -> Option<f64> {
-        let r = &s.runs[i];
-        Some(match field {
-            "boot_s" => r.boot_s,
-            "total_s" => r.total_s,
-            "events" => r.events as f64,
-            "lost_events" => r.lost_events as f64,
-            "wear.max" => r.wear.max as f64,
-            "wear.mean" => r.wear.mean,
-            "wear.max_over_mean" => r.wear.max_over_mean,
-            "used_banks" => r.used_banks as f64,
-            _ => return None,
-        })
-    };
-    page.section("runs", "Runs").table(&html_table(
-        &run_rows(s),
-        "runs",
-        4,
-        &run_fields,
-        &run_value,
-    ));
-    let replay_fields = [
-        "workload",
-        "policy",
-        "model",
-        "predicted_max",
-        "measured_max",
-        "ratio_max",
-        "predicted_mean",
-        "measured_mean",
-        "ratio_mean",
-    ];
-    let replay_value = |i: usize, field: &str| -> Option<f64> {
-        let r = &s.replay[i];
-        Some(match field {
-            "predicted_max" => r.predicted_max,
-            "measured_max" => r.measured_max,
-            "ratio_max" => r.ratio_max,
-            "predicted_mean" => r.predicted_mean,
-            "measured_mean" => r.measured_mean,
-            "ratio_mean" => r.ratio_mean,
-            _ => return None,
-        })
-    };
+    page.section("runs", "Runs")
+        .table(&run_columns().html(&s.runs)?);
     page.section("replay", "Replay vs reality")
-        .table(&html_table(
-            &replay_rows(s),
-            "replay",
-            3,
-            &replay_fields,
-            &replay_value,
-        ));
-    let pinned_fields = ["workload", "buddy", "adaptive", "ratio", "banks"];
-    let pinned_value = |i: usize, field: &str| -> Option<f64> {
-        let r = &s.pinned_banks[i];
-        Some(match field {
-            "buddy" => r.buddy,
-            "adaptive" => r.adaptive,
-            "ratio" => r.ratio,
-            "banks" => r.banks as f64,
-            _ => return None,
-        })
-    };
+        .table(&replay_columns().html(&s.replay)?);
     page.section("pinned", "Banks holding kernel pages (adaptive vs buddy)")
-        .table(&html_table(
-            &pinned_rows(s),
-            "pinned_banks",
-            1,
-            &pinned_fields,
-            &pinned_value,
-        ));
+        .table(&pinned_columns().html(&s.pinned_banks)?);
     if !s.ibuddy_max_reduction.is_empty() {
         let chart = BarChart::new(
             "ibuddy-reduction",

@@ -96,7 +96,7 @@ impl LevellingArgs {
         }
         // The folder last, so bad arguments are named before a missing
         // folder is.
-        o.traces = crate::evaluate_cmd::trace_files_in(&self.traces)?;
+        o.traces = nvmos_trace::trace_files_in(&self.traces)?;
         if o.traces.is_empty() {
             bail!("no traces in {}", self.traces.display());
         }

@@ -12,6 +12,7 @@ use std::path::Path;
 
 use anyhow::Result;
 use nvmos_report::chart::{Axis, BarChart, Chart, ColourScale, HeatMap, LineChart, Series};
+use nvmos_report::columns::{Column, Columns, Key};
 use nvmos_report::page::{Cell, Html, HtmlTable, Page, STUDY_PAGES};
 use nvmos_report::{csv_text, OutputDir};
 use nvmos_sim::{Evaluation, StudyRow, TraceStudy};
@@ -27,82 +28,92 @@ pub fn write(dir: &Path, evaluation: &Evaluation, inputs: &[&Path]) -> Result<()
     Ok(())
 }
 
-/// The columns of the comparison: name in `results.json`, heading, value.
-type Field = (&'static str, &'static str, fn(&StudyRow) -> f64);
+/// A row of a trace's wear table: the study row with its trace and the
+/// figures the JSON does not hold (computed by `ReplayStats`).
+#[derive(serde::Serialize)]
+pub struct WearRow<'a> {
+    trace: &'a str,
+    flag: Option<String>,
+    ns_per_event: f64,
+    events_per_second: f64,
+    #[serde(flatten)]
+    row: &'a StudyRow,
+}
 
-const FIELDS: [Field; 19] = [
-    ("events_read", "events read", |r| {
-        r.stats.accounting.events_read as f64
-    }),
-    ("lost_events", "lost events", |r| {
-        r.stats.accounting.lost_events as f64
-    }),
-    ("allocs", "allocations", |r| r.stats.allocs as f64),
-    ("alloc_failures", "allocations refused", |r| {
-        r.stats.alloc_failures as f64
-    }),
-    ("outside", "frames written outside memory", |r| {
-        r.stats.outside as f64
-    }),
-    (
-        "frees_before_recording",
-        "frees of pre-recording frames",
-        |r| r.stats.accounting.frees_before_recording as f64,
-    ),
-    (
-        "frees_mismatched_order",
-        "frees of a mismatched order",
-        |r| r.stats.accounting.frees_mismatched_order as f64,
-    ),
-    ("partial_frees", "partial frees", |r| {
-        r.stats.accounting.partial_frees as f64
-    }),
-    ("allocs_of_live_pfn", "allocations of a live pfn", |r| {
-        r.stats.accounting.allocs_of_live_pfn as f64
-    }),
-    ("time_reversals", "out-of-order timestamps", |r| {
-        r.stats.accounting.time_reversals as f64
-    }),
-    ("touched", "frames touched", |r| r.wear.touched as f64),
-    ("max", "max writes/frame", |r| r.wear.max as f64),
-    ("max_over_mean", "max/mean", |r| r.wear.max_over_mean),
-    ("max_over_touched_mean", "max/mean (touched)", |r| {
-        r.wear.max_over_touched_mean
-    }),
-    ("cov", "CoV", |r| r.wear.cov),
-    ("gini", "Gini", |r| r.wear.gini),
-    ("lifetime_pct_of_ideal", "lifetime % of ideal", |r| {
-        r.wear.lifetime_pct_of_ideal
-    }),
-    ("lifetime_years_1e7", "lifetime years @1e7", |r| {
-        r.wear.lifetime_years[1]
-    }),
-    ("ns_per_event", "ns/event", |r| r.stats.ns_per_event()),
-];
+/// The rows of every trace, in order.
+fn wear_rows(evaluation: &Evaluation) -> Vec<WearRow<'_>> {
+    evaluation.traces.iter().flat_map(wear_rows_of).collect()
+}
+
+/// The rows of one trace.
+pub fn wear_rows_of(t: &TraceStudy) -> Vec<WearRow<'_>> {
+    let rows = t.rows.iter().map(|row| WearRow {
+        trace: &t.trace,
+        flag: row.stats.flag(),
+        ns_per_event: row.stats.ns_per_event(),
+        events_per_second: row.stats.events_per_second(),
+        row,
+    });
+    rows.collect()
+}
+
+/// The wear comparison, one definition for the terminal, `index.html`
+/// (cells named `data-trace`, `data-alloc`, `data-field` for the browser
+/// test) and, `csv` given, `summary.csv` (headed by the field names, with
+/// the trace and a few more figures).
+pub fn wear_columns(csv: bool) -> Columns {
+    let stat = |h: &str, f: &str| Column::number(h, format!("stats.{f}")).field(f);
+    let count = |h: &str, f: &str| Column::number(h, format!("stats.{f}")).field(f);
+    let wear = |h: &str, f: &str| Column::number(h, format!("wear.{f}")).field(f);
+    let mut columns = Columns::new(csv.then(|| Column::text("trace", "trace")));
+    columns.extend([
+        Column::text("allocator", "allocator").markup(|r| {
+            let flag = r["flag"].as_str()?;
+            Some(
+                Html::new()
+                    .text(r["allocator"].as_str().unwrap_or(""))
+                    .markup(" <strong class=\"flagged\">!! ")
+                    .text(flag)
+                    .markup("</strong>"),
+            )
+        }),
+        count("events read", "events_read").files_only(),
+        count("lost events", "lost_events").files_only(),
+        stat("allocations", "allocs"),
+        stat("allocations refused", "alloc_failures"),
+        stat("frames written outside memory", "outside").files_only(),
+        count("frees of pre-recording frames", "frees_before_recording").files_only(),
+        count("frees of a mismatched order", "frees_mismatched_order").files_only(),
+        count("partial frees", "partial_frees").files_only(),
+        count("allocations of a live pfn", "allocs_of_live_pfn").files_only(),
+        count("out-of-order timestamps", "time_reversals").files_only(),
+        wear("frames touched", "touched").files_only(),
+        wear("max writes/frame", "max"),
+        wear("max/mean", "max_over_mean"),
+        wear("max/mean (touched)", "max_over_touched_mean"),
+        wear("CoV", "cov").files_only(),
+        wear("Gini", "gini"),
+        wear("lifetime % of ideal", "lifetime_pct_of_ideal"),
+        Column::number("lifetime years @1e7", "wear.lifetime_years.1").field("lifetime_years_1e7"),
+        Column::number("ns/event", "ns_per_event"),
+    ]);
+    if csv {
+        columns.extend([
+            Column::number("", "wear.lifetime_years.0").field("lifetime_years_1e6"),
+            Column::number("", "wear.lifetime_years.2").field("lifetime_years_1e8"),
+            Column::number("", "events_per_second").field("events_per_second"),
+            Column::text("flag", "flag").with(|v| v.as_str().unwrap_or("").into()),
+        ]);
+    }
+    // A NaN figure stays a "NaN" cell with its attributes, as before.
+    columns
+        .key(Key::field("data-trace", "trace"))
+        .key(Key::field("data-alloc", "allocator"))
+        .keep_nan()
+}
 
 fn summary_csv(evaluation: &Evaluation) -> Result<String> {
-    let mut header = vec!["trace", "allocator"];
-    header.extend(FIELDS.iter().map(|f| f.0));
-    header.extend([
-        "lifetime_years_1e6",
-        "lifetime_years_1e8",
-        "events_per_second",
-        "flag",
-    ]);
-    let rows = evaluation.traces.iter().flat_map(|trace| {
-        trace.rows.iter().map(move |row| {
-            let mut r = vec![trace.trace.clone(), row.allocator.clone()];
-            r.extend(FIELDS.iter().map(|f| (f.2)(row).to_string()));
-            r.extend([
-                row.wear.lifetime_years[0].to_string(),
-                row.wear.lifetime_years[2].to_string(),
-                row.stats.events_per_second().to_string(),
-                row.stats.flag().unwrap_or_default(),
-            ]);
-            r
-        })
-    });
-    Ok(csv_text(&header, rows)?)
+    Ok(wear_columns(true).csv(&wear_rows(evaluation))?)
 }
 
 fn cdf_csv(evaluation: &Evaluation) -> Result<String> {
@@ -216,30 +227,8 @@ fn trace_section(page: &mut Page, trace: &TraceStudy) -> Result<()> {
             },
             trace.machine.kernel,
         )));
-    let mut table = HtmlTable::new(std::iter::once("allocator").chain(FIELDS.iter().map(|f| f.1)));
-    for row in &trace.rows {
-        let a = row.allocator.as_str();
-        let name = match row.stats.flag() {
-            // Flagged: the replay did not follow the trace.
-            Some(flag) => Cell::Html(
-                Html::new()
-                    .text(a)
-                    .markup(" <strong class=\"flagged\">!! ")
-                    .text(&flag)
-                    .markup("</strong>"),
-            ),
-            None => Cell::text(a),
-        };
-        let mut cells = vec![name];
-        for (field, _, value) in FIELDS {
-            cells.push(Cell::number(
-                value(row),
-                &[("data-trace", t), ("data-alloc", a), ("data-field", field)],
-            ));
-        }
-        table.row(cells);
-    }
-    page.table(&table);
+    let rows: Vec<WearRow> = wear_rows_of(trace);
+    page.table(&wear_columns(false).html(&rows)?);
     page.chart(&cdf_chart(trace)?);
     page.chart(&heat_chart(trace)?);
     page.chart(&bar_chart(
@@ -351,6 +340,7 @@ mod tests {
         let csv = summary_csv(&empty).unwrap();
         assert!(csv.starts_with("trace,allocator,events_read,"), "{csv}");
         assert_eq!(csv.lines().count(), 1);
-        assert_eq!(csv.trim_end().split(',').count(), 2 + FIELDS.len() + 4);
+        // trace, allocator, the page's 19 figures, 3 more figures and the flag.
+        assert_eq!(csv.trim_end().split(',').count(), 2 + 19 + 4);
     }
 }

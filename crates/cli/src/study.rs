@@ -83,7 +83,11 @@ pub(crate) fn checks_text(checks: &[Check]) -> String {
     for c in checks {
         t.row([
             c.what.clone(),
-            format_value(c.measured),
+            if c.measured.is_finite() {
+                format_value(c.measured)
+            } else {
+                "not measured".into()
+            },
             c.unit.clone(),
             bound_text(&c.bound),
             c.seed_figure.map_or("-".into(), format_value),

@@ -8,8 +8,9 @@ use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
 use nvmos_memsys::PagePolicy;
 use nvmos_report::chart::{Axis, BarChart, LineChart, Series};
-use nvmos_report::page::{Cell, Html, HtmlTable, Page, STUDY_PAGES};
-use nvmos_report::{OutputDir, TextTable};
+use nvmos_report::columns::{Column, Columns, Key};
+use nvmos_report::page::{Html, Page, STUDY_PAGES};
+use nvmos_report::OutputDir;
 use nvmos_sim::banks::{Access, Analysis, Kernel, Placement};
 use nvmos_sim::banks_study::{Banks, BanksOptions, BanksOutput, BanksRow};
 use nvmos_sim::study::Study;
@@ -158,7 +159,7 @@ pub fn run(args: BanksArgs) -> Result<()> {
     if args.json {
         print!("{}", nvmos_report::json_text(&output)?);
     } else {
-        print!("{}", text(&output));
+        print!("{}", text(&output)?);
     }
     Ok(())
 }
@@ -195,37 +196,29 @@ fn heading(o: &BanksOutput) -> String {
     )
 }
 
-fn rows_table(rows: &[BanksRow]) -> String {
-    let mut t = TextTable::new([
-        "cores",
-        "access",
-        "placement",
-        "hit%",
-        "miss%",
-        "conflict%",
-        "BLP",
-        "run ms",
-        "GB/s",
-        "lat ns",
-        "vs seq",
-    ]);
-    t.left(1).left(2);
-    for r in rows {
-        t.row([
-            r.cores.to_string(),
-            access_name(r.access).into(),
-            name(r.placement).into(),
-            format!("{:.1}", r.hit_rate * 100.0),
-            format!("{:.1}", r.miss_rate * 100.0),
-            format!("{:.1}", r.conflict_rate * 100.0),
-            format!("{:.2}", r.blp),
-            format!("{:.3}", r.run_ns / 1e6),
-            format!("{:.2}", r.bandwidth_gbs),
-            format!("{:.1}", r.latency_ns),
-            format!("{:.3}", r.vs_sequential),
-        ]);
-    }
-    t.render()
+/// Every cell of the study (`banks.json`'s `study.rows`), for the
+/// terminal and the page (`data-row`, `data-field`).
+fn row_columns() -> Columns {
+    let fixed = |h: &str, p: &str, d: usize| Column::number(h, p).fixed(d);
+    Columns::new([
+        Column::figure("cores", "cores"),
+        Column::text("access", "access").with(|v| {
+            serde_json::from_value(v.clone())
+                .map_or("?", access_name)
+                .into()
+        }),
+        Column::text("placement", "placement")
+            .with(|v| serde_json::from_value(v.clone()).map_or("?", name).into()),
+        fixed("hit rate", "hit_rate", 3),
+        fixed("miss rate", "miss_rate", 3),
+        fixed("conflict rate", "conflict_rate", 3),
+        fixed("BLP", "blp", 2),
+        fixed("run ns", "run_ns", 0),
+        fixed("GB/s", "bandwidth_gbs", 2),
+        fixed("latency ns", "latency_ns", 1),
+        fixed("vs sequential", "vs_sequential", 3),
+    ])
+    .key(Key::index("data-row"))
 }
 
 fn headline_lines(o: &BanksOutput) -> String {
@@ -243,9 +236,9 @@ fn headline_lines(o: &BanksOutput) -> String {
         .collect()
 }
 
-fn text(o: &BanksOutput) -> String {
+fn text(o: &BanksOutput) -> Result<String> {
     let mut out = heading(o) + "\n";
-    out.push_str(&rows_table(&o.study.rows));
+    out.push_str(&row_columns().text(&o.study.rows)?);
     out.push('\n');
     out.push_str(&headline_lines(o));
     out.push_str("\nWhat seed 002 reports (as charts; no numbers in its text):\n");
@@ -259,7 +252,7 @@ fn text(o: &BanksOutput) -> String {
         out.push_str("\nChecks against the seed:\n");
         out.push_str(&checks_text(&o.checks));
     }
-    out
+    Ok(out)
 }
 
 fn bytes(n: u64) -> String {
@@ -395,39 +388,8 @@ fn html(o: &BanksOutput) -> Result<String> {
         "mean banks busy",
         |r| r.blp,
     )?);
-    let mut table = HtmlTable::new([
-        "cores",
-        "access",
-        "placement",
-        "hit rate",
-        "miss rate",
-        "conflict rate",
-        "BLP",
-        "run ns",
-        "GB/s",
-        "latency ns",
-        "vs sequential",
-    ]);
-    for (i, r) in s.rows.iter().enumerate() {
-        let index = i.to_string();
-        let cell = |v: f64, field: &str| {
-            Cell::number(v, &[("data-row", index.as_str()), ("data-field", field)])
-        };
-        table.row(vec![
-            Cell::figure(r.cores.to_string()),
-            Cell::text(access_name(r.access)),
-            Cell::text(name(r.placement)),
-            cell(r.hit_rate, "hit_rate"),
-            cell(r.miss_rate, "miss_rate"),
-            cell(r.conflict_rate, "conflict_rate"),
-            cell(r.blp, "blp"),
-            cell(r.run_ns, "run_ns"),
-            cell(r.bandwidth_gbs, "bandwidth_gbs"),
-            cell(r.latency_ns, "latency_ns"),
-            cell(r.vs_sequential, "vs_sequential"),
-        ]);
-    }
-    page.section("rows", "Every cell").table(&table);
+    page.section("rows", "Every cell")
+        .table(&row_columns().html(&s.rows)?);
     page.section("seed", "What seed 002 reports");
     for line in &s.seed_reports {
         page.note(&Html::new().text(line));

@@ -167,7 +167,7 @@ pub fn run(args: PowerArgs) -> Result<()> {
     if args.json {
         println!("{}", nvmos_report::json_text(&study)?);
     } else {
-        print!("{}", text::tables(&study));
+        print!("{}", text::tables(&study)?);
         println!("\nreport: {}", args.out.join("power.html").display());
     }
     Ok(())

@@ -14,6 +14,9 @@
 //!   bar, state maps (seed 004's bank map); each with a title, axis labels,
 //!   ticks at round values and a legend, never wider than the page.
 //! - [`TextTable`]: terminal tables (comfy-table), numbers right-aligned.
+//! - [`columns`]: a table defined once as a column list over serde rows,
+//!   rendered as the terminal table, the page table (with `data-` cells)
+//!   and CSV.
 //! - [`csv_text`], [`csv_records`], [`json_text`], [`write_atomic`],
 //!   [`OutputDir`]: output files.
 //!
@@ -90,13 +93,16 @@
 //!    and the series, for the CLI to report.
 //! 6. **Terminal tables.** Replace `align(&rows)` and `format!("{:>8}")`
 //!    tables with [`TextTable`]: first column left, others right,
-//!    `.left(c)` for more text columns.
+//!    `.left(c)` for more text columns. Better: where the page shows the
+//!    same rows, define the table once as a [`columns::Columns`] list and
+//!    take the terminal table, the page table and the CSV from it.
 //! 7. **Files.** Replace `create_dir_all` + `std::fs::write` with
 //!    `OutputDir::create(dir, &inputs)?` and `.write(name, bytes)` /
 //!    `.write_json(name, &study)`; hand-made CSV with [`csv_text`] or
 //!    [`csv_records`].
 
 pub mod chart;
+pub mod columns;
 mod escape;
 mod format;
 mod output;

@@ -246,7 +246,7 @@ fn table(result: &BenchAlloc) -> String {
     }
     if !result.checks.is_empty() {
         out.push('\n');
-        out.push_str(&crate::bench::checks_text(&result.checks));
+        out.push_str(&crate::study::checks_text(&result.checks));
     }
     out
 }

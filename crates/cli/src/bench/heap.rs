@@ -135,7 +135,7 @@ fn table(r: &HeapBench) -> String {
     }
     s.push_str(&t.render());
     s.push('\n');
-    s.push_str(&super::checks_text(&r.checks));
+    s.push_str(&crate::study::checks_text(&r.checks));
     s
 }
 

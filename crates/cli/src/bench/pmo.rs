@@ -11,8 +11,12 @@ use nvmos_pmo::attach::predict::PredictorKind;
 use nvmos_pmo_bench::kernels::Workload;
 use nvmos_pmo_bench::pmo::{self, PmoBench, PmoBenchOptions, WorkloadReport};
 use nvmos_report::chart::{Axis, BarChart, LineChart, Series};
-use nvmos_report::page::{Cell, Html, HtmlTable, Page, STUDY_PAGES};
-use nvmos_report::{OutputDir, TextTable};
+use nvmos_report::columns::{Column, Columns, Key};
+use nvmos_report::page::{Html, Page, STUDY_PAGES};
+use nvmos_report::OutputDir;
+use serde_json::Value;
+
+use crate::study::{checks_table, checks_text};
 use nvmos_sim::study::Study;
 
 #[derive(Args, Debug)]
@@ -97,14 +101,107 @@ pub fn main(args: &PmoArgs) -> Result<()> {
     if args.json {
         print!("{}", nvmos_report::json_text(&result)?);
     } else {
-        print!("{}", table(&result));
+        print!("{}", table(&result)?);
         println!("report: {}", path.display());
     }
     Ok(())
 }
 
+/// The attach and first-touch rows (`pmo.json`'s `touch`), both ratios
+/// over the baselines measured in the same run.
+fn touch_columns(r: &PmoBench) -> Columns {
+    let (uffd, kernel) = (r.uffd_round_trip_ns, r.kernel_fault_ns);
+    Columns::new([
+        Column::text("mode", "what"),
+        Column::number("attach µs", "attach_us").fixed(1),
+        Column::number("first touch ns/page", "ns_per_page").fixed(0),
+        Column::derived("× uffd round trip", move |t| ratio(t, "ns_per_page", uffd)).fixed(2),
+        Column::derived("× kernel fault", move |t| ratio(t, "ns_per_page", kernel)).fixed(2),
+        Column::number("detach µs", "detach_us").fixed(1),
+        Column::figure("faults", "faults"),
+        Column::figure("decrypted", "pages_decrypted"),
+        Column::figure("predicted", "predicted"),
+    ])
+    .key(Key::field("data-mode", "what"))
+}
+
+/// `row[field] / by` as JSON (null where either is missing).
+fn ratio(row: &Value, field: &str, by: f64) -> Value {
+    row[field].as_f64().map(|v| v / by).into()
+}
+
+/// A workload's cells (`pmo.json`'s `workloads[i].cells`).
+fn cell_columns(workload: &str) -> Columns {
+    let stat = |h: &str, p: &str| Column::figure(h, format!("session.stats.{p}"));
+    Columns::new([
+        Column::text("mode", "mode"),
+        Column::number("ms", "ms").fixed(2),
+        Column::figure("runs min–max", "runs_ms").with(|v| {
+            let runs = v.as_array().into_iter().flatten().filter_map(Value::as_f64);
+            let (lo, hi) = runs.fold((f64::INFINITY, 0.0f64), |(lo, hi), x| {
+                (lo.min(x), hi.max(x))
+            });
+            format!("{lo:.1}–{hi:.1}")
+        }),
+        Column::number("× decrypt-at-fault", "speedup").fixed(2),
+        stat("faults", "faults"),
+        stat("write-protect faults", "wp_faults"),
+        stat("pages decrypted", "pages_decrypted"),
+        stat("cache hits", "cache_hits"),
+        stat("predicted", "predicted"),
+        Column::figure("used", "session.predicted_used"),
+        Column::figure("wasted", "session.predicted_wasted"),
+        stat("late", "predicted_late"),
+        stat("psync pages", "pages_synced"),
+        Column::derived("handler µs/fault", |c| {
+            let s = &c["session"]["stats"];
+            let faults = s["faults"].as_u64().unwrap_or(0) + s["wp_faults"].as_u64().unwrap_or(0);
+            (s["handler_ns"].as_f64().unwrap_or(0.0) / 1e3 / faults.max(1) as f64).into()
+        })
+        .fixed(2),
+    ])
+    .key(Key::constant("data-workload", workload))
+    .key(Key::field("data-mode", "mode"))
+}
+
+/// The best prediction per workload against decrypt-at-fault and the seed.
+fn best_columns(seed: f64) -> Columns {
+    Columns::new([
+        Column::text("workload", "name"),
+        Column::text("kind", "sequential").with(|v| {
+            if v == &Value::Bool(true) {
+                "sequential"
+            } else {
+                "other"
+            }
+            .into()
+        }),
+        Column::text("best", "best.mode"),
+        Column::number("ms", "best.ms").fixed(2),
+        Column::derived("decrypt-at-fault ms", |w| {
+            let cells = w["cells"].as_array().into_iter().flatten();
+            let c = cells.into_iter().find(|c| c["mode"] == "decrypt-at-fault");
+            c.map_or(Value::Null, |c| c["ms"].clone())
+        })
+        .fixed(2),
+        Column::number("speed-up ×", "best.speedup").fixed(2),
+        Column::derived("seed 001 ×", move |_| seed.into()).fixed(2),
+        Column::text("target", "").with(|w| {
+            if w["sequential"] != Value::Bool(true) {
+                "—"
+            } else if w["best"]["meets_seed"] == Value::Bool(true) {
+                "met"
+            } else {
+                "missed"
+            }
+            .into()
+        }),
+    ])
+    .key(Key::field("data-workload", "name"))
+}
+
 /// The tables a person reads.
-fn table(r: &PmoBench) -> String {
+fn table(r: &PmoBench) -> Result<String> {
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -127,73 +224,10 @@ fn table(r: &PmoBench) -> String {
         "  bare userfaultfd round trip (UFFDIO_COPY of a ready page): {:>6.0} ns/page",
         r.uffd_round_trip_ns
     );
-    let mut t = TextTable::new([
-        "mode",
-        "attach µs",
-        "ns/page",
-        "detach µs",
-        "faults",
-        "decrypt",
-        "predicted",
-        "×uffd rt",
-    ]);
-    for row in &r.touch {
-        t.row([
-            row.what.clone(),
-            format!("{:.1}", row.attach_us),
-            format!("{:.0}", row.ns_per_page),
-            format!("{:.1}", row.detach_us),
-            row.faults.to_string(),
-            row.pages_decrypted.to_string(),
-            row.predicted.to_string(),
-            format!(
-                "{:.2}",
-                row.ns_per_page / r.uffd_round_trip_ns.max(f64::MIN_POSITIVE)
-            ),
-        ]);
-    }
-    out.push_str(&indent(&t.render()));
+    out.push_str(&indent(&touch_columns(r).text(&r.touch)?));
     for w in &r.workloads {
         let _ = writeln!(out, "\n{}: {}", w.name, w.description);
-        let mut t = TextTable::new([
-            "mode",
-            "ms",
-            "runs min–max",
-            "×decrypt",
-            "faults",
-            "wp",
-            "decrypt",
-            "predicted",
-            "used",
-            "wasted",
-            "late",
-            "µs/fault",
-        ]);
-        for c in &w.cells {
-            let s = &c.session.stats;
-            t.row([
-                c.mode.clone(),
-                format!("{:.2}", c.ms),
-                format!(
-                    "{:.1}–{:.1}",
-                    c.runs_ms.iter().copied().fold(f64::INFINITY, f64::min),
-                    c.runs_ms.iter().copied().fold(0.0, f64::max)
-                ),
-                format!("{:.2}", c.speedup),
-                s.faults.to_string(),
-                s.wp_faults.to_string(),
-                s.pages_decrypted.to_string(),
-                s.predicted.to_string(),
-                c.session.predicted_used.to_string(),
-                c.session.predicted_wasted.to_string(),
-                s.predicted_late.to_string(),
-                format!(
-                    "{:.2}",
-                    s.handler_ns as f64 / 1e3 / (s.faults + s.wp_faults).max(1) as f64
-                ),
-            ]);
-        }
-        out.push_str(&indent(&t.render()));
+        out.push_str(&indent(&cell_columns(&w.name).text(&w.cells)?));
     }
     let mut fb = TextTable::new(["workload", "mode", "ops/s", "MiB/s", "×decrypt"]);
     fb.left(0).left(1);
@@ -224,29 +258,15 @@ fn table(r: &PmoBench) -> String {
         "\nDRAM cache with prediction (best depth) over decrypt-at-fault; seed 001: {:.2}× (best depth {} on average)",
         r.seed_speedup, r.seed_best_depth
     );
-    let mut t = TextTable::new(["workload", "speed-up", "with", "verdict"]);
-    t.left(2).left(3);
-    for w in &r.workloads {
-        if let Some(b) = &w.best {
-            let verdict = if !w.sequential {
-                "not a sequential kernel"
-            } else if b.meets_seed {
-                "target met"
-            } else {
-                "target missed"
-            };
-            t.row([
-                w.name.clone(),
-                format!("{:.2}×", b.speedup),
-                b.mode.clone(),
-                verdict.to_string(),
-            ]);
-        }
-    }
-    out.push_str(&indent(&t.render()));
+    out.push_str(&indent(&best_columns(r.seed_speedup).text(&best(r))?));
     out.push('\n');
-    out.push_str(&super::checks_text(&r.checks));
-    out
+    out.push_str(&checks_text(&r.checks));
+    Ok(out)
+}
+
+/// The workloads with a best prediction.
+fn best(r: &PmoBench) -> Vec<&WorkloadReport> {
+    r.workloads.iter().filter(|w| w.best.is_some()).collect()
 }
 
 fn indent(text: &str) -> String {
@@ -278,46 +298,8 @@ fn page(r: &PmoBench, quick: bool) -> Result<String> {
                 r.seed_best_depth, r.loadavg_before, r.loadavg_after
             )),
     );
-    let mut summary = HtmlTable::new([
-        "workload",
-        "kind",
-        "best",
-        "ms",
-        "decrypt-at-fault ms",
-        "speed-up ×",
-        "seed 001 ×",
-        "target",
-    ]);
-    for w in &r.workloads {
-        let Some(b) = &w.best else { continue };
-        let decrypt = w
-            .cells
-            .iter()
-            .find(|c| c.mode == "decrypt-at-fault")
-            .map_or(f64::NAN, |c| c.ms);
-        let n = w.name.as_str();
-        summary.row(vec![
-            Cell::text(n),
-            Cell::text(if w.sequential { "sequential" } else { "other" }),
-            Cell::text(&b.mode),
-            Cell::number(b.ms, &[("data-workload", n), ("data-field", "best.ms")]),
-            Cell::number(decrypt, &[]),
-            Cell::number(
-                b.speedup,
-                &[("data-workload", n), ("data-field", "best.speedup")],
-            ),
-            Cell::number(r.seed_speedup, &[]),
-            Cell::text(if !w.sequential {
-                "—"
-            } else if b.meets_seed {
-                "met"
-            } else {
-                "missed"
-            }),
-        ]);
-    }
-    page.summary_table(&summary);
-    page.summary_table(&checks_table(r));
+    page.summary_table(&best_columns(r.seed_speedup).html(&best(r))?);
+    page.summary_table(&checks_table(&r.checks));
     let best: Vec<(String, f64)> = r
         .workloads
         .iter()
@@ -355,34 +337,7 @@ fn page(r: &PmoBench, quick: bool) -> Result<String> {
             .figure(r.uffd_round_trip_ns, &[("data-field", "uffd_round_trip_ns")])
             .text(" ns/page."),
     );
-    let mut touch = HtmlTable::new([
-        "mode",
-        "attach µs",
-        "first touch ns/page",
-        "× uffd round trip",
-        "× kernel fault",
-        "detach µs",
-        "faults",
-        "decrypted",
-        "predicted",
-    ]);
-    for t in &r.touch {
-        touch.row(vec![
-            Cell::text(&t.what),
-            Cell::number(t.attach_us, &[]),
-            Cell::number(
-                t.ns_per_page,
-                &[("data-mode", &t.what), ("data-field", "ns_per_page")],
-            ),
-            Cell::number(t.ns_per_page / r.uffd_round_trip_ns, &[]),
-            Cell::number(t.ns_per_page / r.kernel_fault_ns, &[]),
-            Cell::number(t.detach_us, &[]),
-            Cell::figure(t.faults.to_string()),
-            Cell::figure(t.pages_decrypted.to_string()),
-            Cell::figure(t.predicted.to_string()),
-        ]);
-    }
-    page.table(&touch);
+    page.table(&touch_columns(r).html(&r.touch)?);
     let mut rows = vec![
         ("kernel page fault".to_string(), r.kernel_fault_ns),
         ("userfaultfd round trip".to_string(), r.uffd_round_trip_ns),
@@ -402,78 +357,11 @@ fn page(r: &PmoBench, quick: bool) -> Result<String> {
     Ok(page.render())
 }
 
-fn checks_table(r: &PmoBench) -> HtmlTable {
-    let mut t = HtmlTable::new(["check", "source", "measured", "seed", "met"]);
-    for c in &r.checks {
-        t.row(vec![
-            Cell::text(&c.what),
-            Cell::text(&c.source),
-            if c.measured.is_finite() {
-                Cell::number(c.measured, &[])
-            } else {
-                Cell::figure("not measured")
-            },
-            c.seed_figure
-                .map_or(Cell::figure("-"), |s| Cell::number(s, &[])),
-            Cell::text(if c.met { "met" } else { "missed" }),
-        ]);
-    }
-    t
-}
-
 fn workload(page: &mut Page, w: &WorkloadReport, seed: f64) -> Result<()> {
     let n = w.name.as_str();
     page.section(&format!("w-{n}"), n);
     page.note(&Html::new().text(&w.description));
-    let mut t = HtmlTable::new([
-        "mode",
-        "ms",
-        "× decrypt-at-fault",
-        "faults",
-        "write-protect faults",
-        "pages decrypted",
-        "cache hits",
-        "predicted",
-        "used",
-        "wasted",
-        "late",
-        "psync pages",
-        "handler µs/fault",
-    ]);
-    for c in &w.cells {
-        let s = &c.session.stats;
-        let m = c.mode.as_str();
-        let count = |v: u64| Cell::figure(v.to_string());
-        t.row(vec![
-            Cell::text(m),
-            Cell::number(
-                c.ms,
-                &[("data-workload", n), ("data-mode", m), ("data-field", "ms")],
-            ),
-            Cell::number(
-                c.speedup,
-                &[
-                    ("data-workload", n),
-                    ("data-mode", m),
-                    ("data-field", "speedup"),
-                ],
-            ),
-            count(s.faults),
-            count(s.wp_faults),
-            count(s.pages_decrypted),
-            count(s.cache_hits),
-            count(s.predicted),
-            count(c.session.predicted_used),
-            count(c.session.predicted_wasted),
-            count(s.predicted_late),
-            count(s.pages_synced),
-            Cell::number(
-                s.handler_ns as f64 / 1e3 / (s.faults + s.wp_faults).max(1) as f64,
-                &[],
-            ),
-        ]);
-    }
-    page.table(&t);
+    page.table(&cell_columns(n).html(&w.cells)?);
     page.chart(
         &BarChart::new("time", "Session time, ms (shorter is better)")
             .attr("data-workload", n)

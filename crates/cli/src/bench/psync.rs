@@ -134,7 +134,7 @@ fn table(r: &Psync) -> String {
         );
     }
     s.push('\n');
-    s.push_str(&super::checks_text(&r.checks));
+    s.push_str(&crate::study::checks_text(&r.checks));
     s
 }
 

@@ -5,6 +5,7 @@
 
 use anyhow::Result;
 use nvmos_report::chart::{Axis, BarChart, LineChart, Series, State, StateMap};
+use nvmos_report::columns::{Column, Columns, Key};
 use nvmos_report::page::{Cell, Html, HtmlTable, Page, STUDY_PAGES};
 use nvmos_sim::power::{find_row, PowerRow, PowerStudy, SeedTable2, SeedTable5};
 use nvmos_sim::units::format_frames;
@@ -29,63 +30,69 @@ fn figure(v: Option<f64>) -> Cell {
     Cell::figure(v.map_or("-".into(), nvmos_report::format_value))
 }
 
+/// A row with the label it is shown under (its allocator, "+migration").
+#[derive(serde::Serialize)]
+pub(super) struct Labelled<'a> {
+    label: String,
+    #[serde(flatten)]
+    row: &'a PowerRow,
+}
+
+pub(super) fn labelled(rows: &[PowerRow]) -> Vec<Labelled<'_>> {
+    let label = |row| Labelled {
+        label: PowerRow::label(row),
+        row,
+    };
+    rows.iter().map(label).collect()
+}
+
+/// The rows of one workload or trace (`power.json`'s `{base}/rows`), for
+/// the terminal and the page: every number cell names its row
+/// (`data-trace` = `place`, `data-alloc`), field and JSON pointer.
+pub(super) fn row_columns(place: &str, base: &str, rows: &[PowerRow]) -> Columns {
+    let n = |h: &str, p: &str| Column::number(h, p);
+    let mut c = Columns::new([
+        Column::text("allocator", "label"),
+        n("offline %", "offline_percent"),
+        n("optimum %", "optimum_offline_percent"),
+        n("points off", "points_off_optimum"),
+        n("max offline %", "max_offline_percent"),
+        n("pages migrated", "pages_migrated"),
+        n("alloc failures", "alloc_failures"),
+        n("pinned banks", "pinned_banks").files_only(),
+        Column::figure("pinned", "")
+            .with(|r| format!("{}/{}", r["pinned_banks"], r["banks"]))
+            .terminal_only(),
+    ]);
+    for (j, e) in rows
+        .first()
+        .map_or(&[][..], |r| &r.energy)
+        .iter()
+        .enumerate()
+    {
+        let m = &e.model;
+        let path = |f: &str| format!("energy.{j}.report.{f}");
+        c.push(
+            Column::number(format!("energy {m} ({})", e.report.unit), path("total"))
+                .field(format!("energy/{m}/total"))
+                .with(|v| v.as_f64().map_or("-".into(), |x| format!("{x:.4e}"))),
+        );
+        c.push(
+            Column::number(format!("saving % {m}"), path("saving_percent"))
+                .field(format!("energy/{m}/saving_percent"))
+                .files_only(),
+        );
+    }
+    c.key(Key::constant("data-trace", place))
+        .key(Key::field("data-alloc", "label"))
+        .key(Key::pointer("data-json", format!("{base}/rows")))
+        .keep_nan()
+}
+
 /// The rows of one workload or trace: a table, a bar chart of offline
 /// memory against the optimum.
 fn rows(page: &mut Page, place: &str, base: &str, rows: &[PowerRow]) -> Result<()> {
-    let mut head: Vec<String> = [
-        "allocator",
-        "offline %",
-        "optimum %",
-        "points off",
-        "max offline %",
-        "pages migrated",
-        "alloc failures",
-        "pinned banks",
-    ]
-    .map(String::from)
-    .to_vec();
-    if let Some(r) = rows.first() {
-        for e in &r.energy {
-            head.push(format!("energy {} ({})", e.model, e.report.unit));
-            head.push(format!("saving % {}", e.model));
-        }
-    }
-    let mut t = HtmlTable::new(head);
-    for (i, r) in rows.iter().enumerate() {
-        let label = r.label();
-        let p = |field: &str| format!("{base}/rows/{i}/{field}");
-        let n = |v: f64, field: &str| num(v, place, &label, field, &p(field));
-        let mut cells = vec![
-            Cell::text(&label),
-            n(r.offline_percent, "offline_percent"),
-            n(r.optimum_offline_percent, "optimum_offline_percent"),
-            n(r.points_off_optimum, "points_off_optimum"),
-            n(r.max_offline_percent, "max_offline_percent"),
-            n(r.pages_migrated as f64, "pages_migrated"),
-            n(r.alloc_failures as f64, "alloc_failures"),
-            n(r.pinned_banks as f64, "pinned_banks"),
-        ];
-        for (j, e) in r.energy.iter().enumerate() {
-            let q = |f: &str| format!("{base}/rows/{i}/energy/{j}/report/{f}");
-            let field = |f: &str| format!("energy/{}/{f}", e.model);
-            cells.push(num(
-                e.report.total,
-                place,
-                &label,
-                &field("total"),
-                &q("total"),
-            ));
-            cells.push(num(
-                e.report.saving_percent,
-                place,
-                &label,
-                &field("saving_percent"),
-                &q("saving_percent"),
-            ));
-        }
-        t.row(cells);
-    }
-    page.table(&t);
+    page.table(&row_columns(place, base, rows).html(&labelled(rows))?);
     let labels: Vec<String> = rows.iter().map(PowerRow::label).collect();
     let chart = BarChart::new("offline", format!("Memory offline, {place}"))
         .attr("data-trace", place)

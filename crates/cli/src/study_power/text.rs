@@ -21,45 +21,13 @@ pub(super) fn bound_text(c: &Check) -> String {
     }
 }
 
-fn rows_text(title: &str, rows: &[PowerRow], out: &mut String) {
-    let energy = rows.first().map_or(0, |r| r.energy.len());
-    let mut header: Vec<String> = [
-        "allocator",
-        "offline%",
-        "optimum%",
-        "off-by",
-        "max-off%",
-        "migrated",
-        "pinned",
-    ]
-    .map(String::from)
-    .to_vec();
-    if let Some(r) = rows.first() {
-        header.extend(r.energy.iter().map(|e| format!("E {}", e.model)));
-    }
-    let mut t = TextTable::new(header);
-    for r in rows {
-        let mut cells = vec![
-            r.label(),
-            f(r.offline_percent),
-            f(r.optimum_offline_percent),
-            f(r.points_off_optimum),
-            f(r.max_offline_percent),
-            r.pages_migrated.to_string(),
-            format!("{}/{}", r.pinned_banks, r.banks),
-        ];
-        cells.extend(
-            r.energy
-                .iter()
-                .take(energy)
-                .map(|e| format!("{:.4e}", e.report.total)),
-        );
-        t.row(cells);
-    }
-    out.push_str(&format!("\n{title}\n{}", t.render()));
+fn rows_text(title: &str, rows: &[PowerRow], out: &mut String) -> Result<(), nvmos_report::Error> {
+    let table = super::page::row_columns("", "", rows).text(&super::page::labelled(rows))?;
+    out.push_str(&format!("\n{title}\n{table}"));
+    Ok(())
 }
 
-pub(super) fn tables(study: &PowerStudy) -> String {
+pub(super) fn tables(study: &PowerStudy) -> Result<String, nvmos_report::Error> {
     let mut out = String::new();
     for s in &study.synthetic {
         let (w, m) = (&s.workload, &s.machine);
@@ -74,7 +42,7 @@ pub(super) fn tables(study: &PowerStudy) -> String {
             format_frames(m.bank_frames),
             w.epochs
         );
-        rows_text(&title, &s.rows, &mut out);
+        rows_text(&title, &s.rows, &mut out)?;
     }
     for t in &study.traces {
         let m = &t.machine;
@@ -85,7 +53,7 @@ pub(super) fn tables(study: &PowerStudy) -> String {
             m.frames / m.bank_frames,
             format_frames(m.bank_frames)
         );
-        rows_text(&title, &t.rows, &mut out);
+        rows_text(&title, &t.rows, &mut out)?;
     }
     if let Some(l) = &study.latency {
         out.push_str(&format!(
@@ -145,5 +113,5 @@ pub(super) fn tables(study: &PowerStudy) -> String {
         .map(|m| format!("{} in {}", m.name, m.unit))
         .collect();
     out.push_str(&format!("\nenergy units: {}\n", units.join("; ")));
-    out
+    Ok(out)
 }

@@ -366,22 +366,17 @@ impl Study for PowerStudy {
 /// The files of a trace folder (or the one file named), sorted: every
 /// file but hidden ones and `*.md`.
 pub fn trace_files(path: &Path) -> Result<Vec<PathBuf>, PowerStudyError> {
-    let open = |e: std::io::Error| PowerStudyError::Open {
-        path: path.to_owned(),
-        source: Box::new(e),
-    };
     if path.is_file() {
         return Ok(vec![path.to_owned()]);
     }
-    let mut files = Vec::new();
-    for entry in std::fs::read_dir(path).map_err(open)? {
-        let p = entry.map_err(open)?.path();
-        let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
-        if p.is_file() && !name.starts_with('.') && !name.ends_with(".md") {
-            files.push(p);
-        }
-    }
-    files.sort();
+    let files = nvmos_trace::trace_files_in(path).map_err(|e| PowerStudyError::Open {
+        path: path.to_owned(),
+        // The path is in this error's message; keep only the system's word.
+        source: match e {
+            nvmos_trace::TraceError::Io { source, .. } => Box::new(source),
+            e => Box::new(e),
+        },
+    })?;
     if files.is_empty() {
         return Err(PowerStudyError::Options(format!(
             "no traces in {} (skip the traces to run without them)",
