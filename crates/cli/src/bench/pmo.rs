@@ -229,29 +229,32 @@ fn table(r: &PmoBench) -> Result<String> {
         let _ = writeln!(out, "\n{}: {}", w.name, w.description);
         out.push_str(&indent(&cell_columns(&w.name).text(&w.cells)?));
     }
-    let mut fb = TextTable::new(["workload", "mode", "ops/s", "MiB/s", "×decrypt"]);
-    fb.left(0).left(1);
-    let mut any = false;
-    for w in &r.workloads {
-        for c in &w.cells {
-            if let Some(t) = c.throughput {
-                any = true;
-                fb.row([
-                    w.name.clone(),
-                    c.mode.clone(),
-                    format!("{:.0}", t.ops_per_s),
-                    format!("{:.1}", t.mib_per_s),
-                    format!("{:.2}", c.speedup),
-                ]);
-            }
-        }
-    }
-    if any {
+    let filebench: Vec<serde_json::Value> = r
+        .workloads
+        .iter()
+        .flat_map(|w| {
+            w.cells.iter().filter_map(|c| {
+                let t = c.throughput?;
+                Some(serde_json::json!({
+                    "workload": w.name, "mode": c.mode, "ops_per_s": t.ops_per_s,
+                    "mib_per_s": t.mib_per_s, "speedup": c.speedup,
+                }))
+            })
+        })
+        .collect();
+    if !filebench.is_empty() {
         let _ = writeln!(
             out,
             "\nFilebench personalities (seed 001's Fig. 4 is their bandwidth), median run:"
         );
-        out.push_str(&indent(&fb.render()));
+        let columns = Columns::new([
+            Column::text("workload", "workload"),
+            Column::text("mode", "mode"),
+            Column::number("ops/s", "ops_per_s").fixed(0),
+            Column::number("MiB/s", "mib_per_s").fixed(1),
+            Column::number("× decrypt-at-fault", "speedup").fixed(2),
+        ]);
+        out.push_str(&indent(&columns.text(&filebench)?));
     }
     let _ = writeln!(
         out,
