@@ -44,6 +44,21 @@ pub struct PmoArgs {
     #[arg(long)]
     quick: bool,
 
+    /// Problem sizes, NAME=N,...: conv2d=IMAGES, lu=N, gauss=N, matmul=N,
+    /// fileserver=FILES [default: the full or --quick sizes].
+    #[arg(long, value_name = "NAME=N,...", value_delimiter = ',')]
+    size: Vec<String>,
+
+    /// Fault handler: spin this long before sleeping, µs [default: 0].
+    #[arg(long, value_name = "US")]
+    spin_us: Option<u32>,
+    /// Prediction workers (decrypting threads) [default: 1].
+    #[arg(long, value_name = "N")]
+    workers: Option<usize>,
+    /// Most pages a worker installs per UFFDIO_COPY [default: 16].
+    #[arg(long, value_name = "PAGES")]
+    run_pages: Option<usize>,
+
     /// Seed for the data and the file server's operations [default: 1].
     #[arg(long)]
     seed: Option<u64>,
@@ -58,8 +73,15 @@ pub struct PmoArgs {
 }
 
 impl PmoArgs {
-    fn options(&self) -> PmoBenchOptions {
+    fn options(&self) -> Result<PmoBenchOptions> {
         let mut o = PmoBench::options(crate::study::scale(self.quick));
+        for spec in &self.size {
+            o.sizes.set(spec).map_err(anyhow::Error::msg)?;
+        }
+        let t = &mut o.tuning;
+        t.spin_us = self.spin_us.unwrap_or(t.spin_us);
+        t.workers = self.workers.unwrap_or(t.workers);
+        t.run_pages = self.run_pages.unwrap_or(t.run_pages);
         if let Some(v) = &self.workloads {
             o.workloads = v.clone();
         }
@@ -78,13 +100,13 @@ impl PmoArgs {
         if let Some(v) = self.seed {
             o.seed = v;
         }
-        o
+        Ok(o)
     }
 }
 
 /// Run, print, and write the report page.
 pub fn main(args: &PmoArgs) -> Result<()> {
-    let options = args.options();
+    let options = args.options()?;
     options.check()?;
     let bar = crate::progress_bar(options.steps());
     let result = pmo::run(&options, &mut |p| crate::show(&bar, &p));
@@ -168,6 +190,11 @@ fn table(r: &PmoBench) -> String {
             "wasted",
             "late",
             "µs/fault",
+            "copies",
+            "wake-ups",
+            "decrypt ms",
+            "compute ms",
+            "sync ms",
         ]);
         for c in &w.cells {
             let s = &c.session.stats;
@@ -191,9 +218,20 @@ fn table(r: &PmoBench) -> String {
                     "{:.2}",
                     s.handler_ns as f64 / 1e3 / (s.faults + s.wp_faults).max(1) as f64
                 ),
+                s.copy_ioctls.to_string(),
+                (s.handler_wakeups + s.worker_wakeups).to_string(),
+                format!("{:.2}", s.decrypt_ns as f64 / 1e6),
+                format!("{:.2}", c.session.compute_ns as f64 / 1e6),
+                format!("{:.2}", c.session.sync_ns as f64 / 1e6),
             ]);
         }
         out.push_str(&indent(&t.render()));
+        if let (Some(ms), Some(c)) = (w.dram_ms, w.ceiling) {
+            let _ = writeln!(
+                out,
+                "  the computation alone on resident DRAM: {ms:.2} ms; decrypt-at-fault over it: {c:.2}× (the most any fault path could gain)"
+            );
+        }
     }
     let _ = writeln!(
         out,
