@@ -659,16 +659,25 @@ fn tuned_fault_paths_give_the_same_data() {
             spin_us: 50,
             workers: 1,
             run_pages: 16,
+            fault_around: 0,
         },
         Tuning {
             spin_us: 0,
             workers: 2,
             run_pages: 512,
+            fault_around: 0,
         },
         Tuning {
             spin_us: 20,
             workers: 3,
             run_pages: 1,
+            fault_around: 64,
+        },
+        Tuning {
+            spin_us: 0,
+            workers: 1,
+            run_pages: 64,
+            fault_around: 512,
         },
     ]
     .into_iter()
@@ -681,10 +690,24 @@ fn tuned_fault_paths_give_the_same_data() {
             predictor: PredictorKind::Stream,
             depth: 512,
         };
-        let a = Attachment::attach_tuned(object, Perm::Read, mode, tuning).unwrap();
+        let perm = if i % 2 == 0 { Perm::Read } else { Perm::Write };
+        let mut a = Attachment::attach_tuned(object.clone(), perm, mode, tuning).unwrap();
         assert_eq!(a.as_slice(), &data[..], "{tuning:?}");
+        if let Some(w) = a.as_mut_slice() {
+            w[3 * PAGE_SIZE] ^= 1;
+            w[650 * PAGE_SIZE + 9] ^= 1;
+            a.psync().unwrap();
+            assert_eq!(object.last_commit(), vec![3, 650], "{tuning:?}");
+        }
+        if tuning.fault_around == 512 {
+            assert!(a.stats().faults <= 3, "{:?}", a.stats());
+        }
         let s = a.detach().unwrap();
-        assert_eq!(s.faults + s.predicted, pages as u64, "{tuning:?}: {s:?}");
+        assert_eq!(
+            s.faults + s.predicted - s.predicted_late,
+            pages as u64,
+            "{tuning:?}: {s:?}"
+        );
         assert!(s.pages_copied >= pages as u64 - s.predicted_late);
         assert!(s.copy_ioctls >= 1 && s.handler_wakeups >= 1, "{s:?}");
         if tuning.spin_us == 0 {

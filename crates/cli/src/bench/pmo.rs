@@ -58,6 +58,9 @@ pub struct PmoArgs {
     /// Most pages a worker installs per UFFDIO_COPY [default: 16].
     #[arg(long, value_name = "PAGES")]
     run_pages: Option<usize>,
+    /// Predicted pages the handler installs with a faulting page [default: 0].
+    #[arg(long, value_name = "PAGES")]
+    fault_around: Option<usize>,
 
     /// Seed for the data and the file server's operations [default: 1].
     #[arg(long)]
@@ -82,6 +85,7 @@ impl PmoArgs {
         t.spin_us = self.spin_us.unwrap_or(t.spin_us);
         t.workers = self.workers.unwrap_or(t.workers);
         t.run_pages = self.run_pages.unwrap_or(t.run_pages);
+        t.fault_around = self.fault_around.unwrap_or(t.fault_around);
         if let Some(v) = &self.workloads {
             o.workloads = v.clone();
         }

@@ -334,6 +334,11 @@ pub struct Tuning {
     /// with one `UFFDIO_COPY` when they are consecutive: 1 to 512 (512
     /// pages are one 2 MiB huge page).
     pub run_pages: usize,
+    /// At a missing-page fault with a predictor, the handler installs up
+    /// to this many predicted pages after the faulting one with it, in
+    /// one `UFFDIO_COPY` (0: the faulting page alone; the worker brings
+    /// the rest). At most 512.
+    pub fault_around: usize,
 }
 
 impl Default for Tuning {
@@ -342,6 +347,7 @@ impl Default for Tuning {
             spin_us: 0,
             workers: 1,
             run_pages: 16,
+            fault_around: 0,
         }
     }
 }
@@ -357,6 +363,9 @@ impl Tuning {
         }
         if !(1..=512).contains(&self.run_pages) {
             return Err(format!("run_pages {} is not 1 to 512", self.run_pages));
+        }
+        if self.fault_around > 512 {
+            return Err(format!("fault_around {} is above 512", self.fault_around));
         }
         Ok(())
     }
@@ -643,6 +652,97 @@ impl Shared {
         self.state[page].store(FAILED, Ordering::Release);
     }
 
+    /// Resolve the missing-page fault on `page` (claimed: INFLIGHT) in a
+    /// DRAM-cache attachment with a predictor, installing with it the
+    /// predicted pages that follow it (`predicted` from the predictor, in
+    /// order) up to [`Tuning::fault_around`] of them, all with one
+    /// `UFFDIO_COPY` from their consecutive cache frames. The faulting
+    /// thread waits for their decryption too, but pays one round trip for
+    /// the run instead of one each (the kernel's fault-around, for pages
+    /// that must be decrypted). Returns how many predicted pages it took.
+    fn fault_around(
+        &self,
+        page: usize,
+        write: bool,
+        predicted: &[usize],
+        scratch: &mut Scratch,
+    ) -> usize {
+        let Some(cache) = &self.cache else {
+            self.install(page, write && self.writable(), true, scratch);
+            return 0;
+        };
+        if let Err(e) = self.open_page(page, scratch) {
+            self.fail(page, Some(e.kind()), e.to_string());
+            return 0;
+        }
+        // Claim and open the run after the faulting page.
+        let mut len = 1;
+        for (k, &next) in predicted.iter().enumerate() {
+            if k >= self.tuning.fault_around
+                || next != page + len
+                || self.state[next]
+                    .compare_exchange(ABSENT, INFLIGHT, Ordering::AcqRel, Ordering::Acquire)
+                    .is_err()
+            {
+                break;
+            }
+            if self.open_page(next, scratch).is_err() {
+                // Left for its own fault, which records and poisons it.
+                self.state[next].store(ABSENT, Ordering::Release);
+                break;
+            }
+            len += 1;
+        }
+        // Before the copy, as in `install`: the woken thread may write and
+        // psync at once. Every page goes in writable: the faulting page is
+        // dirty if written, the others are compared at psync.
+        let writable = self.writable();
+        if write && writable {
+            self.dirty.set(page);
+        } else if writable {
+            self.maybe_dirty.set(page);
+        }
+        for p in page + 1..page + len {
+            self.predicted.set(p);
+            if writable {
+                self.maybe_dirty.set(p);
+            }
+        }
+        // SAFETY: frames `page..page+len` are READY and consecutive in the
+        // cache's mapping; the destination is in our registered range.
+        match unsafe { self.copy(page, cache.frame_ptr(page), len, false) } {
+            Ok(CopyOutcome::Installed) => {
+                for p in page..page + len {
+                    self.state[p].store(PRESENT, Ordering::Release);
+                }
+                self.counters
+                    .predicted
+                    .fetch_add(len as u64 - 1, Ordering::Relaxed);
+            }
+            r => {
+                // Some page appeared meanwhile (or the copy failed): page
+                // by page; `install` treats a page already there as
+                // installed, and fails (poisons) one it cannot install.
+                if let Err(e) = r {
+                    if e.raw_os_error() != Some(libc::EEXIST) && len == 1 {
+                        self.fail(page, None, format!("installing the page: {e}"));
+                        return 0;
+                    }
+                }
+                self.install(page, write && writable, true, scratch);
+                for p in page + 1..page + len {
+                    if self.install(p, false, true, scratch) {
+                        self.counters.predicted.fetch_add(1, Ordering::Relaxed);
+                    } else {
+                        self.predicted.clear(p);
+                        self.maybe_dirty.clear(p);
+                    }
+                }
+            }
+        }
+        len - 1
+    }
+
     fn handle(
         &self,
         msg: &Msg,
@@ -672,15 +772,25 @@ impl Shared {
         } else {
             c.faults.fetch_add(1, Ordering::Relaxed);
             let write = msg.flags & uffd::PAGEFAULT_FLAG_WRITE != 0;
+            let mut predicted_now = false;
             match self.state[page].compare_exchange(
                 ABSENT,
                 INFLIGHT,
                 Ordering::AcqRel,
                 Ordering::Acquire,
             ) {
-                Ok(_) => {
-                    self.install(page, write && self.writable(), true, scratch);
-                }
+                Ok(_) => match predictor.as_mut() {
+                    Some(p) if self.tuning.fault_around > 0 && self.cache.is_some() => {
+                        out.clear();
+                        p.on_fault(page, out);
+                        let ahead = self.fault_around(page, write, out, scratch);
+                        out.drain(..ahead);
+                        predicted_now = true;
+                    }
+                    _ => {
+                        self.install(page, write && self.writable(), true, scratch);
+                    }
+                },
                 Err(INFLIGHT) => {
                     // The prediction worker is installing it. Its copy (or
                     // its poisoning, if the page fails its check) wakes
@@ -705,8 +815,10 @@ impl Shared {
                 }
             }
             if let Some(p) = predictor.as_mut() {
-                out.clear();
-                p.on_fault(page, out);
+                if !predicted_now {
+                    out.clear();
+                    p.on_fault(page, out);
+                }
                 let mut q = self.queue.lock().unwrap_or_else(|e| e.into_inner());
                 // The newest fault's predictions replace the older ones the
                 // worker has not reached: the stream has moved on.
