@@ -1049,6 +1049,9 @@ impl Shared {
     }
 }
 
+/// Dirty pages from which psync seals in parallel.
+const PARALLEL_STAGE: usize = 16;
+
 /// Objects attached in this process, by base address: at most one
 /// attachment of an object at a time (its range is unique anyway).
 fn attached() -> &'static Mutex<BTreeMap<usize, (usize, Perm)>> {
@@ -1661,14 +1664,34 @@ impl Attachment {
             unsafe {
                 std::ptr::copy_nonoverlapping(s.addr(p) as *const u8, buf.as_mut_ptr(), s.page_size)
             };
-            if let Err(source) = s.backing.stage_page(p, buf) {
-                restore();
-                return Err(AttachError::Stage {
+        }
+        // Seal and stage: each page is independent, so many of them are
+        // sealed on every CPU (the global rayon pool); a few go one by one
+        // (handing them out costs more than it saves).
+        let stage = |(&p, buf): (&usize, &[u8])| {
+            s.backing
+                .stage_page(p, buf)
+                .map_err(|source| AttachError::Stage {
                     base: s.base,
                     page: p,
                     source,
-                });
-            }
+                })
+        };
+        let staged = if dirty.len() >= PARALLEL_STAGE {
+            use rayon::prelude::*;
+            dirty
+                .par_iter()
+                .zip(copies.par_chunks(s.page_size))
+                .try_for_each(stage)
+        } else {
+            dirty
+                .iter()
+                .zip(copies.chunks(s.page_size))
+                .try_for_each(stage)
+        };
+        if let Err(e) = staged {
+            restore();
+            return Err(e);
         }
         let commit_start = Instant::now();
         c.psync_stage_ns.fetch_add(
