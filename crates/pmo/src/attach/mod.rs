@@ -16,12 +16,31 @@
 //! write installs the page writable and dirty at once. With the DRAM cache
 //! a page is installed writable instead and, at the next psync, compared
 //! with its cache frame (the committed plaintext it came from): equal means
-//! clean. From that psync on it is write-protected like the others. `psync` takes the
-//! dirty set, write-protects those pages again, copies each out and hands it
-//! to `stage_page`, then `commit`s: the backing makes them durable all or
+//! clean. Comparison also replaces faults for **hot pages**: with the DRAM
+//! cache, every page psync stages stays writable and is compared at the
+//! next psync (its cache frame now holds exactly what was staged); one
+//! found unchanged is write-protected then, and compared once more after
+//! its protection so a write in between is not lost. A heap that writes
+//! its root and free-list pages between every two psyncs thus pays a
+//! memcmp per page and psync instead of a write-protect fault (a round
+//! trip through the handler thread) per page and interval. Without the
+//! cache, `psync` write-protects every dirty page again (one
+//! `UFFDIO_WRITEPROTECT` per run of consecutive pages). psync copies each
+//! dirty page out and hands it to `stage_page` (sealed on every CPU when
+//! there are many), then `commit`s: the backing makes them durable all or
 //! nothing. A write racing psync from another thread lands either in this
-//! psync or, through a new write-protect fault, in the next one; psync is
-//! meant to be called at a quiescent point, as msync(2) is.
+//! psync or, through a new write-protect fault or the next comparison, in
+//! the next one; psync is meant to be called at a quiescent point, as
+//! msync(2) is.
+//!
+//! **Where the time goes** is counted, not guessed ([`AttachStats`]):
+//! faults, `UFFDIO_COPY`/`WRITEPROTECT`/`WAKE` ioctls and pages copied,
+//! the handler's wake-ups from poll(2) and what it found while spinning,
+//! the workers' wake-ups, time opening (decrypting) pages, and psync's
+//! tracking, staging and commit time. [`Tuning`] changes the fault path
+//! (a handler that spins before sleeping, several prediction workers,
+//! longer install runs, fault-around for predicted runs) without changing
+//! what a program sees.
 //!
 //! **A failed integrity check never hands plaintext to the program.** The
 //! page is poisoned (`UFFDIO_POISON`, Linux 6.6): the faulting access, and
@@ -44,9 +63,12 @@
 //!   process, are served from it; psync seals dirty pages back and refreshes
 //!   the cache.
 //! - `Predict`: the DRAM cache plus a predictor ([`predict`]) of depth N: at
-//!   each fault a worker thread decrypts the next pages the predictor names
-//!   into the cache and installs them with `UFFDIO_COPY` before they are
-//!   touched, so those pages never fault.
+//!   each fault worker threads ([`Tuning::workers`]) decrypt the next pages
+//!   the predictor names into the cache and install them, runs of
+//!   consecutive pages with one `UFFDIO_COPY` each, before they are
+//!   touched, so those pages never fault. With [`Tuning::fault_around`]
+//!   the handler installs the first predicted pages itself, with the
+//!   faulting page, in one copy.
 
 pub mod cache;
 pub mod mem_backing;
@@ -255,6 +277,11 @@ counters! {
     pub psync_stage_ns: u64,
     /// Nanoseconds psync spent in the backing's commit.
     pub psync_commit_ns: u64,
+    /// `PAGEMAP_SCAN` ioctls (asynchronous write-protection: psync's walk
+    /// for written pages).
+    pub pagemap_scans: u64,
+    /// Pages the walks found written (their writes cost no fault message).
+    pub pages_found_written: u64,
 
 }
 
@@ -339,6 +366,15 @@ pub struct Tuning {
     /// one `UFFDIO_COPY` (0: the faulting page alone; the worker brings
     /// the rest). At most 512.
     pub fault_around: usize,
+    /// Writable attachments: track writes with asynchronous
+    /// write-protection where the kernel has it (`UFFD_FEATURE_WP_ASYNC`,
+    /// Linux 6.7): the kernel lifts the protection at a page's first write
+    /// itself (no message, no round trip through the handler thread) and
+    /// psync finds the written pages, and protects them again, with
+    /// `PAGEMAP_SCAN` over the object. Where the kernel lacks it, or with
+    /// `false`, each first write is a write-protect fault the handler
+    /// serves.
+    pub async_wp: bool,
 }
 
 impl Default for Tuning {
@@ -348,6 +384,7 @@ impl Default for Tuning {
             workers: 1,
             run_pages: 16,
             fault_around: 0,
+            async_wp: true,
         }
     }
 }
@@ -471,6 +508,10 @@ struct Shared {
     mode: Mode,
     tuning: Tuning,
     uffd: Uffd,
+    /// `Some` when writes are tracked asynchronously (see
+    /// [`Tuning::async_wp`]): every page is installed write-protected and
+    /// psync scans for the written ones.
+    pagemap: Option<uffd::Pagemap>,
     poison: bool,
     state: Box<[AtomicU8]>,
     dirty: PageBits,
@@ -518,9 +559,12 @@ impl Shared {
             {
                 Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => std::thread::yield_now(),
                 r => {
-                    if let Ok(CopyOutcome::Installed) = r {
-                        c.pages_copied.fetch_add(pages as u64, Ordering::Relaxed);
-                    }
+                    let copied = match r {
+                        Ok(CopyOutcome::Installed) => pages,
+                        Ok(CopyOutcome::Exists { copied }) => copied / self.page_size,
+                        Err(_) => 0,
+                    };
+                    c.pages_copied.fetch_add(copied as u64, Ordering::Relaxed);
                     break r;
                 }
             }
@@ -595,7 +639,7 @@ impl Shared {
         if dirty {
             self.dirty.set(page);
         }
-        let compare = compare && self.writable() && self.cache.is_some();
+        let compare = compare && self.writable() && self.cache.is_some() && self.pagemap.is_none();
         if compare {
             self.maybe_dirty.set(page);
         }
@@ -603,13 +647,27 @@ impl Shared {
         // SAFETY: `src` is a page of our scratch or a READY cache frame.
         let r = unsafe { self.copy(page, src, 1, wp) };
         match r {
-            Ok(CopyOutcome::Installed) | Ok(CopyOutcome::Exists) => {
+            Ok(CopyOutcome::Installed) | Ok(CopyOutcome::Exists { .. }) => {
                 self.state[page].store(PRESENT, Ordering::Release);
                 true
             }
             Err(e) => {
                 self.fail(page, None, format!("installing the page: {e}"));
                 false
+            }
+        }
+    }
+
+    /// For a page `PAGEMAP_SCAN` reported written: whether it is mapped.
+    /// The walk also reports pages with no page-table entry (nothing to
+    /// carry a protection): never claimed, they hold nothing written. A
+    /// claimed page may have been installed and written already while its
+    /// installer has not yet marked it present: wait for that.
+    fn mapped_after_wait(&self, page: usize) -> bool {
+        loop {
+            match self.state[page].load(Ordering::Acquire) {
+                INFLIGHT => std::thread::yield_now(),
+                state => return state == PRESENT,
             }
         }
     }
@@ -694,23 +752,28 @@ impl Shared {
             len += 1;
         }
         // Before the copy, as in `install`: the woken thread may write and
-        // psync at once. Every page goes in writable: the faulting page is
-        // dirty if written, the others are compared at psync.
+        // psync at once. The faulting page is dirty if written, the others
+        // are compared at psync.
         let writable = self.writable();
+        // With asynchronous write-protection every page goes in protected
+        // (the faulting thread's retried write lifts it in the kernel and
+        // psync's scan finds the page).
+        let wp = writable && self.pagemap.is_some();
+        let compare = writable && !wp;
         if write && writable {
             self.dirty.set(page);
-        } else if writable {
+        } else if compare {
             self.maybe_dirty.set(page);
         }
         for p in page + 1..page + len {
             self.predicted.set(p);
-            if writable {
+            if compare {
                 self.maybe_dirty.set(p);
             }
         }
         // SAFETY: frames `page..page+len` are READY and consecutive in the
         // cache's mapping; the destination is in our registered range.
-        match unsafe { self.copy(page, cache.frame_ptr(page), len, false) } {
+        match unsafe { self.copy(page, cache.frame_ptr(page), len, wp) } {
             Ok(CopyOutcome::Installed) => {
                 for p in page..page + len {
                     self.state[p].store(PRESENT, Ordering::Release);
@@ -1015,7 +1078,10 @@ impl Shared {
     /// page if that fails.
     fn install_run(&self, (first, len): (usize, usize), scratch: &mut Scratch) {
         let Some(cache) = &self.cache else { return };
-        let compare = self.writable();
+        // Tracked by comparison, or (asynchronous write-protection)
+        // installed protected and found by psync's scan if written.
+        let compare = self.writable() && self.pagemap.is_none();
+        let wp = self.writable() && self.pagemap.is_some();
         for p in first..first + len {
             // Before the copy, as in `install`.
             self.predicted.set(p);
@@ -1026,7 +1092,7 @@ impl Shared {
         let src = cache.frame_ptr(first);
         // SAFETY: frames `first..first+len` are READY and consecutive in the
         // cache's mapping; the destination pages are in our registered range.
-        let r = unsafe { self.copy(first, src, len, false) };
+        let r = unsafe { self.copy(first, src, len, wp) };
         if let Ok(CopyOutcome::Installed) = r {
             for p in first..first + len {
                 self.state[p].store(PRESENT, Ordering::Release);
@@ -1236,13 +1302,24 @@ impl Attachment {
         }
 
         let uffd_err = |op, source| AttachError::Uffd { base, op, source };
+        // Asynchronous write-protection only with a way to find the
+        // written pages again.
+        let pagemap = (perm == Perm::Write && tuning.async_wp)
+            .then(uffd::Pagemap::open)
+            .and_then(Result::ok);
         let setup = || -> Result<(Uffd, OwnedFd), AttachError> {
             let wanted = if perm == Perm::Write {
                 uffd::FEATURE_WP
             } else {
                 0
             };
-            let u = Uffd::open(wanted, uffd::FEATURE_POISON).map_err(|e| uffd_err("open", e))?;
+            let optional = uffd::FEATURE_POISON
+                | if pagemap.is_some() {
+                    uffd::FEATURE_WP_ASYNC
+                } else {
+                    0
+                };
+            let u = Uffd::open(wanted, optional).map_err(|e| uffd_err("open", e))?;
             u.register(base, len, perm == Perm::Write)
                 .map_err(|e| uffd_err("register", e))?;
             // SAFETY: eventfd(2) takes only flags.
@@ -1275,8 +1352,10 @@ impl Attachment {
         } else {
             None
         };
+        let pagemap = pagemap.filter(|_| u.features & uffd::FEATURE_WP_ASYNC != 0);
         let shared = Arc::new(Shared {
             poison: u.features & uffd::FEATURE_POISON != 0,
+            pagemap,
             uffd: u,
             backing,
             base,
@@ -1493,6 +1572,28 @@ impl Attachment {
     pub fn dirty_pages(&self) -> Vec<usize> {
         let s = &*self.shared;
         let mut pages = s.dirty.collect(false);
+        if let Some(pagemap) = &s.pagemap {
+            let mut runs = Vec::new();
+            if pagemap
+                .written(s.base, s.addr(s.pages), false, &mut runs)
+                .is_ok()
+            {
+                for (start, end) in runs {
+                    pages.extend(
+                        (start..end)
+                            .step_by(s.page_size)
+                            .map(|a| (a - s.base) / s.page_size)
+                            .filter(|&p| s.mapped_after_wait(p)),
+                    );
+                }
+            } else {
+                // The walk failed (psync will report it): every mapped
+                // page may have been written, never fewer.
+                pages.extend(
+                    (0..s.pages).filter(|&p| s.state[p].load(Ordering::Acquire) == PRESENT),
+                );
+            }
+        }
         pages.extend(
             s.maybe_dirty
                 .collect(false)
@@ -1501,6 +1602,11 @@ impl Attachment {
         );
         pages.sort_unstable();
         pages.dedup();
+        if s.pagemap.is_some() && s.cache.is_some() {
+            // As psync: written but equal to the committed plaintext is
+            // not a change.
+            pages.retain(|&p| s.changed(p));
+        }
         pages
     }
 
@@ -1582,7 +1688,58 @@ impl Attachment {
         };
         // Pages to leave writable after this psync (compared at the next).
         let mut keep: Vec<usize> = Vec::new();
-        if s.cache.is_some() {
+        if let Some(pagemap) = &s.pagemap {
+            // Asynchronous write-protection: every page went in protected
+            // (or dirty, at a first-touch write); the kernel lifted the
+            // protection of each page written since. One walk finds them
+            // and protects them again, page by page atomically, so a
+            // write after it is found by the next psync.
+            let mut runs = Vec::new();
+            match pagemap.written(s.base, s.addr(s.pages), true, &mut runs) {
+                Ok(calls) => {
+                    c.pagemap_scans.fetch_add(calls, Ordering::Relaxed);
+                }
+                Err(e) => {
+                    put_back(&dirty, &maybe);
+                    return Err(AttachError::Uffd {
+                        base: s.base,
+                        op: "PAGEMAP_SCAN",
+                        source: e,
+                    });
+                }
+            }
+            let before = dirty.len();
+            for (start, end) in runs {
+                for addr in (start..end).step_by(s.page_size) {
+                    let p = (addr - s.base) / s.page_size;
+                    if s.mapped_after_wait(p) {
+                        dirty.push(p);
+                    }
+                }
+            }
+            c.pages_found_written
+                .fetch_add((dirty.len() - before) as u64, Ordering::Relaxed);
+            dirty.sort_unstable();
+            dirty.dedup();
+            if s.cache.is_some() {
+                // Written is not changed: a page equal to its cache frame
+                // (the committed plaintext) needs no staging. It is
+                // protected again already, so a later write is found.
+                c.pages_compared
+                    .fetch_add(dirty.len() as u64, Ordering::Relaxed);
+                dirty.retain(|&p| s.changed(p));
+            }
+            for &p in &dirty {
+                note_used(p);
+            }
+            // Pages installed writable before (none are, in this mode)
+            // would be in `maybe`: compare them, as below, to be safe.
+            for &p in &maybe {
+                if s.changed(p) {
+                    dirty.push(p);
+                }
+            }
+        } else if s.cache.is_some() {
             // Write tracking by comparison (DRAM-cache modes): a page
             // written in this interval is likely written in the next one
             // too (a heap's headers, a root block), and a write-protect
