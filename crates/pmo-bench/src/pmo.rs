@@ -371,7 +371,7 @@ pub fn run(args: &PmoBenchOptions, progress: &mut dyn FnMut(Progress)) -> Result
         let mut runs: Vec<Vec<Session>> = vec![Vec::new(); modes.len()];
         let mut dram: Vec<(u64, f64)> = Vec::new();
         for round in 0..rounds {
-            if let Some(r) = kernels::in_dram(w, &sizes, args.seed) {
+            if let Some(r) = kernels::in_dram(w, &sizes, args.seed)? {
                 dram.push(r);
             }
             on_step(&format!("{} in DRAM round {}", w.name(), round + 1));
