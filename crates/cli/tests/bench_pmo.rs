@@ -70,6 +70,17 @@ fn a_small_run_writes_the_report_with_every_mode() {
             if c["mode"] == "plain" { 0 } else { 4096 },
             "{c}"
         );
+        // Where the time went is counted: every arrived page was copied
+        // in by a UFFDIO_COPY, and the handler woke at least once.
+        assert_eq!(s["pages_copied"].as_u64().unwrap(), arrived, "{c}");
+        assert!(s["copy_ioctls"].as_u64().unwrap() >= 1, "{c}");
+        assert!(s["handler_wakeups"].as_u64().unwrap() >= 1, "{c}");
+        let session = &c["session"];
+        let parts = ["attach_ns", "compute_ns", "sync_ns"]
+            .iter()
+            .map(|k| session[k].as_u64().unwrap())
+            .sum::<u64>();
+        assert!(parts <= session["ns"].as_u64().unwrap(), "{c}");
         // Every output page is written and psynced.
         assert_eq!(s["pages_synced"].as_u64().unwrap(), 2048, "{c}");
         let used = c["session"]["predicted_used"].as_u64().unwrap();
@@ -77,6 +88,13 @@ fn a_small_run_writes_the_report_with_every_mode() {
         assert_eq!(used + wasted, s["predicted"].as_u64().unwrap(), "{c}");
     }
     assert!(conv["best"]["mode"].as_str().unwrap().starts_with("str"));
+    // The kernel alone on DRAM: the floor, and the ceiling it implies.
+    assert!(conv["dram_ms"].as_f64().unwrap() > 0.0, "{conv}");
+    assert!(conv["ceiling"].as_f64().unwrap() > 0.0, "{conv}");
+    assert!(
+        workloads[1]["dram_ms"].is_null(),
+        "the file server has none"
+    );
     assert_eq!(json["touch"].as_array().unwrap().len(), 5);
     let html = std::fs::read_to_string(out.join("pmo.html")).unwrap();
     assert!(html.contains("<svg class=\"chart\" data-chart=\"depth\" data-workload=\"conv2d\""));

@@ -141,6 +141,17 @@ pub struct HeapSample {
     pub heap_fragmentation: Option<f64>,
     /// nvmos only: psyncs done.
     pub psyncs: u64,
+    /// nvmos only: the attachment's counters over the timed operations
+    /// (missing-page and write-protect faults, the handler's wake-ups,
+    /// pages psync staged, compared with the DRAM cache and kept writable,
+    /// time in psync).
+    pub faults: u64,
+    pub wp_faults: u64,
+    pub handler_wakeups: u64,
+    pub pages_synced: u64,
+    pub pages_compared: u64,
+    pub pages_kept_writable: u64,
+    pub psync_ns: u64,
 }
 
 /// One row: a system and setting.
@@ -222,6 +233,13 @@ impl Region {
         }
     }
 
+    fn stats(&self) -> Option<nvmos_pmo::AttachStats> {
+        match self {
+            Region::Pmo(a) => Some(a.stats()),
+            Region::Dram(_) => None,
+        }
+    }
+
     fn psync(&mut self) -> Result<()> {
         match self {
             Region::Pmo(a) => a.psync().map(|_| ()).context("psync"),
@@ -268,6 +286,7 @@ fn run_ops(cfg: &HeapOptions, every: Option<u64>, mut region: Region) -> Result<
     let mut s = HeapSample::default();
     let mut ops = Ops(cfg.seed | 1);
     let mut live = 0u64;
+    let before = region.stats().unwrap_or_default();
     let (t0, c0) = (Instant::now(), nvmos_measure::timer::thread_cpu_seconds());
     for i in 0..cfg.ops {
         let r = ops.next();
@@ -318,6 +337,15 @@ fn run_ops(cfg: &HeapOptions, every: Option<u64>, mut region: Region) -> Result<
     );
     s.ns_per_op = wall * 1e9 / cfg.ops as f64;
     s.cpu_ns_per_op = cpu * 1e9 / cfg.ops as f64;
+    if let Some(after) = region.stats() {
+        s.faults = after.faults - before.faults;
+        s.wp_faults = after.wp_faults - before.wp_faults;
+        s.handler_wakeups = after.handler_wakeups - before.handler_wakeups;
+        s.pages_synced = after.pages_synced - before.pages_synced;
+        s.pages_compared = after.pages_compared - before.pages_compared;
+        s.pages_kept_writable = after.pages_kept_writable - before.pages_kept_writable;
+        s.psync_ns = after.psync_ns - before.psync_ns;
+    }
     let mut heap = Heap::open(region.mem()).map_err(heap_err("opening the heap"))?;
     let stats = heap.check().map_err(heap_err("checking the heap"))?;
     s.heap_fragmentation = Some(stats.fragmentation);
@@ -378,8 +406,7 @@ fn pmdk_run(exe: &Path, cfg: &HeapOptions) -> Result<HeapSample> {
         failed_allocs: failed as u64,
         live_bytes: live as u64,
         largest_allocatable: largest as u64,
-        heap_fragmentation: None,
-        psyncs: 0,
+        ..HeapSample::default()
     })
 }
 

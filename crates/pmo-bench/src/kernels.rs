@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use nvmos_pmo::attach::mem_backing::{MemBacking, PAGE_SIZE};
-use nvmos_pmo::attach::{cache, AttachStats, Attachment, Mode, Perm};
+use nvmos_pmo::attach::{cache, AttachStats, Attachment, Mode, Perm, Tuning};
 use nvmos_pmo::PageBacking;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -156,6 +156,69 @@ impl Sizes {
         }
     }
 
+    /// Set one workload's size from `NAME=N`: conv2d's image count, lu's,
+    /// gauss's and matmul's n, fileserver's file count.
+    pub fn set(&mut self, spec: &str) -> Result<(), String> {
+        let bad = || format!("size {spec:?}: expected NAME=N with N ≥ 1 (conv2d=8, lu=1536, ...)");
+        let (name, n) = spec.split_once('=').ok_or_else(bad)?;
+        let n: usize = n.trim().parse().map_err(|_| bad())?;
+        if n == 0 {
+            return Err(bad());
+        }
+        let field = match name.parse::<Workload>()? {
+            Workload::Conv2d => &mut self.conv_images,
+            Workload::Lu => &mut self.lu_n,
+            Workload::Gauss => &mut self.gauss_n,
+            Workload::MatMul => &mut self.matmul_n,
+            Workload::FileServer => &mut self.files,
+            Workload::WebServer | Workload::WebProxy | Workload::VarMail => {
+                &mut self.filebench_files
+            }
+        };
+        *field = n;
+        Ok(())
+    }
+
+    /// Refuse sizes whose objects do not fit the benchmark's 4 GiB
+    /// address slots, naming the workload.
+    pub fn check(&self) -> Result<(), String> {
+        let largest = [
+            (
+                "conv2d",
+                self.conv_images.checked_mul(CONV_NI * CONV_NJ * 4),
+            ),
+            (
+                "lu",
+                self.lu_n
+                    .checked_mul(self.lu_n)
+                    .and_then(|x| x.checked_mul(8)),
+            ),
+            (
+                "gauss",
+                self.gauss_n
+                    .checked_mul(self.gauss_n + 1)
+                    .and_then(|x| x.checked_mul(8)),
+            ),
+            (
+                "matmul",
+                self.matmul_n
+                    .checked_mul(self.matmul_n)
+                    .and_then(|x| x.checked_mul(4)),
+            ),
+        ];
+        for (name, bytes) in largest {
+            if !bytes.is_some_and(|b| (1..=SLOT).contains(&b)) {
+                return Err(format!(
+                    "sizes: a {name} object must be 1 byte to 4 GiB ({bytes:?} bytes)"
+                ));
+            }
+        }
+        if self.files == 0 || self.files > 4096 {
+            return Err("sizes: files must be 1 to 4096".into());
+        }
+        Ok(())
+    }
+
     /// What a workload computes, with its sizes.
     pub fn describe(&self, w: Workload) -> String {
         let mib = |bytes: usize| bytes as f64 / (1 << 20) as f64;
@@ -202,6 +265,12 @@ const MATMUL_TILE: usize = 16;
 pub struct Session {
     /// Wall time of the timed part.
     pub ns: u64,
+    /// Of which attaching the objects (kernels; 0 for the file server).
+    pub attach_ns: u64,
+    /// Of which the computation, faults included (kernels).
+    pub compute_ns: u64,
+    /// Of which psync and detach (kernels).
+    pub sync_ns: u64,
     /// Counters summed over every attachment of the session.
     pub stats: AttachStats,
     /// Predicted pages the workload touched.
@@ -216,40 +285,24 @@ pub struct Session {
     pub io: Option<filebench::FileIo>,
 }
 
-fn add(total: &mut AttachStats, s: &AttachStats) {
-    total.faults += s.faults;
-    total.wp_faults += s.wp_faults;
-    total.pages_decrypted += s.pages_decrypted;
-    total.pages_read += s.pages_read;
-    total.cache_hits += s.cache_hits;
-    total.predicted += s.predicted;
-    total.predicted_seen_used += s.predicted_seen_used;
-    total.predicted_late += s.predicted_late;
-    total.predicted_skipped += s.predicted_skipped;
-    total.handler_ns += s.handler_ns;
-    total.worker_ns += s.worker_ns;
-    total.psyncs += s.psyncs;
-    total.pages_synced += s.pages_synced;
-    total.psync_ns += s.psync_ns;
-    total.failed_pages += s.failed_pages;
-}
-
 /// Attachments of one session and their accounting.
 struct Run {
     mode: Mode,
+    tuning: Tuning,
     session: Session,
 }
 
 impl Run {
-    fn new(mode: Mode) -> Run {
+    fn new(mode: Mode, tuning: Tuning) -> Run {
         Run {
             mode,
+            tuning,
             session: Session::default(),
         }
     }
 
     fn attach(&self, object: &Arc<MemBacking>, perm: Perm) -> Result<Attachment> {
-        Attachment::attach(object.clone(), perm, self.mode)
+        Attachment::attach_tuned(object.clone(), perm, self.mode, self.tuning)
             .with_context(|| format!("attaching a benchmark object in mode {}", self.mode.label()))
     }
 
@@ -267,7 +320,7 @@ impl Run {
         };
         self.session.predicted_used += stats.predicted_seen_used + used_unseen;
         self.session.predicted_wasted += unseen.len() as u64 - used_unseen;
-        add(&mut self.session.stats, &stats);
+        self.session.stats.add(&stats);
         Ok(())
     }
 }
@@ -285,100 +338,254 @@ fn f64_bytes(v: &[f64]) -> Vec<u8> {
     v.iter().flat_map(|x| x.to_le_bytes()).collect()
 }
 
-/// View an attachment as `T`s.
-///
-/// # Safety
-/// `T` is `f32` or `f64`: every bit pattern is valid, and the mapping is
-/// page aligned.
-unsafe fn view<T>(a: &Attachment) -> &[T] {
-    std::slice::from_raw_parts(a.as_ptr() as *const T, a.len() / std::mem::size_of::<T>())
-}
-
-/// # Safety
-/// As [`view`]; `a` is writable.
-unsafe fn view_mut<T>(a: &mut Attachment) -> &mut [T] {
-    let len = a.len() / std::mem::size_of::<T>();
-    let ptr = a
-        .as_mut_slice()
-        .expect("a writable attachment")
-        .as_mut_ptr();
-    std::slice::from_raw_parts_mut(ptr as *mut T, len)
-}
-
-/// Run workload `w` once in `mode`.
-pub fn run(w: Workload, sizes: &Sizes, mode: Mode, seed: u64) -> Result<Session> {
+/// Run workload `w` once in `mode`, the fault path tuned by `tuning`.
+pub fn run(w: Workload, sizes: &Sizes, mode: Mode, tuning: Tuning, seed: u64) -> Result<Session> {
     match w {
-        Workload::Conv2d => conv2d(sizes.conv_images, mode, seed),
-        Workload::Lu => lu(sizes.lu_n, mode, seed),
-        Workload::Gauss => gauss(sizes.gauss_n, mode, seed),
-        Workload::MatMul => matmul(sizes.matmul_n, mode, seed),
-        Workload::FileServer => fileserver(sizes.files, sizes.file_ops, mode, seed),
+        Workload::FileServer => fileserver(sizes.files, sizes.file_ops, mode, tuning, seed),
         Workload::WebServer | Workload::WebProxy | Workload::VarMail => filebench::run(
             w.personality().expect("a personality"),
             sizes.filebench_files,
             sizes.filebench_flows,
             mode,
+            tuning,
             seed,
         ),
+        _ => kernel(&Input::new(w, sizes, seed), mode, tuning),
     }
 }
 
-fn conv2d(images: usize, mode: Mode, seed: u64) -> Result<Session> {
-    let mut rng = SmallRng::seed_from_u64(seed);
-    let n = images * CONV_NI * CONV_NJ;
-    let input: Vec<f32> = (0..n).map(|_| rng.gen::<f32>()).collect();
-    let inp = backing(slot(0), &f32_bytes(&input), mode);
-    let out = backing(slot(1), &vec![0u8; n * 4], mode);
-    drop(input);
-    let mut run = Run::new(mode);
-    let start = Instant::now();
-    let a = run.attach(&inp, Perm::Read)?;
-    let mut b = run.attach(&out, Perm::Write)?;
-    let checksum;
-    {
-        // SAFETY: f32 views of page-aligned mappings.
-        let (x, y) = unsafe { (view::<f32>(&a), view_mut::<f32>(&mut b)) };
-        // PolyBench 2DCONV's coefficients.
-        let (c11, c12, c13) = (0.2f32, -0.3f32, 0.4f32);
-        let (c21, c22, c23) = (0.5f32, 0.6f32, 0.7f32);
-        let (c31, c32, c33) = (-0.8f32, -0.9f32, 0.10f32);
-        for img in 0..images {
-            let o = img * CONV_NI * CONV_NJ;
-            let x = &x[o..o + CONV_NI * CONV_NJ];
-            let y = &mut y[o..o + CONV_NI * CONV_NJ];
-            // Border rows keep the input, so every output page is written.
-            y[..CONV_NJ].copy_from_slice(&x[..CONV_NJ]);
-            for i in 1..CONV_NI - 1 {
-                let (up, mid, down) = (
-                    &x[(i - 1) * CONV_NJ..i * CONV_NJ],
-                    &x[i * CONV_NJ..(i + 1) * CONV_NJ],
-                    &x[(i + 1) * CONV_NJ..(i + 2) * CONV_NJ],
-                );
-                let row = &mut y[i * CONV_NJ..(i + 1) * CONV_NJ];
-                row[0] = mid[0];
-                row[CONV_NJ - 1] = mid[CONV_NJ - 1];
-                for j in 1..CONV_NJ - 1 {
-                    row[j] = c11 * up[j - 1]
-                        + c21 * up[j]
-                        + c31 * up[j + 1]
-                        + c12 * mid[j - 1]
-                        + c22 * mid[j]
-                        + c32 * mid[j + 1]
-                        + c13 * down[j - 1]
-                        + c23 * down[j]
-                        + c33 * down[j + 1];
-                }
-            }
-            let last = (CONV_NI - 1) * CONV_NJ;
-            y[last..].copy_from_slice(&x[last..]);
-        }
-        checksum = y.iter().step_by(997).map(|&v| v as f64).sum();
+/// The kernel of workload `w` on ordinary, already resident memory: no
+/// object, no fault, no psync. Returns the compute time and the checksum,
+/// which must equal every mode's. The floor under every mode's compute
+/// phase: what no fault path can go below. `None` for the file server and
+/// the Filebench personalities, which have no compute phase apart from
+/// their objects.
+pub fn in_dram(w: Workload, sizes: &Sizes, seed: u64) -> Result<Option<(u64, f64)>> {
+    let input = Input::new(w, sizes, seed);
+    if input.objects.is_empty() {
+        return Ok(None);
     }
-    run.detach(a, None)?;
-    run.detach(b, None)?;
-    run.session.ns = start.elapsed().as_nanos() as u64;
+    // Page-aligned, as an attached object is (a heap `Vec` starts 16 bytes
+    // into a page, which splits every 64-byte tile row of matmul over two
+    // cache lines), and resident before timing: every page written once.
+    let mut buffers = input
+        .objects
+        .iter()
+        .map(|o| PageAligned::new(o))
+        .collect::<std::io::Result<Vec<_>>>()
+        .context("mapping memory for the kernel's run on DRAM")?;
+    let mut slices: Vec<&mut [u8]> = buffers.iter_mut().map(|b| b.bytes()).collect();
+    let start = Instant::now();
+    let checksum = compute(input.w, input.n, &mut slices);
+    Ok(Some((start.elapsed().as_nanos() as u64, checksum)))
+}
+
+/// Anonymous page-aligned memory holding a copy of some bytes.
+struct PageAligned {
+    ptr: *mut u8,
+    len: usize,
+    map_len: usize,
+}
+
+impl PageAligned {
+    fn new(bytes: &[u8]) -> std::io::Result<PageAligned> {
+        let map_len = bytes.len().div_ceil(PAGE_SIZE).max(1) * PAGE_SIZE;
+        // SAFETY: a fresh private anonymous mapping, checked below.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                map_len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: `map_len >= bytes.len()` writable bytes, not overlapping.
+        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), ptr.cast(), bytes.len()) };
+        Ok(PageAligned {
+            ptr: ptr.cast(),
+            len: bytes.len(),
+            map_len,
+        })
+    }
+
+    fn bytes(&mut self) -> &mut [u8] {
+        // SAFETY: our mapping of at least `len` bytes, borrowed mutably.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
+    }
+}
+
+impl Drop for PageAligned {
+    fn drop(&mut self) {
+        // SAFETY: our own mapping, no longer borrowed.
+        unsafe { libc::munmap(self.ptr.cast(), self.map_len) };
+    }
+}
+
+/// A kernel's objects before the run (not timed): their bytes and whether
+/// each is written.
+struct Input {
+    w: Workload,
+    n: usize,
+    objects: Vec<Vec<u8>>,
+    writable: Vec<bool>,
+}
+
+impl Input {
+    fn new(w: Workload, sizes: &Sizes, seed: u64) -> Input {
+        let mut rng = SmallRng::seed_from_u64(seed);
+        let (n, objects, writable) = match w {
+            Workload::Conv2d => {
+                let n = sizes.conv_images;
+                let len = n * CONV_NI * CONV_NJ;
+                let input: Vec<f32> = (0..len).map(|_| rng.gen::<f32>()).collect();
+                (
+                    n,
+                    vec![f32_bytes(&input), vec![0u8; len * 4]],
+                    vec![false, true],
+                )
+            }
+            Workload::Lu => {
+                let n = sizes.lu_n;
+                (n, vec![f64_bytes(&dominant(n, n, &mut rng))], vec![true])
+            }
+            Workload::Gauss => {
+                let n = sizes.gauss_n;
+                let m = f64_bytes(&dominant(n, n + 1, &mut rng));
+                (n, vec![m, vec![0u8; n * 8]], vec![true, true])
+            }
+            Workload::MatMul => {
+                let n = sizes.matmul_n;
+                let a0: Vec<f32> = (0..n * n).map(|_| rng.gen::<f32>()).collect();
+                let b0: Vec<f32> = (0..n * n).map(|_| rng.gen::<f32>()).collect();
+                let objects = vec![f32_bytes(&a0), f32_bytes(&b0), vec![0u8; n * n * 4]];
+                (n, objects, vec![false, false, true])
+            }
+            // The file workloads build their own objects as they go.
+            Workload::FileServer | Workload::WebServer | Workload::WebProxy | Workload::VarMail => {
+                (0, Vec::new(), Vec::new())
+            }
+        };
+        Input {
+            w,
+            n,
+            objects,
+            writable,
+        }
+    }
+}
+
+/// One PMO session of a kernel: build its objects (not timed), then,
+/// timed: attach every object, compute, psync and detach each.
+fn kernel(input: &Input, mode: Mode, tuning: Tuning) -> Result<Session> {
+    let objects: Vec<Arc<MemBacking>> = input
+        .objects
+        .iter()
+        .enumerate()
+        .map(|(i, bytes)| backing(slot(i), bytes, mode))
+        .collect();
+    let mut run = Run::new(mode, tuning);
+    let start = Instant::now();
+    let mut attached = Vec::new();
+    for (o, &w) in objects.iter().zip(&input.writable) {
+        attached.push(run.attach(o, if w { Perm::Write } else { Perm::Read })?);
+    }
+    let t_compute = Instant::now();
+    let checksum = {
+        let mut slices: Vec<&mut [u8]> = attached
+            .iter_mut()
+            .map(|a| {
+                // SAFETY: the attachment's mapping lives as long as `a`;
+                // read-only ones are only read by `compute` (their flag).
+                unsafe { std::slice::from_raw_parts_mut(a.as_ptr(), a.len()) }
+            })
+            .collect();
+        for (s, bytes) in slices.iter_mut().zip(&input.objects) {
+            *s = &mut std::mem::take(s)[..bytes.len()];
+        }
+        compute(input.w, input.n, &mut slices)
+    };
+    let t_sync = Instant::now();
+    for a in attached {
+        run.detach(a, None)?;
+    }
+    let end = Instant::now();
+    run.session.ns = (end - start).as_nanos() as u64;
+    run.session.attach_ns = (t_compute - start).as_nanos() as u64;
+    run.session.compute_ns = (t_sync - t_compute).as_nanos() as u64;
+    run.session.sync_ns = (end - t_sync).as_nanos() as u64;
     run.session.checksum = checksum;
+    for i in 0..objects.len() {
+        cache::evict(slot(i));
+    }
     Ok(run.session)
+}
+
+/// View bytes as `T`s.
+fn cast<T>(bytes: &mut [u8]) -> &mut [T] {
+    assert_eq!(bytes.as_ptr() as usize % std::mem::align_of::<T>(), 0);
+    // SAFETY: `T` is f32 or f64 (every bit pattern valid), the pointer is
+    // aligned (checked) and the length rounded down.
+    unsafe {
+        std::slice::from_raw_parts_mut(
+            bytes.as_mut_ptr().cast(),
+            bytes.len() / std::mem::size_of::<T>(),
+        )
+    }
+}
+
+/// The computation of kernel `w` on its objects, in their order; returns
+/// its checksum. The same code runs on attached objects and on DRAM.
+fn compute(w: Workload, n: usize, objects: &mut [&mut [u8]]) -> f64 {
+    match (w, objects) {
+        (Workload::Conv2d, [x, y]) => conv2d(n, cast(x), cast(y)),
+        (Workload::Lu, [m]) => lu(n, cast(m)),
+        (Workload::Gauss, [m, x]) => gauss(n, cast(m), cast(x)),
+        (Workload::MatMul, [x, y, z]) => matmul(n, cast(x), cast(y), cast(z)),
+        _ => unreachable!("Input::new gives each kernel its objects"),
+    }
+}
+
+fn conv2d(images: usize, x: &[f32], y: &mut [f32]) -> f64 {
+    // PolyBench 2DCONV's coefficients.
+    let (c11, c12, c13) = (0.2f32, -0.3f32, 0.4f32);
+    let (c21, c22, c23) = (0.5f32, 0.6f32, 0.7f32);
+    let (c31, c32, c33) = (-0.8f32, -0.9f32, 0.10f32);
+    for img in 0..images {
+        let o = img * CONV_NI * CONV_NJ;
+        let x = &x[o..o + CONV_NI * CONV_NJ];
+        let y = &mut y[o..o + CONV_NI * CONV_NJ];
+        // Border rows keep the input, so every output page is written.
+        y[..CONV_NJ].copy_from_slice(&x[..CONV_NJ]);
+        for i in 1..CONV_NI - 1 {
+            let (up, mid, down) = (
+                &x[(i - 1) * CONV_NJ..i * CONV_NJ],
+                &x[i * CONV_NJ..(i + 1) * CONV_NJ],
+                &x[(i + 1) * CONV_NJ..(i + 2) * CONV_NJ],
+            );
+            let row = &mut y[i * CONV_NJ..(i + 1) * CONV_NJ];
+            row[0] = mid[0];
+            row[CONV_NJ - 1] = mid[CONV_NJ - 1];
+            for j in 1..CONV_NJ - 1 {
+                row[j] = c11 * up[j - 1]
+                    + c21 * up[j]
+                    + c31 * up[j + 1]
+                    + c12 * mid[j - 1]
+                    + c22 * mid[j]
+                    + c32 * mid[j + 1]
+                    + c13 * down[j - 1]
+                    + c23 * down[j]
+                    + c33 * down[j + 1];
+            }
+        }
+        let last = (CONV_NI - 1) * CONV_NJ;
+        y[last..].copy_from_slice(&x[last..]);
+    }
+    y.iter().step_by(997).map(|&v| v as f64).sum()
 }
 
 /// A diagonally dominant matrix, so elimination without pivoting is stable.
@@ -390,122 +597,69 @@ fn dominant(n: usize, cols: usize, rng: &mut SmallRng) -> Vec<f64> {
     m
 }
 
-fn lu(n: usize, mode: Mode, seed: u64) -> Result<Session> {
-    let mut rng = SmallRng::seed_from_u64(seed);
-    let obj = backing(slot(0), &f64_bytes(&dominant(n, n, &mut rng)), mode);
-    let mut run = Run::new(mode);
-    let start = Instant::now();
-    let mut a = run.attach(&obj, Perm::Write)?;
-    let checksum;
-    {
-        // SAFETY: an f64 view of a page-aligned mapping.
-        let m = unsafe { view_mut::<f64>(&mut a) };
-        // PolyBench lu (Doolittle, in place, no pivoting).
-        for k in 0..n {
-            let pivot = m[k * n + k];
+fn lu(n: usize, m: &mut [f64]) -> f64 {
+    // PolyBench lu (Doolittle, in place, no pivoting).
+    for k in 0..n {
+        let pivot = m[k * n + k];
+        for j in k + 1..n {
+            m[k * n + j] /= pivot;
+        }
+        let (top, rest) = m.split_at_mut((k + 1) * n);
+        let row_k = &top[k * n..];
+        for i in k + 1..n {
+            let row_i = &mut rest[(i - k - 1) * n..(i - k) * n];
+            let f = row_i[k];
             for j in k + 1..n {
-                m[k * n + j] /= pivot;
-            }
-            let (top, rest) = m.split_at_mut((k + 1) * n);
-            let row_k = &top[k * n..];
-            for i in k + 1..n {
-                let row_i = &mut rest[(i - k - 1) * n..(i - k) * n];
-                let f = row_i[k];
-                for j in k + 1..n {
-                    row_i[j] -= f * row_k[j];
-                }
+                row_i[j] -= f * row_k[j];
             }
         }
-        checksum = (0..n).map(|i| m[i * n + i]).sum();
     }
-    run.detach(a, None)?;
-    run.session.ns = start.elapsed().as_nanos() as u64;
-    run.session.checksum = checksum;
-    Ok(run.session)
+    (0..n).map(|i| m[i * n + i]).sum()
 }
 
-fn gauss(n: usize, mode: Mode, seed: u64) -> Result<Session> {
-    let mut rng = SmallRng::seed_from_u64(seed);
+fn gauss(n: usize, m: &mut [f64], x: &mut [f64]) -> f64 {
     let cols = n + 1;
-    let obj = backing(slot(0), &f64_bytes(&dominant(n, cols, &mut rng)), mode);
-    let xobj = backing(slot(1), &vec![0u8; n * 8], mode);
-    let mut run = Run::new(mode);
-    let start = Instant::now();
-    let mut a = run.attach(&obj, Perm::Write)?;
-    let mut xa = run.attach(&xobj, Perm::Write)?;
-    let checksum;
-    {
-        // SAFETY: f64 views of page-aligned mappings.
-        let (m, x) = unsafe { (view_mut::<f64>(&mut a), view_mut::<f64>(&mut xa)) };
-        // Rodinia gaussian: forward elimination, then back substitution.
-        for k in 0..n {
-            let (top, rest) = m.split_at_mut((k + 1) * cols);
-            let row_k = &top[k * cols..];
-            for i in k + 1..n {
-                let row_i = &mut rest[(i - k - 1) * cols..(i - k) * cols];
-                let f = row_i[k] / row_k[k];
-                for j in k..cols {
-                    row_i[j] -= f * row_k[j];
-                }
+    // Rodinia gaussian: forward elimination, then back substitution.
+    for k in 0..n {
+        let (top, rest) = m.split_at_mut((k + 1) * cols);
+        let row_k = &top[k * cols..];
+        for i in k + 1..n {
+            let row_i = &mut rest[(i - k - 1) * cols..(i - k) * cols];
+            let f = row_i[k] / row_k[k];
+            for j in k..cols {
+                row_i[j] -= f * row_k[j];
             }
         }
-        for i in (0..n).rev() {
-            let mut s = m[i * cols + n];
-            for j in i + 1..n {
-                s -= m[i * cols + j] * x[j];
-            }
-            x[i] = s / m[i * cols + i];
-        }
-        checksum = x[..n].iter().sum();
     }
-    run.detach(a, None)?;
-    run.detach(xa, None)?;
-    run.session.ns = start.elapsed().as_nanos() as u64;
-    run.session.checksum = checksum;
-    Ok(run.session)
+    for i in (0..n).rev() {
+        let mut s = m[i * cols + n];
+        for j in i + 1..n {
+            s -= m[i * cols + j] * x[j];
+        }
+        x[i] = s / m[i * cols + i];
+    }
+    x[..n].iter().sum()
 }
 
-fn matmul(n: usize, mode: Mode, seed: u64) -> Result<Session> {
-    let mut rng = SmallRng::seed_from_u64(seed);
-    let a0: Vec<f32> = (0..n * n).map(|_| rng.gen::<f32>()).collect();
-    let b0: Vec<f32> = (0..n * n).map(|_| rng.gen::<f32>()).collect();
-    let ao = backing(slot(0), &f32_bytes(&a0), mode);
-    let bo = backing(slot(1), &f32_bytes(&b0), mode);
-    let co = backing(slot(2), &vec![0u8; n * n * 4], mode);
-    let mut run = Run::new(mode);
-    let start = Instant::now();
-    let a = run.attach(&ao, Perm::Read)?;
-    let b = run.attach(&bo, Perm::Read)?;
-    let mut c = run.attach(&co, Perm::Write)?;
-    let checksum;
-    {
-        // SAFETY: f32 views of page-aligned mappings.
-        let (x, y, z) = unsafe { (view::<f32>(&a), view::<f32>(&b), view_mut::<f32>(&mut c)) };
-        let t = MATMUL_TILE;
-        for ii in (0..n).step_by(t) {
-            for kk in (0..n).step_by(t) {
-                for jj in (0..n).step_by(t) {
-                    for i in ii..(ii + t).min(n) {
-                        for k in kk..(kk + t).min(n) {
-                            let aik = x[i * n + k];
-                            let brow = &y[k * n + jj..k * n + (jj + t).min(n)];
-                            let crow = &mut z[i * n + jj..i * n + (jj + t).min(n)];
-                            for (cv, bv) in crow.iter_mut().zip(brow) {
-                                *cv += aik * bv;
-                            }
+fn matmul(n: usize, x: &[f32], y: &[f32], z: &mut [f32]) -> f64 {
+    let t = MATMUL_TILE;
+    for ii in (0..n).step_by(t) {
+        for kk in (0..n).step_by(t) {
+            for jj in (0..n).step_by(t) {
+                for i in ii..(ii + t).min(n) {
+                    for k in kk..(kk + t).min(n) {
+                        let aik = x[i * n + k];
+                        let brow = &y[k * n + jj..k * n + (jj + t).min(n)];
+                        let crow = &mut z[i * n + jj..i * n + (jj + t).min(n)];
+                        for (cv, bv) in crow.iter_mut().zip(brow) {
+                            *cv += aik * bv;
                         }
                     }
                 }
             }
         }
-        checksum = z[..n * n].iter().step_by(97).map(|&v| v as f64).sum();
     }
-    run.detach(a, None)?;
-    run.detach(b, None)?;
-    run.detach(c, None)?;
-    run.session.ns = start.elapsed().as_nanos() as u64;
-    run.session.checksum = checksum;
-    Ok(run.session)
+    z[..n * n].iter().step_by(97).map(|&v| v as f64).sum()
 }
 
 /// Zipf(1) over `n` items: the cumulative distribution to sample from.
@@ -522,7 +676,7 @@ fn zipf_cdf(n: usize) -> Vec<f64> {
         .collect()
 }
 
-fn fileserver(files: usize, ops: usize, mode: Mode, seed: u64) -> Result<Session> {
+fn fileserver(files: usize, ops: usize, mode: Mode, tuning: Tuning, seed: u64) -> Result<Session> {
     let mut rng = SmallRng::seed_from_u64(seed);
     let new_file = |rng: &mut SmallRng, i: usize| {
         let pages = rng.gen_range(1..=32usize);
@@ -539,7 +693,7 @@ fn fileserver(files: usize, ops: usize, mode: Mode, seed: u64) -> Result<Session
             (f, rng.gen::<f64>(), rng.gen::<u64>())
         })
         .collect();
-    let mut run = Run::new(mode);
+    let mut run = Run::new(mode, tuning);
     let mut checksum = 0.0;
     let start = Instant::now();
     for (f, kind, r) in plan {

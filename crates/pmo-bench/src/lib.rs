@@ -8,7 +8,8 @@
 //! target [`Check`](nvmos_sim::study::Check)s. The CLI (`nvmos bench
 //! psync`, `nvmos bench pmo`) only parses, draws progress and renders.
 //!
-//! - [`psync`]: psync throughput (AES-256-GCM and plain) against PMDK's
+//! - [`psync`]: psync throughput (AES-256-GCM and plain, on one core and
+//!   sealing on all CPUs) against PMDK's
 //!   libpmemobj, which is compiled from `pmdk_psync.c` beside this crate
 //!   with `cc -lpmemobj` during the run; when `cc` or PMDK is missing the
 //!   PMDK rows are in the result, marked missing with the reason.
@@ -17,8 +18,10 @@
 //!   same operations (`pmdk_heap.c`), with the fragmentation each leaves.
 //! - [`pmo`]: seed 001's kernels ([`kernels`]) and a file server in every
 //!   mode and prediction depth; the speed-up of DRAM cache with prediction
-//!   over decrypt-at-fault against the seed's 1.81×; attach and
-//!   first-touch cost against a kernel page fault.
+//!   over decrypt-at-fault against the seed's 1.81×, beside each kernel's
+//!   computation alone on resident DRAM (what no fault path can beat) and
+//!   the fault path's counters; attach and first-touch cost against a
+//!   kernel page fault.
 //!
 //! ```no_run
 //! use nvmos_pmo_bench::psync::{self, Psync};

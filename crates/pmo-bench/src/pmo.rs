@@ -14,7 +14,7 @@ use std::time::Instant;
 use nvmos_measure::stats::median_index;
 use nvmos_pmo::attach::mem_backing::{MemBacking, PAGE_SIZE};
 use nvmos_pmo::attach::predict::PredictorKind;
-use nvmos_pmo::attach::{cache, probe, Attachment, Mode, Perm};
+use nvmos_pmo::attach::{cache, probe, Attachment, Mode, Perm, Tuning};
 use nvmos_sim::study::{Bound, Check, Progress, Scale, Study};
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
@@ -48,6 +48,9 @@ pub struct PmoBenchOptions {
     pub sizes: Sizes,
     /// Seed for the data and the file server's operations.
     pub seed: u64,
+    /// How the fault path runs in every mode (handler spin, prediction
+    /// workers, run length).
+    pub tuning: Tuning,
 }
 
 impl Default for PmoBenchOptions {
@@ -66,6 +69,7 @@ impl Default for PmoBenchOptions {
             touch_pages: 4096,
             sizes: Sizes::full(),
             seed: 1,
+            tuning: Tuning::default(),
         }
     }
 }
@@ -99,6 +103,12 @@ impl PmoBenchOptions {
         if self.depths.iter().any(|&d| d > 1024) {
             return fail("depths: at most 1024");
         }
+        if let Err(m) = self.sizes.check() {
+            return fail(&m);
+        }
+        if let Err(m) = self.tuning.check() {
+            return fail(&format!("tuning: {m}"));
+        }
         Ok(())
     }
 
@@ -130,7 +140,7 @@ impl PmoBenchOptions {
 
     /// Steps in all, for a progress bar.
     pub fn steps(&self) -> u64 {
-        (self.workloads().len() * self.modes().len()) as u64 * u64::from(self.rounds) + 7
+        (self.workloads().len() * (self.modes().len() + 1)) as u64 * u64::from(self.rounds) + 7
     }
 }
 
@@ -202,6 +212,15 @@ pub struct WorkloadReport {
     pub sequential: bool,
     /// One per mode.
     pub cells: Vec<Cell>,
+    /// The kernel's computation alone on ordinary resident memory (no
+    /// object, fault or psync), median ms over the rounds: the floor under
+    /// every mode's compute phase. `None` for the file server.
+    pub dram_ms: Option<f64>,
+    /// decrypt-at-fault's time over `dram_ms`: the largest speed-up over
+    /// decrypt-at-fault that any fault path could reach (one that made
+    /// faults, decryption and psync free). Below seed 001's 1.81×, the
+    /// computation dominates and no fault-path change can meet it.
+    pub ceiling: Option<f64>,
     /// The fastest prediction that installed pages.
     pub best: Option<Best>,
 }
@@ -373,9 +392,14 @@ pub fn run(args: &PmoBenchOptions, progress: &mut dyn FnMut(Progress)) -> Result
         // Rounds go over all the modes in turn, so a change in the
         // machine's other load falls on every mode alike.
         let mut runs: Vec<Vec<Session>> = vec![Vec::new(); modes.len()];
+        let mut dram: Vec<(u64, f64)> = Vec::new();
         for round in 0..rounds {
+            if let Some(r) = kernels::in_dram(w, &sizes, args.seed)? {
+                dram.push(r);
+            }
+            on_step(&format!("{} in DRAM round {}", w.name(), round + 1));
             for (i, &mode) in modes.iter().enumerate() {
-                let s = kernels::run(w, &sizes, mode, args.seed)
+                let s = kernels::run(w, &sizes, mode, args.tuning, args.seed)
                     .with_context(|| format!("{} in mode {}", w.name(), mode.label()))?;
                 on_step(&format!(
                     "{} {} round {}",
@@ -423,10 +447,27 @@ pub fn run(args: &PmoBenchOptions, progress: &mut dyn FnMut(Progress)) -> Result
                 }
             }
         }
+        if let (Some(&(_, sum)), Some(c)) = (dram.first(), cells.first()) {
+            if sum.to_bits() != c.session.checksum.to_bits() {
+                return Err(BenchError::Inconsistent(format!(
+                    "{}: the run on DRAM computed checksum {sum} but mode {} computed {}",
+                    w.name(),
+                    c.mode,
+                    c.session.checksum
+                )));
+            }
+        }
+        let dram_ms = (!dram.is_empty()).then(|| {
+            let ms: Vec<f64> = dram.iter().map(|&(ns, _)| ns as f64 / 1e6).collect();
+            ms[median(&ms)]
+        });
         let decrypt_ms = cells
             .iter()
             .find(|c| c.mode == Mode::DecryptAtFault.label())
             .map(|c| c.ms);
+        let ceiling = decrypt_ms
+            .zip(dram_ms)
+            .map(|(d, m)| d / m.max(f64::MIN_POSITIVE));
         if let Some(d) = decrypt_ms {
             for c in &mut cells {
                 c.speedup = d / c.ms.max(f64::MIN_POSITIVE);
@@ -452,6 +493,8 @@ pub fn run(args: &PmoBenchOptions, progress: &mut dyn FnMut(Progress)) -> Result
             description: sizes.describe(w),
             sequential: w.sequential(),
             cells,
+            dram_ms,
+            ceiling,
             best,
         });
     }
@@ -498,9 +541,18 @@ fn checks(workloads: &[WorkloadReport]) -> Vec<Check> {
                 )
                 .seed(SEED_SPEEDUP)
             };
+            let bound = match (w.dram_ms, w.ceiling) {
+                (Some(ms), Some(c)) if c < SEED_SPEEDUP => format!(
+                    "; the computation alone on DRAM takes {ms:.2} ms, so no fault path can beat decrypt-at-fault by more than {c:.2}x: compute-bound at this size"
+                ),
+                (Some(ms), Some(c)) => format!(
+                    "; the computation alone on DRAM takes {ms:.2} ms (ceiling {c:.2}x)"
+                ),
+                _ => String::new(),
+            };
             match &w.best {
                 Some(b) => check(b.speedup).detail(format!(
-                    "best: {} (depth {}), {:.2} ms; {kind}",
+                    "best: {} (depth {}), {:.2} ms; {kind}{bound}",
                     b.mode, b.depth, b.ms
                 )),
                 None => check(f64::NAN).detail(format!(
@@ -542,7 +594,7 @@ mod tests {
                 "stride-4"
             ]
         );
-        assert_eq!(options.steps(), 6 + 7);
+        assert_eq!(options.steps(), 7 + 7);
         let err = serde_json::from_str::<PmoBenchOptions>(r#"{"workloads": ["nosuch"]}"#);
         assert!(err.is_err());
         let none = PmoBenchOptions {
@@ -559,6 +611,8 @@ mod tests {
             description: String::new(),
             sequential: true,
             cells: vec![],
+            dram_ms: None,
+            ceiling: None,
             best: None,
         };
         let checks = checks(&[w]);

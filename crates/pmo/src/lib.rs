@@ -78,7 +78,7 @@ pub mod pptr;
 mod sigbus;
 pub mod state;
 
-pub use attach::{AttachError, AttachStats, Attachment, Mode};
+pub use attach::{AttachError, AttachStats, Attachment, Mode, Tuning};
 pub use backing::{BackingError, BackingErrorKind, CacheIdentity, PageBacking};
 pub use crypto::{read_key_file, KdfParams, KeyBytes, MIN_KEY_LEN};
 pub use error::{error_chain, PmoError, Result};

@@ -614,6 +614,21 @@ impl ObjectHandle {
         let r = self.shared.stage_page(&self.pool, index, data);
         self.pool.medium.guarded(r)
     }
+    /// Stage several pages at once, sealed in parallel on the threads of
+    /// the current rayon pool (the global one: one per CPU), as psync of
+    /// many dirty pages does: each page's sealing and write-back is
+    /// independent, and only the frame allocation and the staged table
+    /// take a lock. The same result as staging them one by one, in any
+    /// order; on an error some pages may be staged (as with a failed
+    /// `stage` in a loop), and nothing is committed until psync.
+    pub fn stage_many(&self, pages: &[(usize, &[u8])]) -> Result<()> {
+        use rayon::prelude::*;
+        self.writable()?;
+        let r = pages
+            .par_iter()
+            .try_for_each(|&(index, data)| self.shared.stage_page(&self.pool, index, data));
+        self.pool.medium.guarded(r)
+    }
     /// psync: [`PageBacking::commit`] with this crate's error type.
     pub fn psync(&self) -> Result<()> {
         self.writable()?;

@@ -91,9 +91,12 @@ fn table(r: &HeapBench) -> String {
         "live MiB",
         "largest alloc MiB",
         "fragmentation",
+        "faults",
+        "wp faults",
+        "pages synced",
         "runs (ns/op)",
     ]);
-    t.left(1).left(10);
+    t.left(1).left(13);
     let mib = |b: u64| format!("{:.2}", b as f64 / (1u64 << 20) as f64);
     for row in &r.rows {
         let runs: Vec<String> = row
@@ -117,6 +120,9 @@ fn table(r: &HeapBench) -> String {
                 mib(m.largest_allocatable),
                 m.heap_fragmentation
                     .map_or("-".into(), |f| format!("{f:.3}")),
+                m.faults.to_string(),
+                m.wp_faults.to_string(),
+                m.pages_synced.to_string(),
                 runs,
             ]),
             None => t.row([

@@ -48,6 +48,24 @@ pub struct PmoArgs {
     #[arg(long)]
     quick: bool,
 
+    /// Problem sizes, NAME=N,...: conv2d=IMAGES, lu=N, gauss=N, matmul=N,
+    /// fileserver=FILES [default: the full or --quick sizes].
+    #[arg(long, value_name = "NAME=N,...", value_delimiter = ',')]
+    size: Vec<String>,
+
+    /// Fault handler: spin this long before sleeping, µs [default: 0].
+    #[arg(long, value_name = "US")]
+    spin_us: Option<u32>,
+    /// Prediction workers (decrypting threads) [default: 1].
+    #[arg(long, value_name = "N")]
+    workers: Option<usize>,
+    /// Most pages a worker installs per UFFDIO_COPY [default: 16].
+    #[arg(long, value_name = "PAGES")]
+    run_pages: Option<usize>,
+    /// Predicted pages the handler installs with a faulting page [default: 0].
+    #[arg(long, value_name = "PAGES")]
+    fault_around: Option<usize>,
+
     /// Seed for the data and the file server's operations [default: 1].
     #[arg(long)]
     seed: Option<u64>,
@@ -62,8 +80,16 @@ pub struct PmoArgs {
 }
 
 impl PmoArgs {
-    fn options(&self) -> PmoBenchOptions {
+    fn options(&self) -> Result<PmoBenchOptions> {
         let mut o = PmoBench::options(crate::study::scale(self.quick));
+        for spec in &self.size {
+            o.sizes.set(spec).map_err(anyhow::Error::msg)?;
+        }
+        let t = &mut o.tuning;
+        t.spin_us = self.spin_us.unwrap_or(t.spin_us);
+        t.workers = self.workers.unwrap_or(t.workers);
+        t.run_pages = self.run_pages.unwrap_or(t.run_pages);
+        t.fault_around = self.fault_around.unwrap_or(t.fault_around);
         if let Some(v) = &self.workloads {
             o.workloads = v.clone();
         }
@@ -82,13 +108,13 @@ impl PmoArgs {
         if let Some(v) = self.seed {
             o.seed = v;
         }
-        o
+        Ok(o)
     }
 }
 
 /// Run, print, and write the report page.
 pub fn main(args: &PmoArgs) -> Result<()> {
-    let options = args.options();
+    let options = args.options()?;
     options.check()?;
     let bar = crate::progress_bar(options.steps());
     let result = pmo::run(&options, &mut |p| crate::show(&bar, &p));
@@ -157,6 +183,24 @@ fn cell_columns(workload: &str) -> Columns {
             let s = &c["session"]["stats"];
             let faults = s["faults"].as_u64().unwrap_or(0) + s["wp_faults"].as_u64().unwrap_or(0);
             (s["handler_ns"].as_f64().unwrap_or(0.0) / 1e3 / faults.max(1) as f64).into()
+        })
+        .fixed(2),
+        stat("copy ioctls", "copy_ioctls"),
+        Column::derived("wake-ups", |c| {
+            let s = &c["session"]["stats"];
+            (s["handler_wakeups"].as_u64().unwrap_or(0) + s["worker_wakeups"].as_u64().unwrap_or(0))
+                .into()
+        }),
+        Column::derived("decrypt ms", |c| {
+            (c["session"]["stats"]["decrypt_ns"].as_f64().unwrap_or(0.0) / 1e6).into()
+        })
+        .fixed(2),
+        Column::derived("compute ms", |c| {
+            (c["session"]["compute_ns"].as_f64().unwrap_or(0.0) / 1e6).into()
+        })
+        .fixed(2),
+        Column::derived("sync ms", |c| {
+            (c["session"]["sync_ns"].as_f64().unwrap_or(0.0) / 1e6).into()
         })
         .fixed(2),
     ])
@@ -228,6 +272,12 @@ fn table(r: &PmoBench) -> Result<String> {
     for w in &r.workloads {
         let _ = writeln!(out, "\n{}: {}", w.name, w.description);
         out.push_str(&indent(&cell_columns(&w.name).text(&w.cells)?));
+        if let (Some(ms), Some(c)) = (w.dram_ms, w.ceiling) {
+            let _ = writeln!(
+                out,
+                "  the computation alone on resident DRAM: {ms:.2} ms; decrypt-at-fault over it: {c:.2}× (the most any fault path could gain)"
+            );
+        }
     }
     let filebench: Vec<serde_json::Value> = r
         .workloads

@@ -127,10 +127,12 @@ fn table(r: &Psync) -> String {
         let x = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.2}x"));
         let _ = writeln!(
             s,
-            "nvmos psync with AES-256-GCM / PMDK undo-log tx on {}: {} by wall time, {} by CPU time",
+            "nvmos psync with AES-256-GCM / PMDK undo-log tx on {}: {} by wall time, {} by CPU time; sealing on all CPUs: {} by wall time, {} by CPU time",
             ratio.medium,
             x(ratio.wall),
-            x(ratio.cpu)
+            x(ratio.cpu),
+            x(ratio.all_cpus_wall),
+            x(ratio.all_cpus_cpu)
         );
     }
     s.push('\n');

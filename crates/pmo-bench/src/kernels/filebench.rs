@@ -34,7 +34,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use nvmos_pmo::attach::mem_backing::{MemBacking, PAGE_SIZE};
-use nvmos_pmo::attach::{cache, Attachment, Mode, Perm};
+use nvmos_pmo::attach::{cache, Attachment, Mode, Perm, Tuning};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
@@ -228,10 +228,17 @@ impl Set {
 }
 
 /// Run `p` once in `mode` over `files` files and `flows` flows.
-pub fn run(p: Personality, files: usize, flows: usize, mode: Mode, seed: u64) -> Result<Session> {
+pub fn run(
+    p: Personality,
+    files: usize,
+    flows: usize,
+    mode: Mode,
+    tuning: Tuning,
+    seed: u64,
+) -> Result<Session> {
     let plan = plan(files, flows, seed);
     let mut set = Set {
-        run: Run::new(mode),
+        run: Run::new(mode, tuning),
         mode,
         files: Vec::with_capacity(files),
         log_slot: files,
@@ -338,8 +345,8 @@ mod tests {
             Personality::WebProxy,
             Personality::VarMail,
         ] {
-            let plain = run(p, 12, 20, Mode::Plain, 7).unwrap();
-            let enc = run(p, 12, 20, Mode::DecryptAtFault, 7).unwrap();
+            let plain = run(p, 12, 20, Mode::Plain, Tuning::default(), 7).unwrap();
+            let enc = run(p, 12, 20, Mode::DecryptAtFault, Tuning::default(), 7).unwrap();
             assert_eq!(plain.checksum.to_bits(), enc.checksum.to_bits(), "{p:?}");
             assert!(plain.checksum > 0.0, "{p:?} read nothing");
             let io = plain.io.unwrap();
@@ -353,7 +360,15 @@ mod tests {
     #[test]
     fn varmail_counts_its_operations() {
         let _slots = slots();
-        let s = run(Personality::VarMail, 3, 40, Mode::Plain, 1).unwrap();
+        let s = run(
+            Personality::VarMail,
+            3,
+            40,
+            Mode::Plain,
+            Tuning::default(),
+            1,
+        )
+        .unwrap();
         // Per flow: delete + create (2), append + fsync (2), read + append
         // + fsync (3), read (1).
         assert_eq!(s.io.unwrap().ops, 40 * 8);
@@ -366,7 +381,7 @@ mod tests {
     fn an_append_past_the_room_starts_the_file_over() {
         let _slots = slots();
         let mut set = Set {
-            run: Run::new(Mode::Plain),
+            run: Run::new(Mode::Plain, Tuning::default()),
             mode: Mode::Plain,
             files: Vec::new(),
             log_slot: 1,

@@ -252,15 +252,23 @@ impl PageBacking for MemBacking {
 
     fn stage_page(&self, index: usize, data: &[u8]) -> Result<(), BackingError> {
         self.check(index, data.len())?;
-        let mut staged = self.staged.lock().unwrap_or_else(|e| e.into_inner());
-        let version = match staged.get(&index) {
-            Some(s) => s.version + 1,
-            None => {
-                let committed = self.committed.read().unwrap_or_else(|e| e.into_inner());
-                committed[index].version + 1
+        let version = {
+            let staged = self.staged.lock().unwrap_or_else(|e| e.into_inner());
+            match staged.get(&index) {
+                Some(s) => s.version + 1,
+                None => {
+                    let committed = self.committed.read().unwrap_or_else(|e| e.into_inner());
+                    committed[index].version + 1
+                }
             }
         };
-        staged.insert(index, self.seal(index, version, data));
+        // Sealed outside the lock, so psync seals pages on several threads
+        // (it stages each page once; the version is per page).
+        let sealed = self.seal(index, version, data);
+        self.staged
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(index, sealed);
         Ok(())
     }
 

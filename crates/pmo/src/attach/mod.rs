@@ -16,12 +16,31 @@
 //! write installs the page writable and dirty at once. With the DRAM cache
 //! a page is installed writable instead and, at the next psync, compared
 //! with its cache frame (the committed plaintext it came from): equal means
-//! clean. From that psync on it is write-protected like the others. `psync` takes the
-//! dirty set, write-protects those pages again, copies each out and hands it
-//! to `stage_page`, then `commit`s: the backing makes them durable all or
+//! clean. Comparison also replaces faults for **hot pages**: with the DRAM
+//! cache, every page psync stages stays writable and is compared at the
+//! next psync (its cache frame now holds exactly what was staged); one
+//! found unchanged is write-protected then, and compared once more after
+//! its protection so a write in between is not lost. A heap that writes
+//! its root and free-list pages between every two psyncs thus pays a
+//! memcmp per page and psync instead of a write-protect fault (a round
+//! trip through the handler thread) per page and interval. Without the
+//! cache, `psync` write-protects every dirty page again (one
+//! `UFFDIO_WRITEPROTECT` per run of consecutive pages). psync copies each
+//! dirty page out and hands it to `stage_page` (sealed on every CPU when
+//! there are many), then `commit`s: the backing makes them durable all or
 //! nothing. A write racing psync from another thread lands either in this
-//! psync or, through a new write-protect fault, in the next one; psync is
-//! meant to be called at a quiescent point, as msync(2) is.
+//! psync or, through a new write-protect fault or the next comparison, in
+//! the next one; psync is meant to be called at a quiescent point, as
+//! msync(2) is.
+//!
+//! **Where the time goes** is counted, not guessed ([`AttachStats`]):
+//! faults, `UFFDIO_COPY`/`WRITEPROTECT`/`WAKE` ioctls and pages copied,
+//! the handler's wake-ups from poll(2) and what it found while spinning,
+//! the workers' wake-ups, time opening (decrypting) pages, and psync's
+//! tracking, staging and commit time. [`Tuning`] changes the fault path
+//! (a handler that spins before sleeping, several prediction workers,
+//! longer install runs, fault-around for predicted runs) without changing
+//! what a program sees.
 //!
 //! **A failed integrity check never hands plaintext to the program.** The
 //! page is poisoned (`UFFDIO_POISON`, Linux 6.6): the faulting access, and
@@ -44,9 +63,12 @@
 //!   process, are served from it; psync seals dirty pages back and refreshes
 //!   the cache.
 //! - `Predict`: the DRAM cache plus a predictor ([`predict`]) of depth N: at
-//!   each fault a worker thread decrypts the next pages the predictor names
-//!   into the cache and installs them with `UFFDIO_COPY` before they are
-//!   touched, so those pages never fault.
+//!   each fault worker threads ([`Tuning::workers`]) decrypt the next pages
+//!   the predictor names into the cache and install them, runs of
+//!   consecutive pages with one `UFFDIO_COPY` each, before they are
+//!   touched, so those pages never fault. With [`Tuning::fault_around`]
+//!   the handler installs the first predicted pages itself, with the
+//!   faulting page, in one copy.
 
 pub mod cache;
 pub mod mem_backing;
@@ -148,9 +170,41 @@ impl std::str::FromStr for Mode {
     }
 }
 
-/// Counters of one attachment, as plain data.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct AttachStats {
+/// Counters of one attachment, as plain data ([`AttachStats`]), and their
+/// atomic twin (`Counters`), from one list so neither can miss a field.
+macro_rules! counters {
+    ($($(#[$doc:meta])* pub $name:ident: u64,)*) => {
+        /// Counters of one attachment, as plain data.
+        #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+        #[serde(default)]
+        pub struct AttachStats {
+            $($(#[$doc])* pub $name: u64,)*
+        }
+
+        impl AttachStats {
+            /// Add `other`'s counts to these (the counters of a session of
+            /// several attachments).
+            pub fn add(&mut self, other: &AttachStats) {
+                $(self.$name += other.$name;)*
+            }
+        }
+
+        #[derive(Default)]
+        struct Counters {
+            $($name: AtomicU64,)*
+        }
+
+        impl Counters {
+            fn snapshot(&self) -> AttachStats {
+                AttachStats {
+                    $($name: self.$name.load(Ordering::Relaxed),)*
+                }
+            }
+        }
+    };
+}
+
+counters! {
     /// Missing-page faults the handler resolved (first touches).
     pub faults: u64,
     /// Write-protect faults: first writes to a clean page.
@@ -188,6 +242,47 @@ pub struct AttachStats {
     pub psync_ns: u64,
     /// Pages whose fault failed (integrity or I/O): poisoned.
     pub failed_pages: u64,
+
+    /// `UFFDIO_COPY` ioctls issued (one installs a run of pages).
+    pub copy_ioctls: u64,
+    /// Pages installed by `UFFDIO_COPY` (4 KiB copies by the kernel).
+    pub pages_copied: u64,
+    /// `UFFDIO_WRITEPROTECT` ioctls (protect or unprotect, one per run).
+    pub wp_ioctls: u64,
+    /// `UFFDIO_WAKE` ioctls.
+    pub wake_ioctls: u64,
+    /// Times the fault handler woke from poll(2) (each a sleep it paid
+    /// for: two context switches when the faulting thread is waiting).
+    pub handler_wakeups: u64,
+    /// Fault messages the handler found while spinning, without sleeping.
+    pub handler_spin_hits: u64,
+    /// Nanoseconds the handler spun without finding a message (CPU time
+    /// it took from whatever else could run on that core).
+    pub handler_spin_ns: u64,
+    /// Times a prediction worker woke to take a batch.
+    pub worker_wakeups: u64,
+    /// Nanoseconds spent opening pages (verify and decrypt, `read_page`),
+    /// in whichever thread did it.
+    pub decrypt_ns: u64,
+    /// Pages psync compared with their DRAM-cache frame instead of
+    /// tracking them by write-protect faults.
+    pub pages_compared: u64,
+    /// Pages psync left writable because they were written in the
+    /// interval (hot pages, compared at the next psync instead of
+    /// write-protected).
+    pub pages_kept_writable: u64,
+    /// Nanoseconds psync spent write-protecting and comparing.
+    pub psync_track_ns: u64,
+    /// Nanoseconds psync spent copying out and staging (sealing) pages.
+    pub psync_stage_ns: u64,
+    /// Nanoseconds psync spent in the backing's commit.
+    pub psync_commit_ns: u64,
+    /// `PAGEMAP_SCAN` ioctls (asynchronous write-protection: psync's walk
+    /// for written pages).
+    pub pagemap_scans: u64,
+    /// Pages the walks found written (their writes cost no fault message).
+    pub pages_found_written: u64,
+
 }
 
 /// What can go wrong attaching, psyncing or detaching.
@@ -247,30 +342,77 @@ pub struct PsyncStats {
     pub ns: u64,
 }
 
+/// How the fault path runs; [`Attachment::attach`] takes the default,
+/// [`Attachment::attach_tuned`] any other. None of it changes what a
+/// program reads or what psync commits, only where time goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Tuning {
+    /// After serving its last fault message the handler keeps reading the
+    /// descriptor for this many microseconds before it sleeps in poll(2):
+    /// a fault arriving meanwhile costs no wake-up (two context switches
+    /// fewer), at the price of that much CPU taken from whatever else
+    /// could run on the core. 0: sleep at once. At most 1000.
+    pub spin_us: u32,
+    /// Prediction workers (threads that decrypt and install predicted
+    /// pages): 1 to 8. Each takes its own batch from the queue.
+    pub workers: usize,
+    /// Most pages a worker takes from the queue at a time and installs
+    /// with one `UFFDIO_COPY` when they are consecutive: 1 to 512 (512
+    /// pages are one 2 MiB huge page).
+    pub run_pages: usize,
+    /// At a missing-page fault with a predictor, the handler installs up
+    /// to this many predicted pages after the faulting one with it, in
+    /// one `UFFDIO_COPY` (0: the faulting page alone; the worker brings
+    /// the rest). At most 512.
+    pub fault_around: usize,
+    /// Writable attachments: track writes with asynchronous
+    /// write-protection where the kernel has it (`UFFD_FEATURE_WP_ASYNC`,
+    /// Linux 6.7): the kernel lifts the protection at a page's first write
+    /// itself (no message, no round trip through the handler thread) and
+    /// psync finds the written pages, and protects them again, with
+    /// `PAGEMAP_SCAN` over the object. Where the kernel lacks it, or with
+    /// `false`, each first write is a write-protect fault the handler
+    /// serves.
+    pub async_wp: bool,
+}
+
+impl Default for Tuning {
+    fn default() -> Self {
+        Tuning {
+            spin_us: 0,
+            workers: 1,
+            run_pages: 16,
+            fault_around: 0,
+            async_wp: true,
+        }
+    }
+}
+
+impl Tuning {
+    /// Refuse settings outside the documented ranges, naming the field.
+    pub fn check(&self) -> Result<(), String> {
+        if self.spin_us > 1000 {
+            return Err(format!("spin_us {} is above 1000", self.spin_us));
+        }
+        if !(1..=8).contains(&self.workers) {
+            return Err(format!("workers {} is not 1 to 8", self.workers));
+        }
+        if !(1..=512).contains(&self.run_pages) {
+            return Err(format!("run_pages {} is not 1 to 512", self.run_pages));
+        }
+        if self.fault_around > 512 {
+            return Err(format!("fault_around {} is above 512", self.fault_around));
+        }
+        Ok(())
+    }
+}
+
 // Per-page mapping state.
 const ABSENT: u8 = 0;
 const INFLIGHT: u8 = 1;
 const PRESENT: u8 = 2;
 const FAILED: u8 = 3;
-
-#[derive(Default)]
-struct Counters {
-    faults: AtomicU64,
-    wp_faults: AtomicU64,
-    pages_decrypted: AtomicU64,
-    pages_read: AtomicU64,
-    cache_hits: AtomicU64,
-    predicted: AtomicU64,
-    predicted_seen_used: AtomicU64,
-    predicted_late: AtomicU64,
-    predicted_skipped: AtomicU64,
-    handler_ns: AtomicU64,
-    worker_ns: AtomicU64,
-    psyncs: AtomicU64,
-    pages_synced: AtomicU64,
-    psync_ns: AtomicU64,
-    failed_pages: AtomicU64,
-}
 
 #[derive(Clone, Debug)]
 struct FaultFailure {
@@ -364,7 +506,12 @@ struct Shared {
     pages: usize,
     perm: Perm,
     mode: Mode,
+    tuning: Tuning,
     uffd: Uffd,
+    /// `Some` when writes are tracked asynchronously (see
+    /// [`Tuning::async_wp`]): every page is installed write-protected and
+    /// psync scans for the written ones.
+    pagemap: Option<uffd::Pagemap>,
     poison: bool,
     state: Box<[AtomicU8]>,
     dirty: PageBits,
@@ -391,6 +538,52 @@ impl Shared {
         self.base + page * self.page_size
     }
 
+    /// `UFFDIO_COPY` of `pages` pages from `src` to page `page` on, retried
+    /// while the kernel says EAGAIN (the mapping is changing), counted.
+    ///
+    /// # Safety
+    /// `src` is readable for `pages` pages.
+    unsafe fn copy(
+        &self,
+        page: usize,
+        src: *const u8,
+        pages: usize,
+        wp: bool,
+    ) -> io::Result<CopyOutcome> {
+        let c = &self.counters;
+        loop {
+            c.copy_ioctls.fetch_add(1, Ordering::Relaxed);
+            match self
+                .uffd
+                .copy(self.addr(page), src, pages * self.page_size, wp)
+            {
+                Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => std::thread::yield_now(),
+                r => {
+                    let copied = match r {
+                        Ok(CopyOutcome::Installed) => pages,
+                        Ok(CopyOutcome::Exists { copied }) => copied / self.page_size,
+                        Err(_) => 0,
+                    };
+                    c.pages_copied.fetch_add(copied as u64, Ordering::Relaxed);
+                    break r;
+                }
+            }
+        }
+    }
+
+    /// Write-protect (or lift protection from) pages `first..first + pages`.
+    fn protect(&self, first: usize, pages: usize, on: bool) -> io::Result<()> {
+        self.counters.wp_ioctls.fetch_add(1, Ordering::Relaxed);
+        self.uffd
+            .write_protect(self.addr(first), pages * self.page_size, on)
+    }
+
+    /// Wake threads waiting on page `page`.
+    fn wake(&self, page: usize) {
+        self.counters.wake_ioctls.fetch_add(1, Ordering::Relaxed);
+        let _ = self.uffd.wake(self.addr(page), self.page_size);
+    }
+
     /// Open page `page` for installation: the cache frame or `scratch`
     /// filled by `read_page`.
     fn open_page(&self, page: usize, scratch: &mut Scratch) -> Result<*const u8, BackingError> {
@@ -400,7 +593,11 @@ impl Shared {
             if self.backing.encrypted() {
                 c.pages_decrypted.fetch_add(1, Ordering::Relaxed);
             }
-            self.backing.read_page(page, out)
+            let t = Instant::now();
+            let r = self.backing.read_page(page, out);
+            c.decrypt_ns
+                .fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
+            r
         };
         match &self.cache {
             Some(cache) => match cache.get_or_fill(page, read)? {
@@ -431,7 +628,6 @@ impl Shared {
     /// is write-protected and tracked by faults like any other.
     /// Returns whether the page is now mapped.
     fn install(&self, page: usize, dirty: bool, compare: bool, scratch: &mut Scratch) -> bool {
-        let addr = self.addr(page);
         let src = match self.open_page(page, scratch) {
             Ok(src) => src,
             Err(e) => {
@@ -443,27 +639,35 @@ impl Shared {
         if dirty {
             self.dirty.set(page);
         }
-        let compare = compare && self.writable() && self.cache.is_some();
+        let compare = compare && self.writable() && self.cache.is_some() && self.pagemap.is_none();
         if compare {
             self.maybe_dirty.set(page);
         }
         let wp = self.writable() && !dirty && !compare;
-        // SAFETY: `src` is a page of our scratch or a READY cache frame;
-        // `addr` is a page of our registered range.
-        let r = loop {
-            match unsafe { self.uffd.copy(addr, src, self.page_size, wp) } {
-                Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => std::thread::yield_now(),
-                r => break r,
-            }
-        };
+        // SAFETY: `src` is a page of our scratch or a READY cache frame.
+        let r = unsafe { self.copy(page, src, 1, wp) };
         match r {
-            Ok(CopyOutcome::Installed) | Ok(CopyOutcome::Exists) => {
+            Ok(CopyOutcome::Installed) | Ok(CopyOutcome::Exists { .. }) => {
                 self.state[page].store(PRESENT, Ordering::Release);
                 true
             }
             Err(e) => {
                 self.fail(page, None, format!("installing the page: {e}"));
                 false
+            }
+        }
+    }
+
+    /// For a page `PAGEMAP_SCAN` reported written: whether it is mapped.
+    /// The walk also reports pages with no page-table entry (nothing to
+    /// carry a protection): never claimed, they hold nothing written. A
+    /// claimed page may have been installed and written already while its
+    /// installer has not yet marked it present: wait for that.
+    fn mapped_after_wait(&self, page: usize) -> bool {
+        loop {
+            match self.state[page].load(Ordering::Acquire) {
+                INFLIGHT => std::thread::yield_now(),
+                state => return state == PRESENT,
             }
         }
     }
@@ -501,9 +705,105 @@ impl Shared {
             // SAFETY: `addr` is a page of our own mapping; PROT_NONE makes
             // the retried access SIGSEGV instead of reaching a missing page.
             unsafe { libc::mprotect(addr as *mut libc::c_void, self.page_size, libc::PROT_NONE) };
-            let _ = self.uffd.wake(addr, self.page_size);
+            self.wake(page);
         }
         self.state[page].store(FAILED, Ordering::Release);
+    }
+
+    /// Resolve the missing-page fault on `page` (claimed: INFLIGHT) in a
+    /// DRAM-cache attachment with a predictor, installing with it the
+    /// predicted pages that follow it (`predicted` from the predictor, in
+    /// order) up to [`Tuning::fault_around`] of them, all with one
+    /// `UFFDIO_COPY` from their consecutive cache frames. The faulting
+    /// thread waits for their decryption too, but pays one round trip for
+    /// the run instead of one each (the kernel's fault-around, for pages
+    /// that must be decrypted). Returns how many predicted pages it took.
+    fn fault_around(
+        &self,
+        page: usize,
+        write: bool,
+        predicted: &[usize],
+        scratch: &mut Scratch,
+    ) -> usize {
+        let Some(cache) = &self.cache else {
+            self.install(page, write && self.writable(), true, scratch);
+            return 0;
+        };
+        if let Err(e) = self.open_page(page, scratch) {
+            self.fail(page, Some(e.kind()), e.to_string());
+            return 0;
+        }
+        // Claim and open the run after the faulting page.
+        let mut len = 1;
+        for (k, &next) in predicted.iter().enumerate() {
+            if k >= self.tuning.fault_around
+                || next != page + len
+                || self.state[next]
+                    .compare_exchange(ABSENT, INFLIGHT, Ordering::AcqRel, Ordering::Acquire)
+                    .is_err()
+            {
+                break;
+            }
+            if self.open_page(next, scratch).is_err() {
+                // Left for its own fault, which records and poisons it.
+                self.state[next].store(ABSENT, Ordering::Release);
+                break;
+            }
+            len += 1;
+        }
+        // Before the copy, as in `install`: the woken thread may write and
+        // psync at once. The faulting page is dirty if written, the others
+        // are compared at psync.
+        let writable = self.writable();
+        // With asynchronous write-protection every page goes in protected
+        // (the faulting thread's retried write lifts it in the kernel and
+        // psync's scan finds the page).
+        let wp = writable && self.pagemap.is_some();
+        let compare = writable && !wp;
+        if write && writable {
+            self.dirty.set(page);
+        } else if compare {
+            self.maybe_dirty.set(page);
+        }
+        for p in page + 1..page + len {
+            self.predicted.set(p);
+            if compare {
+                self.maybe_dirty.set(p);
+            }
+        }
+        // SAFETY: frames `page..page+len` are READY and consecutive in the
+        // cache's mapping; the destination is in our registered range.
+        match unsafe { self.copy(page, cache.frame_ptr(page), len, wp) } {
+            Ok(CopyOutcome::Installed) => {
+                for p in page..page + len {
+                    self.state[p].store(PRESENT, Ordering::Release);
+                }
+                self.counters
+                    .predicted
+                    .fetch_add(len as u64 - 1, Ordering::Relaxed);
+            }
+            r => {
+                // Some page appeared meanwhile (or the copy failed): page
+                // by page; `install` treats a page already there as
+                // installed, and fails (poisons) one it cannot install.
+                if let Err(e) = r {
+                    if e.raw_os_error() != Some(libc::EEXIST) && len == 1 {
+                        self.fail(page, None, format!("installing the page: {e}"));
+                        return 0;
+                    }
+                }
+                self.install(page, write && writable, true, scratch);
+                for p in page + 1..page + len {
+                    if self.install(p, false, true, scratch) {
+                        self.counters.predicted.fetch_add(1, Ordering::Relaxed);
+                    } else {
+                        self.predicted.clear(p);
+                        self.maybe_dirty.clear(p);
+                    }
+                }
+            }
+        }
+        len - 1
     }
 
     fn handle(
@@ -529,25 +829,31 @@ impl Shared {
             if self.predicted.clear(page) {
                 c.predicted_seen_used.fetch_add(1, Ordering::Relaxed);
             }
-            if self
-                .uffd
-                .write_protect(addr, self.page_size, false)
-                .is_err()
-            {
+            if self.protect(page, 1, false).is_err() {
                 self.fail(page, None, "lifting write protection failed".into());
             }
         } else {
             c.faults.fetch_add(1, Ordering::Relaxed);
             let write = msg.flags & uffd::PAGEFAULT_FLAG_WRITE != 0;
+            let mut predicted_now = false;
             match self.state[page].compare_exchange(
                 ABSENT,
                 INFLIGHT,
                 Ordering::AcqRel,
                 Ordering::Acquire,
             ) {
-                Ok(_) => {
-                    self.install(page, write && self.writable(), true, scratch);
-                }
+                Ok(_) => match predictor.as_mut() {
+                    Some(p) if self.tuning.fault_around > 0 && self.cache.is_some() => {
+                        out.clear();
+                        p.on_fault(page, out);
+                        let ahead = self.fault_around(page, write, out, scratch);
+                        out.drain(..ahead);
+                        predicted_now = true;
+                    }
+                    _ => {
+                        self.install(page, write && self.writable(), true, scratch);
+                    }
+                },
                 Err(INFLIGHT) => {
                     // The prediction worker is installing it. Its copy (or
                     // its poisoning, if the page fails its check) wakes
@@ -568,12 +874,14 @@ impl Shared {
                         c.predicted_late.fetch_add(1, Ordering::Relaxed);
                         c.predicted_seen_used.fetch_add(1, Ordering::Relaxed);
                     }
-                    let _ = self.uffd.wake(addr, self.page_size);
+                    self.wake(page);
                 }
             }
             if let Some(p) = predictor.as_mut() {
-                out.clear();
-                p.on_fault(page, out);
+                if !predicted_now {
+                    out.clear();
+                    p.on_fault(page, out);
+                }
                 let mut q = self.queue.lock().unwrap_or_else(|e| e.into_inner());
                 // The newest fault's predictions replace the older ones the
                 // worker has not reached: the stream has moved on.
@@ -586,7 +894,11 @@ impl Shared {
                     }
                 }
                 drop(q);
-                self.queue_cv.notify_one();
+                if self.tuning.workers > 1 {
+                    self.queue_cv.notify_all();
+                } else {
+                    self.queue_cv.notify_one();
+                }
             }
         }
         c.handler_ns
@@ -609,6 +921,7 @@ impl Shared {
         };
         let mut out = Vec::new();
         let mut msgs = [Msg::default(); 16];
+        let spin = std::time::Duration::from_micros(u64::from(self.tuning.spin_us));
         let mut fds = [
             libc::pollfd {
                 fd: self.uffd.raw(),
@@ -633,14 +946,34 @@ impl Shared {
             if self.stop.load(Ordering::Acquire) {
                 break;
             }
+            self.counters
+                .handler_wakeups
+                .fetch_add(1, Ordering::Relaxed);
+            // Serve what is pending, then spin for up to `spin` before
+            // sleeping again; every message found while spinning resets it.
+            let mut idle: Option<Instant> = None;
             loop {
                 let n = self.uffd.read(&mut msgs).unwrap_or_default();
-                if n == 0 {
+                if n > 0 {
+                    if let Some(t) = idle.take() {
+                        let c = &self.counters;
+                        c.handler_spin_hits.fetch_add(n as u64, Ordering::Relaxed);
+                        c.handler_spin_ns
+                            .fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
+                    }
+                    for msg in &msgs[..n] {
+                        self.handle(msg, &mut scratch, &mut predictor, &mut out);
+                    }
+                    continue;
+                }
+                let t = *idle.get_or_insert_with(Instant::now);
+                if spin.is_zero() || t.elapsed() >= spin || self.stop.load(Ordering::Relaxed) {
+                    self.counters
+                        .handler_spin_ns
+                        .fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
                     break;
                 }
-                for msg in &msgs[..n] {
-                    self.handle(msg, &mut scratch, &mut predictor, &mut out);
-                }
+                std::hint::spin_loop();
             }
         }
         if let (
@@ -660,7 +993,8 @@ impl Shared {
 
     fn worker_loop(self: Arc<Self>, mut scratch: Scratch) {
         let c = &self.counters;
-        let mut batch = Vec::with_capacity(MAX_RUN);
+        let max_run = self.tuning.run_pages;
+        let mut batch = Vec::with_capacity(max_run);
         loop {
             batch.clear();
             {
@@ -673,8 +1007,9 @@ impl Shared {
                         break;
                     }
                     q = self.queue_cv.wait(q).unwrap_or_else(|e| e.into_inner());
+                    c.worker_wakeups.fetch_add(1, Ordering::Relaxed);
                 }
-                while batch.len() < MAX_RUN {
+                while batch.len() < max_run {
                     match q.pop_front() {
                         Some(p) => batch.push(p),
                         None => break,
@@ -743,7 +1078,10 @@ impl Shared {
     /// page if that fails.
     fn install_run(&self, (first, len): (usize, usize), scratch: &mut Scratch) {
         let Some(cache) = &self.cache else { return };
-        let compare = self.writable();
+        // Tracked by comparison, or (asynchronous write-protection)
+        // installed protected and found by psync's scan if written.
+        let compare = self.writable() && self.pagemap.is_none();
+        let wp = self.writable() && self.pagemap.is_some();
         for p in first..first + len {
             // Before the copy, as in `install`.
             self.predicted.set(p);
@@ -754,15 +1092,7 @@ impl Shared {
         let src = cache.frame_ptr(first);
         // SAFETY: frames `first..first+len` are READY and consecutive in the
         // cache's mapping; the destination pages are in our registered range.
-        let r = loop {
-            match unsafe {
-                self.uffd
-                    .copy(self.addr(first), src, len * self.page_size, false)
-            } {
-                Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => std::thread::yield_now(),
-                r => break r,
-            }
-        };
+        let r = unsafe { self.copy(first, src, len, wp) };
         if let Ok(CopyOutcome::Installed) = r {
             for p in first..first + len {
                 self.state[p].store(PRESENT, Ordering::Release);
@@ -785,8 +1115,8 @@ impl Shared {
     }
 }
 
-/// Most pages the prediction worker installs with one copy.
-const MAX_RUN: usize = 16;
+/// Dirty pages from which psync seals in parallel.
+const PARALLEL_STAGE: usize = 16;
 
 /// Objects attached in this process, by base address: at most one
 /// attachment of an object at a time (its range is unique anyway).
@@ -840,7 +1170,7 @@ pub struct Attachment {
     /// The backing's object id ([`CacheIdentity::object`](crate::CacheIdentity)), fixed for its life: what [`POff`]s are checked against.
     object_id: u64,
     handler: Option<JoinHandle<()>>,
-    worker: Option<JoinHandle<()>>,
+    workers: Vec<JoinHandle<()>>,
 }
 
 impl Attachment {
@@ -850,10 +1180,23 @@ impl Attachment {
         perm: Perm,
         mode: Mode,
     ) -> Result<Attachment, AttachError> {
+        Self::attach_tuned(backing, perm, mode, Tuning::default())
+    }
+
+    /// [`Attachment::attach`] with the fault path tuned ([`Tuning`]).
+    pub fn attach_tuned(
+        backing: Arc<dyn PageBacking>,
+        perm: Perm,
+        mode: Mode,
+        tuning: Tuning,
+    ) -> Result<Attachment, AttachError> {
         let base = backing.base_address();
         let page_size = backing.page_size();
         let pages = backing.page_count();
         let invalid = |reason: String| AttachError::Invalid { base, reason };
+        tuning
+            .check()
+            .map_err(|m| invalid(format!("tuning: {m}")))?;
         // SAFETY: sysconf has no preconditions.
         let system_page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize;
         if page_size != system_page {
@@ -959,13 +1302,24 @@ impl Attachment {
         }
 
         let uffd_err = |op, source| AttachError::Uffd { base, op, source };
+        // Asynchronous write-protection only with a way to find the
+        // written pages again.
+        let pagemap = (perm == Perm::Write && tuning.async_wp)
+            .then(uffd::Pagemap::open)
+            .and_then(Result::ok);
         let setup = || -> Result<(Uffd, OwnedFd), AttachError> {
             let wanted = if perm == Perm::Write {
                 uffd::FEATURE_WP
             } else {
                 0
             };
-            let u = Uffd::open(wanted, uffd::FEATURE_POISON).map_err(|e| uffd_err("open", e))?;
+            let optional = uffd::FEATURE_POISON
+                | if pagemap.is_some() {
+                    uffd::FEATURE_WP_ASYNC
+                } else {
+                    0
+                };
+            let u = Uffd::open(wanted, optional).map_err(|e| uffd_err("open", e))?;
             u.register(base, len, perm == Perm::Write)
                 .map_err(|e| uffd_err("register", e))?;
             // SAFETY: eventfd(2) takes only flags.
@@ -998,8 +1352,10 @@ impl Attachment {
         } else {
             None
         };
+        let pagemap = pagemap.filter(|_| u.features & uffd::FEATURE_WP_ASYNC != 0);
         let shared = Arc::new(Shared {
             poison: u.features & uffd::FEATURE_POISON != 0,
+            pagemap,
             uffd: u,
             backing,
             base,
@@ -1007,6 +1363,7 @@ impl Attachment {
             pages,
             perm,
             mode,
+            tuning,
             state: (0..pages).map(|_| AtomicU8::new(ABSENT)).collect(),
             dirty: PageBits::new(pages),
             predicted: PageBits::new(pages),
@@ -1043,16 +1400,19 @@ impl Attachment {
             object_id: shared.backing.cache_identity().object,
             shared: shared.clone(),
             handler: Some(handler),
-            worker: None,
+            workers: Vec::new(),
         };
         if matches!(mode, Mode::Predict { depth, .. } if depth > 0) {
-            match spawn(format!("pmo-predict-{base:x}"), Shared::worker_loop, shared) {
-                Ok(w) => attachment.worker = Some(w),
-                Err(e) => {
-                    // Dropping the attachment stops the handler and unmaps.
-                    drop(registry);
-                    drop(attachment);
-                    return Err(uffd_err("prediction thread", e));
+            for i in 0..tuning.workers {
+                let name = format!("pmo-predict{i}-{base:x}");
+                match spawn(name, Shared::worker_loop, shared.clone()) {
+                    Ok(w) => attachment.workers.push(w),
+                    Err(e) => {
+                        // Dropping the attachment stops the handler and unmaps.
+                        drop(registry);
+                        drop(attachment);
+                        return Err(uffd_err("prediction thread", e));
+                    }
                 }
             }
         }
@@ -1212,6 +1572,28 @@ impl Attachment {
     pub fn dirty_pages(&self) -> Vec<usize> {
         let s = &*self.shared;
         let mut pages = s.dirty.collect(false);
+        if let Some(pagemap) = &s.pagemap {
+            let mut runs = Vec::new();
+            if pagemap
+                .written(s.base, s.addr(s.pages), false, &mut runs)
+                .is_ok()
+            {
+                for (start, end) in runs {
+                    pages.extend(
+                        (start..end)
+                            .step_by(s.page_size)
+                            .map(|a| (a - s.base) / s.page_size)
+                            .filter(|&p| s.mapped_after_wait(p)),
+                    );
+                }
+            } else {
+                // The walk failed (psync will report it): every mapped
+                // page may have been written, never fewer.
+                pages.extend(
+                    (0..s.pages).filter(|&p| s.state[p].load(Ordering::Acquire) == PRESENT),
+                );
+            }
+        }
         pages.extend(
             s.maybe_dirty
                 .collect(false)
@@ -1220,6 +1602,11 @@ impl Attachment {
         );
         pages.sort_unstable();
         pages.dedup();
+        if s.pagemap.is_some() && s.cache.is_some() {
+            // As psync: written but equal to the committed plaintext is
+            // not a change.
+            pages.retain(|&p| s.changed(p));
+        }
         pages
     }
 
@@ -1240,25 +1627,7 @@ impl Attachment {
 
     /// Counters so far.
     pub fn stats(&self) -> AttachStats {
-        let c = &self.shared.counters;
-        let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        AttachStats {
-            faults: g(&c.faults),
-            wp_faults: g(&c.wp_faults),
-            pages_decrypted: g(&c.pages_decrypted),
-            pages_read: g(&c.pages_read),
-            cache_hits: g(&c.cache_hits),
-            predicted: g(&c.predicted),
-            predicted_seen_used: g(&c.predicted_seen_used),
-            predicted_late: g(&c.predicted_late),
-            predicted_skipped: g(&c.predicted_skipped),
-            handler_ns: g(&c.handler_ns),
-            worker_ns: g(&c.worker_ns),
-            psyncs: g(&c.psyncs),
-            pages_synced: g(&c.pages_synced),
-            psync_ns: g(&c.psync_ns),
-            failed_pages: g(&c.failed_pages),
-        }
+        self.shared.counters.snapshot()
     }
 
     /// Make every modification since the last psync durable, all or
@@ -1275,59 +1644,166 @@ impl Attachment {
             return Ok(PsyncStats::default());
         }
         let _one = s.psync_lock.lock().unwrap_or_else(|e| e.into_inner());
+        let track_start = Instant::now();
+        let c = &s.counters;
         let mut dirty = s.dirty.collect(true);
         let maybe = s.maybe_dirty.collect(true);
         // A page marked dirty by its first (write) touch may still be on
         // its way in; it is mapped writable, so wait for it before
-        // protecting it again.
+        // protecting or copying it.
         for &p in &dirty {
             while s.state[p].load(Ordering::Acquire) == INFLIGHT {
                 std::thread::yield_now();
             }
         }
-        // Re-protect in runs of consecutive pages, before copying or
-        // comparing: a write after this point faults and marks the page for
-        // the next psync. Predicted pages are protected from now on too.
-        let mut protect: Vec<usize> = dirty.iter().chain(&maybe).copied().collect();
-        protect.sort_unstable();
-        let mut i = 0;
-        while i < protect.len() {
-            let mut j = i + 1;
-            while j < protect.len() && protect[j] == protect[j - 1] + 1 {
-                j += 1;
+        let put_back = |dirty: &[usize], maybe: &[usize]| {
+            for &p in dirty {
+                s.dirty.set(p);
             }
-            if let Err(e) = s
-                .uffd
-                .write_protect(s.addr(protect[i]), (j - i) * s.page_size, true)
-            {
-                for &p in &dirty {
-                    s.dirty.set(p);
-                }
-                for &p in &maybe {
-                    s.maybe_dirty.set(p);
-                }
-                return Err(AttachError::Uffd {
-                    base: s.base,
-                    op: "write-protect",
-                    source: e,
-                });
+            for &p in maybe {
+                s.maybe_dirty.set(p);
             }
-            i = j;
-        }
-        for &p in &maybe {
-            if s.changed(p) {
-                dirty.push(p);
-                if s.predicted.clear(p) {
-                    s.counters
-                        .predicted_seen_used
-                        .fetch_add(1, Ordering::Relaxed);
+        };
+        let protect_runs = |pages: &[usize]| -> Result<(), AttachError> {
+            let mut i = 0;
+            while i < pages.len() {
+                let mut j = i + 1;
+                while j < pages.len() && pages[j] == pages[j - 1] + 1 {
+                    j += 1;
+                }
+                s.protect(pages[i], j - i, true)
+                    .map_err(|e| AttachError::Uffd {
+                        base: s.base,
+                        op: "write-protect",
+                        source: e,
+                    })?;
+                i = j;
+            }
+            Ok(())
+        };
+        let note_used = |p: usize| {
+            if s.predicted.clear(p) {
+                c.predicted_seen_used.fetch_add(1, Ordering::Relaxed);
+            }
+        };
+        // Pages to leave writable after this psync (compared at the next).
+        let mut keep: Vec<usize> = Vec::new();
+        if let Some(pagemap) = &s.pagemap {
+            // Asynchronous write-protection: every page went in protected
+            // (or dirty, at a first-touch write); the kernel lifted the
+            // protection of each page written since. One walk finds them
+            // and protects them again, page by page atomically, so a
+            // write after it is found by the next psync.
+            let mut runs = Vec::new();
+            match pagemap.written(s.base, s.addr(s.pages), true, &mut runs) {
+                Ok(calls) => {
+                    c.pagemap_scans.fetch_add(calls, Ordering::Relaxed);
+                }
+                Err(e) => {
+                    put_back(&dirty, &maybe);
+                    return Err(AttachError::Uffd {
+                        base: s.base,
+                        op: "PAGEMAP_SCAN",
+                        source: e,
+                    });
+                }
+            }
+            let before = dirty.len();
+            for (start, end) in runs {
+                for addr in (start..end).step_by(s.page_size) {
+                    let p = (addr - s.base) / s.page_size;
+                    if s.mapped_after_wait(p) {
+                        dirty.push(p);
+                    }
+                }
+            }
+            c.pages_found_written
+                .fetch_add((dirty.len() - before) as u64, Ordering::Relaxed);
+            dirty.sort_unstable();
+            dirty.dedup();
+            if s.cache.is_some() {
+                // Written is not changed: a page equal to its cache frame
+                // (the committed plaintext) needs no staging. It is
+                // protected again already, so a later write is found.
+                c.pages_compared
+                    .fetch_add(dirty.len() as u64, Ordering::Relaxed);
+                dirty.retain(|&p| s.changed(p));
+            }
+            for &p in &dirty {
+                note_used(p);
+            }
+            // Pages installed writable before (none are, in this mode)
+            // would be in `maybe`: compare them, as below, to be safe.
+            for &p in &maybe {
+                if s.changed(p) {
+                    dirty.push(p);
+                }
+            }
+        } else if s.cache.is_some() {
+            // Write tracking by comparison (DRAM-cache modes): a page
+            // written in this interval is likely written in the next one
+            // too (a heap's headers, a root block), and a write-protect
+            // fault costs a round trip through the handler thread while
+            // comparing a page with its cache frame (the committed
+            // plaintext) costs a memcmp. So every page written in this
+            // interval stays writable and is compared at the next psync;
+            // a compared page that did not change goes back to
+            // write-protect tracking. Compare first, protect the unchanged
+            // ones, then compare those again: a write between the two is
+            // caught by the second comparison (the page is protected from
+            // then on, so any later write faults).
+            c.pages_compared
+                .fetch_add(maybe.len() as u64, Ordering::Relaxed);
+            let (changed, mut unchanged): (Vec<usize>, Vec<usize>) =
+                maybe.iter().partition(|&&p| s.changed(p));
+            unchanged.retain(|p| dirty.binary_search(p).is_err());
+            if let Err(e) = protect_runs(&unchanged) {
+                put_back(&dirty, &maybe);
+                return Err(e);
+            }
+            c.pages_compared
+                .fetch_add(unchanged.len() as u64, Ordering::Relaxed);
+            for &p in &unchanged {
+                if s.changed(p) {
+                    dirty.push(p);
+                    note_used(p);
+                }
+            }
+            for &p in &changed {
+                note_used(p);
+            }
+            keep = dirty.iter().chain(&changed).copied().collect();
+            keep.sort_unstable();
+            keep.dedup();
+            // Pages found written after their protection are protected
+            // and stay tracked by faults: not kept.
+            keep.retain(|p| unchanged.binary_search(p).is_err());
+            dirty.extend(&changed);
+        } else {
+            // Re-protect in runs of consecutive pages, before copying: a
+            // write after this point faults and marks the page for the
+            // next psync.
+            let mut protect: Vec<usize> = dirty.iter().chain(&maybe).copied().collect();
+            protect.sort_unstable();
+            if let Err(e) = protect_runs(&protect) {
+                put_back(&dirty, &maybe);
+                return Err(e);
+            }
+            for &p in &maybe {
+                if s.changed(p) {
+                    dirty.push(p);
+                    note_used(p);
                 }
             }
         }
         dirty.sort_unstable();
         dirty.dedup();
-        // From here every page to sync is protected and in `dirty`; on an
-        // error they are marked dirty again so a retry includes them.
+        c.psync_track_ns
+            .fetch_add(track_start.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        // From here every page to sync is in `dirty` (protected, or kept
+        // writable and compared against what is staged now at the next
+        // psync); on an error they are marked dirty again so a retry
+        // includes them.
         let restore = || {
             for &p in &dirty {
                 s.dirty.set(p);
@@ -1337,6 +1813,7 @@ impl Attachment {
             .cache
             .clone()
             .or_else(|| cache::lookup(s.backing.cache_identity()));
+        let stage_start = Instant::now();
         let mut copies = vec![0u8; dirty.len() * s.page_size];
         for (&p, buf) in dirty.iter().zip(copies.chunks_mut(s.page_size)) {
             // SAFETY: page `p` is mapped (dirty pages are present) and lies
@@ -1344,16 +1821,44 @@ impl Attachment {
             unsafe {
                 std::ptr::copy_nonoverlapping(s.addr(p) as *const u8, buf.as_mut_ptr(), s.page_size)
             };
-            if let Err(source) = s.backing.stage_page(p, buf) {
-                restore();
-                return Err(AttachError::Stage {
+        }
+        // Seal and stage: each page is independent, so many of them are
+        // sealed on every CPU (the global rayon pool); a few go one by one
+        // (handing them out costs more than it saves).
+        let stage = |(&p, buf): (&usize, &[u8])| {
+            s.backing
+                .stage_page(p, buf)
+                .map_err(|source| AttachError::Stage {
                     base: s.base,
                     page: p,
                     source,
-                });
-            }
+                })
+        };
+        let staged = if dirty.len() >= PARALLEL_STAGE {
+            use rayon::prelude::*;
+            dirty
+                .par_iter()
+                .zip(copies.par_chunks(s.page_size))
+                .try_for_each(stage)
+        } else {
+            dirty
+                .iter()
+                .zip(copies.chunks(s.page_size))
+                .try_for_each(stage)
+        };
+        if let Err(e) = staged {
+            restore();
+            return Err(e);
         }
-        if let Err(source) = s.backing.commit() {
+        let commit_start = Instant::now();
+        c.psync_stage_ns.fetch_add(
+            (commit_start - stage_start).as_nanos() as u64,
+            Ordering::Relaxed,
+        );
+        let committed = s.backing.commit();
+        c.psync_commit_ns
+            .fetch_add(commit_start.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        if let Err(source) = committed {
             restore();
             return Err(AttachError::Commit {
                 base: s.base,
@@ -1368,10 +1873,16 @@ impl Attachment {
             }
             cache.set_version(s.backing.cache_identity().version);
         }
+        // The cache frames of the kept pages now equal what was staged, so
+        // comparing with them at the next psync finds any later write.
+        for &p in &keep {
+            s.maybe_dirty.set(p);
+        }
+        c.pages_kept_writable
+            .fetch_add(keep.len() as u64, Ordering::Relaxed);
         let buf = &mut copies;
         buf.fill(0);
         let ns = start.elapsed().as_nanos() as u64;
-        let c = &s.counters;
         c.psyncs.fetch_add(1, Ordering::Relaxed);
         c.pages_synced
             .fetch_add(dirty.len() as u64, Ordering::Relaxed);
@@ -1394,7 +1905,7 @@ impl Attachment {
 
     fn shutdown(&mut self) {
         let s = &self.shared;
-        if self.handler.is_none() && self.worker.is_none() && s.stop.load(Ordering::Acquire) {
+        if self.handler.is_none() && self.workers.is_empty() && s.stop.load(Ordering::Acquire) {
             return;
         }
         s.stop.store(true, Ordering::Release);
@@ -1408,7 +1919,7 @@ impl Attachment {
         if let Some(h) = self.handler.take() {
             let _ = h.join();
         }
-        if let Some(w) = self.worker.take() {
+        for w in self.workers.drain(..) {
             let _ = w.join();
         }
         let len = self.len();

@@ -78,6 +78,11 @@ pub const FEATURE_WP: u64 = 1 << 0;
 /// `UFFD_FEATURE_POISON` (Linux 6.6): `UFFDIO_POISON` makes a page raise
 /// SIGBUS (as a memory error does) on every later access.
 pub const FEATURE_POISON: u64 = 1 << 14;
+/// `UFFD_FEATURE_WP_ASYNC` (Linux 6.7): the kernel resolves write-protect
+/// faults itself (it lifts the protection and lets the write go on), with
+/// no message and no round trip through the handler; `PAGEMAP_SCAN` then
+/// finds the pages written since they were protected.
+pub const FEATURE_WP_ASYNC: u64 = 1 << 15;
 
 const REGISTER_MODE_MISSING: u64 = 1 << 0;
 const REGISTER_MODE_WP: u64 = 1 << 1;
@@ -108,8 +113,10 @@ pub struct Msg {
 pub enum CopyOutcome {
     /// The page is now mapped with our contents.
     Installed,
-    /// A page was already mapped there (another path installed it first).
-    Exists,
+    /// A page was already mapped there (another path installed it first);
+    /// the bytes before it were copied (a run stops at the first mapped
+    /// page).
+    Exists { copied: usize },
 }
 
 /// An open userfaultfd with its API handshake done.
@@ -234,7 +241,9 @@ impl Uffd {
         };
         match ioctl(self.fd.as_raw_fd(), UFFDIO_COPY, &mut c) {
             Ok(()) => Ok(CopyOutcome::Installed),
-            Err(e) if e.raw_os_error() == Some(libc::EEXIST) => Ok(CopyOutcome::Exists),
+            Err(e) if e.raw_os_error() == Some(libc::EEXIST) => Ok(CopyOutcome::Exists {
+                copied: usize::try_from(c.copy).unwrap_or(0),
+            }),
             Err(e) => Err(e),
         }
     }
@@ -298,6 +307,95 @@ impl Uffd {
     }
 }
 
+/// `struct pm_scan_arg` of `<linux/fs.h>` (Linux 6.7).
+#[repr(C)]
+#[derive(Default)]
+struct PmScanArg {
+    size: u64,
+    flags: u64,
+    start: u64,
+    end: u64,
+    walk_end: u64,
+    vec: u64,
+    vec_len: u64,
+    max_pages: u64,
+    category_inverted: u64,
+    category_mask: u64,
+    category_anyof_mask: u64,
+    return_mask: u64,
+}
+
+/// `struct page_region`.
+#[repr(C)]
+#[derive(Default, Clone, Copy)]
+struct PageRegion {
+    start: u64,
+    end: u64,
+    categories: u64,
+}
+
+const PAGEMAP_SCAN: u64 =
+    (3 << 30) | ((std::mem::size_of::<PmScanArg>() as u64) << 16) | (0x66 << 8) | 16;
+const PM_SCAN_WP_MATCHING: u64 = 1 << 0;
+const PM_SCAN_CHECK_WPASYNC: u64 = 1 << 1;
+const PAGE_IS_WRITTEN: u64 = 1 << 1;
+
+/// `/proc/self/pagemap`, for `PAGEMAP_SCAN`.
+pub struct Pagemap(OwnedFd);
+
+impl Pagemap {
+    pub fn open() -> io::Result<Pagemap> {
+        let f = std::fs::File::open("/proc/self/pagemap")?;
+        Ok(Pagemap(f.into()))
+    }
+
+    /// The runs of pages in `[start, end)` written since they were last
+    /// write-protected (in a range registered for asynchronous
+    /// write-protection), as `(first address, end address)`; with
+    /// `protect`, each found page is write-protected again in the same
+    /// walk (atomically per page: a write after that is found next time).
+    /// Returns how many ioctls it took.
+    pub fn written(
+        &self,
+        start: usize,
+        end: usize,
+        protect: bool,
+        out: &mut Vec<(usize, usize)>,
+    ) -> io::Result<u64> {
+        let mut regions = [PageRegion::default(); 256];
+        let mut at = start as u64;
+        let mut calls = 0;
+        while at < end as u64 {
+            let mut arg = PmScanArg {
+                size: std::mem::size_of::<PmScanArg>() as u64,
+                flags: PM_SCAN_CHECK_WPASYNC | if protect { PM_SCAN_WP_MATCHING } else { 0 },
+                start: at,
+                end: end as u64,
+                vec: regions.as_mut_ptr() as u64,
+                vec_len: regions.len() as u64,
+                category_mask: PAGE_IS_WRITTEN,
+                return_mask: PAGE_IS_WRITTEN,
+                ..Default::default()
+            };
+            // SAFETY: `arg` is laid out as the kernel's pm_scan_arg and
+            // `vec` points at `vec_len` writable page_regions.
+            let n = unsafe { libc::ioctl(self.0.as_raw_fd(), PAGEMAP_SCAN as _, &mut arg) };
+            calls += 1;
+            if n < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            for r in &regions[..n as usize] {
+                out.push((r.start as usize, r.end as usize));
+            }
+            if arg.walk_end <= at {
+                break;
+            }
+            at = arg.walk_end;
+        }
+        Ok(calls)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -311,6 +409,9 @@ mod tests {
         assert_eq!(std::mem::size_of::<UffdioCopy>(), 40);
         assert_eq!(std::mem::size_of::<UffdioWriteProtect>(), 24);
         assert_eq!(std::mem::size_of::<UffdioPoison>(), 32);
+        assert_eq!(std::mem::size_of::<PmScanArg>(), 96);
+        assert_eq!(std::mem::size_of::<PageRegion>(), 24);
+        assert_eq!(PAGEMAP_SCAN, 0xc060_6610);
         // Spot-check against <linux/userfaultfd.h>'s values.
         assert_eq!(UFFDIO_API, 0xc018_aa3f);
         assert_eq!(UFFDIO_REGISTER, 0xc020_aa00);
