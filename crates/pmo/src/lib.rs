@@ -71,6 +71,7 @@ pub mod error;
 pub mod heap;
 #[allow(missing_docs)] // format internals, described in the module text
 pub mod layout;
+pub mod locks;
 pub mod medium;
 mod object;
 mod pool;
@@ -85,7 +86,7 @@ pub use error::{error_chain, PmoError, Result};
 pub use medium::{CrashPoint, Durability};
 pub use object::{AuthTime, ObjectHandle, Perm};
 pub use pool::{
-    AcceptReport, Access, CheckReport, ObjectCheck, ObjectInfo, Pool, PoolInfo, PoolOptions,
+    AcceptReport, Access, AttachOptions, CheckReport, ObjectCheck, ObjectInfo, Pool, PoolInfo, PoolOptions,
     RepairReport, VerifyReport, MIN_POOL_SIZE,
 };
 pub use pptr::{POff, POffError, PPtr};
