@@ -1326,7 +1326,10 @@ impl PoolInner {
                     let c = o.committed.read();
                     c.epoch == rec.seq && c.which == *w && o.obj_id == rec.obj_id
                 }
-                (Slot::Damaged { .. }, View::Bad { .. }) => true,
+                // Quarantined for the life of this open: nothing that
+                // cannot be verified is reloaded (only `repair`, alone on
+                // the pool, changes a damaged slot).
+                (Slot::Damaged { .. }, _) => true,
                 _ => false,
             };
             if same {

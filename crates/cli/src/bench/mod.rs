@@ -8,6 +8,7 @@ pub mod alloc;
 pub mod heap;
 pub mod pmo;
 pub mod psync;
+pub mod writers;
 
 use nvmos_report::format_value;
 use nvmos_sim::study::{Bound, Check};
