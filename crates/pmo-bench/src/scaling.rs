@@ -337,7 +337,10 @@ mod tests {
         let r = match run(&cfg, &mut |_| {}) {
             Ok(r) => r,
             Err(e) if std::env::var_os("CI").is_none() && e.to_string().contains("attaching") => {
-                eprintln!("skipped (no userfaultfd here): {}", nvmos_pmo::error_chain(&e));
+                eprintln!(
+                    "skipped (no userfaultfd here): {}",
+                    nvmos_pmo::error_chain(&e)
+                );
                 return;
             }
             Err(e) => panic!("{}", nvmos_pmo::error_chain(&e)),
@@ -346,8 +349,15 @@ mod tests {
         for c in &r.cells {
             assert!(c.pages_per_s > 0.0);
             assert!(c.psyncs >= (c.threads * 3) as u64, "{c:?}");
-            // Every page written in every iteration was committed.
-            assert_eq!(c.pages_synced, (c.threads * 8 * 3) as u64, "{c:?}");
+            // Every page written in every iteration was committed (in one
+            // object a page being faulted in while another thread's psync
+            // runs may be committed by both psyncs).
+            let written = (c.threads * 8 * 3) as u64;
+            if c.shared {
+                assert!(c.pages_synced >= written, "{c:?}");
+            } else {
+                assert_eq!(c.pages_synced, written, "{c:?}");
+            }
         }
         assert_eq!(r.cells[0].speedup, 1.0);
     }

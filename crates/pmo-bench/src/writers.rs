@@ -295,8 +295,13 @@ fn one_round(cfg: &WritersOptions, n: usize, store: bool) -> Result<Round> {
         let pool = Pool::create_with(&path, pool_size, opts.clone())
             .with_context(|| format!("creating {}", path.display()))?;
         for i in 0..n {
-            pool.pcreate_with(&format!("w{i}"), cfg.object_bytes, key, KdfParams::default())
-                .context("creating the writers' objects")?;
+            pool.pcreate_with(
+                &format!("w{i}"),
+                cfg.object_bytes,
+                key,
+                KdfParams::default(),
+            )
+            .context("creating the writers' objects")?;
         }
         // Closed before the fork: a child must not share this open's locks.
     }
@@ -422,7 +427,8 @@ fn writer(
     ready: &OwnedFd,
     go: &OwnedFd,
 ) -> Result<WriterSample> {
-    let pool = Pool::open_with(path, Access::ReadWrite, opts.clone()).context("opening the pool")?;
+    let pool =
+        Pool::open_with(path, Access::ReadWrite, opts.clone()).context("opening the pool")?;
     let obj = pool
         .open_object(name, Perm::Write, key)
         .context("attaching the object")?;

@@ -1254,12 +1254,13 @@ impl PoolInner {
             if self.owned.lock()[k] {
                 continue;
             }
-            let got = locks::set(&self.file, locks::arena(k), locks::Kind::Write, false)
-                .map_err(|source| PmoError::Io {
+            let got = locks::set(&self.file, locks::arena(k), locks::Kind::Write, false).map_err(
+                |source| PmoError::Io {
                     op: "locking an arena of",
                     path: self.medium.path.clone(),
                     source,
-                })?;
+                },
+            )?;
             if !got {
                 continue;
             }

@@ -111,7 +111,11 @@ fn check(path: &Path, before: [u64; 2]) -> [u64; 2] {
         let h = pool.open_object(name, Perm::Read, key).unwrap();
         let bytes = h.read_all().unwrap();
         let g = u64::from_le_bytes(bytes[..8].try_into().unwrap());
-        assert!(g >= before[k], "object {name} went back: {g} < {}", before[k]);
+        assert!(
+            g >= before[k],
+            "object {name} went back: {g} < {}",
+            before[k]
+        );
         assert!(
             bytes == image(g, salt),
             "object {name} is not exactly generation {g}"
@@ -314,12 +318,7 @@ fn threads_share_one_attachment() {
     };
     let mut a = a;
     let mut mine: Vec<Vec<&mut [u8]>> = (0..4).map(|_| Vec::new()).collect();
-    for (p, page) in a
-        .as_mut_slice()
-        .unwrap()
-        .chunks_exact_mut(PAGE)
-        .enumerate()
-    {
+    for (p, page) in a.as_mut_slice().unwrap().chunks_exact_mut(PAGE).enumerate() {
         mine[p % 4].push(page);
     }
     std::thread::scope(|s| {
@@ -374,7 +373,10 @@ fn two_writers_killed_while_committing_concurrently() {
         std::thread::sleep(Duration::from_millis(rng.gen_range(0..20)));
         let _ = o.kill();
         o.wait().unwrap();
-        assert!(!status.success() || k > 1000, "run {run}: writer of {dying} was not killed");
+        assert!(
+            !status.success() || k > 1000,
+            "run {run}: writer of {dying} was not killed"
+        );
         before = check(&path, before);
     }
     assert!(before[0] > 1 && before[1] > 1, "no progress: {before:?}");
