@@ -1783,19 +1783,15 @@ impl PoolInner {
             .path
             .canonicalize()
             .unwrap_or_else(|_| self.medium.path.clone());
-        store.update(
+        store.update_slot(
             self.header.pool_id,
             &abs,
-            |st| {
-                st.slots.insert(
-                    slot,
-                    SlotRecord {
-                        obj_id,
-                        name: name.to_string(),
-                        epoch,
-                        kind,
-                    },
-                );
+            slot,
+            SlotRecord {
+                obj_id,
+                name: name.to_string(),
+                epoch,
+                kind,
             },
             &|| self.medium.crash_hook(),
         )
