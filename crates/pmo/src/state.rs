@@ -243,7 +243,11 @@ impl StateStore {
         let bytes = serde_json::to_vec(&rec).expect("plain data serializes");
         std::fs::write(&pending, bytes).map_err(|e| self.err(&pending, format!("writing: {e}")))?;
         self.locked_write(pool_id, pool_path, crash_hook, |state| {
-            if state.slots.get(&slot).is_some_and(|have| !newer(&rec, have)) {
+            if state
+                .slots
+                .get(&slot)
+                .is_some_and(|have| !newer(&rec, have))
+            {
                 return false; // Already applied (ours, or newer).
             }
             state.slots.insert(slot, rec);
