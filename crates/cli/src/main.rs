@@ -119,6 +119,10 @@ enum BenchCommand {
     /// server in every mode and prediction depth, attach and first-touch
     /// cost; writes pmo.html beside the report.
     Pmo(bench::pmo::PmoArgs),
+    /// Concurrent writers: N processes psyncing their own objects of one pool against one.
+    Writers(bench::writers::WritersArgs),
+    /// Seed 001's Fig. 1: write and psync throughput by thread count, one object or one each, every mode.
+    Scaling(bench::writers::ScalingArgs),
 }
 
 fn main() -> ExitCode {
@@ -147,6 +151,12 @@ fn run(cli: Cli) -> Result<()> {
         Command::Bench {
             bench: BenchCommand::Pmo(args),
         } => bench::pmo::main(&args),
+        Command::Bench {
+            bench: BenchCommand::Writers(args),
+        } => bench::writers::writers_main(&args),
+        Command::Bench {
+            bench: BenchCommand::Scaling(args),
+        } => bench::writers::scaling_main(&args),
         Command::Evaluate(args) => evaluate_cmd::evaluate(args),
         Command::Replay(args) => evaluate_cmd::replay(args),
         Command::Record(args) => trace_cmd::record(args),

@@ -74,6 +74,9 @@ enum PmoCommand {
         name: String,
         /// The file (`-` for standard input).
         file: PathBuf,
+        /// If another process is writing the object, wait for it instead of failing.
+        #[arg(long)]
+        wait: bool,
     },
     /// Write the whole object to standard output.
     Read {
@@ -294,7 +297,7 @@ pub fn run(args: PmoArgs) -> Result<()> {
                 );
             }
         }
-        PmoCommand::Write { name, file } => {
+        PmoCommand::Write { name, file, wait } => {
             let key = key_for_object(&pool, args.key_file.as_deref(), name)?;
             let mut bytes = Vec::new();
             if file.as_os_str() == "-" {
@@ -317,7 +320,8 @@ pub fn run(args: PmoArgs) -> Result<()> {
                     );
                 }
             }
-            let h = pool.open_object(name, Perm::Write, key.as_deref())?;
+            let wait = nvmos_pmo::AttachOptions { wait: *wait };
+            let h = pool.open_object_with(name, Perm::Write, key.as_deref(), wait)?;
             h.write_at(0, &bytes)?;
             h.psync()?;
             if args.json {

@@ -42,6 +42,8 @@ pub mod heap;
 pub mod kernels;
 pub mod pmo;
 pub mod psync;
+pub mod scaling;
+pub mod writers;
 
 /// Why a benchmark could not run.
 #[derive(Debug, thiserror::Error)]

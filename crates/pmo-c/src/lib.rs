@@ -238,7 +238,7 @@ fn pmo_status(e: &PmoError) -> NvmosPmoStatus {
         | PmoError::KeyNotExpected { .. }
         | PmoError::KeyTooShort { .. }
         | PmoError::Kdf(_) => S::BadKey,
-        PmoError::AlreadyAttached { .. } => S::AlreadyAttached,
+        PmoError::AlreadyAttached { .. } | PmoError::ObjectBusy { .. } => S::AlreadyAttached,
         PmoError::PageOutOfRange { .. } | PmoError::BadBuffer { .. } => S::OutOfRange,
         PmoError::PoolFull { .. } => S::PoolFull,
         PmoError::PageAuth { .. }
@@ -246,7 +246,8 @@ fn pmo_status(e: &PmoError) -> NvmosPmoStatus {
         | PmoError::RootAuth { .. }
         | PmoError::Inconsistent { .. }
         | PmoError::PageCorrupt { .. }
-        | PmoError::Quarantined { .. } => S::Integrity,
+        | PmoError::Quarantined { .. }
+        | PmoError::Superseded { .. } => S::Integrity,
         PmoError::RolledBack { .. }
         | PmoError::PoolRolledBack { .. }
         | PmoError::ObjectRolledBack { .. } => S::RolledBack,

@@ -107,6 +107,7 @@ impl From<crate::PmoError> for BackingError {
             | E::Quarantined { .. }
             | E::PoolRolledBack { .. }
             | E::ObjectRolledBack { .. }
+            | E::Superseded { .. }
             | E::NotAPool { .. } => BackingErrorKind::Integrity,
             E::WrongKey { .. }
             | E::KeyRequired { .. }
@@ -124,6 +125,7 @@ impl From<crate::PmoError> for BackingError {
             | E::BadName { .. }
             | E::BadObjectSize { .. }
             | E::AlreadyAttached { .. }
+            | E::ObjectBusy { .. }
             | E::ReadOnly { .. }
             | E::PageOutOfRange { .. }
             | E::BadBuffer { .. }

@@ -136,6 +136,28 @@ pub enum PmoError {
         /// The object.
         name: String,
     },
+    /// Another writer holds the object's write lock (see `AttachOptions::wait`).
+    #[error("object {name:?} is busy: attached for writing by {holder}")]
+    ObjectBusy {
+        /// The object.
+        name: String,
+        /// Who holds it, as far as known.
+        holder: String,
+    },
+    /// A reader's version of the object was replaced by a later commit of
+    /// another writer and its frames reused: the page read no longer holds
+    /// that version. Open the object again to read the latest commit.
+    #[error("object {name:?}: page {page} of epoch {seen} was reused after another writer committed epoch {now}; open the object again to read the latest version")]
+    Superseded {
+        /// The object.
+        name: String,
+        /// The page.
+        page: usize,
+        /// The epoch this handle reads.
+        seen: u64,
+        /// The epoch committed now.
+        now: u64,
+    },
     /// A write to an object attached read-only.
     #[error("object {name:?} is attached read-only")]
     ReadOnly {

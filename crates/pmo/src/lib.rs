@@ -34,7 +34,11 @@
 //!   steps so a torn write is provably one), ordered with cache-line
 //!   flushes and fences on persistent memory or `msync` elsewhere. A crash
 //!   at any point leaves every object exactly as at its previous psync or
-//!   the new one.
+//!   the new one. **Concurrent writers**: any number of opens of a pool,
+//!   in one process or many; a writer locks only its object
+//!   ([`PmoError::ObjectBusy`], or wait with [`AttachOptions`]) and takes
+//!   frames from its own arenas, so writers of different objects psync at
+//!   the same time ([`locks`]).
 //! - **mapping** ([`attach`]): the object attached at its fixed address,
 //!   pages arriving through userfaultfd faults (verified and decrypted on
 //!   the way in), writes found with userfaultfd write protection, four
@@ -71,6 +75,7 @@ pub mod error;
 pub mod heap;
 #[allow(missing_docs)] // format internals, described in the module text
 pub mod layout;
+pub mod locks;
 pub mod medium;
 mod object;
 mod pool;
@@ -85,7 +90,7 @@ pub use error::{error_chain, PmoError, Result};
 pub use medium::{CrashPoint, Durability};
 pub use object::{AuthTime, ObjectHandle, Perm};
 pub use pool::{
-    AcceptReport, Access, CheckReport, ObjectCheck, ObjectInfo, Pool, PoolInfo, PoolOptions,
-    RepairReport, VerifyReport, MIN_POOL_SIZE,
+    AcceptReport, Access, AttachOptions, CheckReport, ObjectCheck, ObjectInfo, Pool, PoolInfo,
+    PoolOptions, RepairReport, VerifyReport, MIN_POOL_SIZE,
 };
 pub use pptr::{POff, POffError, PPtr};

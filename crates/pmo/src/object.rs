@@ -270,6 +270,7 @@ impl ObjectShared {
         if self.encrypted {
             let keys = self.keys.get().expect("attached with a key");
             if !keys.open(self.obj_id, index as u64, e.version, &e.salt, &e.tag, out) {
+                self.superseded(pool, index, c.epoch)?;
                 return Err(PmoError::PageAuth {
                     name: self.name.clone(),
                     page: index,
@@ -277,9 +278,26 @@ impl ObjectShared {
             }
         } else if plain_tag(self.obj_id, index as u64, e.version, out) != e.tag {
             out.fill(0);
+            self.superseded(pool, index, c.epoch)?;
             return Err(PmoError::PageCorrupt {
                 name: self.name.clone(),
                 page: index,
+            });
+        }
+        Ok(())
+    }
+
+    /// After a page failed its check: if another writer has committed this
+    /// object since this handle's version, the page's frame was reused,
+    /// which is not damage ([`PmoError::Superseded`]).
+    fn superseded(&self, pool: &PoolInner, page: usize, seen: u64) -> Result<()> {
+        let now = pool.medium_seq(self.slot);
+        if now > seen {
+            return Err(PmoError::Superseded {
+                name: self.name.clone(),
+                page,
+                seen,
+                now,
             });
         }
         Ok(())
@@ -504,18 +522,19 @@ impl ObjectShared {
         // not freed (at worst leaked until the pool is reopened and the
         // allocator rebuilt), and the staged pages are not put back.
         *record_attempted = true;
-        pool.write_record(self.slot, 1 - which, &record)?;
         // 5. Visible to readers of the committed state.
-        let mut c = self.committed.write();
-        c.epoch = epoch + 1;
-        c.which = 1 - which;
-        c.root_frames = root_frames;
-        c.root_body = body;
-        c.root_mac = mac;
-        c.tables = root.tables;
-        for (&i, &e) in pages {
-            c.entries[i] = e;
-        }
+        pool.write_record(self.slot, 1 - which, &record, || {
+            let mut c = self.committed.write();
+            c.epoch = epoch + 1;
+            c.which = 1 - which;
+            c.root_frames = root_frames;
+            c.root_body = body;
+            c.root_mac = mac;
+            c.tables = root.tables;
+            for (&i, &e) in pages {
+                c.entries[i] = e;
+            }
+        })?;
         Ok(old_frames)
     }
 }
@@ -676,6 +695,7 @@ impl Drop for ObjectHandle {
         if self.perm == Perm::Write {
             self.shared.discard_staged(&self.pool);
             self.shared.writer.store(false, Ordering::Release);
+            self.pool.unlock_object(self.shared.slot);
         }
         self.shared.handles.fetch_sub(1, Ordering::AcqRel);
     }

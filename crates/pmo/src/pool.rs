@@ -2,7 +2,6 @@
 //! objects, and the frame allocator that hands out its frames.
 
 use std::fs::{File, OpenOptions};
-use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -19,17 +18,30 @@ use crate::layout::{
     read_u64, record_offset, write_u64, Entry, Header, Record, RecordState, Root, SlotState,
     DATA_START, ENTRIES_PER_TABLE, ENTRY, MAX_NAME, MAX_ROOT_FRAMES, PAGE, SLOTS,
 };
+use crate::locks;
 use crate::medium::{CrashPoint, Durability, Medium};
 use crate::object::{Committed, ObjectHandle, ObjectShared, Perm, ZERO_PAGE};
 use crate::state::{Kind, SlotRecord, StateStore};
 
-/// How a pool is opened.
+/// How a pool is opened. Any number of opens of either kind may coexist
+/// (in one process or many): writers take a lock per object they write
+/// ([`AttachOptions::wait`]), and frames are handed out per arena, so two
+/// writers of different objects run at the same time ([`crate::locks`]).
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Access {
-    /// Shared lock: any number of read-only opens, no writer.
+    /// Read only: no pcreate, pdestroy or write attachment.
     ReadOnly,
-    /// Exclusive lock: the one process (and open) that may change the pool.
+    /// May create, destroy and write objects.
     ReadWrite,
+}
+
+/// Options for opening one object ([`Pool::open_object_with`],
+/// [`Pool::attach_with`]).
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AttachOptions {
+    /// When another writer holds the object: wait for it instead of
+    /// failing with [`PmoError::ObjectBusy`].
+    pub wait: bool,
 }
 
 /// Options for opening or creating a pool.
@@ -211,10 +223,22 @@ enum Slot {
 
 pub(crate) struct PoolInner {
     pub medium: Medium,
-    _file: File,
+    /// The open file description all of this open's locks belong to.
+    file: File,
     header: Header,
     access: Access,
+    /// Hands out frames of the arenas this open holds only; every other
+    /// frame is kept allocated here (see [`crate::locks`]).
     alloc: IBuddy<parking_lot::RawMutex>,
+    /// Frames per arena (the last arena takes the rest).
+    arena_len: u64,
+    /// Arenas whose lock this open holds.
+    owned: Mutex<Vec<bool>>,
+    /// Depth of this open's hold on the pool-wide metadata lock (re-entrant
+    /// within a thread; one OFD lock for the whole open).
+    meta: parking_lot::ReentrantMutex<std::cell::Cell<usize>>,
+    /// Directory slots this open holds for writing (their object locks).
+    writing: Mutex<std::collections::HashSet<usize>>,
     dir: Mutex<Vec<Slot>>,
     state: Option<StateStore>,
     /// What opening found and tolerated: torn writes fallen back from,
@@ -353,7 +377,7 @@ impl Pool {
             .write(true)
             .open(path)
             .map_err(io("opening", path))?;
-        lock(&file, path, access)?;
+        presence(&file, path)?;
         let actual = file
             .metadata()
             .map_err(io("reading metadata of", path))?
@@ -398,12 +422,18 @@ impl Pool {
                 what: format!("frame allocator refused the data zone: {e}"),
             }
         })?;
+        let data = header.total_pages - DATA_START;
+        let arenas = (data / ARENA_MIN).clamp(1, MAX_ARENAS);
         let inner = PoolInner {
             medium,
-            _file: file,
+            file,
             header,
             access,
             alloc,
+            arena_len: data / arenas,
+            owned: Mutex::new(vec![false; arenas as usize]),
+            meta: parking_lot::ReentrantMutex::new(std::cell::Cell::new(0)),
+            writing: Mutex::new(std::collections::HashSet::new()),
             dir: Mutex::new(Vec::new()),
             state,
             notes: Mutex::new(Vec::new()),
@@ -443,10 +473,24 @@ impl Pool {
 
     /// Attach object `name` for reading or writing. With a key, checks it
     /// against the object's verifier, then the root's MAC and epoch; then
-    /// every page-table page against the root. A second attach for writing
-    /// is refused until the first handle is dropped.
+    /// every page-table page against the root. Reads see the version
+    /// committed when the object is opened. A second attach for writing,
+    /// in this process or another, fails with [`PmoError::ObjectBusy`]
+    /// until the first handle is dropped ([`Pool::open_object_with`] can
+    /// wait instead).
     pub fn open_object(&self, name: &str, perm: Perm, key: Option<&[u8]>) -> Result<ObjectHandle> {
-        let r = self.open_object_unguarded(name, perm, key);
+        self.open_object_with(name, perm, key, AttachOptions::default())
+    }
+
+    /// [`Pool::open_object`] with options.
+    pub fn open_object_with(
+        &self,
+        name: &str,
+        perm: Perm,
+        key: Option<&[u8]>,
+        opts: AttachOptions,
+    ) -> Result<ObjectHandle> {
+        let r = self.open_object_unguarded(name, perm, key, opts);
         self.inner.medium.guarded(r)
     }
 
@@ -455,6 +499,7 @@ impl Pool {
         name: &str,
         perm: Perm,
         key: Option<&[u8]>,
+        opts: AttachOptions,
     ) -> Result<ObjectHandle> {
         let inner = &self.inner;
         if perm == Perm::Write && inner.access != Access::ReadWrite {
@@ -463,28 +508,54 @@ impl Pool {
                 op: "attaching for writing",
             });
         }
-        let shared = inner.find(name)?;
-        shared.authenticate(key, inner.header.pool_id)?;
-        shared.check_tables(inner)?;
-        inner.check_object_freshness(&shared)?;
-        if perm == Perm::Write
-            && shared
-                .writer
-                .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
-                .is_err()
-        {
-            return Err(PmoError::AlreadyAttached {
-                name: name.to_string(),
-            });
+        let shared = loop {
+            // The latest committed version of the object.
+            let shared = {
+                let _m = inner.meta()?;
+                inner.refresh()?;
+                inner.find(name)?
+            };
+            if perm == Perm::Read {
+                break shared;
+            }
+            let slot = shared.slot;
+            inner.lock_object(name, slot, opts.wait)?;
+            // Holding the object lock, its slot cannot change under us:
+            // read the version the last writer committed.
+            let again = {
+                let _m = inner.meta();
+                let r = _m.and_then(|_m| {
+                    inner.refresh()?;
+                    inner.find(name)
+                });
+                match r {
+                    Ok(o) => o,
+                    Err(e) => {
+                        inner.unlock_object(slot);
+                        return Err(e);
+                    }
+                }
+            };
+            if again.slot == slot {
+                break again;
+            }
+            // Destroyed and created again elsewhere meanwhile: retry.
+            inner.unlock_object(slot);
+        };
+        if perm == Perm::Write {
+            shared.writer.store(true, Ordering::Release);
         }
         shared.handles.fetch_add(1, Ordering::AcqRel);
+        // From here, dropping the handle on error releases the object.
         let handle = ObjectHandle {
             shared: shared.clone(),
             pool: inner.clone(),
             perm,
         };
+        shared.authenticate(key, inner.header.pool_id)?;
+        shared.check_tables(inner)?;
+        inner.check_object_freshness(&shared)?;
         if perm == Perm::Write {
-            // Dropping the handle on error releases the writer flag.
             shared.begin_write(inner)?;
         }
         Ok(handle)
@@ -518,7 +589,19 @@ impl Pool {
         key: Option<&[u8]>,
         mode: Mode,
     ) -> Result<Attachment> {
-        let handle = self.open_object(name, perm, key)?;
+        self.attach_with(name, perm, key, mode, AttachOptions::default())
+    }
+
+    /// [`Pool::attach`] with options (e.g. wait for another writer).
+    pub fn attach_with(
+        &self,
+        name: &str,
+        perm: Perm,
+        key: Option<&[u8]>,
+        mode: Mode,
+        opts: AttachOptions,
+    ) -> Result<Attachment> {
+        let handle = self.open_object_with(name, perm, key, opts)?;
         Attachment::attach(Arc::new(handle), perm, mode).map_err(|source| PmoError::Attach {
             name: name.to_string(),
             source: Box::new(source),
@@ -659,7 +742,7 @@ impl Pool {
             notes: inner.notes.lock().clone(),
             state_mismatches: inner.mismatches.lock().clone(),
             frames_in_use: in_use,
-            frames_free: inner.free_frames_count(),
+            frames_free: inner.free_frames_in(&dir),
         }
     }
 
@@ -671,6 +754,11 @@ impl Pool {
     pub fn repair(&self) -> Result<RepairReport> {
         let inner = &self.inner;
         inner.writable("repair")?;
+        inner.exclusive("repair", || self.repair_alone())
+    }
+
+    fn repair_alone(&self) -> Result<RepairReport> {
+        let inner = &self.inner;
         let dir = inner.dir.lock();
         let mut report = RepairReport::default();
         let range = inner.data_range();
@@ -769,8 +857,13 @@ impl Pool {
     /// the store (every write attachment draws a fresh salt), so going
     /// back in epochs here repeats no (key, nonce) pair.
     pub fn accept_rollback(&self) -> Result<AcceptReport> {
+        self.inner.writable("accepting a rollback")?;
+        self.inner
+            .exclusive("accepting a rollback", || self.accept_alone())
+    }
+
+    fn accept_alone(&self) -> Result<AcceptReport> {
         let inner = &self.inner;
-        inner.writable("accepting a rollback")?;
         let Some(store) = &inner.state else {
             return Err(PmoError::State {
                 path: inner.medium.path.clone(),
@@ -886,38 +979,43 @@ impl Pool {
     }
 }
 
-fn lock(file: &File, path: &Path, access: Access) -> Result<()> {
-    let op = match access {
-        Access::ReadOnly => libc::LOCK_SH,
-        Access::ReadWrite => libc::LOCK_EX,
-    };
-    // SAFETY: flock on an open fd. The lock belongs to this open file
-    // description and goes away when it is closed or the process dies, so
-    // a crashed writer never leaves the pool locked.
-    if unsafe { libc::flock(file.as_raw_fd(), op | libc::LOCK_NB) } != 0 {
-        let err = std::io::Error::last_os_error();
-        if err.raw_os_error() == Some(libc::EWOULDBLOCK) {
-            return Err(PmoError::PoolBusy {
-                path: path.to_owned(),
-                held: if access == Access::ReadOnly {
-                    "for writing"
-                } else {
-                    "for reading or writing"
-                },
-                wanted: if access == Access::ReadOnly {
-                    "read"
-                } else {
-                    "write"
-                },
-            });
-        }
-        return Err(PmoError::Io {
+/// Arenas have at least this many frames (smaller pools have one arena).
+const ARENA_MIN: u64 = 64;
+/// At most this many arenas.
+const MAX_ARENAS: u64 = 64;
+
+/// Every open's read lock on the presence byte ([`crate::locks`]).
+fn presence(file: &File, path: &Path) -> Result<()> {
+    match locks::set(file, locks::PRESENCE, locks::Kind::Read, false) {
+        Ok(true) => Ok(()),
+        Ok(false) => Err(PmoError::PoolBusy {
+            path: path.to_owned(),
+            held: "for repair or accepting a rollback",
+            wanted: "any",
+        }),
+        Err(source) => Err(PmoError::Io {
             op: "locking",
             path: path.to_owned(),
-            source: err,
-        });
+            source,
+        }),
     }
-    Ok(())
+}
+
+/// This open's hold on the pool-wide metadata lock (re-entrant).
+pub(crate) struct MetaGuard<'a> {
+    inner: &'a PoolInner,
+    depth: parking_lot::ReentrantMutexGuard<'a, std::cell::Cell<usize>>,
+}
+
+impl Drop for MetaGuard<'_> {
+    fn drop(&mut self) {
+        let n = self.depth.get() - 1;
+        self.depth.set(n);
+        if n == 0 {
+            // Unlocking a lock we hold cannot fail on an open descriptor.
+            let _ = locks::set(&self.inner.file, locks::META, locks::Kind::Unlock, false);
+        }
+    }
 }
 
 /// A root and page table read from the medium (structure checked; MACs
@@ -1083,16 +1181,266 @@ impl PoolInner {
     }
 
     pub fn alloc_frame(&self, name: &str) -> Result<u64> {
-        self.alloc
-            .alloc(Request::single(0))
-            .map(|p| p.0)
-            .map_err(|_| PmoError::PoolFull {
-                what: format!("no free frame for object {name:?}"),
+        loop {
+            if let Ok(p) = self.alloc.alloc(Request::single(0)) {
+                return Ok(p.0);
+            }
+            // None free in the arenas held: pick up what other writers
+            // freed there, else take another arena.
+            if !self.grow()? {
+                let owned = self.owned.lock().iter().filter(|&&o| o).count();
+                return Err(PmoError::PoolFull {
+                    what: format!(
+                        "no free frame for object {name:?} (this open holds {owned} of {} arenas; the others are held by other writers or full)",
+                        self.owned.lock().len()
+                    ),
+                });
+            }
+        }
+    }
+
+    /// The arena frame `f` is in.
+    fn arena_of(&self, f: u64) -> usize {
+        let n = self.owned.lock().len();
+        (((f - DATA_START) / self.arena_len) as usize).min(n - 1)
+    }
+
+    /// Arena `k`'s frames.
+    fn arena_range(&self, k: usize) -> std::ops::Range<u64> {
+        let n = self.owned.lock().len();
+        let start = DATA_START + k as u64 * self.arena_len;
+        let end = if k + 1 == n {
+            self.header.total_pages
+        } else {
+            start + self.arena_len
+        };
+        start..end
+    }
+
+    /// Take the pool-wide metadata lock (waits; re-entrant in a thread).
+    pub(crate) fn meta(&self) -> Result<MetaGuard<'_>> {
+        let depth = self.meta.lock();
+        if depth.get() == 0 {
+            locks::set(&self.file, locks::META, locks::Kind::Write, true).map_err(|source| {
+                PmoError::Io {
+                    op: "taking the metadata lock of",
+                    path: self.medium.path.clone(),
+                    source,
+                }
+            })?;
+        }
+        depth.set(depth.get() + 1);
+        Ok(MetaGuard { inner: self, depth })
+    }
+
+    /// More frames for this open: first those other writers' commits freed
+    /// in the arenas it holds, then another arena. `false`: neither.
+    fn grow(&self) -> Result<bool> {
+        if self.access != Access::ReadWrite {
+            return Ok(false);
+        }
+        let _m = self.meta()?;
+        let before = self.alloc.stats().free_frames;
+        self.refresh()?;
+        if self.alloc.stats().free_frames > before {
+            return Ok(true);
+        }
+        let n = self.owned.lock().len();
+        // Start at a different arena in each open, so two writers rarely
+        // try the same ones.
+        let first = (self as *const Self as usize / 64 + std::process::id() as usize) % n;
+        for i in 0..n {
+            let k = (first + i) % n;
+            if self.owned.lock()[k] {
+                continue;
+            }
+            let got = locks::set(&self.file, locks::arena(k), locks::Kind::Write, false).map_err(
+                |source| PmoError::Io {
+                    op: "locking an arena of",
+                    path: self.medium.path.clone(),
+                    source,
+                },
+            )?;
+            if !got {
+                continue;
+            }
+            self.owned.lock()[k] = true;
+            // Every frame of the arena no slot holds is free: the arena's
+            // last holder is gone, and with it whatever it had in flight.
+            let range = self.arena_range(k);
+            let mut used = vec![false; (range.end - range.start) as usize];
+            for slot in self.dir.lock().iter() {
+                for f in slot_frames(slot) {
+                    if range.contains(&f) {
+                        used[(f - range.start) as usize] = true;
+                    }
+                }
+            }
+            let mut freed = 0;
+            for (i, &u) in used.iter().enumerate() {
+                if !u {
+                    let f = range.start + i as u64;
+                    self.alloc
+                        .free(Pfn(f), Request::single(0))
+                        .map_err(|e| self.inconsistent(format!("claiming arena {k}: {e}")))?;
+                    freed += 1;
+                }
+            }
+            if freed > 0 {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    /// Bring this open's view of the directory up to date with the medium
+    /// (other writers' commits, creates and destroys). Frames another
+    /// writer's commit stopped using, in arenas this open holds, become
+    /// free here. Caller holds the metadata lock.
+    pub(crate) fn refresh(&self) -> Result<()> {
+        let mut dir = self.dir.lock();
+        let mut notes = Vec::new();
+        for s in 0..SLOTS {
+            if matches!(&dir[s], Slot::Live(o) if o.writer.load(Ordering::Acquire)) {
+                // Only this open changes a slot it writes.
+                continue;
+            }
+            let recs: Vec<RecordState> = (0..2)
+                .map(|w| {
+                    Record::classify(
+                        self.medium
+                            .slice(record_offset(s, w), crate::layout::RECORD),
+                    )
+                })
+                .collect();
+            let view = resolve_slot(s, &recs, &mut notes);
+            let same = match (&dir[s], &view) {
+                (Slot::Free { seq, which }, View::Free { seq: q, which: w }) => {
+                    seq == q && which == w
+                }
+                (Slot::Free { seq, which }, View::Current(rec, w))
+                    if rec.state == SlotState::Destroyed =>
+                {
+                    *seq == rec.seq && *which == Some(*w)
+                }
+                (Slot::Live(o), View::Current(rec, w)) => {
+                    let c = o.committed.read();
+                    c.epoch == rec.seq && c.which == *w && o.obj_id == rec.obj_id
+                }
+                // Quarantined for the life of this open: nothing that
+                // cannot be verified is reloaded (only `repair`, alone on
+                // the pool, changes a damaged slot).
+                (Slot::Damaged { .. }, _) => true,
+                _ => false,
+            };
+            if same {
+                continue;
+            }
+            let old: std::collections::HashSet<u64> = slot_frames(&dir[s]).into_iter().collect();
+            let (slot, new) = self.slot_from_view(s, view);
+            let new: std::collections::HashSet<u64> = new.into_iter().collect();
+            let owned = self.owned.lock().clone();
+            for &f in old.difference(&new) {
+                if self.data_range().contains(&f) && owned[self.arena_of(f)] {
+                    let _ = self.alloc.free(Pfn(f), Request::single(0));
+                }
+            }
+            dir[s] = slot;
+        }
+        Ok(())
+    }
+
+    /// The current record's sequence number of `slot` on the medium now.
+    pub(crate) fn medium_seq(&self, slot: usize) -> u64 {
+        let recs: Vec<RecordState> = (0..2)
+            .map(|w| {
+                Record::classify(
+                    self.medium
+                        .slice(record_offset(slot, w), crate::layout::RECORD),
+                )
             })
+            .collect();
+        match resolve_slot(slot, &recs, &mut Vec::new()) {
+            View::Free { seq, .. } => seq,
+            View::Current(r, _) => r.seq,
+            View::Bad { .. } => 0,
+        }
+    }
+
+    /// Take slot `slot`'s object lock for writing `name`.
+    fn lock_object(&self, name: &str, slot: usize, wait: bool) -> Result<()> {
+        loop {
+            if self.writing.lock().insert(slot) {
+                break;
+            }
+            if !wait {
+                return Err(PmoError::AlreadyAttached {
+                    name: name.to_string(),
+                });
+            }
+            // Another handle of this open: it holds no lock we could wait
+            // on in the kernel, so poll.
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        match locks::set(&self.file, locks::object(slot), locks::Kind::Write, wait) {
+            Ok(true) => Ok(()),
+            Ok(false) => {
+                self.writing.lock().remove(&slot);
+                Err(PmoError::ObjectBusy {
+                    name: name.to_string(),
+                    holder: "another open of the pool (another process, or another Pool::open in this one)".into(),
+                })
+            }
+            Err(source) => {
+                self.writing.lock().remove(&slot);
+                Err(PmoError::Io {
+                    op: "locking an object of",
+                    path: self.medium.path.clone(),
+                    source,
+                })
+            }
+        }
+    }
+
+    /// Release slot `slot`'s object lock.
+    pub(crate) fn unlock_object(&self, slot: usize) {
+        if self.writing.lock().remove(&slot) {
+            let _ = locks::set(&self.file, locks::object(slot), locks::Kind::Unlock, false);
+        }
+    }
+
+    /// Run `op` with the pool to this open alone: the presence lock
+    /// converted to a write lock (fails while any other open exists).
+    fn exclusive<T>(&self, what: &'static str, op: impl FnOnce() -> Result<T>) -> Result<T> {
+        let io = |source| PmoError::Io {
+            op: "locking",
+            path: self.medium.path.clone(),
+            source,
+        };
+        if !locks::set(&self.file, locks::PRESENCE, locks::Kind::Write, false).map_err(io)? {
+            return Err(PmoError::PoolBusy {
+                path: self.medium.path.clone(),
+                held: "by another open",
+                wanted: what,
+            });
+        }
+        let r = (|| {
+            let _m = self.meta()?;
+            self.refresh()?;
+            op()
+        })();
+        locks::set(&self.file, locks::PRESENCE, locks::Kind::Read, false).map_err(io)?;
+        r
     }
 
     pub fn free_frames(&self, frames: &[u64]) {
+        let owned = self.owned.lock().clone();
         for &f in frames {
+            // A frame outside this open's arenas is free on the medium
+            // now; the arena's holder picks it up at its next refresh.
+            if !self.data_range().contains(&f) || !owned[self.arena_of(f)] {
+                continue;
+            }
             // Frames come from our own bookkeeping; a refusal would mean a
             // bug, and the frame then simply stays allocated (leaked until
             // the pool is reopened, which rebuilds the allocator).
@@ -1100,8 +1448,23 @@ impl PoolInner {
         }
     }
 
+    /// Data frames no object holds, as this open sees the directory.
     fn free_frames_count(&self) -> u64 {
-        self.alloc.stats().free_frames
+        self.free_frames_in(&self.dir.lock())
+    }
+
+    /// [`PoolInner::free_frames_count`] with the directory locked.
+    fn free_frames_in(&self, dir: &[Slot]) -> u64 {
+        let range = self.data_range();
+        let mut used = vec![false; (range.end - range.start) as usize];
+        for slot in dir.iter() {
+            for f in slot_frames(slot) {
+                if range.contains(&f) {
+                    used[(f - range.start) as usize] = true;
+                }
+            }
+        }
+        used.iter().filter(|&&u| !u).count() as u64
     }
 
     /// Read and structurally check the root a record names, and its tables.
@@ -1229,6 +1592,75 @@ impl PoolInner {
         })
     }
 
+    /// A slot as its resolved records say, and the frames it claims.
+    fn slot_from_view(&self, s: usize, view: View) -> (Slot, Vec<u64>) {
+        match view {
+            View::Free { seq, which } => (Slot::Free { seq, which }, Vec::new()),
+            View::Current(rec, which) if rec.state == SlotState::Destroyed => (
+                Slot::Free {
+                    seq: rec.seq,
+                    which: Some(which),
+                },
+                Vec::new(),
+            ),
+            View::Current(rec, which) => match self.load(&rec) {
+                Ok(l) if l.root.slot as usize != s => {
+                    let frames = l.frames();
+                    (
+                        Slot::Damaged {
+                            name: Some(l.root.name.clone()),
+                            error: format!(
+                                "its root names directory slot {}, its record is in slot {s} (record moved)",
+                                l.root.slot
+                            ),
+                            frames: frames.clone(),
+                        },
+                        frames,
+                    )
+                }
+                Ok(l) => {
+                    let committed = Committed {
+                        epoch: rec.seq,
+                        which,
+                        root_frames: l.root_frames,
+                        root_body: l.body,
+                        root_mac: l.mac,
+                        tables: l.root.tables.clone(),
+                        entries: l.entries,
+                    };
+                    let shared = Arc::new(ObjectShared::new(s, &l.root, committed));
+                    let frames = shared.frames();
+                    (Slot::Live(shared), frames)
+                }
+                Err((name, error, frames)) => (
+                    Slot::Damaged {
+                        name,
+                        error,
+                        frames: frames.clone(),
+                    },
+                    frames,
+                ),
+            },
+            View::Bad { reason, fields } => {
+                // Claim what the damaged record names, if it loads, so
+                // nothing of an object we cannot verify is reused.
+                let (name, frames) = match fields.map(|f| self.load(&f)) {
+                    Some(Ok(l)) => (Some(l.root.name.clone()), l.frames()),
+                    Some(Err((name, _, frames))) => (name, frames),
+                    None => (None, Vec::new()),
+                };
+                (
+                    Slot::Damaged {
+                        name,
+                        error: reason,
+                        frames: frames.clone(),
+                    },
+                    frames,
+                )
+            }
+        }
+    }
+
     /// Read the directory, load every live object, and rebuild the
     /// allocator: every frame reachable from a current record (or claimed
     /// by a quarantined object) is in use, every other data frame free.
@@ -1252,71 +1684,7 @@ impl PoolInner {
                 })
                 .collect();
             let view = resolve_slot(s, &recs, &mut notes);
-            let (slot, frames) = match view {
-                View::Free { seq, which } => (Slot::Free { seq, which }, Vec::new()),
-                View::Current(rec, which) if rec.state == SlotState::Destroyed => (
-                    Slot::Free {
-                        seq: rec.seq,
-                        which: Some(which),
-                    },
-                    Vec::new(),
-                ),
-                View::Current(rec, which) => match self.load(&rec) {
-                    Ok(l) if l.root.slot as usize != s => {
-                        let frames = l.frames();
-                        (
-                            Slot::Damaged {
-                                name: Some(l.root.name.clone()),
-                                error: format!(
-                                    "its root names directory slot {}, its record is in slot {s} (record moved)",
-                                    l.root.slot
-                                ),
-                                frames: frames.clone(),
-                            },
-                            frames,
-                        )
-                    }
-                    Ok(l) => {
-                        let committed = Committed {
-                            epoch: rec.seq,
-                            which,
-                            root_frames: l.root_frames,
-                            root_body: l.body,
-                            root_mac: l.mac,
-                            tables: l.root.tables.clone(),
-                            entries: l.entries,
-                        };
-                        let shared = Arc::new(ObjectShared::new(s, &l.root, committed));
-                        let frames = shared.frames();
-                        (Slot::Live(shared), frames)
-                    }
-                    Err((name, error, frames)) => (
-                        Slot::Damaged {
-                            name,
-                            error,
-                            frames: frames.clone(),
-                        },
-                        frames,
-                    ),
-                },
-                View::Bad { reason, fields } => {
-                    // Claim what the damaged record names, if it loads, so
-                    // nothing of an object we cannot verify is reused.
-                    let (name, frames) = match fields.map(|f| self.load(&f)) {
-                        Some(Ok(l)) => (Some(l.root.name.clone()), l.frames()),
-                        Some(Err((name, _, frames))) => (name, frames),
-                        None => (None, Vec::new()),
-                    };
-                    (
-                        Slot::Damaged {
-                            name,
-                            error: reason,
-                            frames: frames.clone(),
-                        },
-                        frames,
-                    )
-                }
-            };
+            let (slot, frames) = self.slot_from_view(s, view);
             slots.push(slot);
             claims.push(frames);
         }
@@ -1381,22 +1749,13 @@ impl PoolInner {
                 }
             }
         }
-        // Rebuild the allocator: take every frame, give back the unused
-        // ones starting at a random frame, so iBuddy's least-recently-freed
-        // order does not restart at the same frames after every open.
+        // The allocator starts with every frame taken: an open hands out
+        // only frames of the arenas it holds, and takes an arena (freeing
+        // its unused frames here) when it first needs frames (`grow`).
         let mut all = vec![Pfn(0); n];
         let got = self.alloc.alloc_bulk(Request::single(0), &mut all);
         if got != n {
             return Err(self.inconsistent(format!("allocator gave {got} of {n} frames")));
-        }
-        let start = rand::thread_rng().gen_range(0..n);
-        for k in 0..n {
-            let i = (start + k) % n;
-            if owner[i].is_none() {
-                self.alloc
-                    .free(Pfn(range.start + i as u64), Request::single(0))
-                    .map_err(|e| self.inconsistent(format!("rebuilding the allocator: {e}")))?;
-            }
         }
         *self.dir.lock() = slots;
         *self.notes.lock() = notes;
@@ -1424,19 +1783,15 @@ impl PoolInner {
             .path
             .canonicalize()
             .unwrap_or_else(|_| self.medium.path.clone());
-        store.update(
+        store.update_slot(
             self.header.pool_id,
             &abs,
-            |st| {
-                st.slots.insert(
-                    slot,
-                    SlotRecord {
-                        obj_id,
-                        name: name.to_string(),
-                        epoch,
-                        kind,
-                    },
-                );
+            slot,
+            SlotRecord {
+                obj_id,
+                name: name.to_string(),
+                epoch,
+                kind,
             },
             &|| self.medium.crash_hook(),
         )
@@ -1477,6 +1832,13 @@ impl PoolInner {
                     Slot::Damaged { .. } => continue,
                 };
                 let who = format!("object {:?} (slot {s})", rec.name);
+                // Another writer may have committed after the directory was
+                // read and before the store was: the medium now decides.
+                let seq = if seq < rec.epoch {
+                    seq.max(self.medium_seq(s))
+                } else {
+                    seq
+                };
                 if seq < rec.epoch && !(rec.kind == Kind::Destroying && seq + 1 == rec.epoch) {
                     behind += rec.epoch - seq;
                     if seq == 0 {
@@ -1533,7 +1895,10 @@ impl PoolInner {
         };
         let st = store.load(self.header.pool_id)?;
         if let Some(rec) = st.slots.get(&o.slot) {
-            let epoch = o.committed.read().epoch;
+            // Read after the store (which never runs ahead of the medium):
+            // a commit by another writer since this open's view was taken
+            // is not a rollback.
+            let epoch = o.committed.read().epoch.max(self.medium_seq(o.slot));
             if rec.obj_id == o.obj_id && rec.kind == Kind::Live && rec.epoch > epoch {
                 return Err(PmoError::ObjectRolledBack {
                     name: o.name.clone(),
@@ -1680,10 +2045,20 @@ impl PoolInner {
         Ok((frames, first, sha, blob_len as u32, hash_ns))
     }
 
-    /// The atomic update: write record `which` of `slot` and make it durable.
-    pub fn write_record(&self, slot: usize, which: usize, rec: &Record) -> Result<()> {
+    /// The atomic update: write record `which` of `slot` and make it
+    /// durable, then `then` (the in-memory committed state), under the
+    /// directory lock so a refresh never sees one without the other.
+    pub fn write_record(
+        &self,
+        slot: usize,
+        which: usize,
+        rec: &Record,
+        then: impl FnOnce(),
+    ) -> Result<()> {
         let _dir = self.dir.lock();
-        self.write_record_locked(slot, which, rec)
+        self.write_record_locked(slot, which, rec)?;
+        then();
+        Ok(())
     }
 
     /// Three ordered steps (see [`Record`]): a zero sequence word, the
@@ -1744,7 +2119,11 @@ impl PoolInner {
             }
             kdf.check().map_err(PmoError::Kdf)?;
         }
-        let mut dir = self.dir.lock();
+        // Directory changes are made under the metadata lock, on an
+        // up-to-date view.
+        let _m = self.meta()?;
+        self.refresh()?;
+        let dir = self.dir.lock();
         // Names are unique among live and damaged objects.
         for s in dir.iter() {
             let taken = match s {
@@ -1847,6 +2226,10 @@ impl PoolInner {
             Some(k) => k.mac(&[&body]),
             None => sha256(&[&body]),
         };
+        // Frames may need a refresh of the directory (`grow`): the slot
+        // stays free meanwhile, as only holders of the metadata lock
+        // change free slots.
+        drop(dir);
         let mut new_frames = Vec::new();
         let written = self.write_root(name, &body, &mac, &mut new_frames);
         let (root_frames, root_pfn, root_sha, root_len, _) = match written {
@@ -1871,6 +2254,7 @@ impl PoolInner {
         }
         // If the record write fails it may still have reached the medium:
         // the root's frames are then left allocated, not reused.
+        let mut dir = self.dir.lock();
         self.write_record_locked(slot_index, which, &record)?;
         let committed = Committed {
             epoch: seq + 1,
@@ -1902,9 +2286,25 @@ impl PoolInner {
 
     fn pdestroy(&self, name: &str, key: Option<&[u8]>) -> Result<()> {
         self.writable("pdestroy")?;
+        let _m = self.meta()?;
+        self.refresh()?;
         let shared = self.find(name)?;
+        // No writer anywhere while it goes (readers elsewhere then fail
+        // with the object unknown, or read pages that fail their check).
+        self.lock_object(name, shared.slot, false)?;
+        let r = self.pdestroy_locked(name, key, &shared);
+        self.unlock_object(shared.slot);
+        r
+    }
+
+    fn pdestroy_locked(
+        &self,
+        name: &str,
+        key: Option<&[u8]>,
+        shared: &Arc<ObjectShared>,
+    ) -> Result<()> {
         shared.authenticate(key, self.header.pool_id)?;
-        self.check_object_freshness(&shared)?;
+        self.check_object_freshness(shared)?;
         let epoch = shared.committed.read().epoch;
         // Intent first: a tombstone the state store does not expect is a
         // forged deletion.
@@ -1942,6 +2342,15 @@ impl PoolInner {
         drop(dir);
         self.free_frames(&shared.frames());
         self.record_epoch(shared.slot, shared.obj_id, name, epoch + 1, Kind::Destroyed)
+    }
+}
+
+/// The frames a slot holds (live) or claims (quarantined).
+fn slot_frames(slot: &Slot) -> Vec<u64> {
+    match slot {
+        Slot::Live(o) => o.frames(),
+        Slot::Damaged { frames, .. } => frames.clone(),
+        Slot::Free { .. } => Vec::new(),
     }
 }
 

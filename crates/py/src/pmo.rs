@@ -111,8 +111,9 @@ impl PmoPool {
 
     /// Attach an object at its fixed address: `write` for a writable
     /// attachment, `mode` one of plain, decrypt-at-fault, dram-cache,
-    /// stream-N, stride-N, markov-N.
-    #[pyo3(signature = (name, key = None, write = false, mode = "dram-cache"))]
+    /// stream-N, stride-N, markov-N; `wait`: if another writer holds the
+    /// object, wait for it instead of raising.
+    #[pyo3(signature = (name, key = None, write = false, mode = "dram-cache", wait = false))]
     fn attach(
         &self,
         py: Python<'_>,
@@ -120,12 +121,14 @@ impl PmoPool {
         key: Option<Vec<u8>>,
         write: bool,
         mode: &str,
+        wait: bool,
     ) -> PyResult<PmoAttachment> {
         let mode: Mode = mode.parse().map_err(PyValueError::new_err)?;
         let perm = if write { Perm::Write } else { Perm::Read };
         let pool = &self.pool;
+        let opts = nvmos_pmo::AttachOptions { wait };
         let attachment = py
-            .detach(|| pool.attach(name, perm, key.as_deref(), mode))
+            .detach(|| pool.attach_with(name, perm, key.as_deref(), mode, opts))
             .map_err(|e| pmo_err("", &e))?;
         Ok(PmoAttachment {
             inner: Some(attachment),

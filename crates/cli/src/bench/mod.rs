@@ -8,3 +8,4 @@ pub mod alloc;
 pub mod heap;
 pub mod pmo;
 pub mod psync;
+pub mod writers;
