@@ -66,6 +66,7 @@ pub mod record;
 #[cfg(target_os = "linux")]
 pub mod softdirty;
 mod source;
+pub mod table;
 mod text;
 
 pub use accounting::{Accounting, BlockTracker, Effect, LiveBlock};
