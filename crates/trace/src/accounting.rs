@@ -300,13 +300,13 @@ fn near_region(pfn: u64) -> usize {
 /// A hint to the CPU to load `slot`'s cache line (a no-op where there is
 /// no such instruction).
 #[inline(always)]
-fn prefetch_read(slot: &u64) {
+fn prefetch_read<T>(slot: &T) {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: a prefetch is only a hint; it reads nothing the program
     // sees and cannot fault, and `slot` is a valid reference anyway.
     unsafe {
         use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        _mm_prefetch::<_MM_HINT_T0>((slot as *const u64).cast());
+        _mm_prefetch::<_MM_HINT_T0>((slot as *const T).cast());
     }
     #[cfg(not(target_arch = "x86_64"))]
     let _ = slot;
@@ -392,11 +392,19 @@ impl Slots {
     }
 
     /// Starts loading `pfn`'s slot into the cache (its chunk's place is
-    /// read now: the index is small and cached).
+    /// read now: best after [`prefetch_index`](Self::prefetch_index)).
     #[inline]
     fn prefetch(&self, pfn: u64) {
         if let Some(i) = self.at(pfn) {
             prefetch_read(&self.chunks[i]);
+        }
+    }
+
+    /// Starts loading the index entry of `pfn`'s chunk.
+    #[inline]
+    fn prefetch_index(&self, pfn: u64) {
+        if let Some(c) = self.index.get((pfn / CHUNK) as usize) {
+            prefetch_read(c);
         }
     }
 
@@ -454,6 +462,15 @@ impl BlockTracker {
     #[inline]
     pub fn prefetch(&self, pfn: u64) {
         self.direct.prefetch(pfn);
+    }
+
+    /// The first step of [`prefetch`](Self::prefetch), for an event
+    /// further ahead: starts loading the small index that says where
+    /// `pfn`'s entry is, so that `prefetch` finds it in cache. Changes
+    /// nothing.
+    #[inline]
+    pub fn prefetch_index(&self, pfn: u64) {
+        self.direct.prefetch_index(pfn);
     }
 
     /// Attaches `tag` to the live block with head `pfn` (after
