@@ -21,6 +21,8 @@
 //! - [`BlockTracker`] and [`Accounting`]: the live traced blocks and every
 //!   event that is not a clean allocate-then-free, classified in one place
 //!   for `trace info` and the replay engine alike.
+//! - [`table::ZeroTable`]: the per-frame tables of a replay (the tracker's,
+//!   the wear counter's) in lazily mapped huge pages, zero until written.
 //! - The tracefs recorder ([`record::record`], Linux, root), which runs a
 //!   command and streams the kernel's events into a `.nvt` file, restoring
 //!   the tracing state afterwards; with write sampling
