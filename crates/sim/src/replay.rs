@@ -392,11 +392,14 @@ impl Engine {
         let stats = &mut self.stats;
         let owner = &mut self.owner;
         // Events are read `AHEAD` before they are applied, and the
-        // tracker's entry of each is prefetched as it is read: the lookup
-        // of a block allocated long ago is the replay's main cache miss,
-        // and by the time its event is applied the entry is in cache. A
-        // trace error is returned after the events before it are applied,
-        // as without the window.
+        // tracker's entry of each is prefetched in two steps: as it is
+        // read, the index saying where the entry is; `AHEAD / 2` events
+        // later, the entry. The lookup of a block allocated long ago is
+        // the replay's main cache miss, and by the time its event is
+        // applied the entry is in cache (profiled: the prefetch itself
+        // stalled on the index when it was one step). A trace error is
+        // returned after the events before it are applied, as without
+        // the window.
         const AHEAD: usize = 16;
         let mut source = events.into_iter();
         let mut ahead: VecDeque<Event> = VecDeque::with_capacity(AHEAD);
@@ -406,7 +409,10 @@ impl Engine {
             while !ended && ahead.len() < AHEAD {
                 match source.next() {
                     Some(Ok(e)) => {
-                        self.tracker.prefetch(e.pfn.get());
+                        self.tracker.prefetch_index(e.pfn.get());
+                        if let Some(mid) = ahead.len().checked_sub(AHEAD / 2) {
+                            self.tracker.prefetch(ahead[mid].pfn.get());
+                        }
                         ahead.push_back(e);
                     }
                     Some(Err(e)) => {

@@ -2,6 +2,7 @@
 //! lifetime of a storage-class memory with limited write endurance.
 
 use nvmos_frames::{Order, Pfn, ZoneMap};
+use nvmos_trace::table::ZeroTable;
 
 /// How allocations turn into writes to the medium.
 ///
@@ -28,17 +29,23 @@ impl Default for WriteModel {
 pub const ENDURANCES: [f64; 3] = [1e6, 1e7, 1e8];
 
 /// Per-frame write counts over a set of zones.
+///
+/// One `u32` per frame of the zones (the machine's frames, whatever part
+/// of them a trace touches: summaries average over all of them), in a
+/// [`ZeroTable`]: lazily mapped huge pages, so the frames an allocator
+/// never places on cost nothing and a placement far from the last needs
+/// no page-table walk.
 #[derive(Clone, Debug)]
 pub struct WearCounter {
     map: ZoneMap,
-    writes: Vec<u32>,
+    writes: ZeroTable<u32>,
     model: WriteModel,
     /// Writes to frames outside the zones (a trace that does not match its
     /// header); reported, never silently dropped.
     pub outside: u64,
     /// Sampled writes per frame (`record --writes`), in dense zone order;
     /// empty until the first one.
-    sampled: Vec<u32>,
+    sampled: ZeroTable<u32>,
     /// Sampled writes that landed outside the zones.
     pub sampled_outside: u64,
 }
@@ -47,11 +54,11 @@ impl WearCounter {
     /// Zero counts over every frame of `map`.
     pub fn new(map: ZoneMap, model: WriteModel) -> WearCounter {
         WearCounter {
-            writes: vec![0; map.frames() as usize],
+            writes: ZeroTable::new(map.frames() as usize),
             map,
             model,
             outside: 0,
-            sampled: Vec::new(),
+            sampled: ZeroTable::default(),
             sampled_outside: 0,
         }
     }
@@ -62,7 +69,7 @@ impl WearCounter {
         match self.map.dense_index(pfn) {
             Some(i) => {
                 if self.sampled.is_empty() {
-                    self.sampled = vec![0; self.writes.len()];
+                    self.sampled = ZeroTable::new(self.writes.len());
                 }
                 self.sampled[i] = self.sampled[i].saturating_add(1);
             }
@@ -148,12 +155,16 @@ impl WearSummary {
     /// Summarise per-frame counts for a trace of `duration_ns`.
     pub fn of(writes: &[u32], duration_ns: u64) -> WearSummary {
         let frames = writes.len() as u64;
-        // A histogram of counts, by counting sort: the largest count is
-        // far below the number of frames, so one pass over a small array.
-        let top = writes.iter().copied().max().unwrap_or(0) as usize;
-        let mut by_count = vec![0u64; top + 1];
+        // A histogram of counts, by counting sort in one pass over the
+        // frames: the largest count is far below the number of frames, so
+        // the array of counts stays small (it grows to the largest seen).
+        let mut by_count = vec![0u64; 64];
         for &w in writes {
-            by_count[w as usize] += 1;
+            let w = w as usize;
+            if w >= by_count.len() {
+                by_count.resize(w + 1, 0);
+            }
+            by_count[w] += 1;
         }
         let histogram: Vec<(u32, u64)> = by_count
             .into_iter()

@@ -41,6 +41,7 @@ use nvmos_frames::{MigrateType, Order, MAX_ORDER};
 use rustc_hash::FxHashMap;
 
 use crate::event::{Event, Op};
+use crate::table::ZeroTable;
 
 /// Counts of everything a trace holds beyond clean allocate-then-free
 /// pairs. The same struct in `trace info` and in every replay result.
@@ -158,8 +159,10 @@ const DIRECT_LIMIT: u64 = 1 << 28;
 /// neighbouring allocations on neighbouring frames, and a table keeps
 /// those entries on the same cache lines where hashing scatters them. A
 /// slot is one `u64` (eight slots to a cache line) and an empty slot is
-/// zero, so the table comes from zeroed memory the system maps lazily: a
-/// 24 GiB machine's 6.5 M slots cost only the pages the trace touches.
+/// zero, so the table ([`ZeroTable`]) comes from zeroed memory the system
+/// maps lazily, in huge pages: a 24 GiB machine's 6.5 M slots cost only
+/// the 2 MiB pages the trace touches, and a lookup far from the last
+/// needs no page-table walk of its own.
 /// The replay's cost is mostly this table's cache misses (a free looks
 /// up a block allocated long before): [`prefetch`](BlockTracker::prefetch)
 /// starts one early. A block whose tag does not fit a slot (≥ 2^44 − 1,
@@ -167,7 +170,7 @@ const DIRECT_LIMIT: u64 = 1 << 28;
 /// in a hash map instead, as a `u128`.
 #[derive(Default, Clone)]
 pub struct BlockTracker {
-    direct: Vec<u64>,
+    direct: Slots,
     far: FxHashMap<u64, u128>,
     /// The live blocks of order > 0 (head → order), the only ones that can
     /// hold another block: looking for an enclosing block here stays in
@@ -175,13 +178,19 @@ pub struct BlockTracker {
     /// it ten times. Invariant: exactly the live blocks with order > 0.
     large: FxHashMap<u64, u8>,
     /// Per 1024-frame region (`head >> MAX_ORDER`), how many of `large`
-    /// have their head in it. A block enclosing `pfn` has its head at
-    /// `pfn` aligned down to at most `MAX_ORDER`, so in `pfn`'s region: a
-    /// region without one answers [`enclosing`](Self::enclosing) with one
-    /// load from a small array, where probing `large` at ten heads
-    /// hashed ten times (a tenth of a replay). Heads past `DIRECT_LIMIT`
-    /// are not counted here (those lookups always probe `large`).
+    /// of order above `NEAR_ORDER` have their head in it. A block of
+    /// order `o` enclosing `pfn` has its head at `pfn` aligned down to
+    /// `o`, so in `pfn`'s region: a region without one answers
+    /// [`enclosing`](Self::enclosing) for those orders with one load from
+    /// a small array, where probing `large` at each head hashes. Heads
+    /// past `DIRECT_LIMIT` are not counted here (those lookups always
+    /// probe `large`).
     large_regions: Vec<u32>,
+    /// The same for the blocks of order 1 to `NEAR_ORDER`, per 64-frame
+    /// region (`head >> NEAR_ORDER`): most large blocks are small, and a
+    /// 1024-frame region holding one of them sent every lookup in it to
+    /// the hash map (profiled: a tenth of a replay of compile.nvt).
+    near_regions: Vec<u8>,
     live: u64,
     last_time: Option<u64>,
     counts: Accounting,
@@ -278,19 +287,142 @@ fn region(pfn: u64) -> usize {
     (pfn >> MAX_ORDER) as usize
 }
 
+/// Blocks up to this order are counted in `near_regions`, larger ones in
+/// `large_regions`.
+const NEAR_ORDER: u8 = 6;
+
+/// The `near_regions` index of a head.
+#[inline]
+fn near_region(pfn: u64) -> usize {
+    (pfn >> NEAR_ORDER) as usize
+}
+
 /// A hint to the CPU to load `slot`'s cache line (a no-op where there is
 /// no such instruction).
 #[inline(always)]
-fn prefetch_read(slot: &u64) {
+fn prefetch_read<T>(slot: &T) {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: a prefetch is only a hint; it reads nothing the program
     // sees and cannot fault, and `slot` is a valid reference anyway.
     unsafe {
         use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        _mm_prefetch::<_MM_HINT_T0>((slot as *const u64).cast());
+        _mm_prefetch::<_MM_HINT_T0>((slot as *const T).cast());
     }
     #[cfg(not(target_arch = "x86_64"))]
     let _ = slot;
+}
+
+/// Slots per chunk of [`Slots`] (a power of two): 512 bytes, eight
+/// cache lines.
+const CHUNK: u64 = 64;
+
+/// The tracker's table: one `u64` slot per traced pfn below
+/// `DIRECT_LIMIT`, 0 when empty, kept as a compact remap of the pfns the
+/// trace uses. The pfns are cut into chunks of [`CHUNK`]; a small index
+/// (4 bytes per chunk of the pfn range: 400 KiB for a 24 GiB machine,
+/// cache-resident) gives each chunk written so far its place in `chunks`,
+/// in the order they were first written.
+///
+/// Why not one slot per frame of the machine: a recorded trace reuses
+/// few frames (compile.nvt: 1.4 M events on 138 k distinct pfns spread
+/// over 16.5 GiB, 22.5 k chunks of 64), so a table over its whole pfn
+/// range (35 MB) was mostly zeroed only to be read as empty, and zeroing
+/// it was a tenth of a replay; the chunks in use are 11.5 MB, and those
+/// first written together lie together.
+#[derive(Default, Clone)]
+struct Slots {
+    /// `pfn / CHUNK` → chunk number + 1 (0: nothing written there).
+    index: Vec<u32>,
+    /// The chunks, `CHUNK` slots each; `used` of them handed out.
+    chunks: ZeroTable<u64>,
+    used: u32,
+}
+
+impl Slots {
+    /// Where `pfn`'s slot is, if its chunk was ever written.
+    #[inline]
+    fn at(&self, pfn: u64) -> Option<usize> {
+        match *self.index.get((pfn / CHUNK) as usize)? {
+            0 => None,
+            c => Some((c as usize - 1) * CHUNK as usize + (pfn % CHUNK) as usize),
+        }
+    }
+
+    /// `pfn`'s slot, 0 when empty.
+    #[inline]
+    fn get(&self, pfn: u64) -> u64 {
+        self.at(pfn).map_or(0, |i| self.chunks[i])
+    }
+
+    #[inline]
+    fn get_mut(&mut self, pfn: u64) -> Option<&mut u64> {
+        let i = self.at(pfn)?;
+        Some(&mut self.chunks[i])
+    }
+
+    /// `pfn`'s slot, its chunk made when it has none.
+    #[inline]
+    fn slot(&mut self, pfn: u64) -> &mut u64 {
+        let i = match self.at(pfn) {
+            Some(i) => i,
+            None => self.new_chunk(pfn),
+        };
+        &mut self.chunks[i]
+    }
+
+    #[cold]
+    fn new_chunk(&mut self, pfn: u64) -> usize {
+        let c = (pfn / CHUNK) as usize;
+        if c >= self.index.len() {
+            self.index
+                .resize((c + 1).next_power_of_two().max(1 << 12), 0);
+        }
+        let first = self.used as usize * CHUNK as usize;
+        if first + CHUNK as usize > self.chunks.len() {
+            // The mapping moves: nothing is copied (see `ZeroTable`).
+            self.chunks.grow(
+                (2 * self.chunks.len())
+                    .max(1 << 17)
+                    .max(first + CHUNK as usize),
+            );
+        }
+        self.used += 1;
+        self.index[c] = self.used;
+        first + (pfn % CHUNK) as usize
+    }
+
+    /// Starts loading `pfn`'s slot into the cache (its chunk's place is
+    /// read now: best after [`prefetch_index`](Self::prefetch_index)).
+    #[inline]
+    fn prefetch(&self, pfn: u64) {
+        if let Some(i) = self.at(pfn) {
+            prefetch_read(&self.chunks[i]);
+        }
+    }
+
+    /// Starts loading the index entry of `pfn`'s chunk.
+    #[inline]
+    fn prefetch_index(&self, pfn: u64) {
+        if let Some(c) = self.index.get((pfn / CHUNK) as usize) {
+            prefetch_read(c);
+        }
+    }
+
+    /// Every non-empty slot as `(pfn, slot)`, in pfn order.
+    fn iter(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        self.index
+            .iter()
+            .enumerate()
+            .filter(|&(_, &c)| c != 0)
+            .flat_map(move |(chunk, &c)| {
+                let first = (c as usize - 1) * CHUNK as usize;
+                self.chunks[first..first + CHUNK as usize]
+                    .iter()
+                    .enumerate()
+                    .filter(|&(_, &s)| s != 0)
+                    .map(move |(k, &s)| (chunk as u64 * CHUNK + k as u64, s))
+            })
+    }
 }
 
 impl BlockTracker {
@@ -314,7 +446,7 @@ impl BlockTracker {
     #[inline]
     pub fn get(&self, pfn: u64) -> Option<LiveBlock> {
         if pfn < DIRECT_LIMIT {
-            if let Some(b) = unpack_slot(pfn, *self.direct.get(pfn as usize)?) {
+            if let Some(b) = unpack_slot(pfn, self.direct.get(pfn)) {
                 return Some(b);
             }
             if self.far.is_empty() {
@@ -329,9 +461,16 @@ impl BlockTracker {
     /// nothing.
     #[inline]
     pub fn prefetch(&self, pfn: u64) {
-        if let Some(slot) = self.direct.get(pfn as usize) {
-            prefetch_read(slot);
-        }
+        self.direct.prefetch(pfn);
+    }
+
+    /// The first step of [`prefetch`](Self::prefetch), for an event
+    /// further ahead: starts loading the small index that says where
+    /// `pfn`'s entry is, so that `prefetch` finds it in cache. Changes
+    /// nothing.
+    #[inline]
+    pub fn prefetch_index(&self, pfn: u64) {
+        self.direct.prefetch_index(pfn);
     }
 
     /// Attaches `tag` to the live block with head `pfn` (after
@@ -349,8 +488,7 @@ impl BlockTracker {
         let mut v: Vec<LiveBlock> = self
             .direct
             .iter()
-            .enumerate()
-            .filter_map(|(i, &s)| unpack_slot(i as u64, s))
+            .filter_map(|(pfn, s)| unpack_slot(pfn, s))
             .collect();
         v.extend(self.far.iter().filter_map(|(&p, &s)| unpack(p, s)));
         v.sort_by_key(|b| b.pfn);
@@ -361,7 +499,7 @@ impl BlockTracker {
     fn take(&mut self, pfn: u64) -> Option<LiveBlock> {
         let mut b = None;
         if pfn < DIRECT_LIMIT {
-            if let Some(slot) = self.direct.get_mut(pfn as usize) {
+            if let Some(slot) = self.direct.get_mut(pfn) {
                 b = unpack_slot(pfn, std::mem::take(slot));
             }
         }
@@ -372,8 +510,12 @@ impl BlockTracker {
             self.live -= 1;
             if b.order.get() > 0 {
                 self.large.remove(&pfn);
-                if let Some(n) = self.large_regions.get_mut(region(pfn)) {
-                    *n -= 1;
+                if pfn < DIRECT_LIMIT {
+                    if b.order.get() <= NEAR_ORDER {
+                        self.near_regions[near_region(pfn)] -= 1;
+                    } else {
+                        self.large_regions[region(pfn)] -= 1;
+                    }
                 }
             }
         }
@@ -385,17 +527,13 @@ impl BlockTracker {
     fn put(&mut self, b: &LiveBlock) {
         match pack_slot(b) {
             Some(slot) if b.pfn < DIRECT_LIMIT => {
-                let i = b.pfn as usize;
-                if i >= self.direct.len() {
-                    self.grow(i);
-                }
-                self.direct[i] = slot;
+                *self.direct.slot(b.pfn) = slot;
                 if !self.far.is_empty() {
                     self.far.remove(&b.pfn);
                 }
             }
             _ => {
-                if let Some(slot) = self.direct.get_mut(b.pfn as usize) {
+                if let Some(slot) = self.direct.get_mut(b.pfn) {
                     *slot = 0;
                 }
                 self.far.insert(b.pfn, pack(b));
@@ -410,21 +548,22 @@ impl BlockTracker {
         if b.order.get() > 0 {
             self.large.insert(b.pfn, b.order.get());
             if b.pfn < DIRECT_LIMIT {
-                let r = region(b.pfn);
-                if r >= self.large_regions.len() {
-                    self.large_regions.resize(r + 1, 0);
+                if b.order.get() <= NEAR_ORDER {
+                    let r = near_region(b.pfn);
+                    if r >= self.near_regions.len() {
+                        self.near_regions.resize(r + 1, 0);
+                    }
+                    // At most 64 heads in 64 frames: no overflow.
+                    self.near_regions[r] += 1;
+                } else {
+                    let r = region(b.pfn);
+                    if r >= self.large_regions.len() {
+                        self.large_regions.resize(r + 1, 0);
+                    }
+                    self.large_regions[r] += 1;
                 }
-                self.large_regions[r] += 1;
             }
         }
-    }
-
-    #[cold]
-    fn grow(&mut self, index: usize) {
-        let len = (index + 1).next_power_of_two().max(1 << 20);
-        let mut bigger = vec![0u64; len];
-        bigger[..self.direct.len()].copy_from_slice(&self.direct);
-        self.direct = bigger;
     }
 
     /// The head of a live block, other than one at `pfn` itself, that
@@ -435,13 +574,26 @@ impl BlockTracker {
         if self.large.is_empty() {
             return None;
         }
-        if pfn < DIRECT_LIMIT && self.large_regions.get(region(pfn)).is_none_or(|&n| n == 0) {
+        // Which orders can have a block here at all (see the fields).
+        let (near, far) = if pfn < DIRECT_LIMIT {
+            let some = |n: Option<u32>| n.is_some_and(|n| n > 0);
+            (
+                some(self.near_regions.get(near_region(pfn)).map(|&n| n.into())),
+                some(self.large_regions.get(region(pfn)).copied()),
+            )
+        } else {
+            (true, true)
+        };
+        if !near && !far {
             return None;
         }
         let mut last = pfn;
         Order::all().skip(order.index() + 1).find_map(|o| {
+            if !(if o.get() <= NEAR_ORDER { near } else { far }) {
+                return None;
+            }
             let head = pfn & !(o.frames() - 1);
-            // The same head as the order before: the same answer.
+            // The same head as the last probed: the same answer.
             if head == last {
                 return None;
             }
@@ -650,5 +802,153 @@ mod tests {
             assert!(t.get(pfn).is_none());
         }
         assert_eq!(t.live_blocks(), 0);
+    }
+
+    /// The tracker against a naive model of the same rules (every live
+    /// block in an ordered map, every enclosing head probed): the same
+    /// effect for every event, the same counts and live blocks after, on
+    /// random events clustered so blocks overlap, near and far from 0
+    /// and past `DIRECT_LIMIT`, with tags that do and do not fit a slot.
+    mod model {
+        use super::*;
+        use proptest::prelude::*;
+        use std::collections::BTreeMap;
+
+        #[derive(Default)]
+        struct Model {
+            live: BTreeMap<u64, LiveBlock>,
+            counts: Accounting,
+            last: Option<u64>,
+        }
+
+        impl Model {
+            fn enclosing(&self, pfn: u64, order: Order) -> Option<u64> {
+                Order::all().skip(order.index() + 1).find_map(|o| {
+                    let head = pfn & !(o.frames() - 1);
+                    let b = self.live.get(&head).filter(|_| head != pfn)?;
+                    (head + b.order.frames() >= pfn + order.frames()).then_some(head)
+                })
+            }
+
+            fn step(&mut self, e: &Event) -> Effect {
+                self.counts.events_read += 1;
+                if self.last.is_some_and(|l| e.time_ns < l) {
+                    self.counts.time_reversals += 1;
+                }
+                self.last = Some(e.time_ns);
+                let pfn = e.pfn.get();
+                match e.op {
+                    Op::Write => {
+                        self.counts.write_samples += 1;
+                        let b =
+                            self.live.get(&pfn).copied().or_else(|| {
+                                self.enclosing(pfn, Order::ZERO).map(|h| self.live[&h])
+                            });
+                        if b.is_none() {
+                            self.counts.writes_not_live += 1;
+                        }
+                        Effect::Written(b)
+                    }
+                    Op::Alloc(kind) => {
+                        let replaced = self.live.remove(&pfn);
+                        if replaced.is_some() || self.enclosing(pfn, e.order).is_some() {
+                            self.counts.allocs_of_live_pfn += 1;
+                        }
+                        let b = LiveBlock {
+                            pfn,
+                            order: e.order,
+                            kind,
+                            tag: None,
+                            freed: 0,
+                        };
+                        self.live.insert(pfn, b);
+                        Effect::Allocated { replaced }
+                    }
+                    Op::Free => {
+                        let (head, at_head) = match self.live.get(&pfn) {
+                            Some(_) => (pfn, true),
+                            None => match self.enclosing(pfn, e.order) {
+                                Some(h) => (h, false),
+                                None => {
+                                    self.counts.frees_before_recording += 1;
+                                    return Effect::NotLive;
+                                }
+                            },
+                        };
+                        let mut b = self.live[&head];
+                        if at_head && b.order == e.order && b.freed == 0 {
+                            self.live.remove(&head);
+                            return Effect::Freed(b);
+                        }
+                        if at_head && e.order > b.order {
+                            self.counts.frees_mismatched_order += 1;
+                            self.live.remove(&head);
+                            return Effect::Freed(b);
+                        }
+                        self.counts.partial_frees += 1;
+                        b.freed += e.order.frames();
+                        if b.freed >= b.order.frames() {
+                            self.live.remove(&head);
+                            Effect::Freed(b)
+                        } else {
+                            self.live.insert(head, b);
+                            Effect::PartlyFreed
+                        }
+                    }
+                }
+            }
+        }
+
+        fn event() -> impl Strategy<Value = (Event, Option<u64>)> {
+            let base = prop::sample::select(vec![0u64, 1 << 20, 5 << 22, DIRECT_LIMIT + 1024]);
+            let order = prop_oneof![4 => 0u8..3, 1 => 3u8..=MAX_ORDER];
+            let op = prop_oneof![
+                3 => Just(Op::Alloc(MigrateType::Movable)),
+                1 => Just(Op::Alloc(MigrateType::Unmovable)),
+                3 => Just(Op::Free),
+                1 => Just(Op::Write),
+            ];
+            let tag = prop_oneof![
+                3 => (0u64..1 << 30).prop_map(Some),
+                1 => Just(Some(u64::MAX - 7)),
+                1 => Just(None),
+            ];
+            (base, 0u64..3000, order, op, 0u64..100, tag).prop_map(
+                |(base, off, order, op, time_ns, tag)| {
+                    let order = Order::new(order).unwrap();
+                    // Blocks aligned to their order, as the kernel's are.
+                    let pfn = (base + off) & !(order.frames() - 1);
+                    let e = Event {
+                        time_ns,
+                        cpu: 0,
+                        op,
+                        pfn: nvmos_frames::Pfn(pfn),
+                        order,
+                    };
+                    (e, tag)
+                },
+            )
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(200))]
+            #[test]
+            fn tracker_agrees_with_the_model(events in prop::collection::vec(event(), 1..600)) {
+                let mut t = BlockTracker::new();
+                let mut m = Model::default();
+                for (e, tag) in &events {
+                    let effect = t.step(e);
+                    prop_assert_eq!(effect, m.step(e), "{:?}", e);
+                    if let (Effect::Allocated { .. }, Some(tag)) = (effect, tag) {
+                        t.set_tag(e.pfn.get(), *tag);
+                        m.live.get_mut(&e.pfn.get()).unwrap().tag = Some(*tag);
+                    }
+                    prop_assert_eq!(t.live_blocks(), m.live.len() as u64);
+                }
+                prop_assert_eq!(t.counts(), &m.counts);
+                let live: Vec<LiveBlock> = m.live.values().copied().collect();
+                prop_assert_eq!(t.live(), live);
+            }
+        }
     }
 }

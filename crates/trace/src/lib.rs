@@ -21,6 +21,8 @@
 //! - [`BlockTracker`] and [`Accounting`]: the live traced blocks and every
 //!   event that is not a clean allocate-then-free, classified in one place
 //!   for `trace info` and the replay engine alike.
+//! - [`table::ZeroTable`]: the per-frame tables of a replay (the tracker's,
+//!   the wear counter's) in lazily mapped huge pages, zero until written.
 //! - The tracefs recorder ([`record::record`], Linux, root), which runs a
 //!   command and streams the kernel's events into a `.nvt` file, restoring
 //!   the tracing state afterwards; with write sampling
@@ -67,6 +69,7 @@ pub mod record;
 #[cfg(target_os = "linux")]
 pub mod softdirty;
 mod source;
+pub mod table;
 mod text;
 
 pub use accounting::{Accounting, BlockTracker, Effect, LiveBlock};

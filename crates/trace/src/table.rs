@@ -1,0 +1,353 @@
+//! Zeroed per-frame tables in lazily mapped, huge-page memory.
+//!
+//! A replay keeps a few tables with one slot per frame of the machine
+//! (the block tracker's live blocks by traced pfn, the wear counter's
+//! writes by placed frame): tens of megabytes for a 24 GiB machine, read
+//! and written at random. Profiling the replay (`perf record` on
+//! `replay_speed`) showed their cost is not the work but the memory
+//! system: every 4 KiB page touched faults once to be zeroed (twice when
+//! it is read before it is written: the shared zero page, then a copy),
+//! and every lookup of a slot far from the last misses the TLB and walks
+//! the page table (`prefetcht0` on the tracker's slot was a tenth of a
+//! replay's samples, stalled on the walk).
+//!
+//! A [`ZeroTable`] therefore takes its memory straight from the system as
+//! an anonymous mapping, asks for transparent huge pages on it
+//! (`MADV_HUGEPAGE`: one fault and one TLB entry per 2 MiB), and grows by
+//! moving the mapping (`mremap`) instead of copying it. The system hands
+//! out zeroed pages only where the table is touched, so a table sized to
+//! the whole machine costs what the trace uses. Where no mapping can be
+//! had (another system, a mapping refused), it is an ordinary `Vec`: the
+//! same contents, only slower.
+//!
+//! ```
+//! use nvmos_trace::table::ZeroTable;
+//! let mut t = ZeroTable::<u32>::new(1 << 20);
+//! assert_eq!(t[12345], 0);
+//! t[12345] += 2;
+//! t.grow(1 << 22);
+//! assert_eq!((t.len(), t[12345], t[(1 << 22) - 1]), (1 << 22, 2, 0));
+//! ```
+
+use std::fmt;
+use std::ops::{Deref, DerefMut};
+
+/// A type whose value with every byte zero is `0`: what a table's fresh
+/// slots read as.
+///
+/// # Safety
+/// Every bit pattern of all zero bytes must be a valid value of the type.
+pub unsafe trait Zero: Copy + Default + 'static {}
+// SAFETY: integers are valid for every bit pattern, all-zero included.
+unsafe impl Zero for u32 {}
+// SAFETY: as above.
+unsafe impl Zero for u64 {}
+// SAFETY: as above.
+unsafe impl Zero for u16 {}
+// SAFETY: as above.
+unsafe impl Zero for u8 {}
+
+/// Tables smaller than this are plain vectors: a mapping of its own is not
+/// worth a system call.
+const MAP_MIN_BYTES: usize = 1 << 20;
+
+/// The huge page size mappings are rounded to (x86-64 and arm64 with 4 KiB
+/// base pages).
+const HUGE: usize = 2 << 20;
+
+/// `len` slots of `T`, all zero until written. Derefs to a slice.
+pub struct ZeroTable<T: Zero> {
+    backing: Backing<T>,
+}
+
+enum Backing<T: Zero> {
+    Heap(Vec<T>),
+    #[cfg(target_os = "linux")]
+    Mapped(mapped::Mapping<T>),
+}
+
+impl<T: Zero> ZeroTable<T> {
+    /// `len` zero slots.
+    pub fn new(len: usize) -> ZeroTable<T> {
+        #[cfg(target_os = "linux")]
+        if len.saturating_mul(std::mem::size_of::<T>()) >= MAP_MIN_BYTES {
+            if let Some(m) = mapped::Mapping::new(len) {
+                return ZeroTable {
+                    backing: Backing::Mapped(m),
+                };
+            }
+        }
+        ZeroTable {
+            backing: Backing::Heap(vec![T::default(); len]),
+        }
+    }
+
+    /// Grows to `len` slots (the new ones zero), keeping the contents; a
+    /// smaller `len` changes nothing.
+    pub fn grow(&mut self, len: usize) {
+        if len <= self.len() {
+            return;
+        }
+        #[cfg(target_os = "linux")]
+        {
+            let big = len.saturating_mul(std::mem::size_of::<T>()) >= MAP_MIN_BYTES;
+            match &mut self.backing {
+                Backing::Mapped(m) => {
+                    if m.grow(len) {
+                        return;
+                    }
+                }
+                Backing::Heap(_) if big => {
+                    if let Some(mut m) = mapped::Mapping::new(len) {
+                        m[..self.len()].copy_from_slice(self);
+                        self.backing = Backing::Mapped(m);
+                        return;
+                    }
+                }
+                Backing::Heap(_) => {}
+            }
+        }
+        // No mapping (or it could not move): a vector, copied.
+        match &mut self.backing {
+            Backing::Heap(v) => v.resize(len, T::default()),
+            #[cfg(target_os = "linux")]
+            Backing::Mapped(_) => {
+                let mut v = vec![T::default(); len];
+                v[..self.len()].copy_from_slice(self);
+                self.backing = Backing::Heap(v);
+            }
+        }
+    }
+
+    /// Whether the table lives in a mapping of its own (huge pages asked
+    /// for), not on the heap.
+    pub fn is_mapped(&self) -> bool {
+        match &self.backing {
+            Backing::Heap(_) => false,
+            #[cfg(target_os = "linux")]
+            Backing::Mapped(_) => true,
+        }
+    }
+}
+
+impl<T: Zero> Default for ZeroTable<T> {
+    fn default() -> Self {
+        ZeroTable {
+            backing: Backing::Heap(Vec::new()),
+        }
+    }
+}
+
+impl<T: Zero> Deref for ZeroTable<T> {
+    type Target = [T];
+    #[inline]
+    fn deref(&self) -> &[T] {
+        match &self.backing {
+            Backing::Heap(v) => v,
+            #[cfg(target_os = "linux")]
+            Backing::Mapped(m) => m,
+        }
+    }
+}
+
+impl<T: Zero> DerefMut for ZeroTable<T> {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut [T] {
+        match &mut self.backing {
+            Backing::Heap(v) => v,
+            #[cfg(target_os = "linux")]
+            Backing::Mapped(m) => m,
+        }
+    }
+}
+
+impl<T: Zero> Clone for ZeroTable<T> {
+    fn clone(&self) -> Self {
+        let mut t = ZeroTable::new(self.len());
+        t.copy_from_slice(self);
+        t
+    }
+}
+
+impl<T: Zero + fmt::Debug> fmt::Debug for ZeroTable<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ZeroTable")
+            .field("len", &self.len())
+            .field("mapped", &self.is_mapped())
+            .finish()
+    }
+}
+
+impl<T: Zero + PartialEq> PartialEq for ZeroTable<T> {
+    fn eq(&self, other: &Self) -> bool {
+        self[..] == other[..]
+    }
+}
+
+#[cfg(target_os = "linux")]
+mod mapped {
+    use super::{Zero, HUGE};
+    use std::ops::{Deref, DerefMut};
+    use std::ptr::NonNull;
+
+    /// An anonymous private mapping of `bytes` (a multiple of [`HUGE`])
+    /// holding `len` slots of `T`; owned, unmapped on drop.
+    pub(super) struct Mapping<T: Zero> {
+        ptr: NonNull<T>,
+        len: usize,
+        bytes: usize,
+    }
+
+    // SAFETY: the mapping is owned by this value alone, like a `Vec<T>`'s
+    // buffer, and `T: Copy` holds no references.
+    unsafe impl<T: Zero + Send> Send for Mapping<T> {}
+    // SAFETY: shared access only reads, as for `Vec<T>`.
+    unsafe impl<T: Zero + Sync> Sync for Mapping<T> {}
+
+    fn bytes_for<T>(len: usize) -> Option<usize> {
+        let bytes = len.checked_mul(std::mem::size_of::<T>())?;
+        bytes.checked_next_multiple_of(HUGE)?.max(HUGE).into()
+    }
+
+    /// Ask for huge pages; a refusal only costs speed.
+    fn advise(ptr: *mut libc::c_void, bytes: usize) {
+        // SAFETY: `ptr..ptr + bytes` is a mapping this module owns.
+        unsafe {
+            libc::madvise(ptr, bytes, libc::MADV_HUGEPAGE);
+        }
+    }
+
+    impl<T: Zero> Mapping<T> {
+        pub(super) fn new(len: usize) -> Option<Mapping<T>> {
+            let bytes = bytes_for::<T>(len)?;
+            // SAFETY: a fresh anonymous mapping at an address the system
+            // picks; it overlaps nothing. Its pages read as zero.
+            let ptr = unsafe {
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    bytes,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                    -1,
+                    0,
+                )
+            };
+            if ptr == libc::MAP_FAILED {
+                return None;
+            }
+            advise(ptr, bytes);
+            Some(Mapping {
+                ptr: NonNull::new(ptr.cast())?,
+                len,
+                bytes,
+            })
+        }
+
+        /// Grows to `len` slots by moving the mapping (its pages move, not
+        /// their contents). `false` when the system refuses: unchanged.
+        pub(super) fn grow(&mut self, len: usize) -> bool {
+            let Some(bytes) = bytes_for::<T>(len) else {
+                return false;
+            };
+            if bytes > self.bytes {
+                // SAFETY: `ptr..ptr + self.bytes` is our mapping; on
+                // success it is gone and the returned one (contents kept,
+                // the rest zero) is ours instead.
+                let ptr = unsafe {
+                    libc::mremap(
+                        self.ptr.as_ptr().cast(),
+                        self.bytes,
+                        bytes,
+                        libc::MREMAP_MAYMOVE,
+                    )
+                };
+                if ptr == libc::MAP_FAILED {
+                    return false;
+                }
+                advise(ptr, bytes);
+                let Some(ptr) = NonNull::new(ptr.cast()) else {
+                    return false;
+                };
+                self.ptr = ptr;
+                self.bytes = bytes;
+            }
+            self.len = len;
+            true
+        }
+    }
+
+    impl<T: Zero> Drop for Mapping<T> {
+        fn drop(&mut self) {
+            // SAFETY: our mapping, not used after this.
+            unsafe {
+                libc::munmap(self.ptr.as_ptr().cast(), self.bytes);
+            }
+        }
+    }
+
+    impl<T: Zero> Deref for Mapping<T> {
+        type Target = [T];
+        #[inline]
+        fn deref(&self) -> &[T] {
+            // SAFETY: `len` slots fit in the mapping, which is aligned to
+            // a page (so to `T`), zero or written as `T`: valid by `Zero`.
+            unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+        }
+    }
+
+    impl<T: Zero> DerefMut for Mapping<T> {
+        #[inline]
+        fn deref_mut(&mut self) -> &mut [T] {
+            // SAFETY: as in `deref`, and `&mut self` is the only access.
+            unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn small_tables_are_vectors_large_ones_mappings_with_the_same_contents() {
+        let small = ZeroTable::<u64>::new(100);
+        assert!(!small.is_mapped());
+        assert!(small.iter().all(|&x| x == 0));
+        let mut t = ZeroTable::<u64>::new(100);
+        t[99] = 7;
+        // Growing past the threshold moves it into a mapping, contents kept.
+        t.grow(1 << 20);
+        #[cfg(target_os = "linux")]
+        assert!(t.is_mapped());
+        assert_eq!(
+            (t.len(), t[99], t[100], t[(1 << 20) - 1]),
+            (1 << 20, 7, 0, 0)
+        );
+        t[(1 << 20) - 1] = 9;
+        // And growing the mapping keeps them again, the new slots zero.
+        t.grow(3 << 20);
+        assert_eq!(t.len(), 3 << 20);
+        assert_eq!(
+            (t[99], t[(1 << 20) - 1], t[1 << 20], t[(3 << 20) - 1]),
+            (7, 9, 0, 0)
+        );
+        assert_eq!(t.iter().map(|&x| x as u128).sum::<u128>(), 16);
+        // Smaller: unchanged.
+        t.grow(5);
+        assert_eq!(t.len(), 3 << 20);
+        let c = t.clone();
+        assert_eq!(c, t);
+        assert_eq!(c.is_mapped(), t.is_mapped());
+    }
+
+    #[test]
+    fn odd_lengths_and_empty() {
+        let mut t = ZeroTable::<u32>::new(0);
+        assert!(t.is_empty());
+        t.grow(1_000_003);
+        assert_eq!(t.len(), 1_000_003);
+        t[1_000_002] = 1;
+        assert_eq!(t.iter().filter(|&&x| x == 1).count(), 1);
+        assert_eq!(ZeroTable::<u32>::default().len(), 0);
+    }
+}
