@@ -7,7 +7,7 @@
 # `cargo run -p nvmos-kernel --example guest_init -- THIS OUT 3072 2`,
 # which puts the repository's path for @REPO@ and the nvmos binary for
 # @NVMOS@; the traces come out as OUT/out.tar.
-# MODE: `traces` (the three workloads) or `overhead` (see the case below).
+# MODE: `traces` (the three workloads).
 MODE=@MODE@
 /bin/busybox --install -s /bin
 export PATH=/bin
@@ -39,31 +39,10 @@ rec() {
 }
 case $MODE in
 traces)
-  rec numpy --writes -o /tmp/out/numpy_writes.nvt -- /work/venv/bin/python3 traces/workloads/numpy_job.py
-  rec files --writes -o /tmp/out/files_writes.nvt -- sh -c "'tar -cf - /usr/share/doc /usr/include /usr/share/man | gzip -1 > /tmp/files.tar.gz; rm /tmp/files.tar.gz'"
   rec compile --writes -o /tmp/out/compile_writes.nvt -- timeout 60 env CARGO_TARGET_DIR=/tmp/tt3 cargo build -q --offline --release -p nvmos-trace
+  rec files --writes -o /tmp/out/files_writes.nvt -- sh -c "'tar -cf - /usr/share/doc /usr/include /usr/share/man | gzip -1 > /tmp/files.tar.gz; rm /tmp/files.tar.gz'"
+  rec numpy --writes -o /tmp/out/numpy_writes.nvt -- timeout 300 /work/venv/bin/python3 traces/workloads/numpy_job.py
   rm -rf $H/tmp/tt3
-  ;;
-overhead)
-  # CPU time (user + system, GNU time's %U %S) and minor faults of the
-  # recorded command itself, with and without --writes, alternating.
-  in_host "cc -O2 -static -o /tmp/memstress traces/workloads/memstress.c && cc -O2 -static -o /tmp/sortjob traces/workloads/sortjob.c"
-  T="/usr/bin/time -f 'user %U sys %S wall %e minflt %R'"
-  for i in 1 2 3 4 5; do
-    for job in "sortjob 32 2" "memstress 512 2"; do
-      n=${job%% *}
-      rec $n-plain-$i -o /tmp/x.nvt -- $T -o /tmp/out/$n-plain-$i.time /tmp/$job
-      rec $n-writes-$i --writes -o /tmp/x.nvt -- $T -o /tmp/out/$n-writes-$i.time /tmp/$job
-      cat $H/tmp/out/$n-plain-$i.time $H/tmp/out/$n-writes-$i.time
-      rm -f $H/tmp/x.nvt
-    done
-  done
-  # What a longer interval buys on the write-heavy job.
-  for i in 1 2 3; do
-    rec sortjob-w50-$i --writes --write-interval 50 -o /tmp/x.nvt -- $T -o /tmp/out/sortjob-w50-$i.time /tmp/sortjob 32 2
-    cat $H/tmp/out/sortjob-w50-$i.time
-    rm -f $H/tmp/x.nvt
-  done
   ;;
 esac
 tar -cf $H/tmp/out.tar -C $H/tmp/out .
