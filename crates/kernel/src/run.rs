@@ -587,9 +587,12 @@ fn boot(
         ))
         .args(["-device", "virtio-blk-device,drive=data"]);
     if opts.share_host_root {
+        // multidevs=remap: the host's /proc, /sys, /dev... are other
+        // file systems whose inode numbers collide with each other's (each
+        // root is inode 1); without it the guest takes /proc for /sys.
         cmd.arg("-fsdev")
             .arg(format!(
-                "local,id={HOST_ROOT_TAG},path=/,security_model=none,readonly=on"
+                "local,id={HOST_ROOT_TAG},path=/,security_model=none,readonly=on,multidevs=remap"
             ))
             .arg("-device")
             .arg(format!(
@@ -719,9 +722,14 @@ fn sections(disk: &Path) -> Result<BTreeMap<String, Vec<u8>>> {
             .trim_end_matches("==")
             .to_owned();
         let body_start = at + eol + 1;
-        let next = find(&data[body_start..], b"\n==nvmos:")
-            .map(|i| body_start + i + 1)
-            .unwrap_or(data.len());
+        // An empty section: the next marker follows at once.
+        let next = if data[body_start..].starts_with(b"==nvmos:") {
+            body_start
+        } else {
+            find(&data[body_start..], b"\n==nvmos:")
+                .map(|i| body_start + i + 1)
+                .unwrap_or(data.len())
+        };
         out.insert(name, data[body_start..next].to_vec());
         at = next;
     }
@@ -1087,6 +1095,13 @@ mod tests {
         let s = sections(&disk).unwrap();
         assert_eq!(s["status"], b"0\n");
         assert_eq!(s["trace"], b"line 1\nline 2\n");
+        // An empty section does not swallow the next one.
+        let mut bytes = b"==nvmos:json==\n==nvmos:err==\noops\n==nvmos:end==\n".to_vec();
+        bytes.resize(4096, 0);
+        fs::write(&disk, &bytes).unwrap();
+        let s = sections(&disk).unwrap();
+        assert_eq!(s["json"], b"");
+        assert_eq!(s["err"], b"oops\n");
         // A guest that died mid-report leaves no end marker.
         fs::write(&disk, b"==nvmos:status==\n0\n==nvmos:trace==\nline 1\n\0\0").unwrap();
         let e = sections(&disk).unwrap_err().to_string();
