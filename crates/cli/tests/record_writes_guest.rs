@@ -114,7 +114,10 @@ fn records_writes_in_a_soft_dirty_guest_on_frames_it_allocated() {
         .filter(|t| !on_path(t))
         .collect();
     if !missing.is_empty() {
-        assert!(!in_ci(), "{what}: {missing:?} not installed; CI must run it");
+        assert!(
+            !in_ci(),
+            "{what}: {missing:?} not installed; CI must run it"
+        );
         eprintln!("SKIPPED {what}: {missing:?} not installed (an error under CI)");
         return;
     }
@@ -174,8 +177,8 @@ fn records_writes_in_a_soft_dirty_guest_on_frames_it_allocated() {
     // The writer's own line comes first on the recorder's stdout.
     let json = section("record_json");
     let start = json.find("\n{").map_or(0, |i| i + 1);
-    let summary: serde_json::Value = serde_json::from_str(&json[start..])
-        .unwrap_or_else(|e| panic!("summary: {e}: {json}"));
+    let summary: serde_json::Value =
+        serde_json::from_str(&json[start..]).unwrap_or_else(|e| panic!("summary: {e}: {json}"));
     let size: u64 = section("nvt_size").parse().unwrap();
     assert!(size > 0, "no trace came out (console {log})");
     let nvt = tmp.join("guest.nvt");

@@ -515,8 +515,17 @@ fn initramfs(opts: &RunOptions, busybox: &Path, bins: &[(String, PathBuf)]) -> R
         }
         let bytes = fs::read(from).map_err(|e| KernelError::io("reading", from, e))?;
         let mut dir = String::new();
-        for part in to.split('/').collect::<Vec<_>>().split_last().map_or(&[][..], |x| x.1) {
-            dir = if dir.is_empty() { part.to_string() } else { format!("{dir}/{part}") };
+        for part in to
+            .split('/')
+            .collect::<Vec<_>>()
+            .split_last()
+            .map_or(&[][..], |x| x.1)
+        {
+            dir = if dir.is_empty() {
+                part.to_string()
+            } else {
+                format!("{dir}/{part}")
+            };
             c.dir(&dir);
         }
         c.file(to, 0o755, &bytes);
@@ -599,12 +608,10 @@ fn boot(
                 "virtio-9p-device,fsdev={HOST_ROOT_TAG},mount_tag={HOST_ROOT_TAG}"
             ));
     }
-    cmd.stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(
-            fs::File::create(dir.join("qemu.err"))
-                .map_err(|e| KernelError::io("creating", dir.join("qemu.err"), e))?,
-        );
+    cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(
+        fs::File::create(dir.join("qemu.err"))
+            .map_err(|e| KernelError::io("creating", dir.join("qemu.err"), e))?,
+    );
     let started = Instant::now();
     let mut child = cmd
         .spawn()
