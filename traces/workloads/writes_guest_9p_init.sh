@@ -7,7 +7,7 @@
 # `cargo run -p nvmos-kernel --example guest_init -- THIS OUT 3072 2`,
 # which puts the repository's path for @REPO@ and the nvmos binary for
 # @NVMOS@; the traces come out as OUT/out.tar.
-# MODE: `traces` (the three workloads).
+# MODE: `traces` (the three workloads). Each trace comes out only when all are done.
 MODE=@MODE@
 /bin/busybox --install -s /bin
 export PATH=/bin

@@ -9,9 +9,10 @@
 //!
 //! In `INIT.sh`, `@REPO@` becomes the repository's root and `@NVMOS@` the
 //! environment's `NVMOS` (default `@REPO@/target/release/nvmos`), `@MODE@`
-//! the environment's `MODE` (default `traces`). This is
-//! how `traces/README.md` recorded the shipped workloads with sampled
-//! writes (`traces/workloads/writes_guest_9p_init.sh`).
+//! the environment's `MODE` (default `traces`). With
+//! `traces/workloads/writes_guest_9p_init.sh` it records the shipped
+//! workloads compile, files and numpy with sampled writes
+//! (`traces/README.md`).
 
 use std::path::PathBuf;
 
