@@ -7,7 +7,8 @@
 # `cargo run -p nvmos-kernel --example guest_init -- THIS OUT 3072 2`,
 # which puts the repository's path for @REPO@ and the nvmos binary for
 # @NVMOS@; the traces come out as OUT/out.tar.
-# MODE: `traces` (the three workloads). Each trace comes out only when all are done.
+# MODE: `traces` (the three workloads; each trace comes out only when all
+# are done) or `compile` (the compile job alone).
 MODE=@MODE@
 /bin/busybox --install -s /bin
 export PATH=/bin
@@ -42,6 +43,10 @@ traces)
   rec compile --writes -o /tmp/out/compile_writes.nvt -- timeout 60 env CARGO_TARGET_DIR=/tmp/tt3 cargo build -q --offline --release -p nvmos-trace
   rec files --writes -o /tmp/out/files_writes.nvt -- sh -c "'tar -cf - /usr/share/doc /usr/include /usr/share/man | gzip -1 > /tmp/files.tar.gz; rm /tmp/files.tar.gz'"
   rec numpy --writes -o /tmp/out/numpy_writes.nvt -- timeout 300 /work/venv/bin/python3 traces/workloads/numpy_job.py
+  rm -rf $H/tmp/tt3
+  ;;
+compile)
+  rec compile --writes -o /tmp/out/compile_writes.nvt -- timeout 60 env CARGO_TARGET_DIR=/tmp/tt3 cargo build -q --offline --release -p nvmos-trace
   rm -rf $H/tmp/tt3
   ;;
 esac
