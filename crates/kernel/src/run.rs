@@ -141,7 +141,24 @@ pub struct RunOptions {
     /// counters under every policy and of `adaptive`'s pools; a power of
     /// two, at least 4.
     pub bank_mib: u64,
+    /// A `/init` of the caller's instead of the traced workload run (see
+    /// [`boot_guest`] for what it must do); `None` for [`run`].
+    pub init: Option<String>,
+    /// More files for the initramfs: (path in the guest, host file).
+    pub files: Vec<(String, PathBuf)>,
+    /// Share the host's root filesystem read-only with the guest over
+    /// virtio-9p, mount tag [`HOST_ROOT_TAG`]: the guest can then mount it
+    /// (`mount -t 9p -o trans=virtio,version=9p2000.L,cache=loose
+    /// hostroot /mnt`) and run host programs in a chroot.
+    pub share_host_root: bool,
 }
+
+/// The virtio-9p mount tag of [`RunOptions::share_host_root`].
+pub const HOST_ROOT_TAG: &str = "hostroot";
+
+/// Where [`boot_guest`]'s data disk keeps raw files: byte offset 512 MiB of
+/// the 1 GiB disk, past the sections a custom `/init` writes at its start.
+pub const DISK_FILE_OFFSET: u64 = 512 << 20;
 
 /// The default bank: 128 MiB, 16 banks in the 2 GiB guest.
 pub const DEFAULT_BANK_MIB: u64 = 128;
@@ -168,6 +185,9 @@ impl RunOptions {
             buffer_kb: 32768,
             qemu: PathBuf::from("qemu-system-x86_64"),
             bank_mib: DEFAULT_BANK_MIB,
+            init: None,
+            files: Vec::new(),
+            share_host_root: false,
         }
     }
 }
@@ -478,12 +498,37 @@ fn initramfs(opts: &RunOptions, busybox: &Path, bins: &[(String, PathBuf)]) -> R
         c.dir(d);
     }
     c.char_dev("dev/console", 5, 1);
-    c.file("init", 0o755, init_script(opts).as_bytes());
+    let init = opts.init.clone().unwrap_or_else(|| init_script(opts));
+    c.file("init", 0o755, init.as_bytes());
     let bb = fs::read(busybox).map_err(|e| KernelError::io("reading", busybox, e))?;
     c.file("bin/busybox", 0o755, &bb);
     for (name, bin) in bins {
         let bytes = fs::read(bin).map_err(|e| KernelError::io("reading", bin, e))?;
         c.file(&format!("bin/{name}"), 0o755, &bytes);
+    }
+    for (to, from) in &opts.files {
+        let to = to.trim_start_matches('/');
+        if to.is_empty() || to.split('/').any(|p| p == ".." || p.is_empty()) {
+            return Err(KernelError::Option(format!(
+                "initramfs path {to:?}: a relative path without `..`"
+            )));
+        }
+        let bytes = fs::read(from).map_err(|e| KernelError::io("reading", from, e))?;
+        let mut dir = String::new();
+        for part in to
+            .split('/')
+            .collect::<Vec<_>>()
+            .split_last()
+            .map_or(&[][..], |x| x.1)
+        {
+            dir = if dir.is_empty() {
+                part.to_string()
+            } else {
+                format!("{dir}/{part}")
+            };
+            c.dir(&dir);
+        }
+        c.file(to, 0o755, &bytes);
     }
     Ok(c.finish())
 }
@@ -549,13 +594,24 @@ fn boot(
             "id=data,file={},format=raw,if=none",
             disk.display()
         ))
-        .args(["-device", "virtio-blk-device,drive=data"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(
-            fs::File::create(dir.join("qemu.err"))
-                .map_err(|e| KernelError::io("creating", dir.join("qemu.err"), e))?,
-        );
+        .args(["-device", "virtio-blk-device,drive=data"]);
+    if opts.share_host_root {
+        // multidevs=remap: the host's /proc, /sys, /dev... are other
+        // file systems whose inode numbers collide with each other's (each
+        // root is inode 1); without it the guest takes /proc for /sys.
+        cmd.arg("-fsdev")
+            .arg(format!(
+                "local,id={HOST_ROOT_TAG},path=/,security_model=none,readonly=on,multidevs=remap"
+            ))
+            .arg("-device")
+            .arg(format!(
+                "virtio-9p-device,fsdev={HOST_ROOT_TAG},mount_tag={HOST_ROOT_TAG}"
+            ));
+    }
+    cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(
+        fs::File::create(dir.join("qemu.err"))
+            .map_err(|e| KernelError::io("creating", dir.join("qemu.err"), e))?,
+    );
     let started = Instant::now();
     let mut child = cmd
         .spawn()
@@ -673,9 +729,14 @@ fn sections(disk: &Path) -> Result<BTreeMap<String, Vec<u8>>> {
             .trim_end_matches("==")
             .to_owned();
         let body_start = at + eol + 1;
-        let next = find(&data[body_start..], b"\n==nvmos:")
-            .map(|i| body_start + i + 1)
-            .unwrap_or(data.len());
+        // An empty section: the next marker follows at once.
+        let next = if data[body_start..].starts_with(b"==nvmos:") {
+            body_start
+        } else {
+            find(&data[body_start..], b"\n==nvmos:")
+                .map(|i| body_start + i + 1)
+                .unwrap_or(data.len())
+        };
         out.insert(name, data[body_start..next].to_vec());
         at = next;
     }
@@ -699,10 +760,59 @@ fn lost_events(stats: &str) -> u64 {
         .sum()
 }
 
-/// Boot, run, bring the trace out.
-pub fn run(opts: &RunOptions, progress: &mut dyn FnMut(Progress)) -> Result<Run> {
-    let started = Instant::now();
-    if opts.command.is_empty() {
+/// A guest that ran to its end: what [`boot_guest`] returns.
+#[derive(Clone, Debug)]
+pub struct GuestRun {
+    /// The kernel booted.
+    pub kernel: Built,
+    /// `kvm` or `tcg`.
+    pub accel: &'static str,
+    /// Host seconds from QEMU's start to `nvmos-guest-start`.
+    pub boot_s: f64,
+    /// The console's text.
+    pub console: String,
+    /// The console log file.
+    pub console_log: PathBuf,
+    /// The data disk (1 GiB, raw).
+    pub disk: PathBuf,
+    /// The `==nvmos:NAME==` sections at the start of the data disk.
+    pub sections: BTreeMap<String, Vec<u8>>,
+}
+
+impl GuestRun {
+    /// `len` bytes the guest wrote at [`DISK_FILE_OFFSET`] of its data
+    /// disk (`dd of=/dev/vda bs=1M seek=512`): how a custom `/init` brings
+    /// a binary file out.
+    pub fn disk_file(&self, len: u64) -> Result<Vec<u8>> {
+        use std::io::{Seek, SeekFrom};
+        if len > (1 << 30) - DISK_FILE_OFFSET {
+            return Err(KernelError::GuestOutput {
+                path: self.disk.clone(),
+                what: format!("a file of {len} bytes does not fit past {DISK_FILE_OFFSET}"),
+            });
+        }
+        let mut f =
+            fs::File::open(&self.disk).map_err(|e| KernelError::io("opening", &self.disk, e))?;
+        f.seek(SeekFrom::Start(DISK_FILE_OFFSET))
+            .map_err(|e| KernelError::io("seeking in", &self.disk, e))?;
+        let mut buf = vec![0u8; len as usize];
+        f.read_exact(&mut buf)
+            .map_err(|e| KernelError::io("reading", &self.disk, e))?;
+        Ok(buf)
+    }
+}
+
+/// Check the options, build (or find) the kernel, make the initramfs and
+/// boot it until the guest powers off. The guest's `/init` is
+/// [`RunOptions::init`] when given, else the traced workload run of
+/// [`run`]. A custom `/init` runs as busybox `sh` (`/bin/busybox`, the
+/// static workloads in `/bin`, [`RunOptions::files`] where it asked) and
+/// must echo `nvmos-guest-start` when it starts its work, a line at least
+/// every [`RunOptions::stall_s`] seconds, write its sections to
+/// `/dev/vda` ending with `==nvmos:end==`, echo `nvmos-guest-done`, and
+/// `reboot -f`. Fails when the guest did not get to `nvmos-guest-done`.
+pub fn boot_guest(opts: &RunOptions, progress: &mut dyn FnMut(Progress)) -> Result<GuestRun> {
+    if opts.command.is_empty() && opts.init.is_none() {
         return Err(KernelError::Option("no workload command given".to_owned()));
     }
     if !(1..=64).contains(&opts.cpus) {
@@ -762,12 +872,6 @@ pub fn run(opts: &RunOptions, progress: &mut dyn FnMut(Progress)) -> Result<Run>
         other => other?,
     };
     let console = dir.join("console.log");
-    let problems: Vec<String> = guest
-        .console
-        .lines()
-        .filter(|l| PROBLEMS.iter().any(|p| l.contains(p)))
-        .map(str::to_owned)
-        .collect();
     if !guest.console.contains("nvmos-guest-done") {
         return Err(KernelError::Guest {
             what: format!(
@@ -778,7 +882,42 @@ pub fn run(opts: &RunOptions, progress: &mut dyn FnMut(Progress)) -> Result<Run>
         });
     }
     let disk = dir.join("data.img");
-    let sec = sections(&disk)?;
+    let sections = sections(&disk)?;
+    Ok(GuestRun {
+        kernel,
+        accel: guest.accel,
+        boot_s: guest.boot_s,
+        console: guest.console,
+        console_log: console,
+        disk,
+        sections,
+    })
+}
+
+/// Boot, run, bring the trace out.
+pub fn run(opts: &RunOptions, progress: &mut dyn FnMut(Progress)) -> Result<Run> {
+    let started = Instant::now();
+    if opts.init.is_some() {
+        return Err(KernelError::Option(
+            "a custom /init reports no trace: use boot_guest".to_owned(),
+        ));
+    }
+    let guest = boot_guest(opts, progress)?;
+    let problems: Vec<String> = guest
+        .console
+        .lines()
+        .filter(|l| PROBLEMS.iter().any(|p| l.contains(p)))
+        .map(str::to_owned)
+        .collect();
+    let GuestRun {
+        kernel,
+        accel,
+        boot_s,
+        console_log: console,
+        disk,
+        sections: sec,
+        ..
+    } = guest;
     let text = |name: &str| -> Result<String> {
         sec.get(name)
             .map(|b| String::from_utf8_lossy(b).into_owned())
@@ -853,8 +992,8 @@ pub fn run(opts: &RunOptions, progress: &mut dyn FnMut(Progress)) -> Result<Run>
         policy: opts.policy,
         command: opts.command.clone(),
         kernel,
-        accel: guest.accel.to_owned(),
-        boot_s: guest.boot_s,
+        accel: accel.to_owned(),
+        boot_s,
         total_s: started.elapsed().as_secs_f64(),
         workload_status,
         machine,
@@ -963,6 +1102,13 @@ mod tests {
         let s = sections(&disk).unwrap();
         assert_eq!(s["status"], b"0\n");
         assert_eq!(s["trace"], b"line 1\nline 2\n");
+        // An empty section does not swallow the next one.
+        let mut bytes = b"==nvmos:json==\n==nvmos:err==\noops\n==nvmos:end==\n".to_vec();
+        bytes.resize(4096, 0);
+        fs::write(&disk, &bytes).unwrap();
+        let s = sections(&disk).unwrap();
+        assert_eq!(s["json"], b"");
+        assert_eq!(s["err"], b"oops\n");
         // A guest that died mid-report leaves no end marker.
         fs::write(&disk, b"==nvmos:status==\n0\n==nvmos:trace==\nline 1\n\0\0").unwrap();
         let e = sections(&disk).unwrap_err().to_string();
