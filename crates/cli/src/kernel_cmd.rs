@@ -154,7 +154,8 @@ pub struct StudyArgs {
     /// Runs of each policy × workload.
     #[arg(long, default_value_t = 3)]
     runs: u32,
-    /// Folder for kernel.json and kernel.html.
+    /// Folder for kernel.json and kernel.html; kernel.json and each run's
+    /// trace are written there as the runs finish.
     #[arg(long)]
     out: Option<PathBuf>,
     #[command(flatten)]
@@ -297,6 +298,7 @@ fn run_study(a: &StudyArgs) -> Result<()> {
         policies,
         workloads: a.workloads.clone(),
         runs: a.runs,
+        keep: a.out.clone(),
     };
     let s = study::run_study(&opts, &mut progress)?;
     print!("{}", table(&s));
@@ -305,6 +307,18 @@ fn run_study(a: &StudyArgs) -> Result<()> {
         out.write_json("kernel.json", &s)?;
         let page = out.write("kernel.html", html(&s)?.as_bytes())?;
         println!("report: {}", page.display());
+    }
+    if !s.failed.is_empty() {
+        bail!(
+            "{} of {} runs failed: {}",
+            s.failed.len(),
+            s.planned,
+            s.failed
+                .iter()
+                .map(|f| format!("{} {} run {}: {}", f.policy.name(), f.workload, f.run, f.error))
+                .collect::<Vec<_>>()
+                .join("; ")
+        );
     }
     let bad: Vec<&study::RunRow> = s
         .runs
@@ -338,6 +352,12 @@ fn pinned_rows(s: &study::Study) -> Vec<Vec<String>> {
         "buddy pinned banks",
         "adaptive pinned banks",
         "adaptive / buddy (target <= 0.25)",
+        "buddy placed",
+        "adaptive placed",
+        "ratio placed",
+        "buddy untraced",
+        "adaptive untraced",
+        "ratio untraced",
         "banks",
     ]
     .map(String::from)
@@ -348,6 +368,12 @@ fn pinned_rows(s: &study::Study) -> Vec<Vec<String>> {
             f(r.buddy),
             f(r.adaptive),
             f(r.ratio),
+            f(r.buddy_placed),
+            f(r.adaptive_placed),
+            f(r.ratio_placed),
+            f(r.buddy_untraced),
+            f(r.adaptive_untraced),
+            f(r.ratio_untraced),
             r.banks.to_string(),
         ]);
     }
@@ -456,7 +482,9 @@ fn table(s: &study::Study) -> String {
     }
     let _ = writeln!(
         out,
-        "\nBanks of {} MiB holding kernel pages at the end of the workload (medians over runs):",
+        "\nBanks of {} MiB holding kernel pages at the end of the workload (medians over runs; \
+         placed = pinned by pages the page-frame policy placed, not memblock's PG_reserved ones; \
+         untraced = placed, less the trace buffers' pinned frames):",
         s.bank_mib
     );
     out.push_str(&align(&pinned_rows(s)));
@@ -592,13 +620,31 @@ fn html(s: &study::Study) -> Result<String> {
             &replay_fields,
             &replay_value,
         ));
-    let pinned_fields = ["workload", "buddy", "adaptive", "ratio", "banks"];
+    let pinned_fields = [
+        "workload",
+        "buddy",
+        "adaptive",
+        "ratio",
+        "buddy_placed",
+        "adaptive_placed",
+        "ratio_placed",
+        "buddy_untraced",
+        "adaptive_untraced",
+        "ratio_untraced",
+        "banks",
+    ];
     let pinned_value = |i: usize, field: &str| -> Option<f64> {
         let r = &s.pinned_banks[i];
         Some(match field {
             "buddy" => r.buddy,
             "adaptive" => r.adaptive,
             "ratio" => r.ratio,
+            "buddy_placed" => r.buddy_placed,
+            "adaptive_placed" => r.adaptive_placed,
+            "ratio_placed" => r.ratio_placed,
+            "buddy_untraced" => r.buddy_untraced,
+            "adaptive_untraced" => r.adaptive_untraced,
+            "ratio_untraced" => r.ratio_untraced,
             "banks" => r.banks as f64,
             _ => return None,
         })
@@ -665,8 +711,16 @@ mod tests {
                 buddy: 10.0,
                 adaptive: 8.0,
                 ratio: 0.8,
+                buddy_placed: 9.0,
+                adaptive_placed: 6.0,
+                ratio_placed: 6.0 / 9.0,
+                buddy_untraced: 8.0,
+                adaptive_untraced: 2.0,
+                ratio_untraced: 0.25,
                 banks: 128,
             }],
+            failed: Vec::new(),
+            planned: 0,
         };
         let html = html(&s).unwrap();
         assert!(
@@ -681,6 +735,9 @@ mod tests {
         ));
         assert!(html.contains(
             "<td data-list=\"pinned_banks\" data-row=\"0\" data-field=\"ratio\">0.800</td>"
+        ));
+        assert!(html.contains(
+            "<td data-list=\"pinned_banks\" data-row=\"0\" data-field=\"ratio_untraced\">0.250</td>"
         ));
         assert_eq!(html.matches("<svg class=\"chart\"").count(), 1);
         assert!(html.contains("<script>"), "the check script");

@@ -251,6 +251,15 @@ impl Counters {
         self.distinct(|_| true)
     }
 
+    /// Pinned frames per bank number (zones summed).
+    pub fn pinned_by_bank(&self) -> BTreeMap<u64, u64> {
+        let mut m = BTreeMap::new();
+        for b in &self.banks {
+            *m.entry(b.bank).or_insert(0) += b.pinned;
+        }
+        m
+    }
+
     fn distinct(&self, keep: impl Fn(&Bank) -> bool) -> usize {
         let set: std::collections::BTreeSet<u64> = self
             .banks
@@ -287,8 +296,14 @@ pub struct Run {
     pub counts: SourceCounts,
     /// `/proc/nvmos_policy` before the workload.
     pub counters_before: Counters,
+    /// `/proc/nvmos_policy` after the trace buffers were sized (they
+    /// are allocated through the page-frame policy, as kernel pages,
+    /// between `counters_before` and this).
+    pub counters_traced: Counters,
     /// `/proc/nvmos_policy` after it.
     pub counters: Counters,
+    /// `/proc/kpageflags` right after `counters`, summed per bank.
+    pub page_flags: PageFlagBanks,
     /// Lines of the console with an oops, BUG or WARNING: empty on a clean run.
     pub problems: Vec<String>,
     /// The guest's console log.
@@ -441,6 +456,7 @@ echo 0 > $T/tracing_on
 echo {buffer} > $T/buffer_size_kb
 echo 0 > $T/options/overwrite
 echo > $T/trace
+cat /proc/nvmos_policy > /tmp/.counters-traced
 for e in mm_page_alloc mm_page_free mm_page_free_batched; do echo 1 > $T/events/kmem/$e/enable; done
 echo nvmos-guest-start
 echo 1 > $T/tracing_on
@@ -450,6 +466,9 @@ status=$?
 echo 0 > $T/tracing_on
 cd /
 echo nvmos-workload-exit $status
+cat /proc/nvmos_policy > /tmp/.counters-end
+dd if=/proc/kpageflags of=/dev/vda bs=1M seek={kpf_mib} 2> /dev/null
+wc -c < /proc/kpageflags > /tmp/.kpageflags
 {{
 echo "==nvmos:status=="; echo $status
 echo "==nvmos:osrelease=="; cat /proc/sys/kernel/osrelease
@@ -458,7 +477,9 @@ echo "==nvmos:zoneinfo=="; cat /proc/zoneinfo
 echo "==nvmos:meminfo=="; cat /proc/meminfo
 echo "==nvmos:iomem=="; cat /proc/iomem
 echo "==nvmos:counters_before=="; cat /tmp/.counters-before
-echo "==nvmos:counters=="; cat /proc/nvmos_policy
+echo "==nvmos:counters_traced=="; cat /tmp/.counters-traced
+echo "==nvmos:counters=="; cat /tmp/.counters-end
+echo "==nvmos:kpageflags=="; cat /tmp/.kpageflags
 echo "==nvmos:stats=="; for c in $T/per_cpu/cpu*; do cat $c/stats; done
 echo "==nvmos:trace=="; cat $T/trace
 echo "==nvmos:end=="
@@ -469,6 +490,7 @@ reboot -f
 "#,
         buffer = opts.buffer_kb,
         cmd = cmd.join(" "),
+        kpf_mib = KPAGEFLAGS_AT >> 20,
     )
 }
 
@@ -486,6 +508,65 @@ fn initramfs(opts: &RunOptions, busybox: &Path, bins: &[(String, PathBuf)]) -> R
         c.file(&format!("bin/{name}"), 0o755, &bytes);
     }
     Ok(c.finish())
+}
+
+/// Where on the data disk the guest copies `/proc/kpageflags` (past the
+/// text report, which starts at 0 and ends at its first NUL byte).
+const KPAGEFLAGS_AT: u64 = 1 << 30;
+
+/// `/proc/kpageflags` bits (Documentation/admin-guide/mm/pagemap.rst).
+const KPF_SLAB: u64 = 1 << 7;
+const KPF_PGTABLE: u64 = 1 << 26;
+const KPF_RESERVED: u64 = 1 << 32;
+
+/// Frames per bank of one kind, from the guest's `/proc/kpageflags` at the
+/// end of the workload.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct PageFlagBanks {
+    /// Frames `/proc/kpageflags` described.
+    pub frames: u64,
+    /// Per bank number: frames with `PG_reserved`, which memblock kept
+    /// before the page allocator existed (the memmap, the kernel image,
+    /// the initial page tables, firmware ranges): placed by no policy.
+    pub reserved: BTreeMap<u64, u64>,
+    /// Per bank number: slab frames (placed by the page-frame policy).
+    pub slab: BTreeMap<u64, u64>,
+    /// Per bank number: page-table frames (placed by the policy).
+    pub pgtable: BTreeMap<u64, u64>,
+}
+
+impl PageFlagBanks {
+    /// Sum the flags of `bytes` (one little-endian u64 per frame from
+    /// frame 0) per bank of `bank_frames`.
+    pub fn parse(bytes: &[u8], bank_frames: u64) -> std::result::Result<Self, String> {
+        if bytes.len() % 8 != 0 || bank_frames == 0 {
+            return Err(format!(
+                "{} bytes: not whole 8-byte entries (or no bank size)",
+                bytes.len()
+            ));
+        }
+        let mut p = PageFlagBanks::default();
+        for (pfn, w) in bytes.chunks_exact(8).enumerate() {
+            let flags = u64::from_le_bytes(w.try_into().expect("8 bytes"));
+            let bank = pfn as u64 / bank_frames;
+            for (bit, map) in [
+                (KPF_RESERVED, &mut p.reserved),
+                (KPF_SLAB, &mut p.slab),
+                (KPF_PGTABLE, &mut p.pgtable),
+            ] {
+                if flags & bit != 0 {
+                    *map.entry(bank).or_insert(0) += 1;
+                }
+            }
+            p.frames += 1;
+        }
+        Ok(p)
+    }
+}
+
+/// The byte count `wc -c` reports.
+fn wc_bytes(report: &str) -> Option<u64> {
+    report.trim().parse().ok()
 }
 
 /// Console lines that mean the kernel is not well.
@@ -519,7 +600,9 @@ fn boot(
     let disk = dir.join("data.img");
     let _ = fs::remove_file(&console);
     let f = fs::File::create(&disk).map_err(|e| KernelError::io("creating", &disk, e))?;
-    f.set_len(1 << 30)
+    // The report's text from offset 0; `/proc/kpageflags` (8 bytes a
+    // frame, holes included) at KPAGEFLAGS_AT. A sparse file.
+    f.set_len(KPAGEFLAGS_AT + 2 * (opts.mem_mib << 11) + (1 << 30))
         .map_err(|e| KernelError::io("sizing", &disk, e))?;
     drop(f);
     let accel = if use_kvm { "kvm" } else { "tcg" };
@@ -819,7 +902,30 @@ pub fn run(opts: &RunOptions, progress: &mut dyn FnMut(Progress)) -> Result<Run>
     }
     let counters_before =
         Counters::parse(&text("counters_before")?).map_err(|e| parse_err("counters_before", e))?;
+    let counters_traced =
+        Counters::parse(&text("counters_traced")?).map_err(|e| parse_err("counters_traced", e))?;
     let counters = Counters::parse(&text("counters")?).map_err(|e| parse_err("counters", e))?;
+    let kpf_report = text("kpageflags")?;
+    let kpf_len = wc_bytes(&kpf_report).ok_or_else(|| {
+        parse_err(
+            "kpageflags",
+            format!("wc -c reported no byte count: {:?}", kpf_report.trim()),
+        )
+    })?;
+    let page_flags = {
+        let mut f = fs::File::open(&disk).map_err(|e| KernelError::io("opening", &disk, e))?;
+        std::io::Seek::seek(&mut f, std::io::SeekFrom::Start(KPAGEFLAGS_AT))
+            .map_err(|e| KernelError::io("seeking in", &disk, e))?;
+        let mut bytes = vec![0u8; kpf_len as usize];
+        f.read_exact(&mut bytes)
+            .map_err(|e| KernelError::io("reading kpageflags from", &disk, e))?;
+        let bank_mib = match counters.get("bank_mib") {
+            0 => opts.bank_mib,
+            reported => reported,
+        };
+        let bank_frames = bank_mib << (20 - 12);
+        PageFlagBanks::parse(&bytes, bank_frames).map_err(|e| parse_err("kpageflags", e))?
+    };
     if counters.policy != opts.policy.name() {
         return Err(KernelError::Guest {
             what: format!(
@@ -861,7 +967,9 @@ pub fn run(opts: &RunOptions, progress: &mut dyn FnMut(Progress)) -> Result<Run>
         event_count: events.len() as u64,
         counts,
         counters_before,
+        counters_traced,
         counters,
+        page_flags,
         problems,
         console_log: console,
         output,
