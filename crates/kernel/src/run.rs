@@ -1033,6 +1033,33 @@ mod tests {
     }
 
     #[test]
+    fn kpageflags_are_summed_per_bank_and_a_torn_file_refused() {
+        let mut bytes = Vec::new();
+        // Frames 0..8 in banks of 4: 0 reserved, 1 slab, 5 reserved and
+        // a page table, 6 buddy (not counted), 7 reserved.
+        for flags in [
+            KPF_RESERVED,
+            KPF_SLAB,
+            0,
+            0,
+            0,
+            KPF_RESERVED | KPF_PGTABLE,
+            1 << 10,
+            KPF_RESERVED,
+        ] {
+            bytes.extend_from_slice(&flags.to_le_bytes());
+        }
+        let p = PageFlagBanks::parse(&bytes, 4).unwrap();
+        assert_eq!(p.frames, 8);
+        assert_eq!(p.reserved, BTreeMap::from([(0, 1), (1, 2)]));
+        assert_eq!(p.slab, BTreeMap::from([(0, 1)]));
+        assert_eq!(p.pgtable, BTreeMap::from([(1, 1)]));
+        assert!(PageFlagBanks::parse(&bytes[..13], 4).is_err());
+        assert_eq!(wc_bytes("4194304\n"), Some(4_194_304));
+        assert_eq!(wc_bytes("wc: can't open\n"), None);
+    }
+
+    #[test]
     fn lost_events_sum_overruns_and_drops() {
         let stats =
             "entries: 5\noverrun: 2\ncommit overrun: 0\ndropped events: 3\nread events: 0\n";

@@ -525,3 +525,39 @@ fn summarise(
         planned,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pinned_banks_split_into_memblock_trace_buffer_and_placed() {
+        let m = |v: &[(u64, u64)]| v.iter().copied().collect::<BTreeMap<u64, u64>>();
+        // Bank 0: memblock's only. Bank 1: memblock's and 10 placed.
+        // Bank 2: filled by the trace buffers (100 frames). Bank 3: 5
+        // placed, 3 of them trace buffer. Bank 4: nothing pinned.
+        let before = m(&[(0, 50), (1, 55)]);
+        let traced = m(&[(0, 50), (1, 55), (2, 100), (3, 3)]);
+        let end = m(&[(0, 50), (1, 60), (2, 100), (3, 5), (4, 0)]);
+        let reserved = m(&[(0, 50), (1, 50), (4, 7)]);
+        let p = Pins::from_banks(&before, &traced, &end, &reserved);
+        assert_eq!(
+            p,
+            Pins {
+                placed_banks: 3,
+                untraced_banks: 2,
+                reserved_only_banks: 1,
+                reserved_frames: 100,
+                trace_buffer_frames: 103,
+                pinned_frames: 215,
+            }
+        );
+    }
+
+    #[test]
+    fn medians() {
+        assert_eq!(median(vec![3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(vec![4.0, 1.0]), 2.5);
+        assert!(median(Vec::new()).is_nan());
+    }
+}
