@@ -358,6 +358,10 @@ fn pinned_rows(s: &study::Study) -> Vec<Vec<String>> {
         "buddy untraced",
         "adaptive untraced",
         "ratio untraced",
+        "buddy added",
+        "adaptive added",
+        "buddy added untraced",
+        "adaptive added untraced",
         "banks",
     ]
     .map(String::from)
@@ -374,6 +378,10 @@ fn pinned_rows(s: &study::Study) -> Vec<Vec<String>> {
             f(r.buddy_untraced),
             f(r.adaptive_untraced),
             f(r.ratio_untraced),
+            f(r.buddy_added),
+            f(r.adaptive_added),
+            f(r.buddy_added_untraced),
+            f(r.adaptive_added_untraced),
             r.banks.to_string(),
         ]);
     }
@@ -484,7 +492,8 @@ fn table(s: &study::Study) -> String {
         out,
         "\nBanks of {} MiB holding kernel pages at the end of the workload (medians over runs; \
          placed = pinned by pages the page-frame policy placed, not memblock's PG_reserved ones; \
-         untraced = placed, less the trace buffers' pinned frames):",
+         untraced = placed, less the trace buffers' pinned frames; added = pinned banks with \
+         no memblock frame):",
         s.bank_mib
     );
     out.push_str(&align(&pinned_rows(s)));
@@ -631,6 +640,10 @@ fn html(s: &study::Study) -> Result<String> {
         "buddy_untraced",
         "adaptive_untraced",
         "ratio_untraced",
+        "buddy_added",
+        "adaptive_added",
+        "buddy_added_untraced",
+        "adaptive_added_untraced",
         "banks",
     ];
     let pinned_value = |i: usize, field: &str| -> Option<f64> {
@@ -645,6 +658,10 @@ fn html(s: &study::Study) -> Result<String> {
             "buddy_untraced" => r.buddy_untraced,
             "adaptive_untraced" => r.adaptive_untraced,
             "ratio_untraced" => r.ratio_untraced,
+            "buddy_added" => r.buddy_added,
+            "adaptive_added" => r.adaptive_added,
+            "buddy_added_untraced" => r.buddy_added_untraced,
+            "adaptive_added_untraced" => r.adaptive_added_untraced,
             "banks" => r.banks as f64,
             _ => return None,
         })
@@ -717,6 +734,10 @@ mod tests {
                 buddy_untraced: 8.0,
                 adaptive_untraced: 2.0,
                 ratio_untraced: 0.25,
+                buddy_added: 4.0,
+                adaptive_added: 3.0,
+                buddy_added_untraced: 2.0,
+                adaptive_added_untraced: 0.0,
                 banks: 128,
             }],
             failed: Vec::new(),

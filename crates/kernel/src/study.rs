@@ -89,6 +89,11 @@ pub struct RunRow {
     pub pinned_banks_placed_untraced: usize,
     /// Banks whose pinned frames are all `PG_reserved`.
     pub pinned_banks_reserved_only: usize,
+    /// Pinned banks holding no `PG_reserved` frame: the banks the
+    /// policy's placement added to the ones memblock pinned.
+    pub pinned_banks_added: usize,
+    /// Of those, banks still pinned without the trace buffers' frames.
+    pub pinned_banks_added_untraced: usize,
     /// Frames pinned at the end that are `PG_reserved` (memblock's).
     pub reserved_pinned_frames: u64,
     /// Frames the trace buffers pinned (sum over banks of the pinned
@@ -179,6 +184,15 @@ pub struct PinnedRow {
     pub adaptive_untraced: f64,
     /// adaptive_untraced / buddy_untraced.
     pub ratio_untraced: f64,
+    /// Banks pinned with no memblock (`PG_reserved`) frame: median over
+    /// the buddy runs.
+    pub buddy_added: f64,
+    /// The same over the adaptive runs.
+    pub adaptive_added: f64,
+    /// The same without the trace buffers, buddy.
+    pub buddy_added_untraced: f64,
+    /// The same without the trace buffers, adaptive.
+    pub adaptive_added_untraced: f64,
     /// Banks in the guest.
     pub banks: usize,
 }
@@ -358,6 +372,8 @@ fn one_run(
             pinned_banks_placed: pins.placed_banks,
             pinned_banks_placed_untraced: pins.untraced_banks,
             pinned_banks_reserved_only: pins.reserved_only_banks,
+            pinned_banks_added: pins.added_banks,
+            pinned_banks_added_untraced: pins.added_untraced_banks,
             reserved_pinned_frames: pins.reserved_frames,
             trace_buffer_frames: pins.trace_buffer_frames,
             pinned_frames: pins.pinned_frames,
@@ -378,6 +394,8 @@ struct Pins {
     placed_banks: usize,
     untraced_banks: usize,
     reserved_only_banks: usize,
+    added_banks: usize,
+    added_untraced_banks: usize,
     reserved_frames: u64,
     trace_buffer_frames: u64,
     pinned_frames: u64,
@@ -420,6 +438,12 @@ impl Pins {
             }
             if placed > buffer {
                 p.untraced_banks += 1;
+            }
+            if res == 0 {
+                p.added_banks += 1;
+                if placed > buffer {
+                    p.added_untraced_banks += 1;
+                }
             }
         }
         p
@@ -506,6 +530,16 @@ fn summarise(
                 buddy_untraced: bu,
                 adaptive_untraced: au,
                 ratio_untraced: au / bu,
+                buddy_added: measured(workload, Policy::Buddy, &|r| r.pinned_banks_added as f64),
+                adaptive_added: measured(workload, Policy::Adaptive, &|r| {
+                    r.pinned_banks_added as f64
+                }),
+                buddy_added_untraced: measured(workload, Policy::Buddy, &|r| {
+                    r.pinned_banks_added_untraced as f64
+                }),
+                adaptive_added_untraced: measured(workload, Policy::Adaptive, &|r| {
+                    r.pinned_banks_added_untraced as f64
+                }),
                 banks: rows
                     .iter()
                     .find(|r| &r.workload == workload)
@@ -547,6 +581,8 @@ mod tests {
                 placed_banks: 3,
                 untraced_banks: 2,
                 reserved_only_banks: 1,
+                added_banks: 2,
+                added_untraced_banks: 1,
                 reserved_frames: 100,
                 trace_buffer_frames: 103,
                 pinned_frames: 215,
