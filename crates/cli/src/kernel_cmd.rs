@@ -86,6 +86,11 @@ pub struct GuestArgs {
     /// counters and of adaptive's pools; a power of two, at least 4.
     #[arg(long, default_value_t = nvmos_kernel::run::DEFAULT_BANK_MIB)]
     bank_mib: u64,
+    /// Each CPU's trace ring buffer, KiB (`buffer_size_kb`): the guest
+    /// allocates it as kernel pages before the workload; too small a
+    /// buffer loses events (counted).
+    #[arg(long, default_value_t = 32768)]
+    trace_buffer_kib: u32,
     /// Static workloads compiled into the initramfs.
     #[arg(long, default_value_os_t = nvmos_kernel::repo_workloads_dir())]
     workloads_dir: PathBuf,
@@ -112,6 +117,7 @@ impl GuestArgs {
         o.stall_s = self.stall;
         o.accel = if self.tcg { Accel::Tcg } else { Accel::Auto };
         o.bank_mib = self.bank_mib;
+        o.buffer_kb = self.trace_buffer_kib;
         Ok(o)
     }
 }
@@ -315,7 +321,13 @@ fn run_study(a: &StudyArgs) -> Result<()> {
             s.planned,
             s.failed
                 .iter()
-                .map(|f| format!("{} {} run {}: {}", f.policy.name(), f.workload, f.run, f.error))
+                .map(|f| format!(
+                    "{} {} run {}: {}",
+                    f.policy.name(),
+                    f.workload,
+                    f.run,
+                    f.error
+                ))
                 .collect::<Vec<_>>()
                 .join("; ")
         );

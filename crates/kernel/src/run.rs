@@ -564,6 +564,88 @@ impl PageFlagBanks {
     }
 }
 
+/// The policy's counters at three moments and the frames' flags at the
+/// end, as a guest wrote them to its data disk.
+#[derive(Clone, Debug)]
+pub struct GuestCounters {
+    /// `/proc/nvmos_policy` before the trace buffers were sized.
+    pub before: Counters,
+    /// After they were sized, before the workload.
+    pub traced: Counters,
+    /// After the workload.
+    pub end: Counters,
+    /// `/proc/kpageflags` right after `end`, per bank.
+    pub page_flags: PageFlagBanks,
+    /// Bytes each CPU's trace ring buffer held at the end (`bytes:` of
+    /// its `stats`), in CPU order: what the buffers had to hold.
+    pub ring_bytes: Vec<u64>,
+}
+
+/// Read [`GuestCounters`] back from a finished run's folder (the
+/// `data.img` beside its `console.log`), e.g. to recount a study's runs.
+/// `bank_mib` is used when the guest did not report its bank size.
+pub fn read_guest_counters(run_dir: &Path, bank_mib: u64) -> Result<GuestCounters> {
+    let disk = run_dir.join("data.img");
+    let sec = sections(&disk)?;
+    guest_counters(&disk, &sec, bank_mib)
+}
+
+fn guest_counters(
+    disk: &Path,
+    sec: &BTreeMap<String, Vec<u8>>,
+    bank_mib: u64,
+) -> Result<GuestCounters> {
+    let text = |name: &str| -> Result<String> {
+        sec.get(name)
+            .map(|b| String::from_utf8_lossy(b).into_owned())
+            .ok_or_else(|| KernelError::GuestOutput {
+                path: disk.to_owned(),
+                what: format!("no {name} section"),
+            })
+    };
+    let parse_err = |what: &str, e: String| KernelError::GuestOutput {
+        path: disk.to_owned(),
+        what: format!("{what}: {e}"),
+    };
+    let before =
+        Counters::parse(&text("counters_before")?).map_err(|e| parse_err("counters_before", e))?;
+    let traced =
+        Counters::parse(&text("counters_traced")?).map_err(|e| parse_err("counters_traced", e))?;
+    let end = Counters::parse(&text("counters")?).map_err(|e| parse_err("counters", e))?;
+    let kpf_report = text("kpageflags")?;
+    let kpf_len = wc_bytes(&kpf_report).ok_or_else(|| {
+        parse_err(
+            "kpageflags",
+            format!("wc -c reported no byte count: {:?}", kpf_report.trim()),
+        )
+    })?;
+    let mut f = fs::File::open(disk).map_err(|e| KernelError::io("opening", disk, e))?;
+    std::io::Seek::seek(&mut f, std::io::SeekFrom::Start(KPAGEFLAGS_AT))
+        .map_err(|e| KernelError::io("seeking in", disk, e))?;
+    let mut bytes = vec![0u8; kpf_len as usize];
+    f.read_exact(&mut bytes)
+        .map_err(|e| KernelError::io("reading kpageflags from", disk, e))?;
+    let bank_mib = match end.get("bank_mib") {
+        0 => bank_mib,
+        reported => reported,
+    };
+    let page_flags = PageFlagBanks::parse(&bytes, bank_mib << (20 - 12))
+        .map_err(|e| parse_err("kpageflags", e))?;
+    let ring_bytes = text("stats")?
+        .lines()
+        .filter_map(|l| l.strip_prefix("bytes:"))
+        .map(|v| v.trim().parse::<u64>())
+        .collect::<std::result::Result<Vec<_>, _>>()
+        .map_err(|e| parse_err("stats", e.to_string()))?;
+    Ok(GuestCounters {
+        before,
+        traced,
+        end,
+        page_flags,
+        ring_bytes,
+    })
+}
+
 /// The byte count `wc -c` reports.
 fn wc_bytes(report: &str) -> Option<u64> {
     report.trim().parse().ok()
@@ -900,32 +982,13 @@ pub fn run(opts: &RunOptions, progress: &mut dyn FnMut(Progress)) -> Result<Run>
             log: console,
         });
     }
-    let counters_before =
-        Counters::parse(&text("counters_before")?).map_err(|e| parse_err("counters_before", e))?;
-    let counters_traced =
-        Counters::parse(&text("counters_traced")?).map_err(|e| parse_err("counters_traced", e))?;
-    let counters = Counters::parse(&text("counters")?).map_err(|e| parse_err("counters", e))?;
-    let kpf_report = text("kpageflags")?;
-    let kpf_len = wc_bytes(&kpf_report).ok_or_else(|| {
-        parse_err(
-            "kpageflags",
-            format!("wc -c reported no byte count: {:?}", kpf_report.trim()),
-        )
-    })?;
-    let page_flags = {
-        let mut f = fs::File::open(&disk).map_err(|e| KernelError::io("opening", &disk, e))?;
-        std::io::Seek::seek(&mut f, std::io::SeekFrom::Start(KPAGEFLAGS_AT))
-            .map_err(|e| KernelError::io("seeking in", &disk, e))?;
-        let mut bytes = vec![0u8; kpf_len as usize];
-        f.read_exact(&mut bytes)
-            .map_err(|e| KernelError::io("reading kpageflags from", &disk, e))?;
-        let bank_mib = match counters.get("bank_mib") {
-            0 => opts.bank_mib,
-            reported => reported,
-        };
-        let bank_frames = bank_mib << (20 - 12);
-        PageFlagBanks::parse(&bytes, bank_frames).map_err(|e| parse_err("kpageflags", e))?
-    };
+    let GuestCounters {
+        before: counters_before,
+        traced: counters_traced,
+        end: counters,
+        page_flags,
+        ..
+    } = guest_counters(&disk, &sec, opts.bank_mib)?;
     if counters.policy != opts.policy.name() {
         return Err(KernelError::Guest {
             what: format!(

@@ -285,12 +285,11 @@ pub fn run_study(opts: &Options, progress: &mut dyn FnMut(Progress)) -> Result<S
                 }
                 if let Some(dir) = &opts.keep {
                     let so_far = summarise(opts, &commands, &rows, &predicted, &failed, total);
-                    let json = serde_json::to_vec_pretty(&so_far).map_err(|e| {
-                        KernelError::Study {
+                    let json =
+                        serde_json::to_vec_pretty(&so_far).map_err(|e| KernelError::Study {
                             what: "the study so far".to_owned(),
                             detail: e.to_string(),
-                        }
-                    })?;
+                        })?;
                     crate::kbuild::write_atomic(&dir.join("kernel.json"), &json)?;
                 }
             }
@@ -301,7 +300,9 @@ pub fn run_study(opts: &Options, progress: &mut dyn FnMut(Progress)) -> Result<S
         total,
         label: "done".to_owned(),
     });
-    Ok(summarise(opts, &commands, &rows, &predicted, &failed, total))
+    Ok(summarise(
+        opts, &commands, &rows, &predicted, &failed, total,
+    ))
 }
 
 /// Boot one guest and summarise it; a `buddy` run is also replayed
@@ -388,17 +389,26 @@ fn one_run(
     ))
 }
 
-/// Who pins the banks at the end of a run.
-#[derive(Debug, Default, PartialEq, Eq)]
-struct Pins {
-    placed_banks: usize,
-    untraced_banks: usize,
-    reserved_only_banks: usize,
-    added_banks: usize,
-    added_untraced_banks: usize,
-    reserved_frames: u64,
-    trace_buffer_frames: u64,
-    pinned_frames: u64,
+/// Who pins the banks at the end of a run (the fields of [`RunRow`]
+/// of the same meaning).
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Pins {
+    /// Banks holding kernel pages the policy placed.
+    pub placed_banks: usize,
+    /// Of those, banks pinned beyond the trace buffers' frames.
+    pub untraced_banks: usize,
+    /// Banks whose pinned frames are all memblock's.
+    pub reserved_only_banks: usize,
+    /// Pinned banks with no memblock frame.
+    pub added_banks: usize,
+    /// Of those, banks pinned beyond the trace buffers' frames.
+    pub added_untraced_banks: usize,
+    /// Pinned frames that are memblock's.
+    pub reserved_frames: u64,
+    /// Frames the trace buffers pinned.
+    pub trace_buffer_frames: u64,
+    /// Pinned frames.
+    pub pinned_frames: u64,
 }
 
 impl Pins {
@@ -408,6 +418,16 @@ impl Pins {
             &run.counters_traced.pinned_by_bank(),
             &run.counters.pinned_by_bank(),
             &run.page_flags.reserved,
+        )
+    }
+
+    /// From the counters a guest left (see [`crate::run::read_guest_counters`]).
+    pub fn of_guest(g: &crate::run::GuestCounters) -> Pins {
+        Pins::from_banks(
+            &g.before.pinned_by_bank(),
+            &g.traced.pinned_by_bank(),
+            &g.end.pinned_by_bank(),
+            &g.page_flags.reserved,
         )
     }
 
@@ -512,7 +532,9 @@ fn summarise(
         let ad = measured(workload, Policy::Adaptive, &|r| r.pinned_banks as f64);
         if !buddy.is_nan() && !ad.is_nan() {
             let bp = measured(workload, Policy::Buddy, &|r| r.pinned_banks_placed as f64);
-            let ap = measured(workload, Policy::Adaptive, &|r| r.pinned_banks_placed as f64);
+            let ap = measured(workload, Policy::Adaptive, &|r| {
+                r.pinned_banks_placed as f64
+            });
             let bu = measured(workload, Policy::Buddy, &|r| {
                 r.pinned_banks_placed_untraced as f64
             });
