@@ -539,7 +539,7 @@ impl PageFlagBanks {
     /// Sum the flags of `bytes` (one little-endian u64 per frame from
     /// frame 0) per bank of `bank_frames`.
     pub fn parse(bytes: &[u8], bank_frames: u64) -> std::result::Result<Self, String> {
-        if bytes.len() % 8 != 0 || bank_frames == 0 {
+        if !bytes.len().is_multiple_of(8) || bank_frames == 0 {
             return Err(format!(
                 "{} bytes: not whole 8-byte entries (or no bank size)",
                 bytes.len()
