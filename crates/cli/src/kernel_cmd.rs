@@ -88,6 +88,11 @@ pub struct GuestArgs {
     /// counters and of adaptive's pools; a power of two, at least 4.
     #[arg(long, default_value_t = nvmos_kernel::run::DEFAULT_BANK_MIB)]
     bank_mib: u64,
+    /// Each CPU's trace ring buffer, KiB (`buffer_size_kb`): the guest
+    /// allocates it as kernel pages before the workload; too small a
+    /// buffer loses events (counted).
+    #[arg(long, default_value_t = 32768)]
+    trace_buffer_kib: u32,
     /// Static workloads compiled into the initramfs.
     #[arg(long, default_value_os_t = nvmos_kernel::repo_workloads_dir())]
     workloads_dir: PathBuf,
@@ -114,6 +119,7 @@ impl GuestArgs {
         o.stall_s = self.stall;
         o.accel = if self.tcg { Accel::Tcg } else { Accel::Auto };
         o.bank_mib = self.bank_mib;
+        o.buffer_kb = self.trace_buffer_kib;
         Ok(o)
     }
 }
@@ -156,7 +162,8 @@ pub struct StudyArgs {
     /// Runs of each policy × workload.
     #[arg(long, default_value_t = 3)]
     runs: u32,
-    /// Folder for kernel.json and kernel.html.
+    /// Folder for kernel.json and kernel.html; kernel.json and each run's
+    /// trace are written there as the runs finish.
     #[arg(long)]
     out: Option<PathBuf>,
     #[command(flatten)]
@@ -299,6 +306,7 @@ fn run_study(a: &StudyArgs) -> Result<()> {
         policies,
         workloads: a.workloads.clone(),
         runs: a.runs,
+        keep: a.out.clone(),
     };
     let s = study::run_study(&opts, &mut progress)?;
     print!("{}", table(&s)?);
@@ -307,6 +315,24 @@ fn run_study(a: &StudyArgs) -> Result<()> {
         out.write_json("kernel.json", &s)?;
         let page = out.write("kernel.html", html(&s)?.as_bytes())?;
         println!("report: {}", page.display());
+    }
+    if !s.failed.is_empty() {
+        bail!(
+            "{} of {} runs failed: {}",
+            s.failed.len(),
+            s.planned,
+            s.failed
+                .iter()
+                .map(|f| format!(
+                    "{} {} run {}: {}",
+                    f.policy.name(),
+                    f.workload,
+                    f.run,
+                    f.error
+                ))
+                .collect::<Vec<_>>()
+                .join("; ")
+        );
     }
     let bad: Vec<&study::RunRow> = s
         .runs
@@ -394,6 +420,16 @@ fn pinned_columns() -> Columns {
         Column::number("buddy pinned banks", "buddy").with(f),
         Column::number("adaptive pinned banks", "adaptive").with(f),
         Column::number("adaptive / buddy (target <= 0.25)", "ratio").with(f),
+        Column::number("buddy placed", "buddy_placed").with(f),
+        Column::number("adaptive placed", "adaptive_placed").with(f),
+        Column::number("ratio placed", "ratio_placed").with(f),
+        Column::number("buddy untraced", "buddy_untraced").with(f),
+        Column::number("adaptive untraced", "adaptive_untraced").with(f),
+        Column::number("ratio untraced", "ratio_untraced").with(f),
+        Column::number("buddy added", "buddy_added").with(f),
+        Column::number("adaptive added", "adaptive_added").with(f),
+        Column::number("buddy added untraced", "buddy_added_untraced").with(f),
+        Column::number("adaptive added untraced", "adaptive_added_untraced").with(f),
         Column::number("banks", "banks").format(Format::Plain),
     ])
     .key(Key::constant("data-list", "pinned_banks"))
@@ -420,7 +456,10 @@ fn table(s: &study::Study) -> Result<String> {
     }
     let _ = writeln!(
         out,
-        "\nBanks of {} MiB holding kernel pages at the end of the workload (medians over runs):",
+        "\nBanks of {} MiB holding kernel pages at the end of the workload (medians over runs; \
+         placed = pinned by pages the page-frame policy placed, not memblock's PG_reserved ones; \
+         untraced = placed, less the trace buffers' pinned frames; added = pinned banks with \
+         no memblock frame):",
         s.bank_mib
     );
     out.push_str(&pinned_columns().text(&s.pinned_banks)?);
@@ -511,8 +550,20 @@ mod tests {
                 buddy: 10.0,
                 adaptive: 8.0,
                 ratio: 0.8,
+                buddy_placed: 9.0,
+                adaptive_placed: 6.0,
+                ratio_placed: 6.0 / 9.0,
+                buddy_untraced: 8.0,
+                adaptive_untraced: 2.0,
+                ratio_untraced: 0.25,
+                buddy_added: 4.0,
+                adaptive_added: 3.0,
+                buddy_added_untraced: 2.0,
+                adaptive_added_untraced: 0.0,
                 banks: 128,
             }],
+            failed: Vec::new(),
+            planned: 0,
         };
         let html = html(&s).unwrap();
         assert!(
@@ -527,6 +578,9 @@ mod tests {
         ));
         assert!(html.contains(
             "<td data-list=\"pinned_banks\" data-row=\"0\" data-field=\"ratio\">0.800</td>"
+        ));
+        assert!(html.contains(
+            "<td data-list=\"pinned_banks\" data-row=\"0\" data-field=\"ratio_untraced\">0.250</td>"
         ));
         assert_eq!(html.matches("<svg class=\"chart\"").count(), 1);
         assert!(html.contains("<script>"), "the check script");

@@ -17,9 +17,11 @@
 //!   plus the policy's counters from `/proc/nvmos_policy`. A watchdog ends
 //!   a guest that stops responding.
 //! - [`study`]: every policy × workload, in-kernel wear, pinned banks
-//!   (`adaptive` against `buddy`), and
+//!   (`adaptive` against `buddy`; split into memblock's, the trace
+//!   buffers' and the policy's from the guest's `/proc/kpageflags`), and
 //!   replay of the `buddy` trace through nvmos' models against what the
-//!   kernel actually did.
+//!   kernel actually did; with [`study::Options::keep`] the study so far
+//!   and each run's trace are written as runs finish.
 //! - [`policy_core`]: the kernel's C policy cores compiled for user space,
 //!   for the differential tests against `nvmos-frames`.
 //!

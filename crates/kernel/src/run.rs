@@ -271,6 +271,15 @@ impl Counters {
         self.distinct(|_| true)
     }
 
+    /// Pinned frames per bank number (zones summed).
+    pub fn pinned_by_bank(&self) -> BTreeMap<u64, u64> {
+        let mut m = BTreeMap::new();
+        for b in &self.banks {
+            *m.entry(b.bank).or_insert(0) += b.pinned;
+        }
+        m
+    }
+
     fn distinct(&self, keep: impl Fn(&Bank) -> bool) -> usize {
         let set: std::collections::BTreeSet<u64> = self
             .banks
@@ -307,8 +316,14 @@ pub struct Run {
     pub counts: SourceCounts,
     /// `/proc/nvmos_policy` before the workload.
     pub counters_before: Counters,
+    /// `/proc/nvmos_policy` after the trace buffers were sized (they
+    /// are allocated through the page-frame policy, as kernel pages,
+    /// between `counters_before` and this).
+    pub counters_traced: Counters,
     /// `/proc/nvmos_policy` after it.
     pub counters: Counters,
+    /// `/proc/kpageflags` right after `counters`, summed per bank.
+    pub page_flags: PageFlagBanks,
     /// Lines of the console with an oops, BUG or WARNING: empty on a clean run.
     pub problems: Vec<String>,
     /// The guest's console log.
@@ -461,6 +476,7 @@ echo 0 > $T/tracing_on
 echo {buffer} > $T/buffer_size_kb
 echo 0 > $T/options/overwrite
 echo > $T/trace
+cat /proc/nvmos_policy > /tmp/.counters-traced
 for e in mm_page_alloc mm_page_free mm_page_free_batched; do echo 1 > $T/events/kmem/$e/enable; done
 echo nvmos-guest-start
 echo 1 > $T/tracing_on
@@ -470,6 +486,9 @@ status=$?
 echo 0 > $T/tracing_on
 cd /
 echo nvmos-workload-exit $status
+cat /proc/nvmos_policy > /tmp/.counters-end
+dd if=/proc/kpageflags of=/dev/vda bs=1M seek={kpf_mib} 2> /dev/null
+wc -c < /proc/kpageflags > /tmp/.kpageflags
 {{
 echo "==nvmos:status=="; echo $status
 echo "==nvmos:osrelease=="; cat /proc/sys/kernel/osrelease
@@ -478,7 +497,9 @@ echo "==nvmos:zoneinfo=="; cat /proc/zoneinfo
 echo "==nvmos:meminfo=="; cat /proc/meminfo
 echo "==nvmos:iomem=="; cat /proc/iomem
 echo "==nvmos:counters_before=="; cat /tmp/.counters-before
-echo "==nvmos:counters=="; cat /proc/nvmos_policy
+echo "==nvmos:counters_traced=="; cat /tmp/.counters-traced
+echo "==nvmos:counters=="; cat /tmp/.counters-end
+echo "==nvmos:kpageflags=="; cat /tmp/.kpageflags
 echo "==nvmos:stats=="; for c in $T/per_cpu/cpu*; do cat $c/stats; done
 echo "==nvmos:trace=="; cat $T/trace
 echo "==nvmos:end=="
@@ -489,6 +510,7 @@ reboot -f
 "#,
         buffer = opts.buffer_kb,
         cmd = cmd.join(" "),
+        kpf_mib = KPAGEFLAGS_AT >> 20,
     )
 }
 
@@ -533,6 +555,147 @@ fn initramfs(opts: &RunOptions, busybox: &Path, bins: &[(String, PathBuf)]) -> R
     Ok(c.finish())
 }
 
+/// Where on the data disk the guest copies `/proc/kpageflags` (past the
+/// text report, which starts at 0 and ends at its first NUL byte).
+const KPAGEFLAGS_AT: u64 = 1 << 30;
+
+/// `/proc/kpageflags` bits (Documentation/admin-guide/mm/pagemap.rst).
+const KPF_SLAB: u64 = 1 << 7;
+const KPF_PGTABLE: u64 = 1 << 26;
+const KPF_RESERVED: u64 = 1 << 32;
+
+/// Frames per bank of one kind, from the guest's `/proc/kpageflags` at the
+/// end of the workload.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct PageFlagBanks {
+    /// Frames `/proc/kpageflags` described.
+    pub frames: u64,
+    /// Per bank number: frames with `PG_reserved`, which memblock kept
+    /// before the page allocator existed (the memmap, the kernel image,
+    /// the initial page tables, firmware ranges): placed by no policy.
+    pub reserved: BTreeMap<u64, u64>,
+    /// Per bank number: slab frames (placed by the page-frame policy).
+    pub slab: BTreeMap<u64, u64>,
+    /// Per bank number: page-table frames (placed by the policy).
+    pub pgtable: BTreeMap<u64, u64>,
+}
+
+impl PageFlagBanks {
+    /// Sum the flags of `bytes` (one little-endian u64 per frame from
+    /// frame 0) per bank of `bank_frames`.
+    pub fn parse(bytes: &[u8], bank_frames: u64) -> std::result::Result<Self, String> {
+        if !bytes.len().is_multiple_of(8) || bank_frames == 0 {
+            return Err(format!(
+                "{} bytes: not whole 8-byte entries (or no bank size)",
+                bytes.len()
+            ));
+        }
+        let mut p = PageFlagBanks::default();
+        for (pfn, w) in bytes.chunks_exact(8).enumerate() {
+            let flags = u64::from_le_bytes(w.try_into().expect("8 bytes"));
+            let bank = pfn as u64 / bank_frames;
+            for (bit, map) in [
+                (KPF_RESERVED, &mut p.reserved),
+                (KPF_SLAB, &mut p.slab),
+                (KPF_PGTABLE, &mut p.pgtable),
+            ] {
+                if flags & bit != 0 {
+                    *map.entry(bank).or_insert(0) += 1;
+                }
+            }
+            p.frames += 1;
+        }
+        Ok(p)
+    }
+}
+
+/// The policy's counters at three moments and the frames' flags at the
+/// end, as a guest wrote them to its data disk.
+#[derive(Clone, Debug)]
+pub struct GuestCounters {
+    /// `/proc/nvmos_policy` before the trace buffers were sized.
+    pub before: Counters,
+    /// After they were sized, before the workload.
+    pub traced: Counters,
+    /// After the workload.
+    pub end: Counters,
+    /// `/proc/kpageflags` right after `end`, per bank.
+    pub page_flags: PageFlagBanks,
+    /// Bytes each CPU's trace ring buffer held at the end (`bytes:` of
+    /// its `stats`), in CPU order: what the buffers had to hold.
+    pub ring_bytes: Vec<u64>,
+}
+
+/// Read [`GuestCounters`] back from a finished run's folder (the
+/// `data.img` beside its `console.log`), e.g. to recount a study's runs.
+/// `bank_mib` is used when the guest did not report its bank size.
+pub fn read_guest_counters(run_dir: &Path, bank_mib: u64) -> Result<GuestCounters> {
+    let disk = run_dir.join("data.img");
+    let sec = sections(&disk)?;
+    guest_counters(&disk, &sec, bank_mib)
+}
+
+fn guest_counters(
+    disk: &Path,
+    sec: &BTreeMap<String, Vec<u8>>,
+    bank_mib: u64,
+) -> Result<GuestCounters> {
+    let text = |name: &str| -> Result<String> {
+        sec.get(name)
+            .map(|b| String::from_utf8_lossy(b).into_owned())
+            .ok_or_else(|| KernelError::GuestOutput {
+                path: disk.to_owned(),
+                what: format!("no {name} section"),
+            })
+    };
+    let parse_err = |what: &str, e: String| KernelError::GuestOutput {
+        path: disk.to_owned(),
+        what: format!("{what}: {e}"),
+    };
+    let before =
+        Counters::parse(&text("counters_before")?).map_err(|e| parse_err("counters_before", e))?;
+    let traced =
+        Counters::parse(&text("counters_traced")?).map_err(|e| parse_err("counters_traced", e))?;
+    let end = Counters::parse(&text("counters")?).map_err(|e| parse_err("counters", e))?;
+    let kpf_report = text("kpageflags")?;
+    let kpf_len = wc_bytes(&kpf_report).ok_or_else(|| {
+        parse_err(
+            "kpageflags",
+            format!("wc -c reported no byte count: {:?}", kpf_report.trim()),
+        )
+    })?;
+    let mut f = fs::File::open(disk).map_err(|e| KernelError::io("opening", disk, e))?;
+    std::io::Seek::seek(&mut f, std::io::SeekFrom::Start(KPAGEFLAGS_AT))
+        .map_err(|e| KernelError::io("seeking in", disk, e))?;
+    let mut bytes = vec![0u8; kpf_len as usize];
+    f.read_exact(&mut bytes)
+        .map_err(|e| KernelError::io("reading kpageflags from", disk, e))?;
+    let bank_mib = match end.get("bank_mib") {
+        0 => bank_mib,
+        reported => reported,
+    };
+    let page_flags = PageFlagBanks::parse(&bytes, bank_mib << (20 - 12))
+        .map_err(|e| parse_err("kpageflags", e))?;
+    let ring_bytes = text("stats")?
+        .lines()
+        .filter_map(|l| l.strip_prefix("bytes:"))
+        .map(|v| v.trim().parse::<u64>())
+        .collect::<std::result::Result<Vec<_>, _>>()
+        .map_err(|e| parse_err("stats", e.to_string()))?;
+    Ok(GuestCounters {
+        before,
+        traced,
+        end,
+        page_flags,
+        ring_bytes,
+    })
+}
+
+/// The byte count `wc -c` reports.
+fn wc_bytes(report: &str) -> Option<u64> {
+    report.trim().parse().ok()
+}
+
 /// Console lines that mean the kernel is not well.
 const PROBLEMS: [&str; 9] = [
     "Oops",
@@ -564,7 +727,9 @@ fn boot(
     let disk = dir.join("data.img");
     let _ = fs::remove_file(&console);
     let f = fs::File::create(&disk).map_err(|e| KernelError::io("creating", &disk, e))?;
-    f.set_len(1 << 30)
+    // The report's text from offset 0; `/proc/kpageflags` (8 bytes a
+    // frame, holes included) at KPAGEFLAGS_AT. A sparse file.
+    f.set_len(KPAGEFLAGS_AT + 2 * (opts.mem_mib << 11) + (1 << 30))
         .map_err(|e| KernelError::io("sizing", &disk, e))?;
     drop(f);
     let accel = if use_kvm { "kvm" } else { "tcg" };
@@ -956,9 +1121,13 @@ pub fn run(opts: &RunOptions, progress: &mut dyn FnMut(Progress)) -> Result<Run>
             log: console,
         });
     }
-    let counters_before =
-        Counters::parse(&text("counters_before")?).map_err(|e| parse_err("counters_before", e))?;
-    let counters = Counters::parse(&text("counters")?).map_err(|e| parse_err("counters", e))?;
+    let GuestCounters {
+        before: counters_before,
+        traced: counters_traced,
+        end: counters,
+        page_flags,
+        ..
+    } = guest_counters(&disk, &sec, opts.bank_mib)?;
     if counters.policy != opts.policy.name() {
         return Err(KernelError::Guest {
             what: format!(
@@ -1000,7 +1169,9 @@ pub fn run(opts: &RunOptions, progress: &mut dyn FnMut(Progress)) -> Result<Run>
         event_count: events.len() as u64,
         counts,
         counters_before,
+        counters_traced,
         counters,
+        page_flags,
         problems,
         console_log: console,
         output,
@@ -1061,6 +1232,33 @@ mod tests {
         assert!(Counters::parse("policy x\nbank 0 DMA32 5 3\n").is_err());
         assert!(Counters::parse("policy x\nalloc_single_frames many\n").is_err());
         assert!(Counters::parse("alloc 1\n").is_err());
+    }
+
+    #[test]
+    fn kpageflags_are_summed_per_bank_and_a_torn_file_refused() {
+        let mut bytes = Vec::new();
+        // Frames 0..8 in banks of 4: 0 reserved, 1 slab, 5 reserved and
+        // a page table, 6 buddy (not counted), 7 reserved.
+        for flags in [
+            KPF_RESERVED,
+            KPF_SLAB,
+            0,
+            0,
+            0,
+            KPF_RESERVED | KPF_PGTABLE,
+            1 << 10,
+            KPF_RESERVED,
+        ] {
+            bytes.extend_from_slice(&flags.to_le_bytes());
+        }
+        let p = PageFlagBanks::parse(&bytes, 4).unwrap();
+        assert_eq!(p.frames, 8);
+        assert_eq!(p.reserved, BTreeMap::from([(0, 1), (1, 2)]));
+        assert_eq!(p.slab, BTreeMap::from([(0, 1)]));
+        assert_eq!(p.pgtable, BTreeMap::from([(1, 1)]));
+        assert!(PageFlagBanks::parse(&bytes[..13], 4).is_err());
+        assert_eq!(wc_bytes("4194304\n"), Some(4_194_304));
+        assert_eq!(wc_bytes("wc: can't open\n"), None);
     }
 
     #[test]
