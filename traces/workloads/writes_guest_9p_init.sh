@@ -8,7 +8,9 @@
 # which puts the repository's path for @REPO@ and the nvmos binary for
 # @NVMOS@; the traces come out as OUT/out.tar.
 # MODE: `traces` (the three workloads; each trace comes out only when all
-# are done) or `compile` (the compile job alone).
+# are done), `compile` (the compile job alone) or `rest` (the file job's
+# first 150 s, then the numpy job; numpy needs QEMU_CPU=max, see
+# traces/README.md).
 MODE=@MODE@
 /bin/busybox --install -s /bin
 export PATH=/bin
@@ -48,6 +50,10 @@ traces)
 compile)
   rec compile --writes -o /tmp/out/compile_writes.nvt -- timeout 60 env CARGO_TARGET_DIR=/tmp/tt3 cargo build -q --offline --release -p nvmos-trace
   rm -rf $H/tmp/tt3
+  ;;
+rest)
+  rec files --writes -o /tmp/out/files_writes.nvt -- timeout 150 sh -c "'tar -cf - /usr/share/doc /usr/include /usr/share/man | gzip -1 > /tmp/files.tar.gz; rm -f /tmp/files.tar.gz'"
+  rec numpy --writes -o /tmp/out/numpy_writes.nvt -- timeout 300 /work/venv/bin/python3 traces/workloads/numpy_job.py
   ;;
 esac
 tar -cf $H/tmp/out.tar -C $H/tmp/out .

@@ -95,7 +95,7 @@ pub fn wear_columns(csv: bool) -> Columns {
         wear("Gini", "gini"),
         wear("lifetime % of ideal", "lifetime_pct_of_ideal"),
         Column::number("lifetime years @1e7", "wear.lifetime_years.1").field("lifetime_years_1e7"),
-        Column::number("ns/event", "ns_per_event"),
+        Column::number("ns/event", "ns_per_event").field("ns_per_event"),
     ]);
     if csv {
         columns.extend([

@@ -9,7 +9,8 @@
 //!
 //! In `INIT.sh`, `@REPO@` becomes the repository's root and `@NVMOS@` the
 //! environment's `NVMOS` (default `@REPO@/target/release/nvmos`), `@MODE@`
-//! the environment's `MODE` (default `traces`). With
+//! the environment's `MODE` (default `traces`). `QEMU_CPU` chooses QEMU's
+//! `-cpu` model (default QEMU's own; the numpy job needs `max`). With
 //! `traces/workloads/writes_guest_9p_init.sh` it records the shipped
 //! workloads compile, files and numpy with sampled writes
 //! (`traces/README.md`).
@@ -49,6 +50,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     opts.accel = Accel::Tcg;
     opts.timeout_s = 4 * 3600;
     opts.stall_s = 900;
+    opts.cpu_model = std::env::var("QEMU_CPU").ok();
     if let Some(m) = args.get(2) {
         opts.mem_mib = m.parse()?;
     }

@@ -151,6 +151,12 @@ pub struct RunOptions {
     /// (`mount -t 9p -o trans=virtio,version=9p2000.L,cache=loose
     /// hostroot /mnt`) and run host programs in a chroot.
     pub share_host_root: bool,
+    /// QEMU's `-cpu` model; `None` keeps QEMU's default (`qemu64` under
+    /// TCG), which every run of the kernel study used. `max` gives a TCG
+    /// guest every instruction set QEMU emulates, which host programs run
+    /// over [`RunOptions::share_host_root`] may need (numpy's baseline is
+    /// x86-64-v2: `qemu64` has no SSSE3 and numpy dies with SIGILL).
+    pub cpu_model: Option<String>,
 }
 
 /// The virtio-9p mount tag of [`RunOptions::share_host_root`].
@@ -188,6 +194,7 @@ impl RunOptions {
             init: None,
             files: Vec::new(),
             share_host_root: false,
+            cpu_model: None,
         }
     }
 }
@@ -739,6 +746,7 @@ fn boot(
     cmd.args(["-M", "microvm,acpi=off", "-accel", accel])
         .args(["-m", &format!("{}M", opts.mem_mib)])
         .args(["-smp", &opts.cpus.to_string()])
+        .args(opts.cpu_model.iter().flat_map(|m| ["-cpu", m.as_str()]))
         .args(["-display", "none", "-monitor", "none", "-no-reboot"])
         .arg("-kernel")
         .arg(kernel)
