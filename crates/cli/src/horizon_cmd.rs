@@ -147,6 +147,10 @@ fn columns(csv: bool) -> Columns {
         years(1, "yrs@1e7", "years_1e7"),
         years(2, "yrs@1e8", "years_1e8"),
         r("recycled", "recycled_frames"),
+        // Traces with sampled writes: the write-weighted lifetime over the
+        // whole run ("-" for a trace without; the JSON has the rest).
+        Column::number("writes % ideal", "writes.wear.lifetime_pct_of_ideal").terminal_only(),
+        Column::number("writes yrs@1e7", "writes.wear.lifetime_years.1").terminal_only(),
         Column::number("secs", "elapsed_ms")
             .with(|v| format!("{:.1}", v.as_f64().unwrap_or(f64::NAN) / 1e3))
             .terminal_only(),

@@ -402,6 +402,14 @@ pub struct HorizonRow {
     pub outside: u64,
     /// Wall-clock milliseconds of the run.
     pub elapsed_ms: f64,
+    /// For a trace with sampled writes: the write-weighted wear over the
+    /// whole run (every repetition's sampled writes land where that
+    /// repetition placed their blocks, over the run's length, repetitions
+    /// × period), beside the allocation-only figures of `result`; the
+    /// correlation is between the run's allocations and sampled writes
+    /// per frame. `None` for a trace without.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub writes: Option<crate::writes::WriteWear>,
 }
 
 /// Why a long-horizon run failed.
@@ -487,6 +495,7 @@ struct Outcome {
     first_rep: Accounting,
     refused: u64,
     outside: u64,
+    writes: Option<crate::writes::WriteWear>,
 }
 
 impl Run<'_> {
@@ -516,11 +525,21 @@ impl Run<'_> {
                 break stop;
             }
         };
+        let first_rep = first_rep.unwrap_or_default();
+        let reps = u64::from(conv.reps());
+        // Every repetition feeds the same sampled writes; the run lasts
+        // `reps` periods.
+        let writes = crate::writes::WriteWear::of(
+            &wear,
+            first_rep.write_samples.saturating_mul(reps),
+            period.saturating_mul(reps),
+        );
         Ok(Outcome {
             result: conv.result(stop, wear.writes(), period as f64 / 1e9),
-            first_rep: first_rep.unwrap_or_default(),
+            first_rep,
             refused: engine.stats().alloc_failures,
             outside: wear.outside,
+            writes,
         })
     }
 }
@@ -540,6 +559,7 @@ fn row(allocator: String, started: std::time::Instant, o: Outcome) -> HorizonRow
         refused: o.refused,
         outside: o.outside,
         elapsed_ms: started.elapsed().as_secs_f64() * 1e3,
+        writes: o.writes,
     }
 }
 
@@ -664,6 +684,59 @@ mod driver_tests {
         assert_eq!(r.stop, Stop::Converged);
         assert!((r.mean_per_rep - 0.25).abs() < 1e-9);
         assert!(r.fraction_of_ideal > 0.95, "{r:?}");
+    }
+
+    #[test]
+    fn sampled_writes_are_weighted_over_every_repetition() {
+        // pairs() with two sampled writes of the live frame in the first
+        // pair and one in the second: the buddy places both pairs on one
+        // frame, so it takes all 3 sampled writes of every repetition;
+        // iBuddy moves the block to a new frame each time.
+        let w = |t: u64| Event {
+            time_ns: t * 1_000_000_000 + 500_000_000,
+            cpu: 0,
+            op: Op::Write,
+            pfn: Pfn(100),
+            order: Order::ZERO,
+        };
+        let mut events = pairs();
+        events.insert(1, w(0));
+        events.insert(2, w(0));
+        events.insert(5, w(2));
+        for (kind, hot_per_rep) in [(AllocatorKind::Buddy, 3.0), (AllocatorKind::IBuddy, 0.0)] {
+            let row = horizon_allocator::<Lock>(
+                kind,
+                &[Zone::new(0, 8)],
+                1,
+                &events,
+                WriteModel::default(),
+                &HorizonOptions::default(),
+            )
+            .unwrap();
+            let reps = u64::from(row.result.reps);
+            let ww = row
+                .writes
+                .expect("a trace with writes gets write-weighted wear");
+            assert_eq!(ww.wear.total_writes, 3 * reps, "{kind:?}");
+            assert_eq!(ww.outside, 0);
+            if hot_per_rep > 0.0 {
+                assert_eq!(ww.wear.max as f64, hot_per_rep * reps as f64, "{kind:?}");
+            } else {
+                // Spread: no frame takes every repetition's writes.
+                assert!(ww.wear.max < 3 * reps, "{kind:?}: {:?}", ww.wear.max);
+            }
+        }
+        // A trace without writes has none.
+        let row = horizon_allocator::<Lock>(
+            AllocatorKind::Buddy,
+            &[Zone::new(0, 8)],
+            1,
+            &pairs(),
+            WriteModel::default(),
+            &HorizonOptions::default(),
+        )
+        .unwrap();
+        assert!(row.writes.is_none());
     }
 
     #[test]
