@@ -70,12 +70,23 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         guest.console_log.display()
     );
     for (name, bytes) in &guest.sections {
-        std::fs::write(out.join(name), bytes)?;
+        write_whole(&out.join(name), bytes)?;
     }
     if let Some(size) = guest.sections.get("out_size") {
         let size: u64 = String::from_utf8_lossy(size).trim().parse()?;
-        std::fs::write(out.join("out.tar"), guest.disk_file(size)?)?;
+        write_whole(&out.join("out.tar"), &guest.disk_file(size)?)?;
         eprintln!("out.tar: {size} bytes");
     }
+    Ok(())
+}
+
+/// Whole or not at all: a failed run leaves no half-written `out.tar`
+/// (whose traces are copied into `traces/`).
+fn write_whole(path: &std::path::Path, bytes: &[u8]) -> Result<(), Box<dyn std::error::Error>> {
+    use std::io::Write as _;
+    let mut f = nvmos_trace::Output::create(path, &[])?;
+    f.write_all(bytes)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    f.commit()?;
     Ok(())
 }

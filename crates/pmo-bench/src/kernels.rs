@@ -248,10 +248,9 @@ impl Sizes {
                 "{} files of 4–128 KiB, {} operations: 60% whole-file reads, 30% overwrites of 1–8 pages with psync, 10% delete and re-create; Zipf(1) popularity",
                 self.files, self.file_ops
             ),
-            Workload::WebServer | Workload::WebProxy | Workload::VarMail => w
-                .personality()
-                .expect("a personality")
-                .describe(self.filebench_files, self.filebench_flows),
+            Workload::WebServer => Personality::WebServer.describe(self.filebench_files, self.filebench_flows),
+            Workload::WebProxy => Personality::WebProxy.describe(self.filebench_files, self.filebench_flows),
+            Workload::VarMail => Personality::VarMail.describe(self.filebench_files, self.filebench_flows),
         }
     }
 }
@@ -340,16 +339,12 @@ fn f64_bytes(v: &[f64]) -> Vec<u8> {
 
 /// Run workload `w` once in `mode`, the fault path tuned by `tuning`.
 pub fn run(w: Workload, sizes: &Sizes, mode: Mode, tuning: Tuning, seed: u64) -> Result<Session> {
+    if let Some(p) = w.personality() {
+        let (files, flows) = (sizes.filebench_files, sizes.filebench_flows);
+        return filebench::run(p, files, flows, mode, tuning, seed);
+    }
     match w {
         Workload::FileServer => fileserver(sizes.files, sizes.file_ops, mode, tuning, seed),
-        Workload::WebServer | Workload::WebProxy | Workload::VarMail => filebench::run(
-            w.personality().expect("a personality"),
-            sizes.filebench_files,
-            sizes.filebench_flows,
-            mode,
-            tuning,
-            seed,
-        ),
         _ => kernel(&Input::new(w, sizes, seed), mode, tuning),
     }
 }

@@ -114,14 +114,12 @@ fn page_bytes(seed: u64, page: usize) -> [u8; PAGE_SIZE] {
     b
 }
 
-/// The state of one run: the file set, the log, and the accounting.
+/// The state of one run: the file set (the web server's log, when there
+/// is one, after it), and the accounting.
 struct Set {
     run: Run,
     mode: Mode,
     files: Vec<File>,
-    /// Index of the shared log file's slot.
-    log_slot: usize,
-    log: Option<File>,
     checksum: f64,
     bytes_read: u64,
     bytes_written: u64,
@@ -139,20 +137,10 @@ impl Set {
         }
     }
 
-    fn file(&mut self, i: usize) -> &mut File {
-        if i == self.log_slot {
-            self.log
-                .as_mut()
-                .expect("the log exists when its slot is used")
-        } else {
-            &mut self.files[i]
-        }
-    }
-
     /// Open, read whole, close.
     fn read_whole(&mut self, i: usize) -> Result<()> {
         let (object, len) = {
-            let f = self.file(i);
+            let f = &self.files[i];
             (f.object.clone(), f.len)
         };
         let a = self.run.attach(&object, Perm::Read)?;
@@ -170,7 +158,7 @@ impl Set {
     /// returns the pages written. Starts the file over when it is full.
     fn append(&mut self, a: &mut Attachment, i: usize, pages: usize, seed: u64) -> Vec<usize> {
         let capacity = a.len() / PAGE_SIZE;
-        let f = self.file(i);
+        let f = &mut self.files[i];
         let mut rotated = false;
         if f.len + pages > capacity {
             f.len = 0;
@@ -198,11 +186,11 @@ impl Set {
         seed: u64,
         fsync: bool,
     ) -> Result<()> {
-        let object = self.file(i).object.clone();
+        let object = self.files[i].object.clone();
         let mut a = self.run.attach(&object, Perm::Write)?;
         let mut touched = BTreeSet::new();
         if read_first {
-            let len = self.file(i).len;
+            let len = self.files[i].len;
             let bytes = &a.as_slice()[..len * PAGE_SIZE];
             let sum: u64 = bytes.iter().step_by(64).map(|&b| b as u64).sum();
             self.checksum += sum as f64;
@@ -241,8 +229,6 @@ pub fn run(
         run: Run::new(mode, tuning),
         mode,
         files: Vec::with_capacity(files),
-        log_slot: files,
-        log: None,
         checksum: 0.0,
         bytes_read: 0,
         bytes_written: 0,
@@ -264,7 +250,7 @@ pub fn run(
     if p == Personality::WebServer {
         // Room for every append of the run: no rotation of the log.
         let log = set.create(files, flows * 4);
-        set.log = Some(log);
+        set.files.push(log);
     }
     let pick = |w: u64| (w % files as u64) as usize;
     let pages = |w: u64| 1 + ((w >> 32) % 4) as usize;
@@ -279,7 +265,7 @@ pub fn run(
                 // remaining words, shifted so they differ from the first.
                 set.read_whole(pick(w[0] >> 16))?;
                 set.read_whole(pick(w[1] >> 16))?;
-                set.open_append(set.log_slot, false, pages(w[2]), w[3], false)?;
+                set.open_append(files, false, pages(w[2]), w[3], false)?;
             }
             Personality::WebProxy => {
                 let f = pick(w[0]);
@@ -384,8 +370,6 @@ mod tests {
             run: Run::new(Mode::Plain, Tuning::default()),
             mode: Mode::Plain,
             files: Vec::new(),
-            log_slot: 1,
-            log: None,
             checksum: 0.0,
             bytes_read: 0,
             bytes_written: 0,
