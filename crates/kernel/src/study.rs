@@ -205,17 +205,8 @@ struct Prediction {
     mean: f64,
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
+fn median(v: Vec<f64>) -> f64 {
+    nvmos_measure::stats::median(&v).unwrap_or(f64::NAN)
 }
 
 /// The model nvmos replays for a kernel policy.

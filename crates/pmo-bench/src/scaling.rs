@@ -197,9 +197,7 @@ pub fn run(cfg: &ScalingOptions, progress: &mut dyn FnMut(Progress)) -> Result<S
                     last = Some(s);
                 }
                 let last = last.expect("rounds ≥ 1");
-                let mut sorted = rounds.clone();
-                sorted.sort_by(f64::total_cmp);
-                let median = sorted[sorted.len() / 2];
+                let median = nvmos_measure::stats::median(&rounds).unwrap_or(f64::NAN);
                 let one = *base.get_or_insert(median);
                 cells.push(Cell {
                     mode: mode.label(),

@@ -560,17 +560,8 @@ fn comparisons(r: &BenchAlloc) -> Vec<Comparison> {
 /// even count): one cell preempted on a shared machine moves a mean of
 /// ratios by hundreds of percent, the median not.
 fn median(values: impl Iterator<Item = f64>) -> Option<f64> {
-    let mut v: Vec<f64> = values.filter(|v| v.is_finite()).collect();
-    if v.is_empty() {
-        return None;
-    }
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    Some(if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    })
+    let v: Vec<f64> = values.filter(|v| v.is_finite()).collect();
+    nvmos_measure::stats::median(&v)
 }
 
 /// Seed 000's two claims, where the run has the rows they compare.
