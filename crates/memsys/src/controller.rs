@@ -349,16 +349,37 @@ struct Cand {
     /// The candidate's earliest column command as far as its own arrival
     /// and its bank allow (`tRCD` after the ACT the bank allows).
     local: u64,
-    id: u64,
+    /// Its tie-break: `MISS_BIT` when it needs an ACT (a miss or a
+    /// conflict), or'd with its id.
+    key: u64,
+    /// Which of the channel's shared gates apply to it: its bank group
+    /// within the channel, read or write, miss or hit, as
+    /// `group << 2 | read << 1 | miss` (an index into
+    /// `ChannelQ::shared`).
+    gsel: u32,
     /// Its slot, or `NIL`.
     slot: u32,
-    /// Its bank's group and rank (global indices).
-    group: u32,
-    rank: u32,
-    /// It needs an ACT (a miss or a conflict).
-    miss: bool,
-    /// It is a read.
-    read: bool,
+}
+
+/// The miss flag in a candidate's key: misses after hits at the same
+/// cycle, then the oldest (ids are below 2^63).
+const MISS_BIT: u64 = 1 << 63;
+
+impl Cand {
+    #[inline(always)]
+    fn miss(&self) -> bool {
+        self.key & MISS_BIT != 0
+    }
+
+    #[inline(always)]
+    fn id(&self) -> u64 {
+        self.key & !MISS_BIT
+    }
+
+    #[inline(always)]
+    fn read(&self) -> bool {
+        self.gsel & 2 != 0
+    }
 }
 
 /// What a bank group's (or a rank's) state allows its banks' candidates,
@@ -490,6 +511,11 @@ struct ChannelQ {
     queued_banks: [Vec<u64>; 2],
     /// Each local bank's candidate, per class (ready scheduler).
     cands: [Vec<Cand>; 2],
+    /// Scratch of the ready scheduler's full pick: per bank group of the
+    /// channel, read or write, miss or hit (`Cand::gsel`), the earliest
+    /// column cycle its group, rank and the channel allow, computed once
+    /// per pick so each candidate adds only its own `local`.
+    shared: Vec<Cell<u64>>,
     last_col: u64,
     /// When the last decision that freed a slot of each class freed it
     /// (its column command).
@@ -542,6 +568,8 @@ pub struct Controller {
     banks_per_rank: u32,
     ranks_per_channel: u32,
     bank_groups: u32,
+    /// Bank groups per channel (ranks times groups per rank).
+    groups_per_channel: usize,
     /// log2 of banks per channel, per rank and per group (all powers of
     /// two: bit-mapped fields).
     bpc_shift: u32,
@@ -634,6 +662,7 @@ impl Controller {
             hit_banks: [vec![0; words], vec![0; words]],
             queued_banks: [vec![0; words], vec![0; words]],
             cands: [Vec::new(), Vec::new()],
+            shared: Vec::new(),
             last_col: 0,
             freed_at: [0; 2],
             bus_free: 0,
@@ -652,15 +681,14 @@ impl Controller {
             let cands: Vec<Cand> = (first..first + banks_per_channel)
                 .map(|b| Cand {
                     local: 0,
-                    id: 0,
+                    key: 0,
+                    gsel: ((b - first) >> bpg_shift) << 2 | 2,
                     slot: NIL,
-                    group: b >> bpg_shift,
-                    rank: b >> bpr_shift,
-                    miss: false,
-                    read: true,
                 })
                 .collect();
             ch.cands = [cands.clone(), cands];
+            let groups_per_channel = (org.ranks * org.bank_groups) as usize;
+            ch.shared = vec![Cell::new(0); 4 * groups_per_channel];
         }
         let groups = (org.channels * org.ranks * org.bank_groups) as usize;
         let rank_gates = vec![
@@ -706,6 +734,7 @@ impl Controller {
             banks_per_rank,
             ranks_per_channel,
             bank_groups: org.bank_groups,
+            groups_per_channel: (org.ranks * org.bank_groups) as usize,
             bpc_shift: banks_per_channel.trailing_zeros(),
             bpr_shift,
             bpg_shift,
@@ -939,9 +968,9 @@ impl Controller {
         let local = (ch.slots[s as usize].bank & (self.banks_per_channel - 1)) as usize;
         let entry = &ch.cands[class][local];
         let cand = Pick {
-            col: self.cand_col(ch, entry),
-            miss: entry.miss,
-            id: entry.id,
+            col: self.cand_col(c, ch, entry),
+            miss: entry.miss(),
+            id: entry.id(),
             slot: s,
             class: class as u8,
         };
@@ -955,27 +984,30 @@ impl Controller {
     /// things stand: its bank part, its group's and rank's gates and the
     /// channel's (the scan in [`Controller::ready_pick`] for one bank).
     #[inline(always)]
-    fn cand_col(&self, ch: &ChannelQ, cand: &Cand) -> u64 {
+    fn cand_col(&self, c: usize, ch: &ChannelQ, cand: &Cand) -> u64 {
         let t = &self.timing;
+        let group = (c * self.groups_per_channel) as u32 + (cand.gsel >> 2);
+        let rank = group >> (self.bpr_shift - self.bpg_shift);
+        let (read, miss) = (cand.read(), cand.miss());
         let mut from = ch.bus_free;
-        if ch.last_rank != cand.rank && ch.last_rank != NIL {
+        if ch.last_rank != rank && ch.last_rank != NIL {
             from += u64::from(t.rtrs);
         }
-        let latency = if cand.read {
+        let latency = if read {
             t.cl
         } else {
             from = from.max(ch.last_read_end + u64::from(READ_TO_WRITE_TURNAROUND));
             t.cwl
         };
-        let gate = &self.group_gates[cand.group as usize];
-        let rank_gate = &self.rank_gates[cand.rank as usize];
+        let gate = &self.group_gates[group as usize];
+        let rank_gate = &self.rank_gates[rank as usize];
         let mut col = cand
             .local
             .max(ch.last_col + 1)
             .max(from.saturating_sub(u64::from(latency)))
-            .max(gate.col[usize::from(cand.read)])
-            .max(rank_gate.col[usize::from(cand.read)]);
-        if cand.miss {
+            .max(gate.col[usize::from(read)])
+            .max(rank_gate.col[usize::from(read)]);
+        if miss {
             col = col.max(gate.act_col).max(rank_gate.act_col);
         }
         col
@@ -1045,10 +1077,9 @@ impl Controller {
         let (id, read) = (slot.id, slot.kind == AccessKind::Read);
         let cand = &mut self.channels[c].cands[class][local_bank];
         cand.slot = s;
-        cand.id = id;
+        cand.key = id | if miss { MISS_BIT } else { 0 };
         cand.local = local;
-        cand.miss = miss;
-        cand.read = read;
+        cand.gsel = (cand.gsel & !3) | u32::from(read) << 1 | u32::from(miss);
     }
 
     /// The ready scheduler's next pick on channel `c`, from the cache or
@@ -1060,6 +1091,75 @@ impl Controller {
         }
         let class = self.serving(ch.draining, ch.len);
         let first_bank = c * self.banks_per_channel as usize;
+        let cands = &ch.cands[class];
+        let queued = &ch.queued_banks[class];
+        let n: u32 = queued.iter().map(|w| w.count_ones()).sum();
+        // The pick is the least (column cycle, miss, id); ids are unique
+        // and below 2^63, so one 128-bit key orders them.
+        let mut best_key = u128::MAX;
+        let mut best = NIL as usize;
+        if (n as usize) < self.groups_per_channel {
+            // Few candidates (one or two banks on a sequential stream):
+            // each one's gates directly.
+            for (w, &word) in queued.iter().enumerate() {
+                let mut word = word;
+                while word != 0 {
+                    let local = w * 64 + word.trailing_zeros() as usize;
+                    word &= word - 1;
+                    let cand = &cands[local];
+                    let col = self.cand_col(c, ch, cand);
+                    let key = (u128::from(col) << 64) | u128::from(cand.key);
+                    if key < best_key {
+                        best_key = key;
+                        best = local;
+                    }
+                }
+            }
+        } else {
+            self.shared_gates(c, class);
+            let shared = &ch.shared;
+            for (w, &word) in queued.iter().enumerate() {
+                let mut word = word;
+                while word != 0 {
+                    let local = w * 64 + word.trailing_zeros() as usize;
+                    word &= word - 1;
+                    let cand = &cands[local];
+                    let col = cand.local.max(shared[cand.gsel as usize].get());
+                    let key = (u128::from(col) << 64) | u128::from(cand.key);
+                    if key < best_key {
+                        best_key = key;
+                        best = local;
+                    }
+                }
+            }
+        }
+        let best = (best != NIL as usize).then(|| {
+            let cand = &cands[best];
+            let pick = Pick {
+                col: (best_key >> 64) as u64,
+                miss: cand.miss(),
+                id: cand.id(),
+                slot: cand.slot,
+                class: class as u8,
+            };
+            debug_assert_eq!(
+                pick,
+                self.candidate(c, cand.slot, &ch.slots[cand.slot as usize]),
+                "the cached candidate of bank {} is stale",
+                first_bank + best
+            );
+            pick
+        });
+        ch.next.set(Some(best));
+        best
+    }
+
+    /// Fill channel `c`'s `shared` gates: what the channel, each rank and
+    /// each bank group allow a candidate, combined once per group, read
+    /// or write, miss or hit (`Cand::gsel`), for the kinds `class` holds.
+    #[inline(always)]
+    fn shared_gates(&self, c: usize, class: usize) {
+        let ch = &self.channels[c];
         let t = &self.timing;
         // The channel's gates, by same rank as the last burst or not, and
         // read or write (as `plan` computes them).
@@ -1074,60 +1174,37 @@ impl Controller {
             };
             after.max(from.saturating_sub(u64::from(latency)))
         };
+        // With a write buffer each class holds one kind.
+        let kinds = if !self.buffered {
+            0..2
+        } else if class == READS {
+            1..2
+        } else {
+            0..1
+        };
         let gates = [
             [bus(false, false), bus(false, true)],
             [bus(true, false), bus(true, true)],
         ];
-        // The pick is the least (column cycle, miss, id); ids are unique
-        // and below 2^63, so one 128-bit key orders them.
-        let mut best_key = u128::MAX;
-        let mut best = NIL as usize;
-        let cands = &ch.cands[class];
-        for (w, &word) in ch.queued_banks[class].iter().enumerate() {
-            let mut word = word;
-            while word != 0 {
-                let local = w * 64 + word.trailing_zeros() as usize;
-                word &= word - 1;
-                let cand = &cands[local];
-                let gate = &self.group_gates[cand.group as usize];
-                let rank_gate = &self.rank_gates[cand.rank as usize];
-                let switch = ch.last_rank != cand.rank && ch.last_rank != NIL;
-                let read = usize::from(cand.read);
-                let mut col = cand
-                    .local
-                    .max(gates[usize::from(switch)][read])
-                    .max(gate.col[read])
-                    .max(rank_gate.col[read]);
-                if cand.miss {
-                    col = col.max(gate.act_col).max(rank_gate.act_col);
-                }
-                let key =
-                    (u128::from(col) << 64) | (u128::from(cand.miss) << 63) | u128::from(cand.id);
-                if key < best_key {
-                    best_key = key;
-                    best = local;
+        let groups_per_rank = self.bank_groups as usize;
+        let first_rank = c * self.ranks_per_channel as usize;
+        let shared = &ch.shared;
+        for r in 0..self.ranks_per_channel as usize {
+            let rank_gate = &self.rank_gates[first_rank + r];
+            let switch = ch.last_rank != (first_rank + r) as u32 && ch.last_rank != NIL;
+            let chan = &gates[usize::from(switch)];
+            let first_group = (first_rank + r) * groups_per_rank;
+            for g in 0..groups_per_rank {
+                let gate = &self.group_gates[first_group + g];
+                let act = gate.act_col.max(rank_gate.act_col);
+                let i = (r * groups_per_rank + g) << 2;
+                for read in kinds.clone() {
+                    let hit = chan[read].max(gate.col[read]).max(rank_gate.col[read]);
+                    shared[i | read << 1].set(hit);
+                    shared[i | read << 1 | 1].set(hit.max(act));
                 }
             }
         }
-        let best = (best != NIL as usize).then(|| {
-            let cand = &cands[best];
-            let pick = Pick {
-                col: (best_key >> 64) as u64,
-                miss: cand.miss,
-                id: cand.id,
-                slot: cand.slot,
-                class: class as u8,
-            };
-            debug_assert_eq!(
-                pick,
-                self.candidate(c, cand.slot, &ch.slots[cand.slot as usize]),
-                "the cached candidate of bank {} is stale",
-                first_bank + best
-            );
-            pick
-        });
-        ch.next.set(Some(best));
-        best
     }
 
     /// Make the next decision on the channel that decides first; `None`
