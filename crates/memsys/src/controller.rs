@@ -349,16 +349,21 @@ struct Cand {
     /// The candidate's earliest column command as far as its own arrival
     /// and its bank allow (`tRCD` after the ACT the bank allows).
     local: u64,
+    /// `local` and what its bank group allows it ([`GroupGate`]), kept up
+    /// to date when either changes, so a pick only adds its rank's and
+    /// the channel's gates.
+    ready: u64,
     /// Its tie-break: `MISS_BIT` when it needs an ACT (a miss or a
     /// conflict), or'd with its id.
     key: u64,
-    /// Which of the channel's shared gates apply to it: its bank group
-    /// within the channel, read or write, miss or hit, as
-    /// `group << 2 | read << 1 | miss` (an index into
-    /// `ChannelQ::shared`).
-    gsel: u32,
     /// Its slot, or `NIL`.
     slot: u32,
+    /// Its bank group within the channel, read or write, miss or hit, as
+    /// `group << 2 | read << 1 | miss`.
+    gsel: u16,
+    /// The same with its rank within the channel in place of the group:
+    /// an index into `ChannelQ::shared`.
+    rsel: u16,
 }
 
 /// The miss flag in a candidate's key: misses after hits at the same
@@ -379,6 +384,16 @@ impl Cand {
     #[inline(always)]
     fn read(&self) -> bool {
         self.gsel & 2 != 0
+    }
+
+    /// `local` as far as bank-group gate `gate` allows.
+    #[inline(always)]
+    fn group_ready(&self, gate: &GroupGate) -> u64 {
+        let mut ready = self.local.max(gate.col[usize::from(self.read())]);
+        if self.miss() {
+            ready = ready.max(gate.act_col);
+        }
+        ready
     }
 }
 
@@ -511,10 +526,10 @@ struct ChannelQ {
     queued_banks: [Vec<u64>; 2],
     /// Each local bank's candidate, per class (ready scheduler).
     cands: [Vec<Cand>; 2],
-    /// Scratch of the ready scheduler's full pick: per bank group of the
-    /// channel, read or write, miss or hit (`Cand::gsel`), the earliest
-    /// column cycle its group, rank and the channel allow, computed once
-    /// per pick so each candidate adds only its own `local`.
+    /// Scratch of the ready scheduler's pick: per rank of the channel,
+    /// read or write, miss or hit (`Cand::rsel`), the earliest column
+    /// cycle its rank and the channel allow, computed once per pick so
+    /// each candidate adds only its `ready`.
     shared: Vec<Cell<u64>>,
     last_col: u64,
     /// When the last decision that freed a slot of each class freed it
@@ -681,14 +696,15 @@ impl Controller {
             let cands: Vec<Cand> = (first..first + banks_per_channel)
                 .map(|b| Cand {
                     local: 0,
+                    ready: 0,
                     key: 0,
-                    gsel: ((b - first) >> bpg_shift) << 2 | 2,
                     slot: NIL,
+                    gsel: (((b - first) >> bpg_shift) << 2 | 2) as u16,
+                    rsel: (((b - first) >> bpr_shift) << 2 | 2) as u16,
                 })
                 .collect();
             ch.cands = [cands.clone(), cands];
-            let groups_per_channel = (org.ranks * org.bank_groups) as usize;
-            ch.shared = vec![Cell::new(0); 4 * groups_per_channel];
+            ch.shared = vec![Cell::new(0); 4 * org.ranks as usize];
         }
         let groups = (org.channels * org.ranks * org.bank_groups) as usize;
         let rank_gates = vec![
@@ -986,7 +1002,7 @@ impl Controller {
     #[inline(always)]
     fn cand_col(&self, c: usize, ch: &ChannelQ, cand: &Cand) -> u64 {
         let t = &self.timing;
-        let group = (c * self.groups_per_channel) as u32 + (cand.gsel >> 2);
+        let group = (c * self.groups_per_channel) as u32 + u32::from(cand.gsel >> 2);
         let rank = group >> (self.bpr_shift - self.bpg_shift);
         let (read, miss) = (cand.read(), cand.miss());
         let mut from = ch.bus_free;
@@ -1075,11 +1091,15 @@ impl Controller {
             }
         };
         let (id, read) = (slot.id, slot.kind == AccessKind::Read);
+        let gate = &self.group_gates[(bank_index >> self.bpg_shift) as usize];
         let cand = &mut self.channels[c].cands[class][local_bank];
+        let flags = u16::from(read) << 1 | u16::from(miss);
         cand.slot = s;
         cand.key = id | if miss { MISS_BIT } else { 0 };
         cand.local = local;
-        cand.gsel = (cand.gsel & !3) | u32::from(read) << 1 | u32::from(miss);
+        cand.gsel = (cand.gsel & !3) | flags;
+        cand.rsel = (cand.rsel & !3) | flags;
+        cand.ready = cand.group_ready(gate);
     }
 
     /// The ready scheduler's next pick on channel `c`, from the cache or
@@ -1098,7 +1118,7 @@ impl Controller {
         // and below 2^63, so one 128-bit key orders them.
         let mut best_key = u128::MAX;
         let mut best = NIL as usize;
-        if (n as usize) < self.groups_per_channel {
+        if n <= 1 {
             // Few candidates (one or two banks on a sequential stream):
             // each one's gates directly.
             for (w, &word) in queued.iter().enumerate() {
@@ -1117,14 +1137,14 @@ impl Controller {
             }
         } else {
             self.shared_gates(c, class);
-            let shared = &ch.shared;
+            let shared = &ch.shared[..];
             for (w, &word) in queued.iter().enumerate() {
                 let mut word = word;
                 while word != 0 {
                     let local = w * 64 + word.trailing_zeros() as usize;
                     word &= word - 1;
                     let cand = &cands[local];
-                    let col = cand.local.max(shared[cand.gsel as usize].get());
+                    let col = cand.ready.max(shared[usize::from(cand.rsel)].get());
                     let key = (u128::from(col) << 64) | u128::from(cand.key);
                     if key < best_key {
                         best_key = key;
@@ -1154,9 +1174,9 @@ impl Controller {
         best
     }
 
-    /// Fill channel `c`'s `shared` gates: what the channel, each rank and
-    /// each bank group allow a candidate, combined once per group, read
-    /// or write, miss or hit (`Cand::gsel`), for the kinds `class` holds.
+    /// Fill channel `c`'s `shared` gates: what the channel and each rank
+    /// allow a candidate, per rank, read or write, miss or hit
+    /// (`Cand::rsel`), for the kinds `class` holds.
     #[inline(always)]
     fn shared_gates(&self, c: usize, class: usize) {
         let ch = &self.channels[c];
@@ -1175,34 +1195,23 @@ impl Controller {
             after.max(from.saturating_sub(u64::from(latency)))
         };
         // With a write buffer each class holds one kind.
-        let kinds = if !self.buffered {
-            0..2
+        let (first_kind, kinds) = if !self.buffered {
+            (0, 2)
         } else if class == READS {
-            1..2
+            (1, 1)
         } else {
-            0..1
+            (0, 1)
         };
-        let gates = [
-            [bus(false, false), bus(false, true)],
-            [bus(true, false), bus(true, true)],
-        ];
-        let groups_per_rank = self.bank_groups as usize;
         let first_rank = c * self.ranks_per_channel as usize;
-        let shared = &ch.shared;
+        let shared = &ch.shared[..];
         for r in 0..self.ranks_per_channel as usize {
             let rank_gate = &self.rank_gates[first_rank + r];
             let switch = ch.last_rank != (first_rank + r) as u32 && ch.last_rank != NIL;
-            let chan = &gates[usize::from(switch)];
-            let first_group = (first_rank + r) * groups_per_rank;
-            for g in 0..groups_per_rank {
-                let gate = &self.group_gates[first_group + g];
-                let act = gate.act_col.max(rank_gate.act_col);
-                let i = (r * groups_per_rank + g) << 2;
-                for read in kinds.clone() {
-                    let hit = chan[read].max(gate.col[read]).max(rank_gate.col[read]);
-                    shared[i | read << 1].set(hit);
-                    shared[i | read << 1 | 1].set(hit.max(act));
-                }
+            for read in first_kind..first_kind + kinds {
+                let hit = bus(switch, read == 1).max(rank_gate.col[read]);
+                let i = r << 2 | read << 1;
+                shared[i].set(hit);
+                shared[i | 1].set(hit.max(rank_gate.act_col));
             }
         }
     }
@@ -1668,7 +1677,7 @@ impl Controller {
             bank.act_ok = pre + rp;
         }
         if self.scheduler == Scheduler::Ready {
-            self.update_gates(rank_index, group_index);
+            self.update_gates(c, rank_index, group_index);
         }
         start
     }
@@ -1677,7 +1686,7 @@ impl Controller {
     /// group `group_index` (the rank and group part of
     /// [`Controller::plan`]'s column cycle) after a command on them.
     #[inline(always)]
-    fn update_gates(&mut self, rank_index: usize, group_index: usize) {
+    fn update_gates(&mut self, c: usize, rank_index: usize, group_index: usize) {
         let t = &self.timing;
         let rcd = u64::from(t.rcd);
         let rank = &self.ranks[rank_index];
@@ -1690,10 +1699,33 @@ impl Controller {
             act_col: act + rcd,
         };
         let group = &self.groups[group_index];
-        self.group_gates[group_index] = GroupGate {
+        let gate = GroupGate {
             col: [group.col_ok, group.col_ok.max(group.read_ok)],
             act_col: group.act_ok + rcd,
         };
+        self.group_gates[group_index] = gate;
+        // The candidates of the group's queued banks, both classes (a
+        // bank without one is brought up to date when it gets one). A
+        // group's banks are an aligned power-of-two range of the
+        // channel's.
+        let per_group = 1usize << self.bpg_shift;
+        let first = (group_index - c * self.groups_per_channel) * per_group;
+        let ch = &mut self.channels[c];
+        for class in [READS, WRITES] {
+            let cands = &mut ch.cands[class];
+            for w in first / 64..(first + per_group).div_ceil(64) {
+                let mut word = ch.queued_banks[class][w];
+                if per_group < 64 {
+                    word = (word >> (first % 64)) & ((1 << per_group) - 1);
+                    word <<= first % 64;
+                }
+                while word != 0 {
+                    let cand = &mut cands[w * 64 + word.trailing_zeros() as usize];
+                    word &= word - 1;
+                    cand.ready = cand.group_ready(&gate);
+                }
+            }
+        }
     }
 
     /// All-bank refreshes due from cycle 0 to `until`, every rank.
