@@ -510,6 +510,54 @@ impl Pick {
     }
 }
 
+/// The cached pick of a channel, `None` when stale, `Some(None)` when
+/// nothing is queued, field by field: it is written and read back within
+/// a few dozen instructions, and a whole-struct copy is stored and loaded
+/// in pieces of different widths, which the store buffer cannot forward.
+#[derive(Clone, Debug, Default)]
+struct PickCache {
+    /// 0: stale; 1: nothing queued; 2: the fields below.
+    state: Cell<u8>,
+    col: Cell<u64>,
+    id: Cell<u64>,
+    slot: Cell<u32>,
+    class: Cell<u8>,
+    miss: Cell<bool>,
+}
+
+impl PickCache {
+    #[inline(always)]
+    fn get(&self) -> Option<Option<Pick>> {
+        match self.state.get() {
+            0 => None,
+            1 => Some(None),
+            _ => Some(Some(Pick {
+                col: self.col.get(),
+                miss: self.miss.get(),
+                id: self.id.get(),
+                slot: self.slot.get(),
+                class: self.class.get(),
+            })),
+        }
+    }
+
+    #[inline(always)]
+    fn set(&self, pick: Option<Option<Pick>>) {
+        match pick {
+            None => self.state.set(0),
+            Some(None) => self.state.set(1),
+            Some(Some(p)) => {
+                self.state.set(2);
+                self.col.set(p.col);
+                self.miss.set(p.miss);
+                self.id.set(p.id);
+                self.slot.set(p.slot);
+                self.class.set(p.class);
+            }
+        }
+    }
+}
+
 #[derive(Clone, Debug)]
 struct ChannelQ {
     slots: Vec<Slot>,
@@ -546,7 +594,7 @@ struct ChannelQ {
     next_ref: u64,
     /// The ready scheduler's next pick: `None` when stale, `Some(None)`
     /// when nothing is queued.
-    next: Cell<Option<Option<Pick>>>,
+    next: PickCache,
 }
 
 /// Where a picked request's commands go.
@@ -685,7 +733,7 @@ impl Controller {
             last_rank: NIL,
             draining: false,
             next_ref: u64::MAX,
-            next: Cell::new(None),
+            next: PickCache::default(),
         };
         let ranks_per_channel = org.ranks;
         let bpr_shift = banks_per_rank.trailing_zeros();
@@ -915,12 +963,16 @@ impl Controller {
             bank_older: list.tail,
             bank_younger: NIL,
         };
-        // Append to the channel's arrival order and to the bank's queue.
-        match ch.youngest {
-            NIL => ch.oldest = s,
-            y => ch.slots[y as usize].younger = s,
+        // Append to the channel's arrival order (the blocking scheduler's
+        // fallback; the ready scheduler does not look at it) and to the
+        // bank's queue.
+        if self.scheduler == Scheduler::Blocking {
+            match ch.youngest {
+                NIL => ch.oldest = s,
+                y => ch.slots[y as usize].younger = s,
+            }
+            ch.youngest = s;
         }
-        ch.youngest = s;
         let was_empty = list.head == NIL;
         let old_head = list.head;
         match list.tail {
@@ -1495,13 +1547,15 @@ impl Controller {
                 list.first_hit = next;
             }
         }
-        match slot.older {
-            NIL => ch.oldest = slot.younger,
-            o => ch.slots[o as usize].younger = slot.younger,
-        }
-        match slot.younger {
-            NIL => ch.youngest = slot.older,
-            y => ch.slots[y as usize].older = slot.older,
+        if self.scheduler == Scheduler::Blocking {
+            match slot.older {
+                NIL => ch.oldest = slot.younger,
+                o => ch.slots[o as usize].younger = slot.younger,
+            }
+            match slot.younger {
+                NIL => ch.youngest = slot.older,
+                y => ch.slots[y as usize].older = slot.older,
+            }
         }
         ch.free[class].push(s);
         ch.len[class] -= 1;
@@ -1694,16 +1748,21 @@ impl Controller {
         if t.faw != 0 && rank.faw_n == 4 {
             act = act.max(rank.faw[rank.faw_i] + u64::from(t.faw));
         }
-        self.rank_gates[rank_index] = GroupGate {
-            col: [rank.col_ok, rank.col_ok.max(rank.read_ok)],
-            act_col: act + rcd,
-        };
+        // Field by field, from scalars: a whole-struct copy here went
+        // through the stack as two 8-byte stores and one 16-byte load,
+        // which the store buffer cannot forward (a stall per decision).
+        let (write_col, read_col) = (rank.col_ok, rank.col_ok.max(rank.read_ok));
+        let rank_gate = &mut self.rank_gates[rank_index];
+        rank_gate.col[0] = write_col;
+        rank_gate.col[1] = read_col;
+        rank_gate.act_col = act + rcd;
         let group = &self.groups[group_index];
-        let gate = GroupGate {
-            col: [group.col_ok, group.col_ok.max(group.read_ok)],
-            act_col: group.act_ok + rcd,
-        };
-        self.group_gates[group_index] = gate;
+        let (write_col, read_col) = (group.col_ok, group.col_ok.max(group.read_ok));
+        let act_col = group.act_ok + rcd;
+        let gate = &mut self.group_gates[group_index];
+        gate.col[0] = write_col;
+        gate.col[1] = read_col;
+        gate.act_col = act_col;
         // The candidates of the group's queued banks, both classes (a
         // bank without one is brought up to date when it gets one). A
         // group's banks are an aligned power-of-two range of the
@@ -1722,7 +1781,11 @@ impl Controller {
                 while word != 0 {
                     let cand = &mut cands[w * 64 + word.trailing_zeros() as usize];
                     word &= word - 1;
-                    cand.ready = cand.group_ready(&gate);
+                    let mut ready = cand.local.max(if cand.read() { read_col } else { write_col });
+                    if cand.miss() {
+                        ready = ready.max(act_col);
+                    }
+                    cand.ready = ready;
                 }
             }
         }
