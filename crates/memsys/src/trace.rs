@@ -122,12 +122,25 @@ fn parse_address(text: &str) -> Option<u64> {
 }
 
 /// Read a trace of `format` from `input`.
-pub fn parse(input: impl BufRead, format: TraceFormat) -> Result<Trace, TraceError> {
+pub fn parse(mut input: impl BufRead, format: TraceFormat) -> Result<Trace, TraceError> {
     let mut t = Trace::default();
     let mut last = 0u64;
-    for (i, line) in input.lines().enumerate() {
-        let n = i as u64 + 1;
-        let line = line.map_err(|source| TraceError::Io { line: n, source })?;
+    // One buffer for every line (`BufRead::lines` allocates a String per
+    // line); a line is what `lines` gives: without its `\n` or `\r\n`.
+    let mut buf = String::new();
+    let mut n = 0u64;
+    loop {
+        n += 1;
+        buf.clear();
+        match input.read_line(&mut buf) {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(source) => return Err(TraceError::Io { line: n, source }),
+        }
+        let line = match buf.strip_suffix('\n') {
+            Some(l) => l.strip_suffix('\r').unwrap_or(l),
+            None => &buf,
+        };
         let text = line.trim();
         if text.is_empty() || text.starts_with('#') {
             t.skipped += 1;
@@ -136,7 +149,7 @@ pub fn parse(input: impl BufRead, format: TraceFormat) -> Result<Trace, TraceErr
         let bad = |why| TraceError::Line {
             line: n,
             why,
-            text: line.clone(),
+            text: line.to_owned(),
         };
         let mut words = text.split_ascii_whitespace();
         let (paddr, kind, arrival) = match format {
