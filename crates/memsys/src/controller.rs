@@ -349,17 +349,14 @@ struct Cand {
     /// The candidate's earliest column command as far as its own arrival
     /// and its bank allow (`tRCD` after the ACT the bank allows).
     local: u64,
-    /// `local` and what its bank group allows it ([`GroupGate`]), kept up
-    /// to date when either changes, so a pick only adds its rank's and
-    /// the channel's gates.
-    ready: u64,
     /// Its tie-break: `MISS_BIT` when it needs an ACT (a miss or a
     /// conflict), or'd with its id.
     key: u64,
     /// Its slot, or `NIL`.
     slot: u32,
     /// Its bank group within the channel, read or write, miss or hit, as
-    /// `group << 2 | read << 1 | miss`.
+    /// `group << 2 | read << 1 | miss`: an index into
+    /// `ChannelQ::group_shared`.
     gsel: u16,
     /// The same with its rank within the channel in place of the group:
     /// an index into `ChannelQ::shared`.
@@ -384,16 +381,6 @@ impl Cand {
     #[inline(always)]
     fn read(&self) -> bool {
         self.gsel & 2 != 0
-    }
-
-    /// `local` as far as bank-group gate `gate` allows.
-    #[inline(always)]
-    fn group_ready(&self, gate: &GroupGate) -> u64 {
-        let mut ready = self.local.max(gate.col[usize::from(self.read())]);
-        if self.miss() {
-            ready = ready.max(gate.act_col);
-        }
-        ready
     }
 }
 
@@ -576,9 +563,14 @@ struct ChannelQ {
     cands: [Vec<Cand>; 2],
     /// Scratch of the ready scheduler's pick: per rank of the channel,
     /// read or write, miss or hit (`Cand::rsel`), the earliest column
-    /// cycle its rank and the channel allow, computed once per pick so
-    /// each candidate adds only its `ready`.
+    /// cycle its rank and the channel allow, computed once per pick.
     shared: Vec<Cell<u64>>,
+    /// Per bank group of the channel, read or write, miss or hit
+    /// (`Cand::gsel`), the earliest column cycle the group allows (its
+    /// [`GroupGate`] as a candidate of that kind sees it), updated with
+    /// the group's gate; a pick's candidate adds its `local`, this and
+    /// its rank's `shared`.
+    group_shared: Vec<u64>,
     last_col: u64,
     /// When the last decision that freed a slot of each class freed it
     /// (its column command).
@@ -726,6 +718,7 @@ impl Controller {
             queued_banks: [vec![0; words], vec![0; words]],
             cands: [Vec::new(), Vec::new()],
             shared: Vec::new(),
+            group_shared: Vec::new(),
             last_col: 0,
             freed_at: [0; 2],
             bus_free: 0,
@@ -744,7 +737,6 @@ impl Controller {
             let cands: Vec<Cand> = (first..first + banks_per_channel)
                 .map(|b| Cand {
                     local: 0,
-                    ready: 0,
                     key: 0,
                     slot: NIL,
                     gsel: (((b - first) >> bpg_shift) << 2 | 2) as u16,
@@ -753,6 +745,10 @@ impl Controller {
                 .collect();
             ch.cands = [cands.clone(), cands];
             ch.shared = vec![Cell::new(0); 4 * org.ranks as usize];
+            // No command yet: column commands at once, after an ACT tRCD.
+            ch.group_shared = (0..4 * org.ranks * org.bank_groups)
+                .map(|i| if i & 1 == 0 { 0 } else { u64::from(timing.rcd) })
+                .collect();
         }
         let groups = (org.channels * org.ranks * org.bank_groups) as usize;
         let rank_gates = vec![
@@ -1143,7 +1139,6 @@ impl Controller {
             }
         };
         let (id, read) = (slot.id, slot.kind == AccessKind::Read);
-        let gate = &self.group_gates[(bank_index >> self.bpg_shift) as usize];
         let cand = &mut self.channels[c].cands[class][local_bank];
         let flags = u16::from(read) << 1 | u16::from(miss);
         cand.slot = s;
@@ -1151,7 +1146,6 @@ impl Controller {
         cand.local = local;
         cand.gsel = (cand.gsel & !3) | flags;
         cand.rsel = (cand.rsel & !3) | flags;
-        cand.ready = cand.group_ready(gate);
     }
 
     /// The ready scheduler's next pick on channel `c`, from the cache or
@@ -1190,13 +1184,17 @@ impl Controller {
         } else {
             self.shared_gates(c, class);
             let shared = &ch.shared[..];
+            let group_shared = &ch.group_shared[..];
             for (w, &word) in queued.iter().enumerate() {
                 let mut word = word;
                 while word != 0 {
                     let local = w * 64 + word.trailing_zeros() as usize;
                     word &= word - 1;
                     let cand = &cands[local];
-                    let col = cand.ready.max(shared[usize::from(cand.rsel)].get());
+                    let col = cand
+                        .local
+                        .max(group_shared[usize::from(cand.gsel)])
+                        .max(shared[usize::from(cand.rsel)].get());
                     let key = (u128::from(col) << 64) | u128::from(cand.key);
                     if key < best_key {
                         best_key = key;
@@ -1763,32 +1761,12 @@ impl Controller {
         gate.col[0] = write_col;
         gate.col[1] = read_col;
         gate.act_col = act_col;
-        // The candidates of the group's queued banks, both classes (a
-        // bank without one is brought up to date when it gets one). A
-        // group's banks are an aligned power-of-two range of the
-        // channel's.
-        let per_group = 1usize << self.bpg_shift;
-        let first = (group_index - c * self.groups_per_channel) * per_group;
-        let ch = &mut self.channels[c];
-        for class in [READS, WRITES] {
-            let cands = &mut ch.cands[class];
-            for w in first / 64..(first + per_group).div_ceil(64) {
-                let mut word = ch.queued_banks[class][w];
-                if per_group < 64 {
-                    word = (word >> (first % 64)) & ((1 << per_group) - 1);
-                    word <<= first % 64;
-                }
-                while word != 0 {
-                    let cand = &mut cands[w * 64 + word.trailing_zeros() as usize];
-                    word &= word - 1;
-                    let mut ready = cand.local.max(if cand.read() { read_col } else { write_col });
-                    if cand.miss() {
-                        ready = ready.max(act_col);
-                    }
-                    cand.ready = ready;
-                }
-            }
-        }
+        let i = (group_index - c * self.groups_per_channel) << 2;
+        let group_shared = &mut self.channels[c].group_shared[i..i + 4];
+        group_shared[0] = write_col;
+        group_shared[1] = write_col.max(act_col);
+        group_shared[2] = read_col;
+        group_shared[3] = read_col.max(act_col);
     }
 
     /// All-bank refreshes due from cycle 0 to `until`, every rank.
