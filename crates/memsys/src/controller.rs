@@ -633,8 +633,6 @@ pub struct Controller {
     banks: Vec<BankQ>,
     ranks: Vec<RankQ>,
     groups: Vec<GroupQ>,
-    /// Per group, what it and its rank allow (ready scheduler).
-    group_gates: Vec<GroupGate>,
     /// Per rank, what it allows (ready scheduler).
     rank_gates: Vec<GroupGate>,
     channels: Vec<ChannelQ>,
@@ -758,13 +756,6 @@ impl Controller {
             };
             (org.channels * org.ranks) as usize
         ];
-        let group_gates = vec![
-            GroupGate {
-                col: [0; 2],
-                act_col: u64::from(timing.rcd),
-            };
-            groups
-        ];
         let mut ranks = vec![RankQ::default(); (org.channels * org.ranks) as usize];
         if timing.refi != 0 {
             // Staggered: rank i of R refreshes first at tREFI (i + 1) / R.
@@ -801,7 +792,6 @@ impl Controller {
             banks: vec![bank; org.total_banks()],
             ranks,
             groups: vec![GroupQ::default(); groups],
-            group_gates,
             rank_gates,
             channels,
             decoder,
@@ -1063,16 +1053,15 @@ impl Controller {
             from = from.max(ch.last_read_end + u64::from(READ_TO_WRITE_TURNAROUND));
             t.cwl
         };
-        let gate = &self.group_gates[group as usize];
         let rank_gate = &self.rank_gates[rank as usize];
         let mut col = cand
             .local
             .max(ch.last_col + 1)
             .max(from.saturating_sub(u64::from(latency)))
-            .max(gate.col[usize::from(read)])
+            .max(ch.group_shared[usize::from(cand.gsel)])
             .max(rank_gate.col[usize::from(read)]);
         if miss {
-            col = col.max(gate.act_col).max(rank_gate.act_col);
+            col = col.max(rank_gate.act_col);
         }
         col
     }
@@ -1734,9 +1723,10 @@ impl Controller {
         start
     }
 
-    /// Recompute the [`GroupGate`]s of rank `rank_index` and of its
-    /// group `group_index` (the rank and group part of
-    /// [`Controller::plan`]'s column cycle) after a command on them.
+    /// Recompute the [`GroupGate`] of rank `rank_index` and the
+    /// `group_shared` gates of its group `group_index` (the rank and
+    /// group part of [`Controller::plan`]'s column cycle) after a command
+    /// on them.
     #[inline(always)]
     fn update_gates(&mut self, c: usize, rank_index: usize, group_index: usize) {
         let t = &self.timing;
@@ -1746,9 +1736,6 @@ impl Controller {
         if t.faw != 0 && rank.faw_n == 4 {
             act = act.max(rank.faw[rank.faw_i] + u64::from(t.faw));
         }
-        // Field by field, from scalars: a whole-struct copy here went
-        // through the stack as two 8-byte stores and one 16-byte load,
-        // which the store buffer cannot forward (a stall per decision).
         let (write_col, read_col) = (rank.col_ok, rank.col_ok.max(rank.read_ok));
         let rank_gate = &mut self.rank_gates[rank_index];
         rank_gate.col[0] = write_col;
@@ -1757,10 +1744,6 @@ impl Controller {
         let group = &self.groups[group_index];
         let (write_col, read_col) = (group.col_ok, group.col_ok.max(group.read_ok));
         let act_col = group.act_ok + rcd;
-        let gate = &mut self.group_gates[group_index];
-        gate.col[0] = write_col;
-        gate.col[1] = read_col;
-        gate.act_col = act_col;
         let i = (group_index - c * self.groups_per_channel) << 2;
         let group_shared = &mut self.channels[c].group_shared[i..i + 4];
         group_shared[0] = write_col;
