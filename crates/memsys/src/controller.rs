@@ -300,10 +300,11 @@ pub struct ControllerReport {
 // Layout of the queues. Each channel owns a fixed array of slots
 // (`queue_depth` for reads, or for everything without a write buffer, and
 // `write_queue_depth` more for buffered writes), allocated once; a queued
-// request lives in one slot until it is picked. Slots are threaded on two
-// intrusive doubly linked lists: the channel's arrival-order list (oldest
-// first, so the blocking scheduler's fallback is its head) and its bank's
-// queue of its class (reads, or buffered writes; also oldest first). Both
+// request lives in one slot until it is picked. Slots are threaded on
+// intrusive doubly linked lists: its bank's queue of its class (reads, or
+// buffered writes; oldest first) and, for the blocking scheduler only,
+// the channel's arrival-order list (oldest first, so its fallback is the
+// head; the ready scheduler never reads it and does not keep it). Both
 // unlink in O(1), so neither submitting nor picking allocates or searches
 // a queue. Each bank queue also keeps its first queued row hit, and each
 // channel a bitmask of the banks that have one, so FR-FCFS looks at one
@@ -311,14 +312,18 @@ pub struct ControllerReport {
 //
 // The ready scheduler's per-decision work is one pass over the channel's
 // queued banks: each bank's candidate (`Cand`: its bank-only earliest
-// column cycle, id, miss/read flags, rank and group) sits in a dense
-// per-channel array indexed by the bank's number in the channel, and what
-// ranks and bank groups allow (`GroupGate`) is kept per rank and per group
-// and updated by the command that changes it, so a candidate's cycle is
-// six maxima and its (cycle, miss, id) order one 128-bit compare. A new
-// request is compared against the cached pick the same way. The answers
-// are pinned by `tests/schedule.rs` (every command's cycle, on every
-// preset, recorded before this layout).
+// column cycle, miss flag and id as one key, and which group and rank
+// gates apply to it) sits in a dense per-channel array indexed by the
+// bank's number in the channel. What a bank group allows is kept as four
+// numbers per group (`ChannelQ::group_shared`: read or write, hit or
+// miss), rewritten by the command that changes the group; what the
+// channel and each rank allow is combined once per pick into four numbers
+// per rank (`ChannelQ::shared`). So a candidate's cycle is two table
+// reads and two maxima, and its (cycle, miss, id) order one 128-bit
+// compare. A new request is compared against the cached pick with the
+// same gates computed for it alone (`cand_col`). The answers are pinned
+// by `tests/schedule.rs` (every command's cycle, on every preset,
+// recorded before this layout).
 
 /// Reads (and writes, without a write buffer).
 const READS: usize = 0;
@@ -341,9 +346,10 @@ struct List {
 /// queued hit, else its oldest request), with what of its column
 /// command's earliest cycle depends on the bank alone: kept up to date
 /// whenever the candidate or the bank changes, so a decision only adds
-/// its group's and rank's gates ([`GroupGate`]) and the channel's. Kept per channel in
-/// an array indexed by the bank's number within the channel, so a
-/// decision reads them in order from a few cache lines.
+/// its group's gates (`ChannelQ::group_shared`), its rank's and the
+/// channel's (`ChannelQ::shared`). Kept per channel in an array indexed
+/// by the bank's number within the channel, so a decision reads them in
+/// order from a few cache lines.
 #[derive(Copy, Clone, Debug)]
 struct Cand {
     /// The candidate's earliest column command as far as its own arrival
@@ -384,14 +390,15 @@ impl Cand {
     }
 }
 
-/// What a bank group's (or a rank's) state allows its banks' candidates,
-/// kept up to date whenever it changes (every ACT and column command on
-/// it): the earliest column command of a write (`[0]`) and of a
-/// read (`[1]`) as far as `tCCD`(`_L`) and `tWTR`(`_L`) allow, and the
-/// earliest column command after an ACT as far as `tRRD`(`_L`) and
-/// `tFAW` allow (the ACT's earliest cycle plus `tRCD`).
+/// What a rank's state allows its banks' candidates, kept up to date
+/// whenever it changes (every ACT and column command on it): the earliest
+/// column command of a write (`[0]`) and of a read (`[1]`) as far as
+/// `tCCD` and `tWTR` allow, and the earliest column command after an ACT
+/// as far as `tRRD` and `tFAW` allow (the ACT's earliest cycle plus
+/// `tRCD`). A bank group's (`_L` timings) is kept in the same terms in
+/// `ChannelQ::group_shared`.
 #[derive(Copy, Clone, Debug, Default)]
-struct GroupGate {
+struct RankGate {
     col: [u64; 2],
     act_col: u64,
 }
@@ -498,9 +505,8 @@ impl Pick {
 }
 
 /// The cached pick of a channel, `None` when stale, `Some(None)` when
-/// nothing is queued, field by field: it is written and read back within
-/// a few dozen instructions, and a whole-struct copy is stored and loaded
-/// in pieces of different widths, which the store buffer cannot forward.
+/// nothing is queued, kept field by field (plain scalar stores and loads:
+/// it is written and read back within a few dozen instructions).
 #[derive(Clone, Debug, Default)]
 struct PickCache {
     /// 0: stale; 1: nothing queued; 2: the fields below.
@@ -567,9 +573,9 @@ struct ChannelQ {
     shared: Vec<Cell<u64>>,
     /// Per bank group of the channel, read or write, miss or hit
     /// (`Cand::gsel`), the earliest column cycle the group allows (its
-    /// [`GroupGate`] as a candidate of that kind sees it), updated with
-    /// the group's gate; a pick's candidate adds its `local`, this and
-    /// its rank's `shared`.
+    /// `tCCD_L` and `tWTR_L`, and for a miss its `tRRD_L` plus `tRCD`),
+    /// rewritten by every command on the group; a pick's candidate adds
+    /// its `local`, this and its rank's `shared`.
     group_shared: Vec<u64>,
     last_col: u64,
     /// When the last decision that freed a slot of each class freed it
@@ -634,7 +640,7 @@ pub struct Controller {
     ranks: Vec<RankQ>,
     groups: Vec<GroupQ>,
     /// Per rank, what it allows (ready scheduler).
-    rank_gates: Vec<GroupGate>,
+    rank_gates: Vec<RankGate>,
     channels: Vec<ChannelQ>,
     next_id: u64,
     // Statistics.
@@ -750,7 +756,7 @@ impl Controller {
         }
         let groups = (org.channels * org.ranks * org.bank_groups) as usize;
         let rank_gates = vec![
-            GroupGate {
+            RankGate {
                 col: [0; 2],
                 act_col: u64::from(timing.rcd),
             };
@@ -1723,7 +1729,7 @@ impl Controller {
         start
     }
 
-    /// Recompute the [`GroupGate`] of rank `rank_index` and the
+    /// Recompute the [`RankGate`] of rank `rank_index` and the
     /// `group_shared` gates of its group `group_index` (the rank and
     /// group part of [`Controller::plan`]'s column cycle) after a command
     /// on them.
