@@ -10,8 +10,8 @@ use nvmos_kernel::kbuild::{self, BuildOptions};
 use nvmos_kernel::run::{self, Accel, Policy, RunOptions};
 use nvmos_kernel::{study, Progress};
 
-use crate::render::align;
 use crate::units::{parse_memory, FRAME_BYTES};
+use nvmos_pages::align;
 use nvmos_report::chart::{Axis, BarChart};
 use nvmos_report::columns::{Column, Columns, Format, Key};
 use nvmos_report::page::{Html, Page};

@@ -10,8 +10,6 @@ mod memsys_cmd;
 mod pmo_cmd;
 mod probe_cmd;
 mod record_swap;
-mod render;
-mod report;
 mod study;
 mod study_banks;
 mod study_power;

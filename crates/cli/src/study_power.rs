@@ -3,9 +3,6 @@
 //! draws its progress, writes `power.json` and `power.html` into the
 //! report folder and prints the tables (or `--json`).
 
-mod page;
-mod text;
-
 use std::path::PathBuf;
 
 use anyhow::{bail, Result};
@@ -163,11 +160,11 @@ pub fn run(args: PowerArgs) -> Result<()> {
     let inputs: Vec<&std::path::Path> = o.traces.iter().map(PathBuf::as_path).collect();
     let out = OutputDir::create(&args.out, &inputs)?;
     out.write_json("power.json", &study)?;
-    out.write("power.html", page::html(&study)?.as_bytes())?;
+    out.write("power.html", nvmos_pages::power::html(&study)?.as_bytes())?;
     if args.json {
         println!("{}", nvmos_report::json_text(&study)?);
     } else {
-        print!("{}", text::tables(&study)?);
+        print!("{}", nvmos_pages::power::tables(&study)?);
         println!("\nreport: {}", args.out.join("power.html").display());
     }
     Ok(())
