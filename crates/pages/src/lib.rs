@@ -47,8 +47,13 @@ pub mod banks;
 pub mod bench;
 pub mod checks;
 pub mod evaluate;
+pub mod horizon;
+pub mod kernel;
+pub mod levelling;
+pub mod memsys;
 pub mod power;
 pub mod swap;
+pub mod trace;
 
 /// What rendering returns: text, or the nvmos-report error naming the
 /// chart or table that could not be drawn.
