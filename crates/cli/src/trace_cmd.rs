@@ -11,7 +11,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 use nvmos_pages::trace as pages;
 use nvmos_trace::record::RecordOptions;
-use nvmos_trace::{nvt, NvtWriter, Output, TraceHeader, TraceInfo};
+use nvmos_trace::{nvt, TraceInfo};
 
 /// `nvmos record -o FILE.nvt -- CMD [ARGS...]`.
 #[derive(Args, Debug)]
@@ -129,58 +129,30 @@ pub fn info(args: InfoArgs) -> Result<()> {
 
 /// Converts any trace to `.nvt`.
 pub fn convert(args: ConvertArgs) -> Result<()> {
-    // Refused before anything is opened for writing: converting a file
-    // onto itself (or a link to it) would destroy it.
-    let output = Output::create(&args.output, &[&args.input])?;
-    let mut source = nvmos_trace::open(&args.input)?;
-    let header = source.header().cloned().unwrap_or_else(|| TraceHeader {
-        source: source.format().name().to_owned(),
-        ..TraceHeader::default()
-    });
-    let mut writer = NvtWriter::with_level(
-        std::io::BufWriter::with_capacity(1 << 20, output),
-        &args.output,
-        header,
-        args.level,
-    )?;
     let bar = if std::io::stderr().is_terminal() {
         let bar = ProgressBar::new_spinner();
         bar.set_style(
             ProgressStyle::with_template("{spinner} {human_pos} events {per_sec}")
                 .expect("a valid template"),
         );
-        Some(bar)
+        bar
     } else {
-        None
+        ProgressBar::hidden()
     };
-    for event in &mut *source {
-        let event = event?;
-        writer.push(event)?;
-        if let Some(bar) = &bar {
-            if writer.events() % 65536 == 0 {
-                bar.set_position(writer.events());
-            }
-        }
-    }
-    if let Some(bar) = bar {
-        bar.finish_and_clear();
-    }
-    writer.header_mut().counts = source.counts();
-    let (file, summary) = writer.finish()?;
-    // Only a complete trace appears at the output path.
-    file.into_inner()
-        .map_err(|e| e.into_error())
-        .with_context(|| format!("writing {}", args.output.display()))?
-        .commit()?;
+    let done = nvmos_trace::convert::convert(&args.input, &args.output, args.level, &mut |n| {
+        bar.set_position(n)
+    });
+    bar.finish_and_clear();
+    let done = done?;
     println!(
         "{} -> {}: {} events, {} bytes, {:.2} bytes/event ({} failed allocs, {} lines of other events skipped)",
         args.input.display(),
         args.output.display(),
-        summary.events,
-        summary.bytes,
-        summary.bytes_per_event(),
-        source.counts().failed_allocs,
-        source.counts().skipped_total()
+        done.summary.events,
+        done.summary.bytes,
+        done.summary.bytes_per_event(),
+        done.counts.failed_allocs,
+        done.counts.skipped_total()
     );
     Ok(())
 }

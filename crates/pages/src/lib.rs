@@ -51,7 +51,9 @@ pub mod horizon;
 pub mod kernel;
 pub mod levelling;
 pub mod memsys;
+pub mod pmo;
 pub mod power;
+pub mod probe;
 pub mod swap;
 pub mod trace;
 

@@ -214,3 +214,42 @@ pub fn info_text(file: &Path, info: &TraceInfo, bytes: u64) -> String {
     }
     out
 }
+
+/// `nvmos record-swap`'s summary: requests each way, throttles, what was
+/// dropped or lost, the cgroup (`limit` bytes), the swap file's extents.
+pub fn record_swap_text(
+    output: &Path,
+    s: &nvmos_swap::record::RecordSwapSummary,
+    limit: u64,
+) -> String {
+    let mut out = String::new();
+    outln!(out, "{}", output.display());
+    outln!(
+        out,
+        "  swap-in requests   {} ({:.1} MiB)",
+        s.reads,
+        s.read_bytes as f64 / 1048576.0
+    );
+    outln!(
+        out,
+        "  swap-out requests  {} ({:.1} MiB)",
+        s.writes,
+        s.write_bytes as f64 / 1048576.0
+    );
+    outln!(out, "  reclaim throttles  {}", s.throttles);
+    outln!(
+        out,
+        "  other disk I/O     {} requests (not the swap file, dropped)",
+        s.other_requests
+    );
+    outln!(out, "  lost events        {}", s.lost_events);
+    outln!(
+        out,
+        "  cgroup             {} (limit {} MiB)",
+        s.cgroup,
+        limit >> 20
+    );
+    outln!(out, "  swap file extents  {}", s.extents);
+    outln!(out, "  wall time          {:.2} s", s.wall_ns as f64 / 1e9);
+    out
+}

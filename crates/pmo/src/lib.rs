@@ -82,6 +82,7 @@ mod pool;
 pub mod pptr;
 mod sigbus;
 pub mod state;
+pub mod tools;
 
 pub use attach::{AttachError, AttachStats, Attachment, Mode, Tuning};
 pub use backing::{BackingError, BackingErrorKind, CacheIdentity, PageBacking};

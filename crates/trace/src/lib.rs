@@ -57,6 +57,7 @@
 
 pub mod accounting;
 pub mod check;
+pub mod convert;
 mod error;
 mod event;
 pub mod folder;
