@@ -148,8 +148,6 @@ fn study(files: &[PathBuf], args: &StudyArgs, jobs: Option<u32>) -> Result<Evalu
         study: args.options()?,
         jobs: jobs.map(|n| n as usize),
     };
-    let bar = crate::progress_bar(0);
-    let evaluation = nvmos_sim::evaluate(&options, &mut |p| crate::show(&bar, &p));
-    bar.finish_and_clear();
+    let evaluation = crate::with_progress(0, |p| nvmos_sim::evaluate(&options, p));
     Ok(evaluation?)
 }

@@ -242,38 +242,8 @@ fn run_study(a: &StudyArgs) -> Result<()> {
         let page = out.write("kernel.html", pages::html(&s)?.as_bytes())?;
         println!("report: {}", page.display());
     }
-    if !s.failed.is_empty() {
-        bail!(
-            "{} of {} runs failed: {}",
-            s.failed.len(),
-            s.planned,
-            s.failed
-                .iter()
-                .map(|f| format!(
-                    "{} {} run {}: {}",
-                    f.policy.name(),
-                    f.workload,
-                    f.run,
-                    f.error
-                ))
-                .collect::<Vec<_>>()
-                .join("; ")
-        );
-    }
-    let bad: Vec<&study::RunRow> = s
-        .runs
-        .iter()
-        .filter(|r| !r.problems.is_empty() || r.lost_events > 0)
-        .collect();
-    if !bad.is_empty() {
-        bail!(
-            "{} runs had kernel problems or lost events: {}",
-            bad.len(),
-            bad.iter()
-                .map(|r| format!("{} {} run {}", r.policy.name(), r.workload, r.run))
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
+    if let Some(why) = s.incomplete() {
+        bail!("{why}");
     }
     Ok(())
 }

@@ -107,9 +107,7 @@ impl LevellingArgs {
 /// Run it.
 pub fn run(args: LevellingArgs) -> Result<()> {
     let options = args.options()?;
-    let bar = crate::progress_bar(0);
-    let out = run_study(&options, &mut |p| crate::show(&bar, &p))?;
-    bar.finish_and_clear();
+    let out = crate::with_progress(0, |p| run_study(&options, p))?;
     if args.study.json {
         println!("{}", serde_json::to_string_pretty(&out)?);
     } else {

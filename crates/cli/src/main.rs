@@ -187,6 +187,18 @@ pub(crate) fn progress_bar(steps: u64) -> ProgressBar {
     bar
 }
 
+/// Run `work` with a progress bar of `steps` (0: the study sets it) that
+/// draws each report `work`'s study makes; the bar is cleared after.
+pub(crate) fn with_progress<T>(
+    steps: u64,
+    work: impl FnOnce(&mut dyn FnMut(nvmos_sim::Progress)) -> T,
+) -> T {
+    let bar = progress_bar(steps);
+    let result = work(&mut |p| show(&bar, &p));
+    bar.finish_and_clear();
+    result
+}
+
 /// Draw a study's progress report on `bar`.
 pub(crate) fn show(bar: &ProgressBar, p: &nvmos_sim::Progress) {
     bar.set_length(p.total);

@@ -144,9 +144,7 @@ impl BanksArgs {
 
 pub fn run(args: BanksArgs) -> Result<()> {
     let options = args.options();
-    let bar = crate::progress_bar(0);
-    let output = Banks::run(&options, &mut |p| crate::show(&bar, &p));
-    bar.finish_and_clear();
+    let output = crate::with_progress(0, |p| Banks::run(&options, p));
     let output = output.context("running the banks study")?;
     if let Some(dir) = &args.out {
         let machine_file = std::path::Path::new(&options.machine);

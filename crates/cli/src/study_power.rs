@@ -153,9 +153,7 @@ pub fn run(args: PowerArgs) -> Result<()> {
             "nvmos study power: the full study takes several minutes (over 5 on a 2-core machine); --quick runs a small version in seconds"
         );
     }
-    let bar = crate::progress_bar(0);
-    let study = PowerStudy::run(&o, &mut |p| crate::show(&bar, &p));
-    bar.finish_and_clear();
+    let study = crate::with_progress(0, |p| PowerStudy::run(&o, p));
     let study = study?;
     let inputs: Vec<&std::path::Path> = o.traces.iter().map(PathBuf::as_path).collect();
     let out = OutputDir::create(&args.out, &inputs)?;

@@ -102,9 +102,7 @@ impl SwapArgs {
 
 pub fn run(args: SwapArgs) -> Result<()> {
     let opts = args.options()?;
-    let bar = crate::progress_bar(0);
-    let study = Swap::run(&opts, &mut |p| crate::show(&bar, &p));
-    bar.finish_and_clear();
+    let study = crate::with_progress(0, |p| Swap::run(&opts, p));
     let study = study.context("running the swap study")?;
     let out = OutputDir::create(&args.out, &[])?;
     out.write_json("swap.json", &study)?;

@@ -166,7 +166,7 @@ pub fn info_text(file: &Path, info: &TraceInfo, bytes: u64) -> String {
         .is_none()
     {
         // No machine header (text traces): what a replay infers.
-        if let Some(n) = nvmos_trace::Needs::of(&info) {
+        if let Some(n) = nvmos_trace::Needs::of(info) {
             outln!(out,
                 "  inferred      {} CPUs (highest CPU + 1), {} frames = {:.2} GiB of memory (highest pfn + block); a replay uses these unless told more",
                 n.cpus,

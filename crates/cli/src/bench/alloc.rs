@@ -123,9 +123,7 @@ impl AllocArgs {
 pub fn main(args: &AllocArgs) -> Result<()> {
     let options = args.options();
     options.check()?;
-    let bar = crate::progress_bar(options.steps());
-    let result = bench_alloc::run(&options, &mut |p| crate::show(&bar, &p));
-    bar.finish_and_clear();
+    let result = crate::with_progress(options.steps(), |p| bench_alloc::run(&options, p));
     let result = result?;
     if let Some(path) = &args.csv {
         nvmos_report::write_atomic(path, csv(&result)?.as_bytes(), &[])

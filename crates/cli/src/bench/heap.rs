@@ -71,9 +71,9 @@ impl HeapArgs {
 pub fn main(args: &HeapArgs) -> Result<()> {
     let options = args.options();
     options.check()?;
-    let bar = crate::progress_bar(options.psync_every.len() as u64 + 2);
-    let result = heap::run(&options, &mut |p| crate::show(&bar, &p));
-    bar.finish_and_clear();
+    let result = crate::with_progress(options.psync_every.len() as u64 + 2, |p| {
+        heap::run(&options, p)
+    });
     let result = result?;
     if args.json {
         print!("{}", nvmos_report::json_text(&result)?);

@@ -110,9 +110,7 @@ impl PmoArgs {
 pub fn main(args: &PmoArgs) -> Result<()> {
     let options = args.options()?;
     options.check()?;
-    let bar = crate::progress_bar(options.steps());
-    let result = pmo::run(&options, &mut |p| crate::show(&bar, &p));
-    bar.finish_and_clear();
+    let result = crate::with_progress(options.steps(), |p| pmo::run(&options, p));
     let result = result?;
     let html = page(&result, args.quick)?;
     let dir = OutputDir::create(&args.out, &[])?;

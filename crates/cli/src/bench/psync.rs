@@ -80,9 +80,7 @@ impl PsyncArgs {
 pub fn main(args: &PsyncArgs) -> Result<()> {
     let options = args.options();
     options.check()?;
-    let bar = crate::progress_bar(ROWS);
-    let result = psync::run(&options, &mut |p| crate::show(&bar, &p));
-    bar.finish_and_clear();
+    let result = crate::with_progress(ROWS, |p| psync::run(&options, p));
     let result = result?;
     if args.json {
         print!("{}", nvmos_report::json_text(&result)?);

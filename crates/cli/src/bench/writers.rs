@@ -49,9 +49,9 @@ pub fn writers_main(args: &WritersArgs) -> Result<()> {
         o.dir = d.clone();
     }
     o.check()?;
-    let bar = crate::progress_bar(o.processes.len() as u64 * 2 * o.rounds as u64);
-    let r = writers::run(&o, &mut |p| crate::show(&bar, &p));
-    bar.finish_and_clear();
+    let r = crate::with_progress(o.processes.len() as u64 * 2 * o.rounds as u64, |p| {
+        writers::run(&o, p)
+    });
     let r = r?;
     if args.json {
         print!("{}", nvmos_report::json_text(&r)?);
@@ -94,9 +94,10 @@ pub fn scaling_main(args: &ScalingArgs) -> Result<()> {
         o.rounds = r;
     }
     o.check()?;
-    let bar = crate::progress_bar((o.modes.len() * 2 * o.threads.len()) as u64 * o.rounds as u64);
-    let r = scaling::run(&o, &mut |p| crate::show(&bar, &p));
-    bar.finish_and_clear();
+    let r = crate::with_progress(
+        (o.modes.len() * 2 * o.threads.len()) as u64 * o.rounds as u64,
+        |p| scaling::run(&o, p),
+    );
     let r = r?;
     if args.json {
         print!("{}", nvmos_report::json_text(&r)?);
