@@ -4,10 +4,9 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use nvmos_pages::horizon::{csv, table};
 use nvmos_sim::horizon::{self, HorizonOptions, Progress};
-use nvmos_sim::{AllocatorKind, WriteModel};
 
 use crate::evaluate_cmd::StudyArgs;
 
@@ -17,27 +16,9 @@ const MAX_REPS: u32 = 1 << 20;
 /// Runs the long-horizon study on `files`; `out`, when given, receives
 /// `horizon.json` and `horizon.csv` (written whole or not at all).
 pub fn run(files: &[PathBuf], args: &StudyArgs, out: Option<&Path>) -> Result<()> {
-    let allocators = if args.allocators.is_empty() {
-        AllocatorKind::ALL.to_vec()
-    } else {
-        args.allocators
-            .iter()
-            .map(|name| {
-                AllocatorKind::parse(name).with_context(|| {
-                    let known: Vec<_> = AllocatorKind::ALL.iter().map(|k| k.name()).collect();
-                    format!("unknown allocator {name:?}; known: {}", known.join(", "))
-                })
-            })
-            .collect::<Result<_>>()?
-    };
-    let memory_frames = args
-        .memory
-        .as_deref()
-        .map(|m| crate::units::parse_memory(m).map_err(|e| anyhow::anyhow!("--memory {m:?}: {e}")))
-        .transpose()?;
-    if args.cpus == Some(0) {
-        anyhow::bail!("--cpus 0: an allocator serves at least one CPU");
-    }
+    // The registry names and the replay options, checked as evaluate checks them.
+    let allocators = args.kinds()?;
+    let replay = args.options()?;
     anyhow::ensure!(
         (8..=MAX_REPS).contains(&args.horizon_max_reps),
         "--horizon-max-reps {} is not in 8..={MAX_REPS}",
@@ -47,11 +28,9 @@ pub fn run(files: &[PathBuf], args: &StudyArgs, out: Option<&Path>) -> Result<()
         traces: files.to_vec(),
         allocators,
         as_recorded: true,
-        memory_frames,
-        cpus: args.cpus,
-        model: WriteModel {
-            writes_per_alloc: args.writes_per_alloc,
-        },
+        memory_frames: replay.memory_frames,
+        cpus: replay.cpus,
+        model: replay.model,
         horizon: HorizonOptions {
             max_reps: args.horizon_max_reps,
             ..HorizonOptions::default()

@@ -1,5 +1,7 @@
-//! `nvmos`: the command-line tool. Subcommands parse their arguments, call
-//! an engine that returns plain data, and render it (tables, JSON, CSV).
+//! `nvmos`: the command-line tool, thin. Subcommands parse their arguments
+//! (clap) into a study's options, show its progress, and print or write
+//! (through `OutputDir` / `nvmos_trace::Output`) what `nvmos-pages` renders
+//! from the plain data the study returns; the libraries decide and measure.
 
 mod bench;
 mod evaluate_cmd;

@@ -342,25 +342,7 @@ pub fn text(evaluation: &Evaluation) -> Result<String> {
         )
         .unwrap();
         if let Some(first) = trace.rows.first() {
-            let a = &first.stats.accounting;
-            let unusual: Vec<String> = a
-                .rows()
-                .iter()
-                .skip(1)
-                .filter(|(_, n)| *n > 0)
-                .map(|(name, n)| format!("{name} {n}"))
-                .collect();
-            writeln!(
-                out,
-                "{} events read{}",
-                a.events_read,
-                if unusual.is_empty() {
-                    String::new()
-                } else {
-                    format!("; {}", unusual.join(", "))
-                }
-            )
-            .unwrap();
+            writeln!(out, "{}", crate::events_read(&first.stats.accounting)).unwrap();
         }
         let mut flags = Vec::new();
         for row in &trace.rows {

@@ -132,24 +132,7 @@ pub fn table(study: &Study) -> Result<String> {
                 ""
             }
         );
-        let unusual: Vec<String> = t
-            .accounting
-            .rows()
-            .iter()
-            .skip(1)
-            .filter(|(_, n)| *n > 0)
-            .map(|(name, n)| format!("{name} {n}"))
-            .collect();
-        let _ = writeln!(
-            s,
-            "  one repetition: {} events read{}",
-            t.accounting.events_read,
-            if unusual.is_empty() {
-                String::new()
-            } else {
-                format!("; {}", unusual.join(", "))
-            }
-        );
+        let _ = writeln!(s, "  one repetition: {}", crate::events_read(&t.accounting));
         for line in columns(false).text(&rows(std::slice::from_ref(t)))?.lines() {
             let _ = writeln!(s, "  {line}");
         }

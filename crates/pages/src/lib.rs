@@ -21,8 +21,10 @@
 //! | [`power`] | `nvmos_sim::power` | `power.html`, the power tables |
 //! | [`kernel`] | `nvmos_kernel` | `kernel.html`, the kernel study tables, `kernel run`/`build` summaries |
 //! | [`bench`] | `nvmos_sim::bench_alloc`, `nvmos_pmo_bench` | the bench tables, `pmo.html`, the alloc CSV |
-//! | [`trace`] | `nvmos_trace` | `nvmos record` and `trace info` summaries |
+//! | [`trace`] | `nvmos_trace`, `nvmos_swap::record` | `nvmos record`, `record-swap` and `trace info` summaries |
 //! | [`memsys`] | `nvmos_memsys::trace` | `nvmos memsys run`'s statistics |
+//! | [`probe`] | `nvmos_memsys::probe` | `nvmos probe banks`'s report |
+//! | [`pmo`] | `nvmos_pmo` (and its `tools`) | the pmo shell's text: `ls`, `info`, `verify`, `check`, `repair` |
 //! | [`checks`] | `nvmos_sim::study::Check` | every study's checks, terminal and page |
 //!
 //! # Example
@@ -72,6 +74,23 @@ pub fn align(rows: &[Vec<String>]) -> String {
         t.row(r.clone());
     }
     t.render()
+}
+
+/// "N events read", then every event skipped or outside the model that a
+/// replay counted ("; frees of pre-recording frames 12, ...").
+pub fn events_read(a: &nvmos_trace::Accounting) -> String {
+    let unusual: Vec<String> = a
+        .rows()
+        .iter()
+        .skip(1)
+        .filter(|(_, n)| *n > 0)
+        .map(|(name, n)| format!("{name} {n}"))
+        .collect();
+    if unusual.is_empty() {
+        format!("{} events read", a.events_read)
+    } else {
+        format!("{} events read; {}", a.events_read, unusual.join(", "))
+    }
 }
 
 #[cfg(test)]
