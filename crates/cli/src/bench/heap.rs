@@ -80,18 +80,10 @@ pub fn main(args: &HeapArgs) -> Result<()> {
     } else {
         print!("{}", table(&result));
     }
-    let missing: Vec<String> = result
-        .rows
-        .iter()
-        .filter_map(|r| r.missing.as_ref().map(|m| format!("{}: {m}", r.system)))
-        .collect();
-    if !missing.is_empty() {
-        anyhow::bail!(
-            "{} of {} rows could not run, so the comparison is incomplete: {}",
-            missing.len(),
-            result.rows.len(),
-            missing.join("; ")
-        );
+    // A row without a figure makes the comparison incomplete: say so
+    // with a failing exit, not only in a table cell.
+    if let Some(why) = result.incomplete() {
+        anyhow::bail!("{why}");
     }
     Ok(())
 }

@@ -87,27 +87,10 @@ pub fn main(args: &PsyncArgs) -> Result<()> {
     } else {
         print!("{}", table(&result));
     }
-    // A row without a figure (PMDK missing, a medium that failed) makes
-    // the comparison incomplete: say so with a failing exit, not only in
-    // a table cell.
-    let missing: Vec<String> = result
-        .missing()
-        .map(|r| {
-            format!(
-                "{} on {}: {}",
-                r.system,
-                r.medium,
-                r.missing.as_deref().unwrap_or("no figure")
-            )
-        })
-        .collect();
-    if !missing.is_empty() {
-        anyhow::bail!(
-            "{} of {} rows could not run, so the comparison is incomplete: {}",
-            missing.len(),
-            result.rows.len(),
-            missing.join("; ")
-        );
+    // A row without a figure makes the comparison incomplete: say so
+    // with a failing exit, not only in a table cell.
+    if let Some(why) = result.incomplete() {
+        anyhow::bail!("{why}");
     }
     Ok(())
 }
