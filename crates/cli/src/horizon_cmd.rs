@@ -1,6 +1,7 @@
 //! `nvmos replay --horizon` and `nvmos evaluate --horizon`: wear over a
 //! device's lifetime (`nvmos_sim::horizon`). The library runs the study;
-//! this parses, shows progress and renders.
+//! this parses, shows progress and prints or writes what
+//! `nvmos_pages::horizon` renders.
 
 use std::path::{Path, PathBuf};
 

@@ -1,5 +1,6 @@
 //! `nvmos kernel build|run|study`: the allocators inside a real Linux
-//! kernel under QEMU (crate `nvmos-kernel`); this file parses and renders.
+//! kernel under QEMU (crate `nvmos-kernel`); this file parses, prints what
+//! `nvmos_pages::kernel` renders and writes `kernel.html`.
 
 use std::path::PathBuf;
 

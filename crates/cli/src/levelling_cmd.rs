@@ -1,6 +1,7 @@
 //! `nvmos study levelling`: the OS allocator alone, hardware wear levelling
 //! alone (beneath Linux's own placement) and both, on the traces; the study
-//! itself is `nvmos_sim::levelling::study`, this file parses and renders.
+//! itself is `nvmos_sim::levelling::study`, its text
+//! `nvmos_pages::levelling`; this file parses and prints.
 
 use std::path::PathBuf;
 

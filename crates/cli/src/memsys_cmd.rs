@@ -1,7 +1,7 @@
 //! `nvmos memsys run`: a DRAMSim3 or Ramulator 2 request trace through the
 //! timing model, printing the statistics DRAMSim3 prints and the latency
-//! distribution. The work is `nvmos_memsys::trace`; this file parses and
-//! renders.
+//! distribution. The work is `nvmos_memsys::trace`, the text
+//! `nvmos_pages::memsys`; this file parses and prints.
 
 use std::fs::File;
 use std::io::BufReader;

@@ -1,6 +1,6 @@
 //! `nvmos study …`: one subcommand per seed study. Each study keeps its own
-//! arguments and rendering in its own file; add a variant here and an arm
-//! in [`run`].
+//! arguments in its own file (its rendering is in `nvmos-pages`); add a
+//! variant here and an arm in [`run`].
 
 use anyhow::Result;
 use clap::Subcommand;

@@ -1,6 +1,6 @@
 //! `nvmos study banks`: seed 002's study (`nvmos_sim::banks_study`). This
-//! file parses the arguments, draws the progress bar and renders the
-//! result: a terminal table, JSON, and `banks.html` through nvmos-report.
+//! file parses the arguments, draws the progress bar and prints or writes
+//! what `nvmos_pages::banks` renders: the text, JSON and `banks.html`.
 
 use std::path::PathBuf;
 

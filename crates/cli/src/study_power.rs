@@ -1,7 +1,8 @@
 //! `nvmos study power`: seed 004 (Adaptive-Buddy) on this machine. The
 //! study is `nvmos_sim::power::PowerStudy`; this file parses the options,
 //! draws its progress, writes `power.json` and `power.html` into the
-//! report folder and prints the tables (or `--json`).
+//! report folder and prints the tables (or `--json`), both rendered by
+//! `nvmos_pages::power`.
 
 use std::path::PathBuf;
 

@@ -1,7 +1,7 @@
 //! `nvmos study swap` (seed 003): SCM as a fast paging device. The study
 //! is `nvmos_sim::swap_study`; this file parses the arguments, draws the
-//! progress bar, prints the seed's tables and writes `swap.html` (through
-//! nvmos-report) and `swap.json` into the report folder.
+//! progress bar, prints the seed's tables and writes `swap.html` (both from
+//! `nvmos_pages::swap`) and `swap.json` into the report folder.
 
 use std::path::PathBuf;
 

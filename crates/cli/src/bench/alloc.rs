@@ -1,4 +1,5 @@
-//! `nvmos bench alloc`: arguments, progress and rendering for
+//! `nvmos bench alloc`: arguments and progress (tables and CSV in
+//! `nvmos_pages::bench::alloc`) for
 //! `nvmos_sim::bench_alloc` (seed 000's Table 2 on this machine).
 
 use std::path::PathBuf;

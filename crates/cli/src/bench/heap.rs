@@ -1,4 +1,5 @@
-//! `nvmos bench heap`: arguments, progress and the table for
+//! `nvmos bench heap`: arguments and progress (the table in
+//! `nvmos_pages::bench::heap`) for
 //! `nvmos_pmo_bench::heap` (the heap inside an object against PMDK's
 //! `pmemobj_alloc`/`pmemobj_free`).
 

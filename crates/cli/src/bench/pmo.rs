@@ -1,5 +1,5 @@
-//! `nvmos bench pmo`: arguments, progress, the tables and the report page
-//! (`pmo.html`, through nvmos-report, and `pmo.json`) for
+//! `nvmos bench pmo`: arguments, progress, and writing the report page
+//! (`pmo.html` from `nvmos_pages::bench::pmo`) and `pmo.json` for
 //! `nvmos_pmo_bench::pmo` (seed 001's evaluation).
 
 use std::path::PathBuf;

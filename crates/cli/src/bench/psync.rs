@@ -1,4 +1,5 @@
-//! `nvmos bench psync`: arguments, progress and the table for
+//! `nvmos bench psync`: arguments and progress (the table in
+//! `nvmos_pages::bench::psync`) for
 //! `nvmos_pmo_bench::psync` (psync against PMDK's libpmemobj).
 
 use std::path::PathBuf;

@@ -1,5 +1,5 @@
-//! `nvmos bench writers` and `nvmos bench scaling`: arguments, progress
-//! and tables for `nvmos_pmo_bench::{writers, scaling}` (concurrent
+//! `nvmos bench writers` and `nvmos bench scaling`: arguments and progress
+//! (tables in `nvmos_pages::bench::writers`) for `nvmos_pmo_bench::{writers, scaling}` (concurrent
 //! writers of one pool; seed 001's Fig. 1, scalability by thread count).
 
 use std::path::PathBuf;
