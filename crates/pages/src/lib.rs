@@ -20,7 +20,7 @@
 //! | [`swap`] | `nvmos_sim::swap_study` | `swap.html`, the seed 003 tables |
 //! | [`power`] | `nvmos_sim::power` | `power.html`, the power tables |
 //! | [`kernel`] | `nvmos_kernel` | `kernel.html`, the kernel study tables, `kernel run`/`build` summaries |
-//! | [`bench`] | `nvmos_sim::bench_alloc`, `nvmos_pmo_bench` | the bench tables, `pmo.html`, the alloc CSV |
+//! | [`bench`](mod@bench) | `nvmos_sim::bench_alloc`, `nvmos_pmo_bench` | the bench tables, `pmo.html`, the alloc CSV |
 //! | [`trace`] | `nvmos_trace`, `nvmos_swap::record` | `nvmos record`, `record-swap` and `trace info` summaries |
 //! | [`memsys`] | `nvmos_memsys::trace` | `nvmos memsys run`'s statistics |
 //! | [`probe`] | `nvmos_memsys::probe` | `nvmos probe banks`'s report |
