@@ -3,11 +3,9 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Result};
-use nvmos_sim::{AllocatorKind, Evaluation, StudyOptions, StudyRow, WriteModel};
-
-use nvmos_report::columns::{Column, Columns};
-
-use crate::report;
+use nvmos_pages::evaluate as pages;
+use nvmos_report::OutputDir;
+use nvmos_sim::{AllocatorKind, Evaluation, StudyOptions, WriteModel};
 
 /// What every trace study takes.
 #[derive(clap::Args, Debug, Clone)]
@@ -106,11 +104,16 @@ pub fn evaluate(args: EvaluateArgs) -> Result<()> {
     }
     let evaluation = study(&files, &args.study, args.jobs)?;
     let inputs: Vec<&Path> = files.iter().map(PathBuf::as_path).collect();
-    report::write(&args.out, &evaluation, &inputs)?;
+    // Each file whole or not at all, never over one of the traces.
+    let out = OutputDir::create(&args.out, &inputs)?;
+    out.write_json("results.json", &evaluation)?;
+    out.write("summary.csv", pages::summary_csv(&evaluation)?.as_bytes())?;
+    out.write("wear_cdf.csv", pages::cdf_csv(&evaluation)?.as_bytes())?;
+    out.write("index.html", pages::html(&evaluation)?.as_bytes())?;
     if args.study.json {
         println!("{}", serde_json::to_string_pretty(&evaluation)?);
     } else {
-        print_tables(&evaluation)?;
+        print!("{}", pages::text(&evaluation)?);
         println!("report: {}", args.out.join("index.html").display());
     }
     Ok(())
@@ -125,7 +128,7 @@ pub fn replay(args: ReplayArgs) -> Result<()> {
     if args.study.json {
         println!("{}", serde_json::to_string_pretty(&evaluation)?);
     } else {
-        print_tables(&evaluation)?;
+        print!("{}", pages::text(&evaluation)?);
     }
     Ok(())
 }
@@ -145,94 +148,6 @@ fn study(files: &[PathBuf], args: &StudyArgs, jobs: Option<u32>) -> Result<Evalu
         study: args.options()?,
         jobs: jobs.map(|n| n as usize),
     };
-    let bar = crate::progress_bar(0);
-    let evaluation = nvmos_sim::evaluate(&options, &mut |p| crate::show(&bar, &p));
-    bar.finish_and_clear();
+    let evaluation = crate::with_progress(0, |p| nvmos_sim::evaluate(&options, p));
     Ok(evaluation?)
-}
-
-fn print_tables(evaluation: &Evaluation) -> Result<()> {
-    for trace in &evaluation.traces {
-        println!(
-            "\n{} — {} events, {:.2} s, {} frames, {} CPUs{}",
-            trace.trace,
-            trace.events,
-            trace.duration_ns as f64 / 1e9,
-            trace.rows.first().map_or(0, |r| r.wear.frames),
-            trace.machine.cpus,
-            if trace.inferred {
-                " (inferred from the trace: highest pfn + block, highest CPU + 1)"
-            } else {
-                ""
-            }
-        );
-        if let Some(first) = trace.rows.first() {
-            let a = &first.stats.accounting;
-            let unusual: Vec<String> = a
-                .rows()
-                .iter()
-                .skip(1)
-                .filter(|(_, n)| *n > 0)
-                .map(|(name, n)| format!("{name} {n}"))
-                .collect();
-            println!(
-                "{} events read{}",
-                a.events_read,
-                if unusual.is_empty() {
-                    String::new()
-                } else {
-                    format!("; {}", unusual.join(", "))
-                }
-            );
-        }
-        let mut flags = Vec::new();
-        for row in &trace.rows {
-            if let Some(flag) = row.stats.flag() {
-                flags.push(format!(
-                    "  !! {}: {flag}: its wear figures are not the trace's",
-                    row.allocator
-                ));
-            }
-        }
-        print!(
-            "{}",
-            report::wear_columns(false).text(&report::wear_rows_of(trace))?
-        );
-        for flag in flags {
-            println!("{flag}");
-        }
-        print_write_table(trace)?;
-    }
-    Ok(())
-}
-
-/// Write-weighted wear beside the table above, for traces recorded with
-/// `record --writes`: each frame's sampled writes (one per sample in which
-/// it was written) under each row's placement, and how they correlate per
-/// frame with the allocation-only counts.
-fn print_write_table(trace: &nvmos_sim::evaluate::TraceStudy) -> Result<()> {
-    let Some(first) = trace.rows.first().filter(|r| r.writes.is_some()) else {
-        return Ok(());
-    };
-    let a = &first.stats.accounting;
-    println!(
-        "sampled writes: {} ({} to no live block: frames allocated before the recording)",
-        a.write_samples, a.writes_not_live
-    );
-    let w = |h: &str, p: &str| Column::number(h, format!("writes.{p}"));
-    let table = Columns::new([
-        Column::text("write-weighted", "allocator"),
-        Column::number("attributed", "stats.writes.attributed"),
-        Column::number("refused", "stats.writes.of_refused"),
-        w("max", "wear.max"),
-        w("max/mean", "wear.max_over_mean"),
-        w("life %", "wear.lifetime_pct_of_ideal"),
-        w("years@1e7", "wear.lifetime_years.1"),
-        w("pearson", "correlation.pearson"),
-        w("spearman", "correlation.spearman"),
-        w("frames", "correlation.frames"),
-    ]);
-    let rows: Vec<&StudyRow> = trace.rows.iter().filter(|r| r.writes.is_some()).collect();
-    print!("{}", table.text(&rows)?);
-    Ok(())
 }

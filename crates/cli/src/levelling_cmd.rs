@@ -1,12 +1,13 @@
 //! `nvmos study levelling`: the OS allocator alone, hardware wear levelling
 //! alone (beneath Linux's own placement) and both, on the traces; the study
-//! itself is `nvmos_sim::levelling::study`, this file parses and renders.
+//! itself is `nvmos_sim::levelling::study`, its text
+//! `nvmos_pages::levelling`; this file parses and prints.
 
 use std::path::PathBuf;
 
 use anyhow::{bail, Result};
-use nvmos_report::{format_value, TextTable};
-use nvmos_sim::levelling::study::{run as run_study, LevellingStudy, Options, Output};
+use nvmos_pages::levelling::render;
+use nvmos_sim::levelling::study::{run as run_study, LevellingStudy, Options};
 use nvmos_sim::levelling::Granularity;
 use nvmos_sim::study::Study;
 
@@ -107,87 +108,11 @@ impl LevellingArgs {
 /// Run it.
 pub fn run(args: LevellingArgs) -> Result<()> {
     let options = args.options()?;
-    let bar = crate::progress_bar(0);
-    let out = run_study(&options, &mut |p| crate::show(&bar, &p))?;
-    bar.finish_and_clear();
+    let out = crate::with_progress(0, |p| run_study(&options, p))?;
     if args.study.json {
         println!("{}", serde_json::to_string_pretty(&out)?);
     } else {
         print!("{}", render(&out));
     }
     Ok(())
-}
-
-/// The terminal report: one table per trace, the synthetic workloads and
-/// the checks.
-fn render(out: &Output) -> String {
-    let o = &out.options;
-    let mut s = format!(
-        "lifetime, % of ideal (N x E), E = {:e} writes, {}; rows: the placement; columns: the hardware beneath it\n",
-        o.endurance,
-        match o.granularity {
-            Granularity::Page => "page granularity".to_string(),
-            Granularity::Line { lines_per_frame } => format!("{lines_per_frame} lines per frame"),
-        }
-    );
-    for (i, name) in out.schemes.iter().enumerate() {
-        s.push_str(&format!("  [{}] {name}\n", i + 1));
-    }
-    for t in &out.traces {
-        s.push_str(&format!("\n{} ({} lines)\n", t.trace, t.lines));
-        let mut header = vec!["placement".to_string()];
-        header.extend((1..=out.schemes.len()).map(|i| format!("[{i}]")));
-        header.extend(["alloc failures".to_string(), "outside".to_string()]);
-        let mut table = TextTable::new(header);
-        for row in &t.rows {
-            let mut cells = vec![row.allocator.clone()];
-            cells.extend(
-                row.levelled
-                    .iter()
-                    .map(|l| format_value(l.lifetime_pct_of_ideal)),
-            );
-            cells.push(row.stats.alloc_failures.to_string());
-            cells.push(row.stats.outside.to_string());
-            table.row(cells);
-        }
-        s.push_str(&table.render());
-        if let Some(pad) = t
-            .rows
-            .first()
-            .and_then(|r| r.levelled.iter().map(|l| l.padding_lines).max())
-            .filter(|&p| p > 0)
-        {
-            s.push_str(&format!(
-                "  (Security Refresh's last region padded with {pad} unaddressed lines)\n"
-            ));
-        }
-    }
-    s.push_str(&format!(
-        "\nsynthetic workloads ({} lines, E = {:e})\n",
-        o.synthetic.lines, o.synthetic.endurance
-    ));
-    let mut table = TextTable::new(["workload", "scheme", "% of ideal"]);
-    table.left(1);
-    for r in &out.synthetic {
-        table.row([
-            r.workload.clone(),
-            r.levelled.scheme.clone(),
-            format_value(r.levelled.lifetime_pct_of_ideal),
-        ]);
-    }
-    s.push_str(&table.render());
-    s.push_str("\nchecks\n");
-    for c in &out.checks {
-        s.push_str(&format!(
-            "  [{}] {}: {} {} (paper: {}; {})\n      {}\n",
-            if c.met { "met" } else { "MISSED" },
-            c.what,
-            format_value(c.measured),
-            c.unit,
-            c.seed_figure.map_or("-".to_string(), format_value),
-            c.source,
-            c.detail
-        ));
-    }
-    s
 }

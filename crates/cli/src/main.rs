@@ -1,5 +1,7 @@
-//! `nvmos`: the command-line tool. Subcommands parse their arguments, call
-//! an engine that returns plain data, and render it (tables, JSON, CSV).
+//! `nvmos`: the command-line tool, thin. Subcommands parse their arguments
+//! (clap) into a study's options, show its progress, and print or write
+//! (through `OutputDir` / `nvmos_trace::Output`) what `nvmos-pages` renders
+//! from the plain data the study returns; the libraries decide and measure.
 
 mod bench;
 mod evaluate_cmd;
@@ -10,8 +12,6 @@ mod memsys_cmd;
 mod pmo_cmd;
 mod probe_cmd;
 mod record_swap;
-mod render;
-mod report;
 mod study;
 mod study_banks;
 mod study_power;
@@ -43,7 +43,7 @@ enum Command {
     /// Benchmarks that print figures measured on this machine.
     Bench {
         #[command(subcommand)]
-        bench: BenchCommand,
+        bench: bench::BenchCommand,
     },
     /// The main job: replay every trace in `traces/` through every
     /// allocator and compare wear, lifetime and speed with what Linux
@@ -102,29 +102,6 @@ enum TraceCommand {
     Convert(trace_cmd::ConvertArgs),
 }
 
-#[derive(Subcommand, Debug)]
-enum BenchCommand {
-    /// Allocation and free latency of the page-frame allocators: seed 000's
-    /// Table 2 (iBuddy) on this machine, one table per pattern and
-    /// operation, rows = allocators, columns = thread counts.
-    Alloc(bench::alloc::AllocArgs),
-    /// psync throughput of a persistent memory object (AES-256-GCM, one
-    /// core) beside PMDK's libpmemobj on /dev/shm and on disk.
-    Psync(bench::psync::PsyncArgs),
-    /// The heap inside an object (palloc/pfree, psync amortised) beside
-    /// PMDK's pmemobj_alloc/pmemobj_free on the same operations, and the
-    /// fragmentation each leaves.
-    Heap(bench::heap::HeapArgs),
-    /// Persistent memory objects (seed 001): seed 001's kernels and a file
-    /// server in every mode and prediction depth, attach and first-touch
-    /// cost; writes pmo.html beside the report.
-    Pmo(bench::pmo::PmoArgs),
-    /// Concurrent writers: N processes psyncing their own objects of one pool against one.
-    Writers(bench::writers::WritersArgs),
-    /// Seed 001's Fig. 1: write and psync throughput by thread count, one object or one each, every mode.
-    Scaling(bench::writers::ScalingArgs),
-}
-
 fn main() -> ExitCode {
     // Usage errors exit with 2 inside `parse`; everything else is ours.
     let cli = Cli::parse();
@@ -139,24 +116,7 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> Result<()> {
     match cli.command {
-        Command::Bench {
-            bench: BenchCommand::Alloc(args),
-        } => bench::alloc::main(&args),
-        Command::Bench {
-            bench: BenchCommand::Psync(args),
-        } => bench::psync::main(&args),
-        Command::Bench {
-            bench: BenchCommand::Heap(args),
-        } => bench::heap::main(&args),
-        Command::Bench {
-            bench: BenchCommand::Pmo(args),
-        } => bench::pmo::main(&args),
-        Command::Bench {
-            bench: BenchCommand::Writers(args),
-        } => bench::writers::writers_main(&args),
-        Command::Bench {
-            bench: BenchCommand::Scaling(args),
-        } => bench::writers::scaling_main(&args),
+        Command::Bench { bench } => bench::run(bench),
         Command::Evaluate(args) => evaluate_cmd::evaluate(args),
         Command::Replay(args) => evaluate_cmd::replay(args),
         Command::Record(args) => trace_cmd::record(args),
@@ -187,6 +147,18 @@ pub(crate) fn progress_bar(steps: u64) -> ProgressBar {
         .unwrap_or_else(|_| ProgressStyle::default_bar());
     bar.set_style(style);
     bar
+}
+
+/// Run `work` with a progress bar of `steps` (0: the study sets it) that
+/// draws each report `work`'s study makes; the bar is cleared after.
+pub(crate) fn with_progress<T>(
+    steps: u64,
+    work: impl FnOnce(&mut dyn FnMut(nvmos_sim::Progress)) -> T,
+) -> T {
+    let bar = progress_bar(steps);
+    let result = work(&mut |p| show(&bar, &p));
+    bar.finish_and_clear();
+    result
 }
 
 /// Draw a study's progress report on `bar`.

@@ -1,14 +1,14 @@
 //! `nvmos memsys run`: a DRAMSim3 or Ramulator 2 request trace through the
 //! timing model, printing the statistics DRAMSim3 prints and the latency
-//! distribution. The work is `nvmos_memsys::trace`; this file parses and
-//! renders.
+//! distribution. The work is `nvmos_memsys::trace`, the text
+//! `nvmos_pages::memsys`; this file parses and prints.
 
 use std::fs::File;
 use std::io::BufReader;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
-use nvmos_memsys::trace::{self, Latency, TraceFormat};
+use nvmos_memsys::trace::{self, TraceFormat};
 use nvmos_memsys::{ControllerConfig, Machine, PagePolicy, Scheduler};
 
 #[derive(Subcommand, Debug)]
@@ -107,62 +107,9 @@ fn run_trace(args: &RunArgs) -> Result<()> {
         println!("{}", serde_json::to_string_pretty(&s)?);
         return Ok(());
     }
-    let tck_ns = machine
-        .timing(machine.zones()[0].technology)
-        .map_or(0.0, |t| f64::from(t.tck_ps) / 1000.0);
-    println!(
-        "{} on {} ({:?} scheduler, write buffer {}, refresh {}, bank groups {})",
-        args.trace,
-        s.machine,
-        config.scheduler,
-        config.write_queue_depth,
-        if config.refresh { "on" } else { "off" },
-        if config.bank_groups { "on" } else { "off" },
+    print!(
+        "{}",
+        nvmos_pages::memsys::stats_text(&args.trace, &machine, &config, &s)
     );
-    if s.skipped_lines + s.late_lines > 0 {
-        println!(
-            "lines skipped (blank, #): {}; lines whose cycle went backwards (served with the line before): {}",
-            s.skipped_lines, s.late_lines
-        );
-    }
-    let pct = |n: u64, of: u64| {
-        if of == 0 {
-            0.0
-        } else {
-            100.0 * n as f64 / of as f64
-        }
-    };
-    println!("num_cycles             {:>12}", s.cycles);
-    println!("num_reads_done         {:>12}", s.reads);
-    println!("num_writes_done        {:>12}", s.writes);
-    println!(
-        "num_read_row_hits      {:>12}  ({:.2} % of reads)",
-        s.read_row_hits,
-        pct(s.read_row_hits, s.reads)
-    );
-    println!(
-        "num_write_row_hits     {:>12}  ({:.2} % of writes)",
-        s.write_row_hits,
-        pct(s.write_row_hits, s.writes)
-    );
-    println!("row_hit_rate           {:>11.2} %", 100.0 * s.row_hit_rate);
-    println!("num_act_cmds           {:>12}", s.activates);
-    println!("num_ref_cmds           {:>12}", s.refreshes);
-    println!("average_bandwidth      {:>12.3} GB/s", s.bandwidth_gbs);
-    let row = |name: &str, l: &Latency| {
-        println!(
-            "{name:<22} {:>12.2} cycles ({:.2} ns)  p50 {}  p90 {}  p99 {}  max {}  (n = {})",
-            l.mean,
-            l.mean * tck_ns,
-            l.p50,
-            l.p90,
-            l.p99,
-            l.max,
-            l.count
-        )
-    };
-    row("average_read_latency", &s.read_latency);
-    row("  from trace arrival", &s.read_latency_from_arrival);
-    row("average_write_latency", &s.write_latency);
     Ok(())
 }

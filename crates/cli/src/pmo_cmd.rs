@@ -10,7 +10,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
-use nvmos_pmo::{Access, KdfParams, KeyBytes, Perm, Pool, PoolOptions};
+use nvmos_pages::pmo as pages;
+use nvmos_pmo::{tools, Access, KdfParams, KeyBytes, Perm, Pool, PoolOptions};
 
 use crate::units;
 
@@ -164,20 +165,8 @@ pub fn run(args: PmoArgs) -> Result<()> {
             state_dir: Some(state_dir(args.state_dir.as_deref())?),
             ..PoolOptions::default()
         };
-        let pool = Pool::create_with(path, *size, opts)?;
-        let info = pool.info();
-        if args.json {
-            println!("{}", serde_json::to_string_pretty(&info)?);
-        } else {
-            println!(
-                "created pool {} ({} bytes, {} data frames, durability {:?})",
-                path.display(),
-                info.size,
-                info.data_frames,
-                info.durability
-            );
-        }
-        return Ok(());
+        let info = Pool::create_with(path, *size, opts)?.info();
+        return show(args.json, &info, || pages::pool_created_text(path, &info));
     }
     let path = args
         .pool
@@ -213,48 +202,15 @@ pub fn run(args: PmoArgs) -> Result<()> {
         ),
         e => e.into(),
     })?;
+    let key_file = args.key_file.as_deref();
     match &args.command {
         PmoCommand::Pool { .. } => {
             let info = pool.info();
-            if args.json {
-                println!("{}", serde_json::to_string_pretty(&info)?);
-            } else {
-                println!(
-                    "pool {}: {} bytes, {} of {} data frames free, durability {:?}, {} objects",
-                    info.path.display(),
-                    info.size,
-                    info.free_frames,
-                    info.data_frames,
-                    info.durability,
-                    info.objects.len()
-                );
-            }
+            show(args.json, &info, || pages::pool_text(&info))?;
         }
         PmoCommand::Ls => {
             let objects = pool.list();
-            if args.json {
-                println!("{}", serde_json::to_string_pretty(&objects)?);
-            } else {
-                println!(
-                    "{:<24} {:>12} {:>9} {:>7} {:>8} {:>16}",
-                    "NAME", "BYTES", "ENCRYPTED", "EPOCH", "WRITTEN", "ADDRESS"
-                );
-                for o in objects {
-                    if let Some(why) = &o.damaged {
-                        println!("{:<24} QUARANTINED (slot {}): {why}", o.name, o.slot);
-                        continue;
-                    }
-                    println!(
-                        "{:<24} {:>12} {:>9} {:>7} {:>8} {:>#16x}",
-                        o.name,
-                        o.size,
-                        if o.encrypted { "yes" } else { "no" },
-                        o.epoch,
-                        o.pages_written,
-                        o.base_address
-                    );
-                }
-            }
+            show(args.json, &objects, || pages::ls_text(&objects))?;
         }
         PmoCommand::Create {
             name,
@@ -264,12 +220,12 @@ pub fn run(args: PmoArgs) -> Result<()> {
             kdf_passes,
         } => {
             let key = if *plain {
-                if args.key_file.is_some() {
+                if key_file.is_some() {
                     bail!("--plain stores object {name:?} without encryption: drop --key-file, or drop --plain to seal it under the key");
                 }
                 None
             } else {
-                let k = key_for(args.key_file.as_deref(), name, true)?;
+                let k = key_for(key_file, name, true)?;
                 if let Some(why) = nvmos_pmo::crypto::passphrase_weakness(&k) {
                     eprintln!("warning: the key for {name:?} looks weak: {why}");
                 }
@@ -281,24 +237,10 @@ pub fn run(args: PmoArgs) -> Result<()> {
                 p_cost: 1,
             };
             let info = pool.pcreate_with(name, *size, key.as_deref(), kdf)?;
-            if args.json {
-                println!("{}", serde_json::to_string_pretty(&info)?);
-            } else {
-                println!(
-                    "created {} ({} bytes, {}, at {:#x})",
-                    info.name,
-                    info.size,
-                    if info.encrypted {
-                        "encrypted"
-                    } else {
-                        "not encrypted"
-                    },
-                    info.base_address
-                );
-            }
+            show(args.json, &info, || pages::created_text(&info))?;
         }
         PmoCommand::Write { name, file, wait } => {
-            let key = key_for_object(&pool, args.key_file.as_deref(), name)?;
+            let key = key_for_object(&pool, key_file, name)?;
             let mut bytes = Vec::new();
             if file.as_os_str() == "-" {
                 std::io::stdin()
@@ -308,39 +250,21 @@ pub fn run(args: PmoArgs) -> Result<()> {
                 bytes =
                     std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
             }
-            // Checked before attaching: attaching for writing commits a
-            // nonce reservation, and a refused write should change nothing.
-            if let Some(o) = pool.list().into_iter().find(|o| o.name == *name) {
-                if bytes.len() as u64 > o.size {
-                    bail!(
-                        "{} is {} bytes; object {name:?} holds {}",
-                        file.display(),
-                        bytes.len(),
-                        o.size
-                    );
-                }
-            }
-            let wait = nvmos_pmo::AttachOptions { wait: *wait };
-            let h = pool.open_object_with(name, Perm::Write, key.as_deref(), wait)?;
-            h.write_at(0, &bytes)?;
-            h.psync()?;
+            let epoch = tools::write_object(&pool, name, &bytes, file, key.as_deref(), *wait)?;
             if args.json {
                 println!(
                     "{}",
-                    serde_json::json!({"name": name, "bytes": bytes.len(), "epoch": h.epoch()})
+                    serde_json::json!({"name": name, "bytes": bytes.len(), "epoch": epoch})
                 );
             } else {
-                eprintln!(
-                    "wrote {} bytes to {name} (epoch {})",
-                    bytes.len(),
-                    h.epoch()
-                );
+                eprintln!("wrote {} bytes to {name} (epoch {epoch})", bytes.len());
             }
         }
         PmoCommand::Read { name } => {
-            let key = key_for_object(&pool, args.key_file.as_deref(), name)?;
-            let h = pool.open_object(name, Perm::Read, key.as_deref())?;
-            let bytes = h.read_all()?;
+            let key = key_for_object(&pool, key_file, name)?;
+            let bytes = pool
+                .open_object(name, Perm::Read, key.as_deref())?
+                .read_all()?;
             let mut out = std::io::stdout().lock();
             out.write_all(&bytes).context("writing standard output")?;
             out.flush().context("writing standard output")?;
@@ -350,86 +274,27 @@ pub fn run(args: PmoArgs) -> Result<()> {
             offset,
             length,
         } => {
-            let key = key_for_object(&pool, args.key_file.as_deref(), name)?;
-            let h = pool.open_object(name, Perm::Read, key.as_deref())?;
-            let bytes = h.read_all()?;
-            let size = bytes.len() as u64;
-            if *offset > size {
-                bail!("--offset {offset}: object {name:?} has {size} bytes");
-            }
-            let end = length.map_or(size, |l| offset.saturating_add(l).min(size));
+            let key = key_for_object(&pool, key_file, name)?;
+            let dump = tools::dump(&pool, name, key.as_deref(), *offset, *length)?;
             let mut out = std::io::stdout().lock();
-            hex_dump(&mut out, &bytes[*offset as usize..end as usize], *offset)
+            out.write_all(dump.as_bytes())
                 .context("writing standard output")?;
         }
         PmoCommand::Info { name, stats } => {
-            let objects: Vec<_> = pool
-                .list()
-                .into_iter()
-                .filter(|o| name.as_ref().is_none_or(|n| *n == o.name))
-                .collect();
-            if let Some(n) = name {
-                if objects.is_empty() {
-                    bail!("no object named {n:?} in {}", path.display());
-                }
-            }
-            let key = match (args.key_file.as_deref(), *stats) {
+            let key = match (key_file, *stats) {
                 (Some(f), true) => Some(nvmos_pmo::read_key_file(f).map_err(anyhow::Error::msg)?),
                 _ => None,
             };
-            let mut rows = Vec::new();
-            for o in &objects {
-                let heap = if !*stats {
-                    serde_json::Value::Null
-                } else {
-                    heap_stats(&pool, o, key.as_deref())
-                };
-                rows.push(serde_json::json!({"object": o, "heap": heap}));
-            }
-            if args.json {
-                println!("{}", serde_json::to_string_pretty(&rows)?);
-            } else {
-                for (o, row) in objects.iter().zip(&rows) {
-                    println!(
-                        "{}: {} bytes, {}, epoch {}, {} pages written",
-                        o.name,
-                        o.size,
-                        if o.encrypted { "encrypted" } else { "plain" },
-                        o.epoch,
-                        o.pages_written
-                    );
-                    let h = &row["heap"];
-                    if let Some(why) = h.get("none").and_then(|v| v.as_str()) {
-                        println!("  heap: none ({why})");
-                    } else if !h.is_null() {
-                        println!(
-                            "  heap: {} blocks / {} bytes allocated, {} free blocks / {} bytes free, largest free {}, fragmentation {:.3}, metadata {} bytes",
-                            h["allocated_blocks"], h["allocated_bytes"], h["free_blocks"], h["free_bytes"],
-                            h["largest_free"], h["fragmentation"].as_f64().unwrap_or(f64::NAN), h["metadata_bytes"]
-                        );
-                    }
-                }
-            }
+            let rows = tools::info(&pool, name.as_deref(), *stats, key.as_deref())?;
+            // Through a `Value`: the keys in the order the JSON always had.
+            show(args.json, &serde_json::to_value(&rows)?, || {
+                pages::info_text(&rows)
+            })?;
         }
         PmoCommand::Verify { name } => {
-            let key = key_for_object(&pool, args.key_file.as_deref(), name)?;
+            let key = key_for_object(&pool, key_file, name)?;
             let report = pool.verify(name, key.as_deref())?;
-            if args.json {
-                println!("{}", serde_json::to_string_pretty(&report)?);
-            } else {
-                for (page, err) in &report.bad_pages {
-                    println!("page {page}: {err}");
-                }
-                println!(
-                    "{name}: root (epoch {}) and {} page-table pages authentic; {} of {} pages checked ({} written), {} failed",
-                    report.epoch,
-                    report.tables,
-                    report.pages,
-                    report.pages,
-                    report.pages_written,
-                    report.bad_pages.len()
-                );
-            }
+            show(args.json, &report, || pages::verify_text(name, &report))?;
             if !report.ok() {
                 bail!(
                     "object {name:?}: {} pages failed verification",
@@ -443,37 +308,7 @@ pub fn run(args: PmoArgs) -> Result<()> {
             if let Some(t) = &report.truncated {
                 bail!("{t}");
             }
-            if args.json {
-                println!("{}", serde_json::to_string_pretty(&report)?);
-            } else {
-                for o in &report.objects {
-                    println!(
-                        "slot {:>3} {:<24} {}",
-                        o.slot,
-                        o.name,
-                        if o.ok {
-                            o.status.clone()
-                        } else {
-                            format!("DAMAGED: {}", o.status)
-                        }
-                    );
-                }
-                for n in &report.notes {
-                    println!("note: {n}");
-                }
-                for m in &report.state_mismatches {
-                    println!("state store: {m}");
-                }
-                println!(
-                    "pool {}: {} objects, {} quarantined, {} state-store disagreements; {} data frames in use, {} free",
-                    report.path.display(),
-                    report.objects.len(),
-                    report.objects.iter().filter(|o| !o.ok).count(),
-                    report.state_mismatches.len(),
-                    report.frames_in_use,
-                    report.frames_free
-                );
-            }
+            show(args.json, &report, || pages::check_text(&report))?;
             if !report.ok() {
                 bail!(
                     "pool {}: {} damaged objects, {} state-store disagreements (see above)",
@@ -490,52 +325,13 @@ pub fn run(args: PmoArgs) -> Result<()> {
                 None
             };
             let r = pool.repair()?;
-            if args.json {
-                println!(
-                    "{}",
-                    serde_json::to_string_pretty(
-                        &serde_json::json!({"accepted_rollback": accepted, "repair": r})
-                    )?
-                );
-            } else {
-                if let Some(a) = &accepted {
-                    for m in &a.accepted {
-                        println!("accepted: {m}");
-                    }
-                    for id in &a.forgotten_ids {
-                        println!(
-                            "state store: dropped pool {id:016x}, which was at this path before"
-                        );
-                    }
-                    for c in &a.rebased {
-                        println!("state store: {c}");
-                    }
-                    for l in &a.left {
-                        println!("state store: {l}");
-                    }
-                    println!(
-                        "accepted the restore: {} slots re-based, {} epochs back",
-                        a.rebased.len(),
-                        a.epochs_back
-                    );
-                }
-                for q in &r.quarantined {
-                    println!("left untouched (cannot be verified): {q}");
-                }
-                for c in &r.records_cleared {
-                    println!("cleared {c}");
-                }
-                println!(
-                    "repair: {} intact objects kept, {} quarantined left untouched, {} records cleared, {} free frames zeroed",
-                    r.salvaged.len(),
-                    r.quarantined.len(),
-                    r.records_cleared.len(),
-                    r.frames_scrubbed
-                );
-            }
+            let json = serde_json::json!({"accepted_rollback": accepted, "repair": r});
+            show(args.json, &json, || {
+                pages::repair_text(accepted.as_ref(), &r)
+            })?;
         }
         PmoCommand::Destroy { name } => {
-            let key = key_for_object(&pool, args.key_file.as_deref(), name)?;
+            let key = key_for_object(&pool, key_file, name)?;
             pool.pdestroy(name, key.as_deref())?;
             if !args.json {
                 println!("destroyed {name}");
@@ -547,68 +343,14 @@ pub fn run(args: PmoArgs) -> Result<()> {
     Ok(())
 }
 
-/// An object's heap statistics as JSON, or `{"none": why}` when it has
-/// no heap or cannot be opened with the key given.
-fn heap_stats(pool: &Pool, o: &nvmos_pmo::ObjectInfo, key: Option<&[u8]>) -> serde_json::Value {
-    let none = |why: String| serde_json::json!({ "none": why });
-    let key = if o.encrypted {
-        match key {
-            Some(k) => Some(k),
-            None => return none("encrypted; give --key-file to open it".into()),
-        }
+/// Print `value` as pretty JSON when `json`, else the text `text` makes.
+fn show<T: serde::Serialize>(json: bool, value: &T, text: impl FnOnce() -> String) -> Result<()> {
+    if json {
+        println!("{}", serde_json::to_string_pretty(value)?);
     } else {
-        None
-    };
-    let bytes = match pool
-        .open_object(&o.name, Perm::Read, key)
-        .and_then(|h| h.read_all())
-    {
-        Ok(b) => b,
-        Err(e) => return none(format!("{e}")),
-    };
-    if !nvmos_pmo::heap::Heap::<&[u8]>::is_formatted(&bytes) {
-        return none("no heap formatted in it".into());
+        print!("{}", text());
     }
-    match nvmos_pmo::heap::Heap::open(&bytes[..]).and_then(|h| h.check()) {
-        Ok(s) => serde_json::to_value(s).unwrap_or_default(),
-        Err(e) => none(format!("heap damaged: {e}")),
-    }
-}
-
-/// `pmempool dump`'s hex format: offset, 16 bytes in hex, their ASCII;
-/// a run of lines equal to the one before is printed once as `*`.
-fn hex_dump(out: &mut impl Write, bytes: &[u8], base: u64) -> std::io::Result<()> {
-    let mut previous: Option<&[u8]> = None;
-    let mut folded = false;
-    for (i, line) in bytes.chunks(16).enumerate() {
-        if previous == Some(line) && line.len() == 16 {
-            if !folded {
-                writeln!(out, "*")?;
-                folded = true;
-            }
-            continue;
-        }
-        folded = false;
-        previous = Some(line);
-        let hex: Vec<String> = line.iter().map(|b| format!("{b:02x}")).collect();
-        let ascii: String = line
-            .iter()
-            .map(|&b| {
-                if b.is_ascii_graphic() || b == b' ' {
-                    b as char
-                } else {
-                    '.'
-                }
-            })
-            .collect();
-        writeln!(
-            out,
-            "{:08x}  {:<47}  |{ascii}|",
-            base + 16 * i as u64,
-            hex.join(" ")
-        )?;
-    }
-    writeln!(out, "{:08x}", base + bytes.len() as u64)
+    Ok(())
 }
 
 fn state_dir(given: Option<&Path>) -> Result<PathBuf> {

@@ -5,7 +5,7 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
-use nvmos_memsys::probe::{probe, HwTimer, ProbeReport, SimTimer, Timer};
+use nvmos_memsys::probe::{probe, HwTimer, SimTimer, Timer};
 use nvmos_memsys::Machine;
 
 /// `nvmos probe …`.
@@ -87,44 +87,12 @@ pub fn run(cmd: ProbeCommand) -> Result<()> {
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
-        print(&source, &report, args.out.as_ref());
-    }
-    Ok(())
-}
-
-fn print(source: &str, r: &ProbeReport, out: Option<&PathBuf>) {
-    println!("probe banks on {source}");
-    println!(
-        "  step 1: {} pairs; fast {:.1}, slow {:.1}, threshold {:.1}, separation {:.2}, {} conflicting addresses",
-        r.pool, r.fast_mean, r.slow_mean, r.threshold, r.separation, r.conflicts
-    );
-    if !r.functions.is_empty() {
-        let fs: Vec<String> = r
-            .functions
-            .iter()
-            .map(|&f| {
-                let bits: Vec<String> = (0..64)
-                    .filter(|b| f >> b & 1 == 1)
-                    .map(|b| format!("a{b}"))
-                    .collect();
-                bits.join("^")
-            })
-            .collect();
-        println!("  bank functions: {}", fs.join(", "));
-        println!("  row bits: {:?}", r.row_bits);
-        println!("  column bits (>= 6): {:?}", r.column_bits);
-        println!(
-            "  check: {:.1} % of {} fresh pairs predicted",
-            100.0 * r.confidence,
-            r.checked
+        print!(
+            "{}",
+            nvmos_pages::probe::text(&source, &report, args.out.as_deref())
         );
     }
-    println!("  verdict: {}", r.verdict);
-    match (&r.preset_toml, out) {
-        (Some(_), Some(p)) => println!("  preset written to {}", p.display()),
-        (Some(t), None) => println!("\n{t}"),
-        (None, _) => println!("  no preset written"),
-    }
+    Ok(())
 }
 
 /// Physical address bits to analyse: up to the end of the highest

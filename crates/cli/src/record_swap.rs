@@ -67,30 +67,10 @@ pub fn run(args: RecordSwapArgs) -> Result<()> {
     if args.json {
         println!("{}", serde_json::to_string_pretty(&s)?);
     } else {
-        println!("{}", args.output.display());
-        println!(
-            "  swap-in requests   {} ({:.1} MiB)",
-            s.reads,
-            s.read_bytes as f64 / 1048576.0
+        print!(
+            "{}",
+            nvmos_pages::trace::record_swap_text(&args.output, &s, args.limit)
         );
-        println!(
-            "  swap-out requests  {} ({:.1} MiB)",
-            s.writes,
-            s.write_bytes as f64 / 1048576.0
-        );
-        println!("  reclaim throttles  {}", s.throttles);
-        println!(
-            "  other disk I/O     {} requests (not the swap file, dropped)",
-            s.other_requests
-        );
-        println!("  lost events        {}", s.lost_events);
-        println!(
-            "  cgroup             {} (limit {} MiB)",
-            s.cgroup,
-            args.limit >> 20
-        );
-        println!("  swap file extents  {}", s.extents);
-        println!("  wall time          {:.2} s", s.wall_ns as f64 / 1e9);
     }
     if s.interrupted {
         bail!(

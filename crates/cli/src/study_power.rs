@@ -1,10 +1,8 @@
 //! `nvmos study power`: seed 004 (Adaptive-Buddy) on this machine. The
 //! study is `nvmos_sim::power::PowerStudy`; this file parses the options,
 //! draws its progress, writes `power.json` and `power.html` into the
-//! report folder and prints the tables (or `--json`).
-
-mod page;
-mod text;
+//! report folder and prints the tables (or `--json`), both rendered by
+//! `nvmos_pages::power`.
 
 use std::path::PathBuf;
 
@@ -156,18 +154,16 @@ pub fn run(args: PowerArgs) -> Result<()> {
             "nvmos study power: the full study takes several minutes (over 5 on a 2-core machine); --quick runs a small version in seconds"
         );
     }
-    let bar = crate::progress_bar(0);
-    let study = PowerStudy::run(&o, &mut |p| crate::show(&bar, &p));
-    bar.finish_and_clear();
+    let study = crate::with_progress(0, |p| PowerStudy::run(&o, p));
     let study = study?;
     let inputs: Vec<&std::path::Path> = o.traces.iter().map(PathBuf::as_path).collect();
     let out = OutputDir::create(&args.out, &inputs)?;
     out.write_json("power.json", &study)?;
-    out.write("power.html", page::html(&study)?.as_bytes())?;
+    out.write("power.html", nvmos_pages::power::html(&study)?.as_bytes())?;
     if args.json {
         println!("{}", nvmos_report::json_text(&study)?);
     } else {
-        print!("{}", text::tables(&study)?);
+        print!("{}", nvmos_pages::power::tables(&study)?);
         println!("\nreport: {}", args.out.join("power.html").display());
     }
     Ok(())

@@ -159,6 +159,56 @@ pub struct Study {
     pub planned: usize,
 }
 
+/// Why a finished study is incomplete: some runs failed (the study went
+/// on without them), or some runs' kernels reported problems or lost
+/// trace events (their figures are not the workload's).
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum Incomplete {
+    /// Runs that failed, `policy workload run N: why` each.
+    #[error("{} of {planned} runs failed: {}", runs.len(), runs.join("; "))]
+    Failed {
+        /// The failed runs.
+        runs: Vec<String>,
+        /// Runs planned.
+        planned: usize,
+    },
+    /// Runs with kernel problems or lost events, `policy workload run N` each.
+    #[error("{} runs had kernel problems or lost events: {}", runs.len(), runs.join(", "))]
+    Unclean {
+        /// The runs.
+        runs: Vec<String>,
+    },
+}
+
+impl Study {
+    /// `None` when every planned run finished with no kernel problem and
+    /// no lost event; else what is missing or suspect (failed runs first).
+    pub fn incomplete(&self) -> Option<Incomplete> {
+        if !self.failed.is_empty() {
+            let runs = self.failed.iter().map(|f| {
+                format!(
+                    "{} {} run {}: {}",
+                    f.policy.name(),
+                    f.workload,
+                    f.run,
+                    f.error
+                )
+            });
+            return Some(Incomplete::Failed {
+                runs: runs.collect(),
+                planned: self.planned,
+            });
+        }
+        let unclean: Vec<String> = self
+            .runs
+            .iter()
+            .filter(|r| !r.problems.is_empty() || r.lost_events > 0)
+            .map(|r| format!("{} {} run {}", r.policy.name(), r.workload, r.run))
+            .collect();
+        (!unclean.is_empty()).then_some(Incomplete::Unclean { runs: unclean })
+    }
+}
+
 /// Banks kernel pages pin at the end of a workload, `adaptive` against `buddy`.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct PinnedRow {
@@ -600,6 +650,35 @@ mod tests {
                 trace_buffer_frames: 103,
                 pinned_frames: 215,
             }
+        );
+    }
+
+    #[test]
+    fn a_failed_run_makes_the_study_incomplete_and_says_which() {
+        let mut s = Study {
+            mem_mib: 512,
+            cpus: 2,
+            runs: Vec::new(),
+            replay: Vec::new(),
+            ibuddy_max_reduction: Vec::new(),
+            bank_mib: 16,
+            pinned_banks: Vec::new(),
+            failed: Vec::new(),
+            planned: 4,
+        };
+        assert_eq!(s.incomplete(), None);
+        s.failed.push(FailedRun {
+            policy: Policy::IBuddy,
+            workload: "memstress".into(),
+            run: 2,
+            error: "the guest stalled".into(),
+        });
+        assert_eq!(
+            s.incomplete().unwrap().to_string(),
+            format!(
+                "1 of 4 runs failed: {} memstress run 2: the guest stalled",
+                Policy::IBuddy.name()
+            )
         );
     }
 

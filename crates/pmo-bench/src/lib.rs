@@ -22,6 +22,8 @@
 //!   computation alone on resident DRAM (what no fault path can beat) and
 //!   the fault path's counters; attach and first-touch cost against a
 //!   kernel page fault.
+//! - [`incomplete`]: a psync or heap comparison with rows that could not
+//!   run, as data ([`incomplete::Incomplete`]) the CLI fails with.
 //!
 //! ```no_run
 //! use nvmos_pmo_bench::psync::{self, Psync};
@@ -39,6 +41,7 @@
 //! ```
 
 pub mod heap;
+pub mod incomplete;
 pub mod kernels;
 pub mod pmo;
 pub mod psync;

@@ -45,6 +45,10 @@
 //!   [`Mode`]s per attach — no encryption, decrypt at fault, DRAM as
 //!   cache, DRAM cache with stream, stride or Markov prediction of depth N.
 //!
+//! [`tools`] holds the pmo shell's operations beyond one pool call
+//! (`nvmos pmo write`, `dump`, `info --stats`), returning data and
+//! [`tools::ToolError`]; the CLI only parses, asks for keys and prints.
+//!
 //! ```
 //! use nvmos_pmo::{KdfParams, Mode, Perm, Pool};
 //! let dir = tempfile::tempdir()?;
@@ -82,6 +86,7 @@ mod pool;
 pub mod pptr;
 mod sigbus;
 pub mod state;
+pub mod tools;
 
 pub use attach::{AttachError, AttachStats, Attachment, Mode, Tuning};
 pub use backing::{BackingError, BackingErrorKind, CacheIdentity, PageBacking};

@@ -14,7 +14,8 @@
 //!   in zstd-compressed columns, written and read a block at a time
 //!   ([`NvtWriter`], [`NvtReader`]); 0.8–2.5 bytes per event on the
 //!   shipped traces.
-//! - [`open`]: any of those by content; [`TraceInfo`]: a summary in one pass.
+//! - [`open`]: any of those by content; [`TraceInfo`]: a summary in one pass;
+//!   [`convert::convert`]: any of them to `.nvt`, whole or not at all.
 //! - [`Needs`]: the memory and CPUs a trace needs (inferred for text
 //!   traces, which have no header); [`Checked`]: refuses an explicit
 //!   smaller machine at the first event beyond it, naming pfn/CPU and line.
@@ -57,6 +58,7 @@
 
 pub mod accounting;
 pub mod check;
+pub mod convert;
 mod error;
 mod event;
 pub mod folder;

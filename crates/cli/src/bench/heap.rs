@@ -1,13 +1,13 @@
-//! `nvmos bench heap`: arguments, progress and the table for
+//! `nvmos bench heap`: arguments and progress (the table in
+//! `nvmos_pages::bench::heap`) for
 //! `nvmos_pmo_bench::heap` (the heap inside an object against PMDK's
 //! `pmemobj_alloc`/`pmemobj_free`).
 
-use std::fmt::Write as _;
 use std::path::PathBuf;
 
 use anyhow::Result;
+use nvmos_pages::bench::heap::table;
 use nvmos_pmo_bench::heap::{self, HeapBench, HeapOptions};
-use nvmos_report::TextTable;
 use nvmos_sim::study::Study;
 
 /// `nvmos bench heap` options.
@@ -68,108 +68,23 @@ impl HeapArgs {
     }
 }
 
-fn table(r: &HeapBench) -> String {
-    let c = &r.options;
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "heap: {} operations (64-4096 B allocations, random frees, up to {} live), {} MiB heap on {}; median of {} runs\nload average at start: {}",
-        c.ops,
-        c.live_max,
-        c.heap_bytes >> 20,
-        c.pmem_dir.display(),
-        c.rounds,
-        r.loadavg
-    );
-    let mut t = TextTable::new([
-        "system",
-        "ns/op",
-        "cpu ns/op",
-        "allocs",
-        "frees",
-        "refused",
-        "live MiB",
-        "largest alloc MiB",
-        "fragmentation",
-        "faults",
-        "wp faults",
-        "pages synced",
-        "runs (ns/op)",
-    ]);
-    t.left(1).left(13);
-    let mib = |b: u64| format!("{:.2}", b as f64 / (1u64 << 20) as f64);
-    for row in &r.rows {
-        let runs: Vec<String> = row
-            .rounds
-            .iter()
-            .map(|s| format!("{:.0}", s.ns_per_op))
-            .collect();
-        let mut runs = runs.join(" ");
-        if let Some(why) = &row.missing {
-            let _ = write!(runs, " (missing: {why})");
-        }
-        match row.median {
-            Some(m) => t.row([
-                row.system.clone(),
-                format!("{:.0}", m.ns_per_op),
-                format!("{:.0}", m.cpu_ns_per_op),
-                m.allocs.to_string(),
-                m.frees.to_string(),
-                m.failed_allocs.to_string(),
-                mib(m.live_bytes),
-                mib(m.largest_allocatable),
-                m.heap_fragmentation
-                    .map_or("-".into(), |f| format!("{f:.3}")),
-                m.faults.to_string(),
-                m.wp_faults.to_string(),
-                m.pages_synced.to_string(),
-                runs,
-            ]),
-            None => t.row([
-                row.system.clone(),
-                "-".into(),
-                "-".into(),
-                "-".into(),
-                "-".into(),
-                "-".into(),
-                "-".into(),
-                "-".into(),
-                "-".into(),
-                runs,
-            ]),
-        };
-    }
-    s.push_str(&t.render());
-    s.push('\n');
-    s.push_str(&crate::study::checks_text(&r.checks));
-    s
-}
-
 /// Run `nvmos bench heap` and print its table (or JSON).
 pub fn main(args: &HeapArgs) -> Result<()> {
     let options = args.options();
     options.check()?;
-    let bar = crate::progress_bar(options.psync_every.len() as u64 + 2);
-    let result = heap::run(&options, &mut |p| crate::show(&bar, &p));
-    bar.finish_and_clear();
+    let result = crate::with_progress(options.psync_every.len() as u64 + 2, |p| {
+        heap::run(&options, p)
+    });
     let result = result?;
     if args.json {
         print!("{}", nvmos_report::json_text(&result)?);
     } else {
         print!("{}", table(&result));
     }
-    let missing: Vec<String> = result
-        .rows
-        .iter()
-        .filter_map(|r| r.missing.as_ref().map(|m| format!("{}: {m}", r.system)))
-        .collect();
-    if !missing.is_empty() {
-        anyhow::bail!(
-            "{} of {} rows could not run, so the comparison is incomplete: {}",
-            missing.len(),
-            result.rows.len(),
-            missing.join("; ")
-        );
+    // A row without a figure makes the comparison incomplete: say so
+    // with a failing exit, not only in a table cell.
+    if let Some(why) = result.incomplete() {
+        anyhow::bail!("{why}");
     }
     Ok(())
 }

@@ -1,12 +1,12 @@
-//! `nvmos bench psync`: arguments, progress and the table for
+//! `nvmos bench psync`: arguments and progress (the table in
+//! `nvmos_pages::bench::psync`) for
 //! `nvmos_pmo_bench::psync` (psync against PMDK's libpmemobj).
 
-use std::fmt::Write as _;
 use std::path::PathBuf;
 
 use anyhow::Result;
+use nvmos_pages::bench::psync::table;
 use nvmos_pmo_bench::psync::{self, Psync, PsyncOptions, ROWS};
-use nvmos_report::TextTable;
 use nvmos_sim::study::Study;
 
 const PAGE: u64 = 4096;
@@ -77,103 +77,21 @@ impl PsyncArgs {
     }
 }
 
-/// The table people read.
-fn table(r: &Psync) -> String {
-    let c = &r.options;
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "psync throughput, one core (CPU {}), {} KiB pages, {} pages per psync, object {} MiB; median of {} runs",
-        c.cpu,
-        PAGE / 1024,
-        c.pages_per_psync,
-        c.object_bytes >> 20,
-        c.rounds
-    );
-    let _ = writeln!(s, "load average at start: {}", r.loadavg);
-    let fmt = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.3}"));
-    let mut t = TextTable::new([
-        "system",
-        "medium",
-        "GiB/s",
-        "GiB/cpu-s",
-        "runs (GiB/s wall/cpu)",
-    ]);
-    t.left(1).left(4);
-    for row in &r.rows {
-        let runs: Vec<String> = row
-            .rounds
-            .iter()
-            .map(|v| format!("{:.3}/{:.3}", v.wall, v.cpu))
-            .collect();
-        let mut runs = runs.join(" ");
-        if let Some(why) = &row.missing {
-            let _ = write!(
-                runs,
-                "{}(missing: {why})",
-                if runs.is_empty() { "" } else { "  " }
-            );
-        }
-        t.row([
-            row.system.clone(),
-            row.medium.clone(),
-            fmt(row.gib_per_s),
-            fmt(row.gib_per_cpu_s),
-            runs,
-        ]);
-    }
-    s.push_str(&t.render());
-    for ratio in &r.ratios {
-        let x = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.2}x"));
-        let _ = writeln!(
-            s,
-            "nvmos psync with AES-256-GCM / PMDK undo-log tx on {}: {} by wall time, {} by CPU time; sealing on all CPUs: {} by wall time, {} by CPU time",
-            ratio.medium,
-            x(ratio.wall),
-            x(ratio.cpu),
-            x(ratio.all_cpus_wall),
-            x(ratio.all_cpus_cpu)
-        );
-    }
-    s.push('\n');
-    s.push_str(&crate::study::checks_text(&r.checks));
-    s
-}
-
 /// Run `nvmos bench psync` and print its table (or JSON).
 pub fn main(args: &PsyncArgs) -> Result<()> {
     let options = args.options();
     options.check()?;
-    let bar = crate::progress_bar(ROWS);
-    let result = psync::run(&options, &mut |p| crate::show(&bar, &p));
-    bar.finish_and_clear();
+    let result = crate::with_progress(ROWS, |p| psync::run(&options, p));
     let result = result?;
     if args.json {
         print!("{}", nvmos_report::json_text(&result)?);
     } else {
         print!("{}", table(&result));
     }
-    // A row without a figure (PMDK missing, a medium that failed) makes
-    // the comparison incomplete: say so with a failing exit, not only in
-    // a table cell.
-    let missing: Vec<String> = result
-        .missing()
-        .map(|r| {
-            format!(
-                "{} on {}: {}",
-                r.system,
-                r.medium,
-                r.missing.as_deref().unwrap_or("no figure")
-            )
-        })
-        .collect();
-    if !missing.is_empty() {
-        anyhow::bail!(
-            "{} of {} rows could not run, so the comparison is incomplete: {}",
-            missing.len(),
-            result.rows.len(),
-            missing.join("; ")
-        );
+    // A row without a figure makes the comparison incomplete: say so
+    // with a failing exit, not only in a table cell.
+    if let Some(why) = result.incomplete() {
+        anyhow::bail!("{why}");
     }
     Ok(())
 }

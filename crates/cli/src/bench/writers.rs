@@ -1,14 +1,13 @@
-//! `nvmos bench writers` and `nvmos bench scaling`: arguments, progress
-//! and tables for `nvmos_pmo_bench::{writers, scaling}` (concurrent
+//! `nvmos bench writers` and `nvmos bench scaling`: arguments and progress
+//! (tables in `nvmos_pages::bench::writers`) for `nvmos_pmo_bench::{writers, scaling}` (concurrent
 //! writers of one pool; seed 001's Fig. 1, scalability by thread count).
 
-use std::fmt::Write as _;
 use std::path::PathBuf;
 
 use anyhow::Result;
+use nvmos_pages::bench::writers::{scaling_table, writers_table};
 use nvmos_pmo_bench::scaling::{self, ScalingBench};
 use nvmos_pmo_bench::writers::{self, WritersBench};
-use nvmos_report::TextTable;
 use nvmos_sim::study::Study;
 
 /// `nvmos bench writers` options.
@@ -50,44 +49,15 @@ pub fn writers_main(args: &WritersArgs) -> Result<()> {
         o.dir = d.clone();
     }
     o.check()?;
-    let bar = crate::progress_bar(o.processes.len() as u64 * 2 * o.rounds as u64);
-    let r = writers::run(&o, &mut |p| crate::show(&bar, &p));
-    bar.finish_and_clear();
+    let r = crate::with_progress(o.processes.len() as u64 * 2 * o.rounds as u64, |p| {
+        writers::run(&o, p)
+    });
     let r = r?;
     if args.json {
         print!("{}", nvmos_report::json_text(&r)?);
         return Ok(());
     }
-    let mut s = format!(
-        "concurrent writers of one pool in {}: each its own object ({} MiB), {} pages per psync, {} MiB per writer, AES-256-GCM: {}; median of {}; {} CPUs, load average {}\n",
-        o.dir.display(),
-        o.object_bytes >> 20,
-        o.pages_per_psync,
-        o.bytes_per_writer >> 20,
-        o.encrypted,
-        o.rounds,
-        r.cpus,
-        r.loadavg
-    );
-    let mut t = TextTable::new(["writers", "state store", "GiB/s (all)", "GiB/cpu-s", "runs"]);
-    for row in &r.rows {
-        let runs: Vec<String> = row
-            .rounds
-            .iter()
-            .map(|x| format!("{:.3}", x.aggregate_gib_per_s))
-            .collect();
-        t.row([
-            row.processes.to_string(),
-            if row.state_store { "yes" } else { "no" }.to_string(),
-            format!("{:.3}", row.aggregate_gib_per_s),
-            format!("{:.3}", row.gib_per_cpu_s),
-            runs.join(" "),
-        ]);
-    }
-    s.push_str(&t.render());
-    s.push('\n');
-    s.push_str(&crate::study::checks_text(&r.checks));
-    print!("{s}");
+    print!("{}", writers_table(&r));
     Ok(())
 }
 
@@ -124,37 +94,15 @@ pub fn scaling_main(args: &ScalingArgs) -> Result<()> {
         o.rounds = r;
     }
     o.check()?;
-    let bar = crate::progress_bar((o.modes.len() * 2 * o.threads.len()) as u64 * o.rounds as u64);
-    let r = scaling::run(&o, &mut |p| crate::show(&bar, &p));
-    bar.finish_and_clear();
+    let r = crate::with_progress(
+        (o.modes.len() * 2 * o.threads.len()) as u64 * o.rounds as u64,
+        |p| scaling::run(&o, p),
+    );
     let r = r?;
     if args.json {
         print!("{}", nvmos_report::json_text(&r)?);
         return Ok(());
     }
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "seed 001 Fig. 1: pages written and psynced per second by thread count ({} pages per thread, {} iterations, median of {}); {} CPUs, load average {}",
-        o.pages_per_thread, o.iterations, o.rounds, r.cpus, r.loadavg
-    );
-    let mut head = vec!["mode".to_string(), "objects".to_string()];
-    head.extend(o.threads.iter().map(|t| format!("{t} thr (x)")));
-    let mut t = TextTable::new(head);
-    t.left(0).left(1);
-    for chunk in r.cells.chunks(o.threads.len()) {
-        let mut row = vec![
-            chunk[0].mode.clone(),
-            if chunk[0].shared { "one" } else { "separate" }.to_string(),
-        ];
-        row.extend(
-            chunk
-                .iter()
-                .map(|c| format!("{:.0} ({:.2})", c.pages_per_s, c.speedup)),
-        );
-        t.row(row);
-    }
-    s.push_str(&t.render());
-    print!("{s}");
+    print!("{}", scaling_table(&r));
     Ok(())
 }

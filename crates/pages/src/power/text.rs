@@ -27,7 +27,9 @@ fn rows_text(title: &str, rows: &[PowerRow], out: &mut String) -> Result<(), nvm
     Ok(())
 }
 
-pub(super) fn tables(study: &PowerStudy) -> Result<String, nvmos_report::Error> {
+/// The power study's terminal tables: every workload and trace, the
+/// latency benchmark beside seed 004's Table 5, the checks, the energy units.
+pub fn tables(study: &PowerStudy) -> Result<String, nvmos_report::Error> {
     let mut out = String::new();
     for s in &study.synthetic {
         let (w, m) = (&s.workload, &s.machine);

@@ -1,6 +1,7 @@
-//! The evaluation report: `results.json`, CSV files, and `index.html`
-//! (through nvmos-report: one page style, charts, tables), written into
-//! one folder.
+//! `nvmos evaluate` and `nvmos replay` (`nvmos_sim::evaluate`): the
+//! terminal tables ([`text`]), `summary.csv`, `wear_cdf.csv` and
+//! `index.html` (through nvmos-report: one page style, charts, tables);
+//! the CLI writes them with `results.json` into one folder.
 //!
 //! Every number shown in the HTML carries `data-trace`, `data-alloc` and
 //! `data-field` attributes naming where it comes from in `results.json`
@@ -8,25 +9,15 @@
 //! `<svg class="chart">` that the page's script marks `data-rendered`, so
 //! a headless browser can check both (`tests/report_browser.rs`).
 
-use std::path::Path;
+use std::fmt::Write as _;
 
-use anyhow::Result;
 use nvmos_report::chart::{Axis, BarChart, Chart, ColourScale, HeatMap, LineChart, Series};
 use nvmos_report::columns::{Column, Columns, Key};
+use nvmos_report::csv_text;
 use nvmos_report::page::{Cell, Html, HtmlTable, Page, STUDY_PAGES};
-use nvmos_report::{csv_text, OutputDir};
-use nvmos_sim::{Evaluation, StudyRow, TraceStudy};
 
-/// Write `results.json`, `summary.csv`, `wear_cdf.csv` and `index.html`,
-/// each whole or not at all, never over one of `inputs` (the traces).
-pub fn write(dir: &Path, evaluation: &Evaluation, inputs: &[&Path]) -> Result<()> {
-    let out = OutputDir::create(dir, inputs)?;
-    out.write_json("results.json", evaluation)?;
-    out.write("summary.csv", summary_csv(evaluation)?.as_bytes())?;
-    out.write("wear_cdf.csv", cdf_csv(evaluation)?.as_bytes())?;
-    out.write("index.html", html(evaluation)?.as_bytes())?;
-    Ok(())
-}
+use crate::Result;
+use nvmos_sim::{Evaluation, StudyRow, TraceStudy};
 
 /// A row of a trace's wear table: the study row with its trace and the
 /// figures the JSON does not hold (computed by `ReplayStats`).
@@ -112,11 +103,13 @@ pub fn wear_columns(csv: bool) -> Columns {
         .keep_nan()
 }
 
-fn summary_csv(evaluation: &Evaluation) -> Result<String> {
-    Ok(wear_columns(true).csv(&wear_rows(evaluation))?)
+/// `summary.csv`: every row of every trace, headed by the field names.
+pub fn summary_csv(evaluation: &Evaluation) -> Result<String> {
+    wear_columns(true).csv(&wear_rows(evaluation))
 }
 
-fn cdf_csv(evaluation: &Evaluation) -> Result<String> {
+/// `wear_cdf.csv`: each row's cumulative distribution of writes per frame.
+pub fn cdf_csv(evaluation: &Evaluation) -> Result<String> {
     let mut rows = Vec::new();
     for trace in &evaluation.traces {
         for row in &trace.rows {
@@ -134,7 +127,7 @@ fn cdf_csv(evaluation: &Evaluation) -> Result<String> {
             }
         }
     }
-    Ok(csv_text(
+    csv_text(
         &[
             "trace",
             "allocator",
@@ -143,10 +136,11 @@ fn cdf_csv(evaluation: &Evaluation) -> Result<String> {
             "cumulative_fraction",
         ],
         rows,
-    )?)
+    )
 }
 
-fn html(evaluation: &Evaluation) -> Result<String> {
+/// `index.html`: the summary across traces, then per trace its table and charts.
+pub fn html(evaluation: &Evaluation) -> Result<String> {
     let mut page = Page::new(
         "index.html",
         "nvmos evaluate",
@@ -280,7 +274,7 @@ fn cdf_chart(trace: &TraceStudy) -> Result<Chart> {
             chart = chart.series(Series::new(&row.allocator, points));
         }
     }
-    Ok(chart.render()?)
+    chart.render()
 }
 
 /// Most writes to one frame per slice of the managed frames, a row per
@@ -300,7 +294,7 @@ fn heat_chart(trace: &TraceStudy) -> Result<Chart> {
             row.heat.iter().map(|&v| f64::from(v)).collect(),
         );
     }
-    Ok(chart.render()?)
+    chart.render()
 }
 
 fn bar_chart(
@@ -311,7 +305,7 @@ fn bar_chart(
     unit: &str,
     value: fn(&StudyRow) -> f64,
 ) -> Result<Chart> {
-    Ok(BarChart::new(kind, title)
+    BarChart::new(kind, title)
         .attr("data-trace", &trace.trace)
         .value_axis(Axis::linear(axis))
         .unit(unit)
@@ -324,7 +318,81 @@ fn bar_chart(
                 .map(|r| Some(value(r)).filter(|v| !v.is_nan()))
                 .collect(),
         )
-        .render()?)
+        .render()
+}
+
+/// The terminal tables of `nvmos evaluate` and `nvmos replay`: per trace
+/// its heading, accounting, wear table, flags and write-weighted table.
+pub fn text(evaluation: &Evaluation) -> Result<String> {
+    let mut out = String::new();
+    for trace in &evaluation.traces {
+        writeln!(
+            out,
+            "\n{} — {} events, {:.2} s, {} frames, {} CPUs{}",
+            trace.trace,
+            trace.events,
+            trace.duration_ns as f64 / 1e9,
+            trace.rows.first().map_or(0, |r| r.wear.frames),
+            trace.machine.cpus,
+            if trace.inferred {
+                " (inferred from the trace: highest pfn + block, highest CPU + 1)"
+            } else {
+                ""
+            }
+        )
+        .unwrap();
+        if let Some(first) = trace.rows.first() {
+            writeln!(out, "{}", crate::events_read(&first.stats.accounting)).unwrap();
+        }
+        let mut flags = Vec::new();
+        for row in &trace.rows {
+            if let Some(flag) = row.stats.flag() {
+                flags.push(format!(
+                    "  !! {}: {flag}: its wear figures are not the trace's",
+                    row.allocator
+                ));
+            }
+        }
+        out.push_str(&wear_columns(false).text(&wear_rows_of(trace))?);
+        for flag in flags {
+            writeln!(out, "{flag}").unwrap();
+        }
+        write_table(trace, &mut out)?;
+    }
+    Ok(out)
+}
+
+/// Write-weighted wear beside the table above, for traces recorded with
+/// `record --writes`: each frame's sampled writes (one per sample in which
+/// it was written) under each row's placement, and how they correlate per
+/// frame with the allocation-only counts.
+fn write_table(trace: &TraceStudy, out: &mut String) -> Result<()> {
+    let Some(first) = trace.rows.first().filter(|r| r.writes.is_some()) else {
+        return Ok(());
+    };
+    let a = &first.stats.accounting;
+    writeln!(
+        out,
+        "sampled writes: {} ({} to no live block: frames allocated before the recording)",
+        a.write_samples, a.writes_not_live
+    )
+    .unwrap();
+    let w = |h: &str, p: &str| Column::number(h, format!("writes.{p}"));
+    let table = Columns::new([
+        Column::text("write-weighted", "allocator"),
+        Column::number("attributed", "stats.writes.attributed"),
+        Column::number("refused", "stats.writes.of_refused"),
+        w("max", "wear.max"),
+        w("max/mean", "wear.max_over_mean"),
+        w("life %", "wear.lifetime_pct_of_ideal"),
+        w("years@1e7", "wear.lifetime_years.1"),
+        w("pearson", "correlation.pearson"),
+        w("spearman", "correlation.spearman"),
+        w("frames", "correlation.frames"),
+    ]);
+    let rows: Vec<&StudyRow> = trace.rows.iter().filter(|r| r.writes.is_some()).collect();
+    out.push_str(&table.text(&rows)?);
+    Ok(())
 }
 
 #[cfg(test)]

@@ -3,7 +3,7 @@
 //! (the browser test compares the two), besides `data-trace` (workload
 //! and machine, or trace), `data-alloc` and `data-field`.
 
-use anyhow::Result;
+use crate::Result;
 use nvmos_report::chart::{Axis, BarChart, LineChart, Series, State, StateMap};
 use nvmos_report::columns::{Column, Columns, Key};
 use nvmos_report::page::{Cell, Html, HtmlTable, Page, STUDY_PAGES};
