@@ -87,7 +87,7 @@ pub use attach::{AttachError, AttachStats, Attachment, Mode, Tuning};
 pub use backing::{BackingError, BackingErrorKind, CacheIdentity, PageBacking};
 pub use crypto::{read_key_file, KdfParams, KeyBytes, MIN_KEY_LEN};
 pub use error::{error_chain, PmoError, Result};
-pub use medium::{CrashPoint, Durability};
+pub use medium::{CrashPoint, CrashStep, Durability};
 pub use object::{AuthTime, ObjectHandle, Perm};
 pub use pool::{
     AcceptReport, Access, AttachOptions, CheckReport, ObjectCheck, ObjectInfo, Pool, PoolInfo,
