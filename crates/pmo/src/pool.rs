@@ -691,6 +691,60 @@ impl Pool {
         self.inner.medium.guarded(r)
     }
 
+    /// Write each item's bytes into its object from offset 0 and commit
+    /// them all with one group commit ([`Pool::psync_many_handles`]): what
+    /// `nvmos pmo psync-many NAME FILE...` does. Items are `(name, key,
+    /// bytes)`; each object is opened for writing (waiting for another
+    /// writer with `opts.wait`; objects are taken in name order, so two
+    /// such calls never wait for each other in a cycle). Returns each
+    /// object's new epoch, in the order given. Nothing is committed if any
+    /// name is given twice ([`PmoError::DuplicateInGroup`]), any object
+    /// cannot be opened, or any bytes do not fit their object.
+    pub fn write_many(
+        &self,
+        items: &[(&str, Option<&[u8]>, &[u8])],
+        opts: AttachOptions,
+    ) -> Result<Vec<u64>> {
+        let mut order: Vec<usize> = (0..items.len()).collect();
+        order.sort_by_key(|&i| items[i].0);
+        for w in order.windows(2) {
+            if items[w[0]].0 == items[w[1]].0 {
+                return Err(PmoError::DuplicateInGroup {
+                    name: items[w[0]].0.to_string(),
+                });
+            }
+        }
+        if items.len() > MAX_GROUP {
+            return Err(PmoError::GroupTooLarge {
+                count: items.len(),
+                max: MAX_GROUP,
+            });
+        }
+        let mut handles: Vec<Option<ObjectHandle>> = (0..items.len()).map(|_| None).collect();
+        for &i in &order {
+            let (name, key, _) = items[i];
+            handles[i] = Some(self.open_object_with(name, Perm::Write, key, opts)?);
+        }
+        let handles: Vec<ObjectHandle> = handles.into_iter().flatten().collect();
+        for (h, (_, _, bytes)) in handles.iter().zip(items) {
+            if bytes.len() > h.size() {
+                return Err(PmoError::BadObjectSize {
+                    name: h.name().to_string(),
+                    size: bytes.len() as u64,
+                    reason: format!(
+                        "{} bytes to write; the object holds {}",
+                        bytes.len(),
+                        h.size()
+                    ),
+                });
+            }
+            h.write_at(0, bytes)?;
+        }
+        let refs: Vec<&ObjectHandle> = handles.iter().collect();
+        self.psync_many_handles(&refs)?;
+        Ok(handles.iter().map(|h| h.epoch()).collect())
+    }
+
     /// Check the members of a group commit; their indices in slot order.
     fn group_order(&self, handles: &[&ObjectHandle]) -> Result<Vec<usize>> {
         if handles.len() > MAX_GROUP {
