@@ -91,6 +91,6 @@ pub use medium::{CrashPoint, CrashStep, Durability};
 pub use object::{AuthTime, ObjectHandle, Perm};
 pub use pool::{
     AcceptReport, Access, AttachOptions, CheckReport, ObjectCheck, ObjectInfo, Pool, PoolInfo,
-    PoolOptions, RepairReport, VerifyReport, MIN_POOL_SIZE,
+    PoolOptions, RepairReport, VerifyReport, WriteItem, MIN_POOL_SIZE,
 };
 pub use pptr::{POff, POffError, PPtr};

@@ -700,11 +700,7 @@ impl Pool {
     /// object's new epoch, in the order given. Nothing is committed if any
     /// name is given twice ([`PmoError::DuplicateInGroup`]), any object
     /// cannot be opened, or any bytes do not fit their object.
-    pub fn write_many(
-        &self,
-        items: &[(&str, Option<&[u8]>, &[u8])],
-        opts: AttachOptions,
-    ) -> Result<Vec<u64>> {
+    pub fn write_many(&self, items: &[WriteItem<'_>], opts: AttachOptions) -> Result<Vec<u64>> {
         let mut order: Vec<usize> = (0..items.len()).collect();
         order.sort_by_key(|&i| items[i].0);
         for w in order.windows(2) {
@@ -1160,6 +1156,10 @@ impl Pool {
         Ok(())
     }
 }
+
+/// One object's part of [`Pool::write_many`]: its name, its key (`None`
+/// for a plain object) and the bytes written from offset 0.
+pub type WriteItem<'a> = (&'a str, Option<&'a [u8]>, &'a [u8]);
 
 /// Arenas have at least this many frames (smaller pools have one arena).
 const ARENA_MIN: u64 = 64;
