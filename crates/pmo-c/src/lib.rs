@@ -253,6 +253,9 @@ fn pmo_status(e: &PmoError) -> NvmosPmoStatus {
         | PmoError::ObjectRolledBack { .. } => S::RolledBack,
         PmoError::State { .. } => S::State,
         PmoError::Attach { source, .. } => attach_status(source),
+        PmoError::DuplicateInGroup { .. }
+        | PmoError::NotInGroupPool { .. }
+        | PmoError::GroupTooLarge { .. } => S::InvalidArgument,
     }
 }
 
@@ -750,6 +753,54 @@ pub unsafe extern "C" fn nvmos_pmo_psync(
         if !pages.is_null() {
             // SAFETY: non-null and writable.
             unsafe { *pages = stats.pages };
+        }
+        Ok(())
+    })
+}
+
+/// psync of several attachments at once, all or nothing: every object's
+/// changes since its last psync become durable together, or none do (a
+/// crash at any point leaves all of them as before or all as after).
+/// `attachments` holds `count` write attachments made from `pool` (this
+/// open of it), each at most once; a read-only one is
+/// `NVMOS_PMO_STATUS_READ_ONLY`, one given twice, one of another pool or
+/// another open, or more than the group limit (48) is
+/// `NVMOS_PMO_STATUS_INVALID_ARGUMENT`, naming the object. `pages` may be
+/// NULL; otherwise it receives `count` numbers: the pages each attachment
+/// committed. On failure nothing is committed and it can be retried.
+///
+/// # Safety
+/// `pool` is a live pool handle; `attachments` points to `count` live
+/// attachment handles; `pages` is NULL or writable for `count` numbers.
+#[no_mangle]
+pub unsafe extern "C" fn nvmos_pmo_psync_many(
+    pool: *const NvmosPmoPool,
+    attachments: *const *const NvmosPmoAttachment,
+    count: usize,
+    pages: *mut u64,
+) -> NvmosPmoStatus {
+    ffi(|| {
+        // SAFETY: the caller's promise.
+        let pool = unsafe { pool_arg(pool) }?;
+        if count > 0 {
+            non_null(attachments, "attachments")?;
+        }
+        let mut atts = Vec::with_capacity(count);
+        for i in 0..count {
+            // SAFETY: `attachments` holds `count` handles (caller's promise).
+            let a = unsafe { *attachments.add(i) };
+            // SAFETY: NULL or a live handle.
+            atts.push(unsafe { attachment_arg(a) }.map_err(|mut f| {
+                f.message = format!("{} (attachments[{i}])", f.message);
+                f
+            })?);
+        }
+        let stats = pool.psync_many(&atts)?;
+        if !pages.is_null() {
+            for (i, s) in stats.iter().enumerate() {
+                // SAFETY: writable for `count` numbers.
+                unsafe { *pages.add(i) = s.pages };
+            }
         }
         Ok(())
     })
