@@ -284,13 +284,14 @@ pub struct GroupEntry {
 /// Bytes: 0 group word (the group id; 0 = none) · 8 count · 12 zero ·
 /// 16 group id (again) · 24 pool id · 32 SHA-256 of bytes 8..32 and the
 /// entries · 64 entries ([`GROUP_ENTRY`] bytes each: slot, which, record).
-/// Written as a directory record is: (1) a zero group word, (2) the body,
-/// (3) the group word, a drain after each; retired by zeroing the group
-/// word, then the body. So a crash leaves it empty, incomplete (group word
-/// 0: ignored, as every flip comes after step 3 and retiring starts after
-/// the last flip) or whole; a non-zero group word with a body that fails
-/// its hash is damage or tampering ([`GroupState::Corrupt`]), never a
-/// crash state.
+/// Written as a directory record is: (1) a zero group word (already zero
+/// unless a crash left one), (2) the body, (3) the group word, a drain
+/// after each; retired by zeroing the fixed part (one cache line; the
+/// entries stay, unread). So a crash leaves it empty, incomplete (group
+/// word 0: ignored, as every flip comes after step 3 and retiring starts
+/// after the last flip) or whole; a non-zero group word with a body that
+/// fails its hash is damage or tampering ([`GroupState::Corrupt`]), never
+/// a crash state.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GroupRecord {
     pub group_id: u64,
@@ -301,7 +302,7 @@ pub struct GroupRecord {
 /// What the group commit area holds.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum GroupState {
-    /// All zero: no group commit under way.
+    /// Fixed part all zero: no group commit under way.
     Empty,
     /// Group word 0, body not all zero: a write or a retirement
     /// interrupted by a crash. Not committed (or already complete).
@@ -348,7 +349,8 @@ impl GroupRecord {
 
     /// Classify the group area (`PAGE - GROUP_AT` bytes; see [`GroupState`]).
     pub fn classify(b: &[u8]) -> GroupState {
-        if b.iter().all(|&x| x == 0) {
+        // A retired group leaves its entries behind a zeroed fixed part.
+        if b[..GROUP_FIXED].iter().all(|&x| x == 0) {
             return GroupState::Empty;
         }
         let word = u64_at(b, 0);
@@ -649,6 +651,10 @@ mod tests {
         let mut torn = area.clone();
         torn[..8].fill(0);
         assert_eq!(GroupRecord::classify(&torn), GroupState::Incomplete);
+        // Retired: the fixed part zeroed, the entries left behind.
+        let mut retired = area.clone();
+        retired[..GROUP_FIXED].fill(0);
+        assert_eq!(GroupRecord::classify(&retired), GroupState::Empty);
         // Any other change is damage, naming the slots it holds.
         for at in [8, 20, 40, GROUP_FIXED + 2, GROUP_FIXED + GROUP_ENTRY + 30] {
             let mut bad = area.clone();

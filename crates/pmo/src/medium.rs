@@ -115,7 +115,8 @@ pub struct CrashPoint {
 
 /// A named step of a group commit (`Pool::psync_many`), for crash tests
 /// that must stop exactly there. Every step is reached with what it names
-/// durable (after the drain that follows it).
+/// durable (after the drain that follows it), except `Flipped`: the flips
+/// share their drains (see `PoolInner::write_records_locked`).
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum CrashStep {
     /// The group commit record's body is written, its group word not yet:
@@ -124,7 +125,9 @@ pub enum CrashStep {
     /// The group commit record is durable (the commit point); no slot
     /// record has flipped.
     GroupDurable,
-    /// The `k`-th slot record (1-based, in slot order) has flipped.
+    /// The `k`-th slot record (1-based, in slot order) has flipped: its
+    /// last step (the sequence word) is stored and written back; the
+    /// drain ordering the flips follows the last one.
     Flipped(usize),
     /// Every slot record has flipped; the group record is not retired.
     BeforeRetire,

@@ -2012,9 +2012,13 @@ impl PoolInner {
     fn write_group(&self, g: &GroupRecord) -> Result<()> {
         let bytes = g.encode();
         let m = &self.medium;
-        m.slice_mut(GROUP_AT, 8).fill(0);
-        m.persist(GROUP_AT, 8);
-        m.drain()?;
+        if read_u64(m.slice(GROUP_AT, 8), 0) != 0 {
+            // Only a crash leaves a word (and the open that found it
+            // clears it): never under way here, but the rule holds.
+            m.slice_mut(GROUP_AT, 8).fill(0);
+            m.persist(GROUP_AT, 8);
+            m.drain()?;
+        }
         m.slice_mut(GROUP_AT + 8, bytes.len() - 8)
             .copy_from_slice(&bytes[8..]);
         m.persist(GROUP_AT + 8, bytes.len() - 8);
@@ -2027,20 +2031,45 @@ impl PoolInner {
         Ok(())
     }
 
-    /// Retire the group record: its group word zeroed (from here it is
-    /// incomplete: ignored), then the rest of the area.
+    /// Retire the group record: its fixed part (group word, count, ids,
+    /// hash: one cache line) zeroed. A crash in between leaves it
+    /// incomplete (ignored); the entries behind it are never read again.
     fn retire_group(&self) -> Result<()> {
         let m = &self.medium;
-        m.slice_mut(GROUP_AT, 8).fill(0);
-        m.persist(GROUP_AT, 8);
-        m.drain()?;
-        let rest = m.slice_mut(GROUP_AT + 8, PAGE - GROUP_AT - 8);
-        if rest.iter().any(|&b| b != 0) {
-            rest.fill(0);
-            m.persist(GROUP_AT + 8, PAGE - GROUP_AT - 8);
-            m.drain()?;
+        m.slice_mut(GROUP_AT, crate::layout::GROUP_FIXED).fill(0);
+        m.persist(GROUP_AT, crate::layout::GROUP_FIXED);
+        m.drain()
+    }
+
+    /// The flips of a group: every record written in the three ordered
+    /// steps of [`PoolInner::write_record_locked`], the records side by
+    /// side (one drain per step, not per record: once the group record is
+    /// durable any subset of finished flips is rolled forward, and each
+    /// record still only ever reads as old, incomplete or new).
+    fn write_records_locked(&self, entries: &[GroupEntry]) -> Result<()> {
+        let m = &self.medium;
+        let encoded: Vec<[u8; crate::layout::RECORD]> =
+            entries.iter().map(|e| e.record.encode()).collect();
+        for e in entries {
+            let off = record_offset(e.slot, e.which);
+            m.slice_mut(off, 8).fill(0);
+            m.persist(off, 8);
         }
-        Ok(())
+        m.drain()?;
+        for (e, bytes) in entries.iter().zip(&encoded) {
+            let off = record_offset(e.slot, e.which);
+            m.slice_mut(off + 8, bytes.len() - 8)
+                .copy_from_slice(&bytes[8..]);
+            m.persist(off + 8, bytes.len() - 8);
+        }
+        m.drain()?;
+        for (k, (e, bytes)) in entries.iter().zip(&encoded).enumerate() {
+            let off = record_offset(e.slot, e.which);
+            m.slice_mut(off, 8).copy_from_slice(&bytes[..8]);
+            m.persist(off, 8);
+            m.crash_at(CrashStep::Flipped(k + 1));
+        }
+        m.drain()
     }
 
     /// With the metadata lock held (no group commit of a live writer is
@@ -2082,11 +2111,10 @@ impl PoolInner {
                         Fit::Conflict(_) => fits = false,
                     }
                 }
-                {
+                if !missing.is_empty() {
+                    let missing: Vec<GroupEntry> = missing.iter().map(|&e| e.clone()).collect();
                     let _dir = self.dir.lock();
-                    for e in &missing {
-                        self.write_record_locked(e.slot, e.which, &e.record)?;
-                    }
+                    self.write_records_locked(&missing)?;
                 }
                 let slots: Vec<usize> = gr.entries.iter().map(|e| e.slot).collect();
                 if !fits {
@@ -2095,9 +2123,6 @@ impl PoolInner {
                         "group commit {:016x} (slots {slots:?}) does not fit some of its slots' records: those are quarantined, the rest rolled forward",
                         gr.group_id
                     ));
-                    if !missing.is_empty() {
-                        self.medium.drain()?;
-                    }
                     return Ok(g);
                 }
                 self.retire_group()?;
@@ -2157,9 +2182,10 @@ impl PoolInner {
         // Under the metadata lock from here to the retirement: group
         // commits run one at a time, and no open's refresh (nor open) sees
         // some flips of a group without the others.
-        let mut rng = rand::rngs::OsRng;
         let group = GroupRecord {
-            group_id: rng.gen_range(1..=u64::MAX),
+            // Unique per group (the seqlock read of `read_group` relies on
+            // it); a user-space generator: no system call per commit.
+            group_id: rand::thread_rng().gen_range(1..=u64::MAX),
             pool_id: self.header.pool_id,
             entries: work
                 .iter()
@@ -2181,10 +2207,7 @@ impl PoolInner {
         let mut recs = Vec::with_capacity(work.len());
         {
             let _dir = self.dir.lock();
-            for (k, e) in group.entries.iter().enumerate() {
-                self.write_record_locked(e.slot, e.which, &e.record)?;
-                self.medium.crash_at(CrashStep::Flipped(k + 1));
-            }
+            self.write_records_locked(&group.entries)?;
             for ((o, pages), b) in work.iter().zip(built) {
                 old_frames.extend_from_slice(&b.old_frames);
                 recs.push((

@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 
 use anyhow::Result;
-use nvmos_pmo_bench::psync::{self, Psync, PsyncOptions, ROWS};
+use nvmos_pmo_bench::psync::{self, Psync, PsyncOptions};
 use nvmos_report::TextTable;
 use nvmos_sim::study::Study;
 
@@ -38,6 +38,9 @@ pub struct PsyncArgs {
     /// The CPU to run on [default: 0].
     #[arg(long)]
     cpu: Option<usize>,
+    /// psync_many group sizes measured against as many single psyncs, comma separated [default: 2,8; none: 0].
+    #[arg(long, value_delimiter = ',')]
+    group_objects: Option<Vec<usize>>,
     /// Smaller and faster (explicit options still win).
     #[arg(long)]
     quick: bool,
@@ -72,6 +75,9 @@ impl PsyncArgs {
         }
         if let Some(cpu) = self.cpu {
             o.cpu = cpu;
+        }
+        if let Some(g) = &self.group_objects {
+            o.group_objects = g.iter().copied().filter(|&n| n != 0).collect();
         }
         o
     }
@@ -135,6 +141,14 @@ fn table(r: &Psync) -> String {
             x(ratio.all_cpus_cpu)
         );
     }
+    for g in &r.groups {
+        let us = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.1} us"));
+        let why = g
+            .missing
+            .as_ref()
+            .map_or(String::new(), |m| format!(" (missing: {m})"));
+        let _ = writeln!(s, "psync_many of {} objects on {}: {} per object, {} psyncs {} (speedup {}), {} pages per object, {}{why}", g.objects, g.medium, us(g.many_us_per_object), g.objects, us(g.single_us_per_object), g.speedup().map_or("-".into(), |x| format!("{x:.2}x")), g.pages_per_object, if g.state_store { "state store" } else { "no state store" });
+    }
     s.push('\n');
     s.push_str(&crate::study::checks_text(&r.checks));
     s
@@ -144,7 +158,7 @@ fn table(r: &Psync) -> String {
 pub fn main(args: &PsyncArgs) -> Result<()> {
     let options = args.options();
     options.check()?;
-    let bar = crate::progress_bar(ROWS);
+    let bar = crate::progress_bar(options.steps());
     let result = psync::run(&options, &mut |p| crate::show(&bar, &p));
     bar.finish_and_clear();
     let result = result?;
@@ -166,12 +180,17 @@ pub fn main(args: &PsyncArgs) -> Result<()> {
                 r.missing.as_deref().unwrap_or("no figure")
             )
         })
+        .chain(result.groups.iter().filter_map(|g| {
+            g.missing
+                .as_ref()
+                .map(|m| format!("psync_many of {} on {}: {m}", g.objects, g.medium))
+        }))
         .collect();
     if !missing.is_empty() {
         anyhow::bail!(
             "{} of {} rows could not run, so the comparison is incomplete: {}",
             missing.len(),
-            result.rows.len(),
+            result.rows.len() + result.groups.len(),
             missing.join("; ")
         );
     }
