@@ -123,7 +123,7 @@ impl PsyncOptions {
         if let Some(n) = self
             .group_objects
             .iter()
-            .find(|&&n| n < 2 || n > nvmos_pmo::layout::MAX_GROUP)
+            .find(|&&n| !(2..=nvmos_pmo::layout::MAX_GROUP).contains(&n))
         {
             return Err(BenchError::Options(format!(
                 "group_objects: {n} is outside 2..={} (what one psync_many commits)",
@@ -448,7 +448,8 @@ fn group_run(
         // change in the machine's load falls on both alike.
         let (mut single, mut many) = (0f64, 0f64);
         for k in 0..cfg.group_commits {
-            for many_turn in [(k + round as usize) % 2 == 0, (k + round as usize) % 2 == 1] {
+            let even = (k + round as usize).is_multiple_of(2);
+            for many_turn in [even, !even] {
                 let t0 = Instant::now();
                 for h in &hs {
                     stage(h, k)?;
