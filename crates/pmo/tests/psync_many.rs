@@ -149,6 +149,16 @@ fn psync_many_child() {
     }
     let refs: Vec<&nvmos_pmo::ObjectHandle> = handles.iter().collect();
     pool.psync_many_handles(&refs).unwrap();
+    // With NVMOS_PSM_LOOP: keep committing groups until killed.
+    while std::env::var_os("NVMOS_PSM_LOOP").is_some() {
+        let mut page = vec![0u8; PAGE];
+        handles[0].read(0, &mut page).unwrap();
+        let g = generation_of(&page) + 1;
+        for (k, h) in handles.iter().enumerate() {
+            stage_generation(h, k, g);
+        }
+        pool.psync_many_handles(&refs).unwrap();
+    }
 }
 
 fn spawn_child(path: &Path, n: usize, step: Option<CrashStep>, after: u64) -> bool {
@@ -314,6 +324,45 @@ fn killed_at_every_persist_point_objects_are_all_old_or_all_new() {
         );
         cleanup(&path);
     }
+}
+
+/// Killed at random times while committing group after group (on disk,
+/// the msync path): every group whole, never a mix.
+#[test]
+fn killed_at_random_times_groups_stay_whole() {
+    let (_dir, path) = pool_file("disk-random");
+    setup(&path);
+    let mut rng = rand::rngs::SmallRng::seed_from_u64(3);
+    let mut gens = [1u64; 3];
+    for _ in 0..24 {
+        let mut child = Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "psync_many_child", "--test-threads=1"])
+            .env(CHILD_ENV, &path)
+            .env("NVMOS_PSM_N", "3")
+            .env("NVMOS_PSM_STEP", "none")
+            .env("NVMOS_PSM_AFTER", "0")
+            .env("NVMOS_PSM_LOOP", "1")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_micros(
+            rng.gen_range(5_000..150_000),
+        ));
+        // SAFETY: kill(2) on our own child's pid.
+        unsafe {
+            libc::kill(child.id() as i32, libc::SIGKILL);
+        }
+        child.wait().unwrap();
+        let now = generations(&path, Access::ReadWrite);
+        assert!(
+            now[0] >= gens[0] && now.iter().all(|&g| g == now[0]),
+            "a mix of generations {now:?} (before {gens:?})"
+        );
+        gens = now;
+    }
+    assert!(gens[0] > 3, "only {} generations committed", gens[0]);
+    cleanup(&path);
 }
 
 /// A read-only open sees a crashed group rolled forward without writing;
