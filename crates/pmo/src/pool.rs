@@ -655,19 +655,24 @@ impl Pool {
         let order = self.group_order(&handles)?;
         let mut prepared = Vec::with_capacity(order.len());
         for &i in &order {
-            match attachments[i].psync_prepare() {
-                Ok(Some(p)) => prepared.push((i, p)),
-                Ok(None) => unreachable!("group_order refuses read-only handles"),
-                Err(source) => {
-                    for (j, p) in prepared {
-                        attachments[j].psync_finish(p, false);
-                    }
-                    return Err(PmoError::Attach {
-                        name: handles[i].name().to_string(),
-                        source: Box::new(source),
-                    });
+            let failed = match attachments[i].psync_prepare() {
+                Ok(Some(p)) => {
+                    prepared.push((i, p));
+                    continue;
                 }
+                // A read-only mapping over a handle opened for writing.
+                Ok(None) => PmoError::ReadOnly {
+                    name: handles[i].name().to_string(),
+                },
+                Err(source) => PmoError::Attach {
+                    name: handles[i].name().to_string(),
+                    source: Box::new(source),
+                },
+            };
+            for (j, p) in prepared {
+                attachments[j].psync_finish(p, false);
             }
+            return Err(failed);
         }
         let objs: Vec<Arc<ObjectShared>> =
             order.iter().map(|&i| handles[i].shared.clone()).collect();
