@@ -871,10 +871,19 @@ mod tests {
         assert_eq!(serde_json::from_str::<PsyncOptions>(&json).unwrap(), quick);
         let bad = PsyncOptions {
             object_bytes: 4096,
-            ..quick
+            ..quick.clone()
         };
         let err = bad.check().unwrap_err().to_string();
         assert!(err.contains("object_bytes"), "{err}");
+        for groups in [vec![1], vec![2, 49]] {
+            let bad = PsyncOptions {
+                group_objects: groups,
+                ..Psync::options(Scale::Quick)
+            };
+            let err = bad.check().unwrap_err().to_string();
+            assert!(err.contains("group_objects"), "{err}");
+        }
+        assert_eq!(quick.steps(), ROWS + 4 * quick.group_objects.len() as u64);
     }
 
     #[test]
