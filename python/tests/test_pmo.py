@@ -97,3 +97,26 @@ def test_heap_allocations_survive_reattach_and_iterate_by_type(pool_path):
         assert a.root(64) == root
         with pytest.raises(nvmos.PmoError, match="offset"):
             a.pfree(root + 8)
+
+
+def test_psync_many_commits_several_objects_together(pool_path):
+    pool = nvmos.Pool.open(pool_path, write=True)
+    pool.pcreate("other", 64 << 10, key=KEY, fast_kdf=True)
+    a = pool.attach("obj", key=KEY, write=True)
+    b = pool.attach("other", key=KEY, write=True)
+    a.buffer[0:4] = [1, 2, 3, 4]
+    b.buffer[5000] = 9
+    with pytest.raises(nvmos.PmoError, match='"obj" is given twice'):
+        pool.psync_many([a, a])
+    stats = pool.psync_many([a, b])
+    assert [s["pages"] for s in stats] == [1, 1]
+    assert [s["pages"] for s in pool.psync_many([b, a])] == [0, 0]
+    a.detach()
+    b.detach()
+    epochs = {o["name"]: o["epoch"] for o in pool.objects()}
+    assert epochs == {"obj": 2, "other": 2}
+    r = pool.attach("other", key=KEY)
+    with pytest.raises(nvmos.PmoError, match="read-only"):
+        pool.psync_many([r])
+    assert r.buffer[5000] == 9
+    r.detach()

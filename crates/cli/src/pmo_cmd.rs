@@ -79,6 +79,16 @@ enum PmoCommand {
         #[arg(long)]
         wait: bool,
     },
+    /// Write several objects at once, all or nothing (psync_many): each
+    /// FILE's bytes into object NAME from offset 0, one group commit.
+    PsyncMany {
+        /// NAME FILE pairs.
+        #[arg(required = true, num_args = 2.., value_names = ["NAME", "FILE"])]
+        pairs: Vec<String>,
+        /// If another process is writing an object, wait for it instead of failing.
+        #[arg(long)]
+        wait: bool,
+    },
     /// Write the whole object to standard output.
     Read {
         /// The object's name.
@@ -258,6 +268,33 @@ pub fn run(args: PmoArgs) -> Result<()> {
                 );
             } else {
                 eprintln!("wrote {} bytes to {name} (epoch {epoch})", bytes.len());
+            }
+        }
+        PmoCommand::PsyncMany { pairs, wait } => {
+            if pairs.len() % 2 != 0 {
+                bail!(
+                    "psync-many takes NAME FILE pairs, got {} arguments",
+                    pairs.len()
+                );
+            }
+            let mut items = Vec::new();
+            for p in pairs.chunks(2) {
+                let key = key_for_object(&pool, args.key_file.as_deref(), &p[0])?;
+                let bytes = std::fs::read(&p[1]).with_context(|| format!("reading {}", p[1]))?;
+                items.push((p[0].as_str(), key, bytes));
+            }
+            let refs: Vec<_> = items
+                .iter()
+                .map(|(n, k, b)| (*n, k.as_deref(), &b[..]))
+                .collect();
+            let epochs = pool.write_many(&refs, nvmos_pmo::AttachOptions { wait: *wait })?;
+            for ((name, _, bytes), epoch) in items.iter().zip(epochs) {
+                let line = serde_json::json!({"name": name, "bytes": bytes.len(), "epoch": epoch});
+                if args.json {
+                    println!("{line}");
+                } else {
+                    eprintln!("wrote {} bytes to {name} (epoch {epoch})", bytes.len());
+                }
             }
         }
         PmoCommand::Read { name } => {

@@ -788,3 +788,84 @@ fn dump_info_stats_and_rm() {
     let out = ok(&nvmos(d, &["pmo", "--pool", "pool", "ls"]));
     assert!(!out.contains("obj ") && out.contains("heaped"), "{out}");
 }
+
+#[test]
+fn psync_many_writes_objects_all_or_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    setup(d);
+    let key = ["--key-file", "key"];
+    let mut create = args(&P, &["create", "two", "--size", "16KiB"]);
+    create.extend(key);
+    create.extend(FAST);
+    ok(&nvmos(d, &create));
+    std::fs::write(d.join("one"), b"first object").unwrap();
+    std::fs::write(d.join("big"), vec![7u8; 40_000]).unwrap();
+    std::fs::write(d.join("second"), b"second object").unwrap();
+    let out = ok(&nvmos(
+        d,
+        &args(
+            &P,
+            &[
+                "psync-many",
+                "obj",
+                "one",
+                "two",
+                "second",
+                "--json",
+                "--key-file",
+                "key",
+            ],
+        ),
+    ));
+    let epochs: Vec<u64> = out
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["epoch"]
+                .as_u64()
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(epochs, vec![3, 2], "{out}");
+    let read = |name| ok(&nvmos(d, &args(&P, &["read", name, "--key-file", "key"])));
+    assert!(read("obj").starts_with("first object"));
+    assert!(read("two").starts_with("second object"));
+    // Refusals change nothing: a file too big for its object, a name twice,
+    // an odd argument count.
+    let e = err(&nvmos(
+        d,
+        &args(
+            &P,
+            &[
+                "psync-many",
+                "obj",
+                "second",
+                "two",
+                "big",
+                "--key-file",
+                "key",
+            ],
+        ),
+    ));
+    assert!(e.contains("\"two\"") && e.contains("40000"), "{e}");
+    let e = err(&nvmos(
+        d,
+        &args(
+            &P,
+            &[
+                "psync-many",
+                "obj",
+                "one",
+                "obj",
+                "one",
+                "--key-file",
+                "key",
+            ],
+        ),
+    ));
+    assert!(e.contains("\"obj\" is given twice"), "{e}");
+    let e = err(&nvmos(d, &args(&P, &["psync-many", "obj", "one", "two"])));
+    assert!(e.contains("pairs"), "{e}");
+    assert!(read("obj").starts_with("first object"));
+    assert!(read("two").starts_with("second object"));
+}

@@ -30,7 +30,15 @@ impl Psync {
                 r.missing.as_deref().unwrap_or("no figure")
             )
         });
-        incomplete(rows.collect(), self.rows.len())
+        let groups = self.groups.iter().filter_map(|g| {
+            g.missing
+                .as_ref()
+                .map(|m| format!("psync_many of {} on {}: {m}", g.objects, g.medium))
+        });
+        incomplete(
+            rows.chain(groups).collect(),
+            self.rows.len() + self.groups.len(),
+        )
     }
 }
 

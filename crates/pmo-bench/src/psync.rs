@@ -12,6 +12,11 @@
 //! the run; when it cannot be (no `cc`, no libpmemobj), its rows are in
 //! the result with `missing` saying why, and the ratio checks against it
 //! are unmet with the reason: never left out.
+//!
+//! Beside it, `psync_many` of N objects against N single psyncs in the
+//! same run ([`GroupRow`]): N encrypted objects, a few pages each per
+//! commit, microseconds per object with one psync each and with one group
+//! commit of all of them, on both media.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -53,6 +58,14 @@ pub struct PsyncOptions {
     pub disk_dir: Option<PathBuf>,
     /// The CPU everything runs on.
     pub cpu: usize,
+    /// `psync_many` against single psyncs: for each N here, N encrypted
+    /// objects get `group_pages` new pages each per commit, committed by
+    /// N psyncs or by one `psync_many`, on each medium. Empty: not run.
+    pub group_objects: Vec<usize>,
+    /// Pages staged in each object per commit, for `group_objects`.
+    pub group_pages: usize,
+    /// Commits per timed run, for `group_objects`.
+    pub group_commits: usize,
 }
 
 impl Default for PsyncOptions {
@@ -68,6 +81,9 @@ impl Default for PsyncOptions {
             pmem_dir: PathBuf::from("/dev/shm"),
             disk_dir: None,
             cpu: 0,
+            group_objects: vec![2, 8],
+            group_pages: 4,
+            group_commits: 40,
         }
     }
 }
@@ -82,6 +98,7 @@ impl PsyncOptions {
                 pmem_bytes: 256 << 20,
                 disk_bytes: 8 << 20,
                 rounds: 1,
+                group_commits: 10,
                 ..Self::default()
             },
         }
@@ -103,7 +120,66 @@ impl PsyncOptions {
         if self.rounds == 0 {
             return Err(BenchError::Options("rounds: at least 1".into()));
         }
+        if let Some(n) = self
+            .group_objects
+            .iter()
+            .find(|&&n| !(2..=nvmos_pmo::layout::MAX_GROUP).contains(&n))
+        {
+            return Err(BenchError::Options(format!(
+                "group_objects: {n} is outside 2..={} (what one psync_many commits)",
+                nvmos_pmo::layout::MAX_GROUP
+            )));
+        }
+        if !self.group_objects.is_empty()
+            && (self.group_pages == 0
+                || self.group_pages > GROUP_OBJECT_PAGES
+                || self.group_commits == 0)
+        {
+            return Err(BenchError::Options(format!(
+                "group_pages: 1..={GROUP_OBJECT_PAGES} pages and group_commits at least 1 (got {} and {})",
+                self.group_pages, self.group_commits
+            )));
+        }
         Ok(())
+    }
+
+    /// Progress steps of a run: the rows, then the group runs.
+    pub fn steps(&self) -> u64 {
+        ROWS + 4 * self.group_objects.len() as u64
+    }
+}
+
+/// Pages of each object in the `psync_many` runs.
+const GROUP_OBJECT_PAGES: usize = 64;
+
+/// `psync_many` of N objects against N single psyncs on one medium.
+#[derive(Clone, Debug, Serialize)]
+pub struct GroupRow {
+    /// The medium.
+    pub medium: String,
+    /// Objects committed together.
+    pub objects: usize,
+    /// With a state store (in the disk directory): its crash-safe update
+    /// (write, fsync, rename, folder fsync) once per psync, once per
+    /// psync_many.
+    pub state_store: bool,
+    /// Pages staged in each object per commit.
+    pub pages_per_object: usize,
+    /// Median microseconds per object (staging and commit) with one psync
+    /// per object.
+    pub single_us_per_object: Option<f64>,
+    /// Median microseconds per object with one psync_many of all of them.
+    pub many_us_per_object: Option<f64>,
+    /// Every round: (single, many) microseconds per object.
+    pub rounds: Vec<(f64, f64)>,
+    /// Why there is no figure.
+    pub missing: Option<String>,
+}
+
+impl GroupRow {
+    /// Single psyncs' time over psync_many's (above 1: psync_many is faster).
+    pub fn speedup(&self) -> Option<f64> {
+        Some(self.single_us_per_object? / self.many_us_per_object?)
     }
 }
 
@@ -150,6 +226,9 @@ pub struct Psync {
     /// nvmos psync with AES-256-GCM over PMDK's undo-logged transaction,
     /// per medium.
     pub ratios: Vec<Ratio>,
+    /// psync_many against single psyncs (no state store, encrypted
+    /// objects), per medium and group size.
+    pub groups: Vec<GroupRow>,
     /// The target and the comparison with PMDK, held against this run.
     pub checks: Vec<Check>,
     /// Load average when the run started (the machine may be shared).
@@ -304,6 +383,125 @@ fn nvmos_run(
     })();
     let _ = std::fs::remove_file(&path);
     result.with_context(|| format!("nvmos psync on {}", dir.display()))
+}
+
+/// One round of `psync_many` against single psyncs: `n` encrypted
+/// objects, each given `group_pages` new pages per commit, committed
+/// `group_commits` times by n psyncs, and as often by one psync_many,
+/// interleaved. Returns microseconds per object: (single, many), staging
+/// included.
+fn group_run(
+    cfg: &PsyncOptions,
+    dir: &Path,
+    n: usize,
+    store: bool,
+    round: u32,
+) -> Result<(f64, f64)> {
+    let state = if store {
+        let d = tempfile::Builder::new()
+            .prefix("nvmos-bench-state-")
+            .tempdir_in(cfg.disk_dir())
+            .context("creating a state store folder")?;
+        Some(d)
+    } else {
+        None
+    };
+    let path = dir.join(format!("nvmos-bench-group-{}.pool", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    let result = (|| {
+        let pages = GROUP_OBJECT_PAGES;
+        let pool_size = ((n * pages * 3 * PAGE) as u64 + (16 << 20)).next_multiple_of(PAGE as u64);
+        let opts = nvmos_pmo::PoolOptions {
+            state_dir: state.as_ref().map(|d| d.path().to_path_buf()),
+            ..Default::default()
+        };
+        let pool = Pool::create_with(&path, pool_size, opts)?;
+        let key: &[u8] = b"benchmark key";
+        let mut hs = Vec::with_capacity(n);
+        for i in 0..n {
+            let name = format!("g{i}");
+            pool.pcreate_with(
+                &name,
+                (pages * PAGE) as u64,
+                Some(key),
+                KdfParams::INSECURE_FAST,
+            )?;
+            hs.push(pool.open_object(&name, Perm::Write, Some(key))?);
+        }
+        let mut page = vec![0x5au8; PAGE];
+        for h in &hs {
+            for p in 0..pages {
+                h.stage(p, &page)?;
+            }
+            h.psync()?;
+        }
+        let refs: Vec<&nvmos_pmo::ObjectHandle> = hs.iter().collect();
+        let mut stage =
+            |h: &nvmos_pmo::ObjectHandle, k: usize| -> Result<(), nvmos_pmo::PmoError> {
+                for j in 0..cfg.group_pages {
+                    page[0] = page[0].wrapping_add(1);
+                    h.stage((k * cfg.group_pages + j) % pages, &page)?;
+                }
+                Ok(())
+            };
+        // Interleaved commit by commit (the order alternating), so a
+        // change in the machine's load falls on both alike.
+        let (mut single, mut many) = (0f64, 0f64);
+        for k in 0..cfg.group_commits {
+            let even = (k + round as usize).is_multiple_of(2);
+            for many_turn in [even, !even] {
+                let t0 = Instant::now();
+                for h in &hs {
+                    stage(h, k)?;
+                    if !many_turn {
+                        h.psync()?;
+                    }
+                }
+                if many_turn {
+                    pool.psync_many_handles(&refs)?;
+                    many += t0.elapsed().as_secs_f64();
+                } else {
+                    single += t0.elapsed().as_secs_f64();
+                }
+            }
+        }
+        let per = 1e6 / (cfg.group_commits * n) as f64;
+        let (single, many) = (single * per, many * per);
+        Ok::<_, nvmos_pmo::PmoError>((single, many))
+    })();
+    let _ = std::fs::remove_file(&path);
+    result.with_context(|| format!("psync_many of {n} objects on {}", dir.display()))
+}
+
+fn group_row(cfg: &PsyncOptions, medium: &str, dir: &Path, n: usize, store: bool) -> GroupRow {
+    let mut rounds = Vec::new();
+    let mut missing = None;
+    for round in 0..cfg.rounds {
+        match group_run(cfg, dir, n, store, round) {
+            Ok(r) => rounds.push(r),
+            Err(e) => {
+                missing = Some(nvmos_pmo::error_chain(&e));
+                break;
+            }
+        }
+    }
+    let median = |f: fn(&(f64, f64)) -> f64| {
+        let v: Vec<f64> = rounds.iter().map(f).collect();
+        if missing.is_some() {
+            return None;
+        }
+        median_index(&v).map(|i| v[i])
+    };
+    GroupRow {
+        medium: medium.to_string(),
+        objects: n,
+        state_store: store,
+        pages_per_object: cfg.group_pages,
+        single_us_per_object: median(|r| r.0),
+        many_us_per_object: median(|r| r.1),
+        rounds,
+        missing,
+    }
 }
 
 /// The cipher alone: AES-256-GCM sealing 4 KiB pages from one buffer into
@@ -480,10 +678,11 @@ pub fn run(cfg: &PsyncOptions, progress: &mut dyn FnMut(Progress)) -> Result<Psy
         ),
     ];
     let mut done = 0;
+    let total = cfg.steps();
     let mut step = |what: String| {
         progress(Progress {
             done,
-            total: ROWS,
+            total,
             step: what,
         });
         done += 1;
@@ -552,9 +751,20 @@ pub fn run(cfg: &PsyncOptions, progress: &mut dyn FnMut(Progress)) -> Result<Psy
             all_cpus_cpu: all_cpus(|r| r.gib_per_cpu_s),
         });
     }
+    let mut groups = Vec::new();
+    for (medium, dir, _, _) in &media {
+        for (&n, store) in cfg
+            .group_objects
+            .iter()
+            .flat_map(|n| [(n, false), (n, true)])
+        {
+            step(format!("psync_many of {n} objects on {medium}"));
+            groups.push(group_row(cfg, medium, dir, n, store));
+        }
+    }
     progress(Progress {
-        done: ROWS,
-        total: ROWS,
+        done: total,
+        total,
         step: "done".into(),
     });
     let checks = checks(&rows, &ratios);
@@ -562,6 +772,7 @@ pub fn run(cfg: &PsyncOptions, progress: &mut dyn FnMut(Progress)) -> Result<Psy
         options: cfg.clone(),
         rows,
         ratios,
+        groups,
         checks,
         loadavg,
     })
@@ -660,10 +871,19 @@ mod tests {
         assert_eq!(serde_json::from_str::<PsyncOptions>(&json).unwrap(), quick);
         let bad = PsyncOptions {
             object_bytes: 4096,
-            ..quick
+            ..quick.clone()
         };
         let err = bad.check().unwrap_err().to_string();
         assert!(err.contains("object_bytes"), "{err}");
+        for groups in [vec![1], vec![2, 49]] {
+            let bad = PsyncOptions {
+                group_objects: groups,
+                ..Psync::options(Scale::Quick)
+            };
+            let err = bad.check().unwrap_err().to_string();
+            assert!(err.contains("group_objects"), "{err}");
+        }
+        assert_eq!(quick.steps(), ROWS + 4 * quick.group_objects.len() as u64);
     }
 
     #[test]

@@ -403,6 +403,27 @@ NvmosPmoStatus nvmos_pmo_write(struct NvmosPmoAttachment *a,
 NvmosPmoStatus nvmos_pmo_psync(const struct NvmosPmoAttachment *a, uint64_t *pages);
 
 /**
+ * psync of several attachments at once, all or nothing: every object's
+ * changes since its last psync become durable together, or none do (a
+ * crash at any point leaves all of them as before or all as after).
+ * `attachments` holds `count` write attachments made from `pool` (this
+ * open of it), each at most once; a read-only one is
+ * `NVMOS_PMO_STATUS_READ_ONLY`, one given twice, one of another pool or
+ * another open, or more than the group limit (48) is
+ * `NVMOS_PMO_STATUS_INVALID_ARGUMENT`, naming the object. `pages` may be
+ * NULL; otherwise it receives `count` numbers: the pages each attachment
+ * committed. On failure nothing is committed and it can be retried.
+ *
+ * # Safety
+ * `pool` is a live pool handle; `attachments` points to `count` live
+ * attachment handles; `pages` is NULL or writable for `count` numbers.
+ */
+NvmosPmoStatus nvmos_pmo_psync_many(const struct NvmosPmoPool *pool,
+                                    const struct NvmosPmoAttachment *const *attachments,
+                                    size_t count,
+                                    uint64_t *pages);
+
+/**
  * psync (write attachments), then unmap and free the handle, which is
  * gone even when the psync fails (the object then stays as at its last
  * successful psync).

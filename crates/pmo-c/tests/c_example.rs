@@ -1,4 +1,4 @@
-//! The C example `examples/c/phashmap.c`, compiled with the system's `cc`
+//! The C examples `examples/c/phashmap.c` and `ptransfer.c` (psync_many), compiled with the system's `cc`
 //! against the committed header and the cdylib (and once the staticlib)
 //! cargo built for this test, then run as separate processes: what one
 //! run puts, later runs get; a delete survives too; a wrong passphrase is
@@ -41,11 +41,16 @@ enum Link {
 }
 
 fn compile(out: &Path, link: Link) -> PathBuf {
+    compile_example(out, link, "phashmap")
+}
+
+/// Compile `examples/c/<name>.c`.
+fn compile_example(out: &Path, link: Link, name: &str) -> PathBuf {
     let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
     let lib = cdylib_dir();
     let exe = out.join(match link {
-        Link::Dynamic => "phashmap",
-        Link::Static => "phashmap-static",
+        Link::Dynamic => name.to_string(),
+        Link::Static => format!("{name}-static"),
     });
     let mut cc = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()));
     cc.args([
@@ -58,7 +63,7 @@ fn compile(out: &Path, link: Link) -> PathBuf {
     ])
     .arg("-I")
     .arg(crate_dir.join("include"))
-    .arg(crate_dir.join("examples/c/phashmap.c"));
+    .arg(crate_dir.join(format!("examples/c/{name}.c")));
     match link {
         Link::Dynamic => {
             cc.arg("-L")
@@ -85,7 +90,7 @@ fn compile(out: &Path, link: Link) -> PathBuf {
         .arg(&exe)
         .status()
         .expect("running the system's cc");
-    assert!(status.success(), "cc failed on phashmap.c: {status}");
+    assert!(status.success(), "cc failed on {name}.c: {status}");
     exe
 }
 
@@ -228,4 +233,48 @@ fn phashmap_survives_restarts_and_refuses_a_wrong_key() {
     assert_eq!(ok(&exe, &pool, &key, &["get", "epsilon"]), "5\n");
     let r = run(&static_exe, &pool, &wrong, &["get", "gamma"]);
     assert_eq!(r.code, 100 + wrong_key, "{}", r.stderr);
+}
+
+/// `examples/c/ptransfer.c`: two objects changed through their mappings
+/// and committed with `nvmos_pmo_psync_many`, over separate processes; a
+/// duplicate in the group is refused (the example checks that itself).
+#[test]
+fn ptransfer_moves_between_two_objects_with_psync_many() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = compile_example(dir.path(), Link::Dynamic, "ptransfer");
+    let pool = dir.path().join("bank.pool");
+    let key = dir.path().join("key");
+    std::fs::write(&key, "a long passphrase\n").unwrap();
+    let run = |args: &[&str]| {
+        let out = Command::new(&exe)
+            .arg(&pool)
+            .arg(&key)
+            .args(args)
+            .output()
+            .expect("running ptransfer");
+        (
+            out.status.code().expect("ptransfer ended by a signal"),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, out, err) = run(&["init", "100"]);
+    assert_eq!(
+        (code, out.as_str()),
+        (0, "from 100 to 0 sum 100\n"),
+        "{err}"
+    );
+    for amount in ["30", "5"] {
+        let (code, _, err) = run(&["move", amount]);
+        assert_eq!(code, 0, "{err}");
+    }
+    let (code, out, err) = run(&["show"]);
+    assert_eq!(
+        (code, out.as_str()),
+        (0, "from 65 to 35 sum 100\n"),
+        "{err}"
+    );
+    let (code, _, err) = run(&["move", "66"]);
+    assert_eq!(code, 1, "{err}");
+    assert_eq!(run(&["show"]).1, "from 65 to 35 sum 100\n");
 }

@@ -446,3 +446,89 @@ fn a_pool_truncated_while_open_is_the_truncated_status() {
         "{e}"
     );
 }
+
+#[test]
+fn psync_many_commits_both_and_refuses_bad_groups_by_code() {
+    let f = pool_with_object("one");
+    let two = c"two";
+    let mut a = null_mut();
+    let mut b = null_mut();
+    let mut r = null_mut();
+    // SAFETY: valid handles, buffers and out-pointers.
+    unsafe {
+        assert_eq!(
+            nvmos_pmo_pcreate(f.pool, two.as_ptr(), 4096, KEY.as_ptr(), KEY.len(), &FAST),
+            S::Ok
+        );
+        for (name, perm, out) in [(c"one", 1, &mut a), (c"two", 1, &mut b)] {
+            assert_eq!(
+                nvmos_pmo_attach(
+                    f.pool,
+                    name.as_ptr(),
+                    perm,
+                    KEY.as_ptr(),
+                    KEY.len(),
+                    1,
+                    0,
+                    out
+                ),
+                S::Ok
+            );
+        }
+        assert_eq!(nvmos_pmo_write(a, 0, b"AAAA".as_ptr().cast(), 4), S::Ok);
+        assert_eq!(nvmos_pmo_write(b, 0, b"BB".as_ptr().cast(), 2), S::Ok);
+        let twice = [a as *const NvmosPmoAttachment, a];
+        assert_eq!(
+            nvmos_pmo_psync_many(f.pool, twice.as_ptr(), 2, null_mut()),
+            S::InvalidArgument
+        );
+        assert!(
+            last_error().contains("\"one\" is given twice"),
+            "{}",
+            last_error()
+        );
+        let with_null = [a as *const NvmosPmoAttachment, null()];
+        assert_eq!(
+            nvmos_pmo_psync_many(f.pool, with_null.as_ptr(), 2, null_mut()),
+            S::NullArgument
+        );
+        assert!(last_error().contains("attachments[1]"), "{}", last_error());
+        assert_eq!(
+            nvmos_pmo_psync_many(f.pool, null(), 1, null_mut()),
+            S::NullArgument
+        );
+        let both = [a as *const NvmosPmoAttachment, b];
+        let mut pages = [0u64; 2];
+        assert_eq!(
+            nvmos_pmo_psync_many(f.pool, both.as_ptr(), 2, pages.as_mut_ptr()),
+            S::Ok
+        );
+        assert_eq!(pages, [1, 1]);
+        assert_eq!(nvmos_pmo_detach(a), S::Ok);
+        assert_eq!(nvmos_pmo_detach(b), S::Ok);
+        // A read-only attachment cannot be in a group.
+        assert_eq!(
+            nvmos_pmo_attach(
+                f.pool,
+                c"two".as_ptr(),
+                0,
+                KEY.as_ptr(),
+                KEY.len(),
+                1,
+                0,
+                &mut r
+            ),
+            S::Ok
+        );
+        let ro = [r as *const NvmosPmoAttachment];
+        assert_eq!(
+            nvmos_pmo_psync_many(f.pool, ro.as_ptr(), 1, null_mut()),
+            S::ReadOnly
+        );
+        let mut back = [0u8; 2];
+        assert_eq!(nvmos_pmo_read(r, 0, back.as_mut_ptr().cast(), 2), S::Ok);
+        assert_eq!(&back, b"BB");
+        assert_eq!(nvmos_pmo_detach(r), S::Ok);
+        nvmos_pmo_pool_close(f.pool);
+    }
+}

@@ -35,6 +35,7 @@ fn committed_header_matches_cbindgen() {
         "nvmos_pmo_read",
         "nvmos_pmo_write",
         "nvmos_pmo_psync",
+        "nvmos_pmo_psync_many",
         "nvmos_pmo_detach",
         "nvmos_pmo_object_id",
         "nvmos_pmo_off",

@@ -129,6 +129,9 @@ impl From<crate::PmoError> for BackingError {
             | E::ReadOnly { .. }
             | E::PageOutOfRange { .. }
             | E::BadBuffer { .. }
+            | E::DuplicateInGroup { .. }
+            | E::NotInGroupPool { .. }
+            | E::GroupTooLarge { .. }
             | E::Attach { .. } => BackingErrorKind::Invalid,
         };
         BackingError::new(kind, e)
@@ -155,6 +158,12 @@ pub trait PageBacking: Send + Sync {
     fn stage_page(&self, index: usize, data: &[u8]) -> Result<(), BackingError>;
     /// Make every page staged since the last commit durable and visible, all or nothing (psync).
     fn commit(&self) -> Result<(), BackingError>;
+    /// The backing as `Any`, for callers that commit several backings of
+    /// one kind together (`Pool::psync_many` finds its `ObjectHandle`s
+    /// this way). `None` (the default): not available.
+    fn as_any(&self) -> Option<&(dyn std::any::Any + Send + Sync)> {
+        None
+    }
     /// Whose pages these are, for the process-wide DRAM cache: a cache
     /// filled for one identity is never served for another, nor for a later
     /// committed version (e.g. after another process's psync). The default

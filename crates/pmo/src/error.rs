@@ -310,6 +310,31 @@ pub enum PmoError {
     /// Argon2 refused the KDF parameters.
     #[error("key derivation parameters refused: {0}")]
     Kdf(String),
+    /// One object given twice to one `psync_many`.
+    #[error("object {name:?} is given twice to one psync_many")]
+    DuplicateInGroup {
+        /// The object.
+        name: String,
+    },
+    /// An object given to `psync_many` that this open of this pool did not
+    /// attach (another pool, another open, or not a pool object).
+    #[error("object {name:?} cannot be committed by psync_many of pool {path}: {reason}")]
+    NotInGroupPool {
+        /// The object (its address when it is not a pool object).
+        name: String,
+        /// The pool psync_many was called on.
+        path: PathBuf,
+        /// Where the object belongs instead.
+        reason: String,
+    },
+    /// More objects than one group commit record holds.
+    #[error("psync_many of {count} objects: at most {max} commit together (the group commit record must fit in the pool header's frame)")]
+    GroupTooLarge {
+        /// Objects given.
+        count: usize,
+        /// The most one group holds.
+        max: usize,
+    },
 }
 
 /// Results of this crate.

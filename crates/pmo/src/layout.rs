@@ -1,7 +1,8 @@
 //! The pool file's layout. All integers little-endian; a frame is 4 KiB.
 //!
 //! ```text
-//! frame 0            pool header (magic, geometry, address plan, CRC)
+//! frame 0            pool header (magic, geometry, address plan, CRC);
+//!                    at byte 512 the group commit record of psync_many
 //! frames 1..9        directory: 256 slots × two 64-byte records (shadow pair)
 //! frames 9..         data frames, handed out by the frame allocator:
 //!                    object roots, page-table pages, sealed data pages
@@ -253,6 +254,170 @@ impl Record {
     }
 }
 
+/// Byte offset of the group commit record in frame 0 (after the header,
+/// whose CRC covers only its first 76 bytes; pools made before group
+/// commits have zeros here, which read as "no group").
+pub const GROUP_AT: usize = 512;
+/// Fixed part of a group commit record: group word, count, reserved,
+/// group id again, pool id, SHA-256.
+pub const GROUP_FIXED: usize = 64;
+/// Bytes per group entry: slot (u32), the record it flips (u32), the new
+/// 64-byte directory record.
+pub const GROUP_ENTRY: usize = 8 + RECORD;
+/// Most objects one group commit (`psync_many`) holds: what fits in frame 0.
+pub const MAX_GROUP: usize = (PAGE - GROUP_AT - GROUP_FIXED) / GROUP_ENTRY;
+
+/// One object of a group commit: the record `which` of `slot` becomes
+/// `record` (the object's new epoch, root and root hash).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GroupEntry {
+    pub slot: usize,
+    pub which: usize,
+    pub record: Record,
+}
+
+/// The group commit record of `psync_many` (in frame 0 at [`GROUP_AT`]):
+/// every slot's new record, written and made durable *before* any slot
+/// record flips. Durable and intact = committed: an open that finds it
+/// with flips missing rolls them forward.
+///
+/// Bytes: 0 group word (the group id; 0 = none) · 8 count · 12 zero ·
+/// 16 group id (again) · 24 pool id · 32 SHA-256 of bytes 8..32 and the
+/// entries · 64 entries ([`GROUP_ENTRY`] bytes each: slot, which, record).
+/// Written as a directory record is: (1) a zero group word (already zero
+/// unless a crash left one), (2) the body, (3) the group word, a drain
+/// after each; retired by zeroing the fixed part (one cache line; the
+/// entries stay, unread). So a crash leaves it empty, incomplete (group
+/// word 0: ignored, as every flip comes after step 3 and retiring starts
+/// after the last flip) or whole; a non-zero group word with a body that
+/// fails its hash is damage or tampering ([`GroupState::Corrupt`]), never
+/// a crash state.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GroupRecord {
+    pub group_id: u64,
+    pub pool_id: u64,
+    pub entries: Vec<GroupEntry>,
+}
+
+/// What the group commit area holds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum GroupState {
+    /// Fixed part all zero: no group commit under way.
+    Empty,
+    /// Group word 0, body not all zero: a write or a retirement
+    /// interrupted by a crash. Not committed (or already complete).
+    Incomplete,
+    /// Whole and checked.
+    Valid(GroupRecord),
+    /// A non-zero group word and a body that fails its checks. `slots`:
+    /// the slots its entries name, as far as they can be read.
+    Corrupt { reason: String, slots: Vec<usize> },
+}
+
+impl GroupRecord {
+    /// Bytes used: the fixed part and the entries.
+    pub fn len(&self) -> usize {
+        GROUP_FIXED + self.entries.len() * GROUP_ENTRY
+    }
+
+    /// Whether it names no object.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    fn hash(b: &[u8], n: usize) -> [u8; 32] {
+        crate::crypto::sha256(&[&b[8..32], &b[GROUP_FIXED..GROUP_FIXED + n * GROUP_ENTRY]])
+    }
+
+    pub fn encode(&self) -> Vec<u8> {
+        let n = self.entries.len();
+        let mut b = vec![0u8; self.len()];
+        put64(&mut b, 0, self.group_id);
+        put32(&mut b, 8, n as u32);
+        put64(&mut b, 16, self.group_id);
+        put64(&mut b, 24, self.pool_id);
+        for (i, e) in self.entries.iter().enumerate() {
+            let o = GROUP_FIXED + i * GROUP_ENTRY;
+            put32(&mut b, o, e.slot as u32);
+            put32(&mut b, o + 4, e.which as u32);
+            b[o + 8..o + GROUP_ENTRY].copy_from_slice(&e.record.encode());
+        }
+        let h = Self::hash(&b, n);
+        b[32..64].copy_from_slice(&h);
+        b
+    }
+
+    /// Classify the group area (`PAGE - GROUP_AT` bytes; see [`GroupState`]).
+    pub fn classify(b: &[u8]) -> GroupState {
+        // A retired group leaves its entries behind a zeroed fixed part.
+        if b[..GROUP_FIXED].iter().all(|&x| x == 0) {
+            return GroupState::Empty;
+        }
+        let word = u64_at(b, 0);
+        if word == 0 {
+            return GroupState::Incomplete;
+        }
+        let count = u32_at(b, 8) as usize;
+        // The slots the entries name, as far as they can be read (to
+        // quarantine them when the record is damaged).
+        let readable = count.clamp(1, MAX_GROUP);
+        let mut slots: Vec<usize> = (0..readable)
+            .map(|i| GROUP_FIXED + i * GROUP_ENTRY)
+            .filter(|&o| b[o..o + GROUP_ENTRY].iter().any(|&x| x != 0))
+            .map(|o| u32_at(b, o) as usize)
+            .filter(|&s| s < SLOTS)
+            .collect();
+        slots.sort_unstable();
+        slots.dedup();
+        let corrupt = |reason: String| GroupState::Corrupt {
+            reason,
+            slots: slots.clone(),
+        };
+        if count == 0 || count > MAX_GROUP {
+            return corrupt(format!("count {count} outside 1..={MAX_GROUP}"));
+        }
+        if Self::hash(b, count)[..] != b[32..64] {
+            return corrupt("hash mismatch".into());
+        }
+        if u64_at(b, 16) != word {
+            return corrupt(format!(
+                "group ids disagree ({word:016x} and {:016x})",
+                u64_at(b, 16)
+            ));
+        }
+        if u32_at(b, 12) != 0 {
+            return corrupt("reserved bytes are not zero".into());
+        }
+        let mut entries = Vec::with_capacity(count);
+        let mut seen = std::collections::BTreeSet::new();
+        for i in 0..count {
+            let o = GROUP_FIXED + i * GROUP_ENTRY;
+            let (slot, which) = (u32_at(b, o) as usize, u32_at(b, o + 4) as usize);
+            if slot >= SLOTS || which > 1 || !seen.insert(slot) {
+                return corrupt(format!("entry {i}: slot {slot}, record {which} is invalid"));
+            }
+            let record = match Record::classify(&b[o + 8..o + GROUP_ENTRY]) {
+                RecordState::Valid(r) if r.state == SlotState::Live => r,
+                _ => {
+                    return corrupt(format!(
+                        "entry {i} (slot {slot}): its record is not a valid live record"
+                    ))
+                }
+            };
+            entries.push(GroupEntry {
+                slot,
+                which,
+                record,
+            });
+        }
+        GroupState::Valid(GroupRecord {
+            group_id: word,
+            pool_id: u64_at(b, 24),
+            entries,
+        })
+    }
+}
+
 /// Byte offset of record `which` (0 or 1) of `slot` in the file.
 pub fn record_offset(slot: usize, which: usize) -> usize {
     DIR_START as usize * PAGE + (slot * 2 + which) * RECORD
@@ -450,6 +615,59 @@ pub fn write_u64(b: &mut [u8], o: usize, v: u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn group_records_round_trip_and_tell_torn_from_damaged() {
+        let rec = |seq, pfn| Record {
+            seq,
+            state: SlotState::Live,
+            root_len: 300,
+            root_pfn: pfn,
+            obj_id: seq * 3,
+            root_sha: [seq as u8; 16],
+        };
+        let g = GroupRecord {
+            group_id: 0xfeed,
+            pool_id: 42,
+            entries: vec![
+                GroupEntry {
+                    slot: 4,
+                    which: 1,
+                    record: rec(5, 100),
+                },
+                GroupEntry {
+                    slot: 9,
+                    which: 0,
+                    record: rec(8, 200),
+                },
+            ],
+        };
+        let mut area = vec![0u8; PAGE - GROUP_AT];
+        assert_eq!(GroupRecord::classify(&area), GroupState::Empty);
+        let b = g.encode();
+        area[..b.len()].copy_from_slice(&b);
+        assert_eq!(GroupRecord::classify(&area), GroupState::Valid(g.clone()));
+        // A zero group word: a write or retirement cut short.
+        let mut torn = area.clone();
+        torn[..8].fill(0);
+        assert_eq!(GroupRecord::classify(&torn), GroupState::Incomplete);
+        // Retired: the fixed part zeroed, the entries left behind.
+        let mut retired = area.clone();
+        retired[..GROUP_FIXED].fill(0);
+        assert_eq!(GroupRecord::classify(&retired), GroupState::Empty);
+        // Any other change is damage, naming the slots it holds.
+        for at in [8, 20, 40, GROUP_FIXED + 2, GROUP_FIXED + GROUP_ENTRY + 30] {
+            let mut bad = area.clone();
+            bad[at] ^= 1;
+            match GroupRecord::classify(&bad) {
+                GroupState::Corrupt { slots, .. } => {
+                    assert!(slots.contains(&9), "byte {at}: {slots:?}")
+                }
+                other => panic!("byte {at}: {other:?}"),
+            }
+        }
+        const { assert!(MAX_GROUP >= 32) };
+    }
 
     fn root(tables: usize) -> Root {
         Root {

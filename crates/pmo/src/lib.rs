@@ -38,7 +38,10 @@
 //!   in one process or many; a writer locks only its object
 //!   ([`PmoError::ObjectBusy`], or wait with [`AttachOptions`]) and takes
 //!   frames from its own arenas, so writers of different objects psync at
-//!   the same time ([`locks`]).
+//!   the same time ([`locks`]). **Several objects at once**:
+//!   [`Pool::psync_many`] commits several attachments all or nothing
+//!   through a group commit record made durable before any directory
+//!   record flips and rolled forward by the next open after a crash.
 //! - **mapping** ([`attach`]): the object attached at its fixed address,
 //!   pages arriving through userfaultfd faults (verified and decrypted on
 //!   the way in), writes found with userfaultfd write protection, four
@@ -92,10 +95,10 @@ pub use attach::{AttachError, AttachStats, Attachment, Mode, Tuning};
 pub use backing::{BackingError, BackingErrorKind, CacheIdentity, PageBacking};
 pub use crypto::{read_key_file, KdfParams, KeyBytes, MIN_KEY_LEN};
 pub use error::{error_chain, PmoError, Result};
-pub use medium::{CrashPoint, Durability};
+pub use medium::{CrashPoint, CrashStep, Durability};
 pub use object::{AuthTime, ObjectHandle, Perm};
 pub use pool::{
     AcceptReport, Access, AttachOptions, CheckReport, ObjectCheck, ObjectInfo, Pool, PoolInfo,
-    PoolOptions, RepairReport, VerifyReport, MIN_POOL_SIZE,
+    PoolOptions, RepairReport, VerifyReport, WriteItem, MIN_POOL_SIZE,
 };
 pub use pptr::{POff, POffError, PPtr};

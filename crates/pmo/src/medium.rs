@@ -102,12 +102,37 @@ fn flush_insn() -> FlushInsn {
     FlushInsn::Clflush
 }
 
-/// Fault injection for crash tests: after this many persisted ranges the
-/// process kills itself with SIGKILL, as a power cut would stop it.
+/// Fault injection for crash tests: after this many persisted ranges, or
+/// at a named step of a commit, the process kills itself with SIGKILL, as
+/// a power cut would stop it.
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
 pub struct CrashPoint {
     /// Die at the `n`-th call to `persist` (1-based); 0 = never.
     pub after_persists: u64,
+    /// Die when a commit reaches this step (`None`: never).
+    pub at: Option<CrashStep>,
+}
+
+/// A named step of a group commit (`Pool::psync_many`), for crash tests
+/// that must stop exactly there. Every step is reached with what it names
+/// durable (after the drain that follows it), except `Flipped`: the flips
+/// share their drains (see `PoolInner::write_records_locked`).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum CrashStep {
+    /// The group commit record's body is written, its group word not yet:
+    /// the record is incomplete, nothing is committed.
+    GroupBodyWritten,
+    /// The group commit record is durable (the commit point); no slot
+    /// record has flipped.
+    GroupDurable,
+    /// The `k`-th slot record (1-based, in slot order) has flipped: its
+    /// last step (the sequence word) is stored and written back; the
+    /// drain ordering the flips follows the last one.
+    Flipped(usize),
+    /// Every slot record has flipped; the group record is not retired.
+    BeforeRetire,
+    /// The group record is retired; the state store is not updated yet.
+    Retired,
 }
 
 /// The mapped pool file.
@@ -268,6 +293,16 @@ impl Medium {
                 unsafe {
                     libc::kill(libc::getpid(), libc::SIGKILL);
                 }
+            }
+        }
+    }
+
+    /// Crash injection at a named step (see [`CrashStep`]).
+    pub(crate) fn crash_at(&self, step: CrashStep) {
+        if self.crash.at == Some(step) {
+            // SAFETY: plain syscalls; the process dies here.
+            unsafe {
+                libc::kill(libc::getpid(), libc::SIGKILL);
             }
         }
     }

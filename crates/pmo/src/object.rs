@@ -410,16 +410,31 @@ impl ObjectShared {
             }
             Err(e) => {
                 pool.free_frames(&new_frames);
-                let mut s = self.staged.lock();
-                for (i, entry) in pages {
-                    // A page staged again meanwhile is newer: keep that one.
-                    if let std::collections::btree_map::Entry::Vacant(v) = s.pages.entry(i) {
-                        v.insert(entry);
-                    } else {
-                        pool.free_frames(&[entry.pfn]);
-                    }
-                }
+                self.put_back(pool, pages);
                 Err(e)
+            }
+        }
+    }
+
+    /// One psync at a time per object (psync and `psync_many`).
+    pub(crate) fn commit_guard(&self) -> parking_lot::MutexGuard<'_, ()> {
+        self.commit_lock.lock()
+    }
+
+    /// Take the pages staged so far (for a commit).
+    pub(crate) fn take_staged(&self) -> BTreeMap<usize, Entry> {
+        std::mem::take(&mut self.staged.lock().pages)
+    }
+
+    /// Give back pages taken for a commit that failed before its record
+    /// was written; a page staged again meanwhile is newer and kept.
+    pub(crate) fn put_back(&self, pool: &PoolInner, pages: BTreeMap<usize, Entry>) {
+        let mut s = self.staged.lock();
+        for (i, entry) in pages {
+            if let std::collections::btree_map::Entry::Vacant(v) = s.pages.entry(i) {
+                v.insert(entry);
+            } else {
+                pool.free_frames(&[entry.pfn]);
             }
         }
     }
@@ -431,6 +446,32 @@ impl ObjectShared {
         new_frames: &mut Vec<u64>,
         record_attempted: &mut bool,
     ) -> Result<Vec<u64>> {
+        let built = self.build(pool, pages, new_frames)?;
+        // 3. Data, tables and root durable before the record that names them.
+        pool.medium.drain()?;
+        // If the record write fails it may or may not have reached the
+        // medium: the new frames may be live after a reopen, so they are
+        // not freed (at worst leaked until the pool is reopened and the
+        // allocator rebuilt), and the staged pages are not put back.
+        *record_attempted = true;
+        // 4. The one atomic update: the slot's other record; 5. visible to
+        // readers of the committed state.
+        let (which, record) = (built.which, built.record.clone());
+        let old_frames = built.old_frames.clone();
+        pool.write_record(self.slot, which, &record, || self.apply(built, pages))?;
+        Ok(old_frames)
+    }
+
+    /// Steps 1 and 2 of a psync: new table pages for every table a staged
+    /// page falls in and a new root, written out of place and persisted
+    /// (not yet ordered: the caller drains). Returns the record that will
+    /// name them.
+    pub(crate) fn build(
+        &self,
+        pool: &PoolInner,
+        pages: &BTreeMap<usize, Entry>,
+        new_frames: &mut Vec<u64>,
+    ) -> Result<Built> {
         let (epoch, which, mut tables) = {
             let c = self.committed.read();
             (c.epoch, c.which, c.tables.clone())
@@ -506,9 +547,6 @@ impl ObjectShared {
             a.root_mac_ns += mac_ns;
             a.record_hash_ns += record_ns;
         }
-        // 3. Data, tables and root durable before the record that names them.
-        pool.medium.drain()?;
-        // 4. The one atomic update: the slot's other record.
         let record = crate::layout::Record {
             seq: epoch + 1,
             state: SlotState::Live,
@@ -517,26 +555,46 @@ impl ObjectShared {
             obj_id: self.obj_id,
             root_sha,
         };
-        // If the record write fails it may or may not have reached the
-        // medium: the new frames may be live after a reopen, so they are
-        // not freed (at worst leaked until the pool is reopened and the
-        // allocator rebuilt), and the staged pages are not put back.
-        *record_attempted = true;
-        // 5. Visible to readers of the committed state.
-        pool.write_record(self.slot, 1 - which, &record, || {
-            let mut c = self.committed.write();
-            c.epoch = epoch + 1;
-            c.which = 1 - which;
-            c.root_frames = root_frames;
-            c.root_body = body;
-            c.root_mac = mac;
-            c.tables = root.tables;
-            for (&i, &e) in pages {
-                c.entries[i] = e;
-            }
-        })?;
-        Ok(old_frames)
+        Ok(Built {
+            which: 1 - which,
+            record,
+            root_frames,
+            body,
+            mac,
+            tables: root.tables,
+            old_frames,
+        })
     }
+
+    /// The in-memory commit after `built`'s record flipped (under the
+    /// directory lock): what readers of the committed state see.
+    pub(crate) fn apply(&self, built: Built, pages: &BTreeMap<usize, Entry>) {
+        let mut c = self.committed.write();
+        c.epoch = built.record.seq;
+        c.which = built.which;
+        c.root_frames = built.root_frames;
+        c.root_body = built.body;
+        c.root_mac = built.mac;
+        c.tables = built.tables;
+        for (&i, &e) in pages {
+            c.entries[i] = e;
+        }
+    }
+}
+
+/// A psync's new state written out of place ([`ObjectShared::build`]):
+/// the record to write and what it names.
+pub(crate) struct Built {
+    /// The slot record to overwrite (the older one).
+    pub which: usize,
+    /// The new record (its `seq` is the new epoch).
+    pub record: crate::layout::Record,
+    root_frames: Vec<u64>,
+    body: Vec<u8>,
+    mac: [u8; 32],
+    tables: Vec<(u64, [u8; 32])>,
+    /// Frames the committed state stops using once the record flips.
+    pub old_frames: Vec<u64>,
 }
 
 pub(crate) static ZERO_PAGE: [u8; PAGE] = [0u8; PAGE];
@@ -724,6 +782,9 @@ impl PageBacking for ObjectHandle {
     }
     fn commit(&self) -> std::result::Result<(), BackingError> {
         Ok(self.psync()?)
+    }
+    fn as_any(&self) -> Option<&(dyn std::any::Any + Send + Sync)> {
+        Some(self)
     }
     fn cache_identity(&self) -> crate::backing::CacheIdentity {
         crate::backing::CacheIdentity {

@@ -11,15 +11,16 @@ use parking_lot::Mutex;
 use rand::Rng;
 use serde::{Deserialize, Serialize};
 
-use crate::attach::{Attachment, Mode};
+use crate::attach::{Attachment, Mode, PsyncStats};
 use crate::crypto::{sha256, KdfParams, ObjectKeys};
 use crate::error::{PmoError, Result};
 use crate::layout::{
-    read_u64, record_offset, write_u64, Entry, Header, Record, RecordState, Root, SlotState,
-    DATA_START, ENTRIES_PER_TABLE, ENTRY, MAX_NAME, MAX_ROOT_FRAMES, PAGE, SLOTS,
+    read_u64, record_offset, write_u64, Entry, GroupEntry, GroupRecord, GroupState, Header, Record,
+    RecordState, Root, SlotState, DATA_START, ENTRIES_PER_TABLE, ENTRY, GROUP_AT, MAX_GROUP,
+    MAX_NAME, MAX_ROOT_FRAMES, PAGE, SLOTS,
 };
 use crate::locks;
-use crate::medium::{CrashPoint, Durability, Medium};
+use crate::medium::{CrashPoint, CrashStep, Durability, Medium};
 use crate::object::{Committed, ObjectHandle, ObjectShared, Perm, ZERO_PAGE};
 use crate::state::{Kind, SlotRecord, StateStore};
 
@@ -153,6 +154,10 @@ pub struct CheckReport {
     /// findings above were read partly from zero pages and do not count.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub truncated: Option<String>,
+    /// Set when the group commit record (`psync_many`) is damaged: the
+    /// objects it names are quarantined.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group_record: Option<String>,
     /// Data frames held by objects (quarantined ones included).
     pub frames_in_use: u64,
     /// Data frames free.
@@ -165,6 +170,7 @@ impl CheckReport {
         self.objects.iter().all(|o| o.ok)
             && self.state_mismatches.is_empty()
             && self.truncated.is_none()
+            && self.group_record.is_none()
     }
 }
 
@@ -440,7 +446,12 @@ impl Pool {
             mismatches: Mutex::new(Vec::new()),
         };
         // A truncation while loading turns whatever was read into its error.
-        inner.medium.guarded(inner.load_directory())?;
+        // Under the metadata lock: no group commit is half done meanwhile
+        // (a group record found here is a dead writer's, rolled forward).
+        {
+            let _m = inner.meta()?;
+            inner.medium.guarded(inner.load_directory())?;
+        }
         inner.check_freshness(opts.tolerate_state_mismatch)?;
         Ok(Pool {
             inner: Arc::new(inner),
@@ -608,6 +619,172 @@ impl Pool {
         })
     }
 
+    /// psync of several attachments of this pool, **all or nothing**: the
+    /// pages written since each one's last psync are staged, then one group
+    /// commit makes every object's new version durable together, or none
+    /// of them (a crash at any point leaves every object at its old
+    /// version, or every object at its new one). Each attachment must be
+    /// attached for writing through this open of this pool (refused with
+    /// [`PmoError::NotInGroupPool`] or [`PmoError::ReadOnly`]), at most
+    /// once ([`PmoError::DuplicateInGroup`]), at most [`MAX_GROUP`]
+    /// attachments ([`PmoError::GroupTooLarge`]). Returns each
+    /// attachment's [`PsyncStats`], in the order given. On error nothing is
+    /// committed and the pages stay dirty, as with psync.
+    ///
+    /// The commit ([`Pool::psync_many_handles`]): every object's new
+    /// tables and root out of place, then a *group commit record* (each
+    /// slot's new directory record, under a group id and a SHA-256) made
+    /// durable, then the slot records flipped, then the group record
+    /// retired. An open that finds an intact group record with flips
+    /// missing rolls them forward; an incomplete one is ignored; a damaged
+    /// one quarantines the objects it names.
+    pub fn psync_many(&self, attachments: &[&Attachment]) -> Result<Vec<PsyncStats>> {
+        let mut handles = Vec::with_capacity(attachments.len());
+        for a in attachments {
+            let h = a
+                .backing()
+                .as_any()
+                .and_then(|x| x.downcast_ref::<ObjectHandle>())
+                .ok_or_else(|| PmoError::NotInGroupPool {
+                    name: format!("at {:#x}", a.as_ptr() as usize),
+                    path: self.inner.medium.path.clone(),
+                    reason: "it is not an object of a pool (another PageBacking)".into(),
+                })?;
+            handles.push(h);
+        }
+        let order = self.group_order(&handles)?;
+        let mut prepared = Vec::with_capacity(order.len());
+        for &i in &order {
+            let failed = match attachments[i].psync_prepare() {
+                Ok(Some(p)) => {
+                    prepared.push((i, p));
+                    continue;
+                }
+                // A read-only mapping over a handle opened for writing.
+                Ok(None) => PmoError::ReadOnly {
+                    name: handles[i].name().to_string(),
+                },
+                Err(source) => PmoError::Attach {
+                    name: handles[i].name().to_string(),
+                    source: Box::new(source),
+                },
+            };
+            for (j, p) in prepared {
+                attachments[j].psync_finish(p, false);
+            }
+            return Err(failed);
+        }
+        let objs: Vec<Arc<ObjectShared>> =
+            order.iter().map(|&i| handles[i].shared.clone()).collect();
+        let r = self.inner.psync_group(&objs);
+        let r = self.inner.medium.guarded(r);
+        let mut stats = vec![PsyncStats::default(); attachments.len()];
+        for (i, p) in prepared {
+            stats[i] = attachments[i].psync_finish(p, r.is_ok());
+        }
+        r.map(|()| stats)
+    }
+
+    /// [`Pool::psync_many`] for object handles: commit the pages staged in
+    /// each ([`ObjectHandle::stage`]) all or nothing. The same rules and
+    /// errors.
+    pub fn psync_many_handles(&self, handles: &[&ObjectHandle]) -> Result<()> {
+        let order = self.group_order(handles)?;
+        let objs: Vec<Arc<ObjectShared>> =
+            order.iter().map(|&i| handles[i].shared.clone()).collect();
+        let r = self.inner.psync_group(&objs);
+        self.inner.medium.guarded(r)
+    }
+
+    /// Write each item's bytes into its object from offset 0 and commit
+    /// them all with one group commit ([`Pool::psync_many_handles`]): what
+    /// `nvmos pmo psync-many NAME FILE...` does. Items are `(name, key,
+    /// bytes)`; each object is opened for writing (waiting for another
+    /// writer with `opts.wait`; objects are taken in name order, so two
+    /// such calls never wait for each other in a cycle). Returns each
+    /// object's new epoch, in the order given. Nothing is committed if any
+    /// name is given twice ([`PmoError::DuplicateInGroup`]), any object
+    /// cannot be opened, or any bytes do not fit their object.
+    pub fn write_many(&self, items: &[WriteItem<'_>], opts: AttachOptions) -> Result<Vec<u64>> {
+        let mut order: Vec<usize> = (0..items.len()).collect();
+        order.sort_by_key(|&i| items[i].0);
+        for w in order.windows(2) {
+            if items[w[0]].0 == items[w[1]].0 {
+                return Err(PmoError::DuplicateInGroup {
+                    name: items[w[0]].0.to_string(),
+                });
+            }
+        }
+        if items.len() > MAX_GROUP {
+            return Err(PmoError::GroupTooLarge {
+                count: items.len(),
+                max: MAX_GROUP,
+            });
+        }
+        let mut handles: Vec<Option<ObjectHandle>> = (0..items.len()).map(|_| None).collect();
+        for &i in &order {
+            let (name, key, _) = items[i];
+            handles[i] = Some(self.open_object_with(name, Perm::Write, key, opts)?);
+        }
+        let handles: Vec<ObjectHandle> = handles.into_iter().flatten().collect();
+        for (h, (_, _, bytes)) in handles.iter().zip(items) {
+            if bytes.len() > h.size() {
+                return Err(PmoError::BadObjectSize {
+                    name: h.name().to_string(),
+                    size: bytes.len() as u64,
+                    reason: format!(
+                        "{} bytes to write; the object holds {}",
+                        bytes.len(),
+                        h.size()
+                    ),
+                });
+            }
+            h.write_at(0, bytes)?;
+        }
+        let refs: Vec<&ObjectHandle> = handles.iter().collect();
+        self.psync_many_handles(&refs)?;
+        Ok(handles.iter().map(|h| h.epoch()).collect())
+    }
+
+    /// Check the members of a group commit; their indices in slot order.
+    fn group_order(&self, handles: &[&ObjectHandle]) -> Result<Vec<usize>> {
+        if handles.len() > MAX_GROUP {
+            return Err(PmoError::GroupTooLarge {
+                count: handles.len(),
+                max: MAX_GROUP,
+            });
+        }
+        let mut slots = std::collections::BTreeMap::new();
+        for (i, h) in handles.iter().enumerate() {
+            let name = h.name().to_string();
+            if !Arc::ptr_eq(&h.pool, &self.inner) {
+                let reason = if h.pool.medium.path == self.inner.medium.path
+                    || h.pool.header.pool_id == self.inner.header.pool_id
+                {
+                    "it was opened through another open of the pool (commit each open's objects with its own Pool)".to_string()
+                } else {
+                    format!(
+                        "it belongs to pool {} (id {:016x})",
+                        h.pool.medium.path.display(),
+                        h.pool.header.pool_id
+                    )
+                };
+                return Err(PmoError::NotInGroupPool {
+                    name,
+                    path: self.inner.medium.path.clone(),
+                    reason,
+                });
+            }
+            if h.perm != Perm::Write {
+                return Err(PmoError::ReadOnly { name });
+            }
+            if slots.insert(h.shared.slot, i).is_some() {
+                return Err(PmoError::DuplicateInGroup { name });
+            }
+        }
+        Ok(slots.into_values().collect())
+    }
+
     /// Every object, in directory order.
     pub fn list(&self) -> Vec<ObjectInfo> {
         self.inner.list()
@@ -741,6 +918,12 @@ impl Pool {
             objects,
             notes: inner.notes.lock().clone(),
             state_mismatches: inner.mismatches.lock().clone(),
+            group_record: match inner.read_group() {
+                GroupState::Corrupt { reason, slots } => Some(format!(
+                    "the group commit record (frame 0, byte {GROUP_AT}) is damaged ({reason}); it names slots {slots:?}, quarantined"
+                )),
+                _ => None,
+            },
             frames_in_use: in_use,
             frames_free: inner.free_frames_in(&dir),
         }
@@ -978,6 +1161,10 @@ impl Pool {
         Ok(())
     }
 }
+
+/// One object's part of [`Pool::write_many`]: its name, its key (`None`
+/// for a plain object) and the bytes written from offset 0.
+pub type WriteItem<'a> = (&'a str, Option<&'a [u8]>, &'a [u8]);
 
 /// Arenas have at least this many frames (smaller pools have one arena).
 const ARENA_MIN: u64 = 64;
@@ -1298,6 +1485,8 @@ impl PoolInner {
     /// writer's commit stopped using, in arenas this open holds, become
     /// free here. Caller holds the metadata lock.
     pub(crate) fn refresh(&self) -> Result<()> {
+        let mut settled = Vec::new();
+        let group = self.settle_group(&mut settled)?;
         let mut dir = self.dir.lock();
         let mut notes = Vec::new();
         for s in 0..SLOTS {
@@ -1314,6 +1503,7 @@ impl PoolInner {
                 })
                 .collect();
             let view = resolve_slot(s, &recs, &mut notes);
+            let view = overlay_group(s, view, &group);
             let same = match (&dir[s], &view) {
                 (Slot::Free { seq, which }, View::Free { seq: q, which: w }) => {
                     seq == q && which == w
@@ -1346,6 +1536,17 @@ impl PoolInner {
                 }
             }
             dir[s] = slot;
+        }
+        drop(dir);
+        // What settling a dead writer's group record did is reported by
+        // `check` (this open's other refresh findings were seen at open).
+        if !settled.is_empty() {
+            let mut all = self.notes.lock();
+            for n in settled {
+                if !all.contains(&n) {
+                    all.push(n);
+                }
+            }
         }
         Ok(())
     }
@@ -1672,6 +1873,7 @@ impl PoolInner {
     fn load_directory(&self) -> Result<()> {
         let range = self.data_range();
         let mut notes = Vec::new();
+        let group = self.settle_group(&mut notes)?;
         let mut slots: Vec<Slot> = Vec::with_capacity(SLOTS);
         let mut claims: Vec<Vec<u64>> = Vec::with_capacity(SLOTS);
         for s in 0..SLOTS {
@@ -1684,6 +1886,7 @@ impl PoolInner {
                 })
                 .collect();
             let view = resolve_slot(s, &recs, &mut notes);
+            let view = overlay_group(s, view, &group);
             let (slot, frames) = self.slot_from_view(s, view);
             slots.push(slot);
             claims.push(frames);
@@ -1764,6 +1967,289 @@ impl PoolInner {
 
     pub(crate) fn pool_id(&self) -> u64 {
         self.header.pool_id
+    }
+
+    /// The group commit area as it is now. Read as a seqlock: the group
+    /// word before and after the body; a body is only ever changed while
+    /// the word is 0 and every group has a new random id, so equal
+    /// non-zero words mean the body read is the one they guard.
+    pub(crate) fn read_group(&self) -> GroupState {
+        loop {
+            let w1 = read_u64(self.medium.slice(GROUP_AT, 8), 0);
+            let body = self.medium.slice(GROUP_AT, PAGE - GROUP_AT).to_vec();
+            std::sync::atomic::fence(Ordering::Acquire);
+            let w2 = read_u64(self.medium.slice(GROUP_AT, 8), 0);
+            if w1 != w2 {
+                std::thread::yield_now();
+                continue;
+            }
+            return match GroupRecord::classify(&body) {
+                GroupState::Valid(g) if g.pool_id != self.header.pool_id => {
+                    let slots = g.entries.iter().map(|e| e.slot).collect();
+                    GroupState::Corrupt {
+                        reason: format!(
+                            "bound to pool {:016x}, but this pool's id is {:016x}",
+                            g.pool_id, self.header.pool_id
+                        ),
+                        slots,
+                    }
+                }
+                other => other,
+            };
+        }
+    }
+
+    /// Slot `s`'s two records as they are on the medium.
+    fn records(&self, s: usize) -> Vec<RecordState> {
+        (0..2)
+            .map(|w| {
+                Record::classify(
+                    self.medium
+                        .slice(record_offset(s, w), crate::layout::RECORD),
+                )
+            })
+            .collect()
+    }
+
+    /// Write `g` to the group commit area in three ordered steps (zero
+    /// group word, body, group word), each drained. When this returns the
+    /// group is committed.
+    fn write_group(&self, g: &GroupRecord) -> Result<()> {
+        let bytes = g.encode();
+        let m = &self.medium;
+        if read_u64(m.slice(GROUP_AT, 8), 0) != 0 {
+            // Only a crash leaves a word (and the open that found it
+            // clears it): never under way here, but the rule holds.
+            m.slice_mut(GROUP_AT, 8).fill(0);
+            m.persist(GROUP_AT, 8);
+            m.drain()?;
+        }
+        m.slice_mut(GROUP_AT + 8, bytes.len() - 8)
+            .copy_from_slice(&bytes[8..]);
+        m.persist(GROUP_AT + 8, bytes.len() - 8);
+        m.drain()?;
+        m.crash_at(CrashStep::GroupBodyWritten);
+        m.slice_mut(GROUP_AT, 8).copy_from_slice(&bytes[..8]);
+        m.persist(GROUP_AT, 8);
+        m.drain()?;
+        m.crash_at(CrashStep::GroupDurable);
+        Ok(())
+    }
+
+    /// Retire the group record: its fixed part (group word, count, ids,
+    /// hash: one cache line) zeroed. A crash in between leaves it
+    /// incomplete (ignored); the entries behind it are never read again.
+    fn retire_group(&self) -> Result<()> {
+        let m = &self.medium;
+        m.slice_mut(GROUP_AT, crate::layout::GROUP_FIXED).fill(0);
+        m.persist(GROUP_AT, crate::layout::GROUP_FIXED);
+        m.drain()
+    }
+
+    /// The flips of a group: every record written in the three ordered
+    /// steps of [`PoolInner::write_record_locked`], the records side by
+    /// side (one drain per step, not per record: once the group record is
+    /// durable any subset of finished flips is rolled forward, and each
+    /// record still only ever reads as old, incomplete or new).
+    fn write_records_locked(&self, entries: &[GroupEntry]) -> Result<()> {
+        let m = &self.medium;
+        let encoded: Vec<[u8; crate::layout::RECORD]> =
+            entries.iter().map(|e| e.record.encode()).collect();
+        for e in entries {
+            let off = record_offset(e.slot, e.which);
+            m.slice_mut(off, 8).fill(0);
+            m.persist(off, 8);
+        }
+        m.drain()?;
+        for (e, bytes) in entries.iter().zip(&encoded) {
+            let off = record_offset(e.slot, e.which);
+            m.slice_mut(off + 8, bytes.len() - 8)
+                .copy_from_slice(&bytes[8..]);
+            m.persist(off + 8, bytes.len() - 8);
+        }
+        m.drain()?;
+        for (k, (e, bytes)) in entries.iter().zip(&encoded).enumerate() {
+            let off = record_offset(e.slot, e.which);
+            m.slice_mut(off, 8).copy_from_slice(&bytes[..8]);
+            m.persist(off, 8);
+            m.crash_at(CrashStep::Flipped(k + 1));
+        }
+        m.drain()
+    }
+
+    /// With the metadata lock held (no group commit of a live writer is
+    /// under way): a dead writer's group record is dealt with. Opens for
+    /// writing roll an intact one forward (the flips it misses are written,
+    /// then it is retired) and clear an incomplete one; read-only opens
+    /// change nothing (they see the group rolled forward through
+    /// [`overlay_group`]). Returns what the views are to be overlaid with.
+    fn settle_group(&self, notes: &mut Vec<String>) -> Result<GroupState> {
+        let g = self.read_group();
+        if self.access != Access::ReadWrite {
+            return Ok(g);
+        }
+        match &g {
+            GroupState::Empty => Ok(g),
+            GroupState::Incomplete => {
+                self.retire_group()?;
+                notes.push(
+                    "an incomplete group commit record (a psync_many interrupted before its commit point, or while retiring it) was ignored and cleared".into(),
+                );
+                Ok(GroupState::Empty)
+            }
+            GroupState::Corrupt { reason, slots } => {
+                notes.push(format!(
+                    "the group commit record is damaged ({reason}): objects in slots {slots:?} quarantined"
+                ));
+                Ok(g)
+            }
+            GroupState::Valid(gr) => {
+                let mut missing = Vec::new();
+                let mut fits = true;
+                for e in &gr.entries {
+                    match group_fit(
+                        &resolve_slot(e.slot, &self.records(e.slot), &mut Vec::new()),
+                        e,
+                    ) {
+                        Fit::Missing => missing.push(e),
+                        Fit::Done | Fit::Stale => {}
+                        Fit::Conflict(_) => fits = false,
+                    }
+                }
+                if !missing.is_empty() {
+                    let missing: Vec<GroupEntry> = missing.iter().map(|&e| e.clone()).collect();
+                    let _dir = self.dir.lock();
+                    self.write_records_locked(&missing)?;
+                }
+                let slots: Vec<usize> = gr.entries.iter().map(|e| e.slot).collect();
+                if !fits {
+                    // Kept, so the slots that do not fit stay quarantined.
+                    notes.push(format!(
+                        "group commit {:016x} (slots {slots:?}) does not fit some of its slots' records: those are quarantined, the rest rolled forward",
+                        gr.group_id
+                    ));
+                    return Ok(g);
+                }
+                self.retire_group()?;
+                if !missing.is_empty() {
+                    notes.push(format!(
+                        "group commit {:016x} of {} objects (slots {slots:?}) rolled forward: {} of its record flips were missing (a crash after its commit point)",
+                        gr.group_id,
+                        gr.entries.len(),
+                        missing.len()
+                    ));
+                }
+                Ok(GroupState::Empty)
+            }
+        }
+    }
+
+    /// psync_many's commit of `objs` (distinct, in slot order, written
+    /// through this open): see [`GroupRecord`]. Objects with nothing
+    /// staged keep their epoch.
+    pub(crate) fn psync_group(&self, objs: &[Arc<ObjectShared>]) -> Result<()> {
+        let _one: Vec<_> = objs.iter().map(|o| o.commit_guard()).collect();
+        for o in objs {
+            if o.destroyed.load(Ordering::Acquire) {
+                return Err(PmoError::UnknownObject {
+                    name: o.name.clone(),
+                });
+            }
+        }
+        let work: Vec<(&Arc<ObjectShared>, std::collections::BTreeMap<usize, Entry>)> = objs
+            .iter()
+            .map(|o| (o, o.take_staged()))
+            .filter(|(_, p)| !p.is_empty())
+            .collect();
+        if work.is_empty() {
+            return Ok(());
+        }
+        // 1. Every object's tables and root out of place, durable.
+        let mut new_frames = Vec::new();
+        let mut built = Vec::with_capacity(work.len());
+        let r = (|| {
+            for (o, pages) in &work {
+                built.push(o.build(self, pages, &mut new_frames)?);
+            }
+            self.medium.drain()?;
+            self.meta()
+        })();
+        let meta = match r {
+            Ok(m) => m,
+            Err(e) => {
+                self.free_frames(&new_frames);
+                for (o, pages) in work {
+                    o.put_back(self, pages);
+                }
+                return Err(e);
+            }
+        };
+        // Under the metadata lock from here to the retirement: group
+        // commits run one at a time, and no open's refresh (nor open) sees
+        // some flips of a group without the others.
+        let group = GroupRecord {
+            // Unique per group (the seqlock read of `read_group` relies on
+            // it); a user-space generator: no system call per commit.
+            group_id: rand::thread_rng().gen_range(1..=u64::MAX),
+            pool_id: self.header.pool_id,
+            entries: work
+                .iter()
+                .zip(&built)
+                .map(|((o, _), b)| GroupEntry {
+                    slot: o.slot,
+                    which: b.which,
+                    record: b.record.clone(),
+                })
+                .collect(),
+        };
+        // From here a failed write may have reached the medium: as at
+        // psync's record flip, nothing is freed or put back.
+        // 2. The commit point.
+        self.write_group(&group)?;
+        // 3. The flips, then the in-memory commit of every object, under
+        // the directory lock.
+        let mut old_frames = Vec::new();
+        let mut recs = Vec::with_capacity(work.len());
+        {
+            let _dir = self.dir.lock();
+            self.write_records_locked(&group.entries)?;
+            for ((o, pages), b) in work.iter().zip(built) {
+                old_frames.extend_from_slice(&b.old_frames);
+                recs.push((
+                    o.slot,
+                    SlotRecord {
+                        obj_id: o.obj_id,
+                        name: o.name.clone(),
+                        epoch: b.record.seq,
+                        kind: Kind::Live,
+                    },
+                ));
+                o.apply(b, pages);
+            }
+        }
+        self.medium.crash_at(CrashStep::BeforeRetire);
+        // 4. Retired: the next group may use the area.
+        self.retire_group()?;
+        self.medium.crash_at(CrashStep::Retired);
+        drop(meta);
+        self.free_frames(&old_frames);
+        // 5. The state store, every slot of the group in one write.
+        self.record_epochs(&recs)
+    }
+
+    /// Record a group commit in the state store (no-op without one).
+    fn record_epochs(&self, recs: &[(usize, SlotRecord)]) -> Result<()> {
+        let Some(store) = &self.state else {
+            return Ok(());
+        };
+        let abs = self
+            .medium
+            .path
+            .canonicalize()
+            .unwrap_or_else(|_| self.medium.path.clone());
+        store.update_slots(self.header.pool_id, &abs, recs, &|| {
+            self.medium.crash_hook()
+        })
     }
 
     /// Record a commit in the state store (no-op without one).
@@ -2342,6 +2828,78 @@ impl PoolInner {
         drop(dir);
         self.free_frames(&shared.frames());
         self.record_epoch(shared.slot, shared.obj_id, name, epoch + 1, Kind::Destroyed)
+    }
+}
+
+/// How a group entry relates to its slot's records.
+enum Fit {
+    /// The slot holds the record before the entry's: its flip is missing.
+    Missing,
+    /// The slot holds the entry's record: flipped.
+    Done,
+    /// The slot is past the entry (committed again since).
+    Stale,
+    /// Anything else: not a state any crash leaves.
+    Conflict(String),
+}
+
+fn group_fit(view: &View, e: &GroupEntry) -> Fit {
+    match view {
+        View::Current(rec, w) if rec.seq + 1 == e.record.seq && *w != e.which => Fit::Missing,
+        View::Current(rec, w) if *rec == e.record && *w == e.which => Fit::Done,
+        View::Current(rec, _) if rec.seq > e.record.seq => Fit::Stale,
+        View::Free { seq, .. } if *seq > e.record.seq => Fit::Stale,
+        View::Current(rec, w) => Fit::Conflict(format!(
+            "the slot's current record {w} holds epoch {} ({})",
+            rec.seq,
+            if rec.seq == e.record.seq {
+                "another root"
+            } else {
+                "not the epoch before"
+            }
+        )),
+        View::Free { seq, .. } => Fit::Conflict(format!("the slot is free (epoch {seq})")),
+        View::Bad { reason, .. } => Fit::Conflict(reason.clone()),
+    }
+}
+
+/// Slot `s`'s view with the group commit record applied: an intact group
+/// is committed, so a slot whose flip is missing is seen at the group's
+/// record (rolled forward); a damaged group quarantines the slots it names
+/// (neither version can be trusted to be the committed one).
+fn overlay_group(s: usize, view: View, group: &GroupState) -> View {
+    match group {
+        GroupState::Valid(g) => {
+            let Some(e) = g.entries.iter().find(|e| e.slot == s) else {
+                return view;
+            };
+            match group_fit(&view, e) {
+                Fit::Missing => View::Current(e.record.clone(), e.which),
+                Fit::Done | Fit::Stale => view,
+                Fit::Conflict(_) if matches!(view, View::Bad { .. }) => view,
+                Fit::Conflict(why) => View::Bad {
+                    reason: format!(
+                        "the group commit record {:016x} (psync_many) gives this slot epoch {} in record {}, but {why}",
+                        g.group_id, e.record.seq, e.which
+                    ),
+                    fields: match view {
+                        View::Current(rec, _) => Some(rec),
+                        _ => Some(e.record.clone()),
+                    },
+                },
+            }
+        }
+        GroupState::Corrupt { reason, slots } if slots.contains(&s) => View::Bad {
+            reason: format!(
+                "the group commit record (frame 0, byte {GROUP_AT}) is damaged ({reason}) and names this slot: its psync_many cannot be verified, so neither the old nor the new version is used"
+            ),
+            fields: match view {
+                View::Current(rec, _) => Some(rec),
+                View::Bad { fields, .. } => fields,
+                View::Free { .. } => None,
+            },
+        },
+        _ => view,
     }
 }
 

@@ -31,6 +31,12 @@
 //! after the flip it describes (or as a destroy's intent), so applying one
 //! late keeps the store at or behind the pool, as before.
 //!
+//! A group commit (`Pool::psync_many`) records all its slots in one write
+//! ([`StateStore::update_slots`]) after its last flip, so the store holds
+//! either none or all of a group's new epochs: a group rolled forward at
+//! open is ahead of the store (allowed), and a group later found partly
+//! rolled back is behind it in those slots (refused).
+//!
 //! Assumptions: the attacker who can rewrite the pool file cannot rewrite
 //! the store (another disk, another owner, or a TPM NV counter later); a
 //! pool used on two machines has two stores that do not know each other.
@@ -257,6 +263,37 @@ impl StateStore {
                 }
             }
             true
+        })
+    }
+
+    /// Record several slots at once, in one write (a group commit,
+    /// `Pool::psync_many`): the store moves every slot of the group
+    /// together, so it never holds some of a group's new epochs without the
+    /// others. Records older than the store's are skipped; other writers'
+    /// published records are applied too (see [`StateStore::update_slot`]).
+    pub fn update_slots(
+        &self,
+        pool_id: u64,
+        pool_path: &Path,
+        recs: &[(usize, SlotRecord)],
+        crash_hook: &dyn Fn(),
+    ) -> Result<()> {
+        self.locked_write(pool_id, pool_path, crash_hook, |state| {
+            let mut changed = false;
+            for (slot, rec) in recs {
+                if state.slots.get(slot).is_none_or(|have| newer(rec, have)) {
+                    state.slots.insert(*slot, rec.clone());
+                    changed = true;
+                }
+            }
+            if changed {
+                for (s, r) in self.pending(pool_id) {
+                    if state.slots.get(&s).is_none_or(|have| newer(&r, have)) {
+                        state.slots.insert(s, r);
+                    }
+                }
+            }
+            changed
         })
     }
 

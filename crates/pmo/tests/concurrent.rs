@@ -155,6 +155,7 @@ fn conc_child() {
     let opts = PoolOptions {
         crash: CrashPoint {
             after_persists: after,
+            ..CrashPoint::default()
         },
         ..with_state(Path::new(&path))
     };

@@ -86,6 +86,7 @@ fn crash_child() {
     let opts = PoolOptions {
         crash: CrashPoint {
             after_persists: after,
+            ..CrashPoint::default()
         },
         state_dir: Some(state_dir(Path::new(&path))),
         ..PoolOptions::default()

@@ -109,6 +109,28 @@ impl PmoPool {
         to_py_value(py, &self.pool.list())
     }
 
+    /// psync several writable attachments of this pool all or nothing:
+    /// every object's changes become durable together, or none do (a crash
+    /// at any point leaves all as before or all as after). Returns a list
+    /// of {"pages": N, "ns": wall time}, one per attachment. An attachment
+    /// given twice, read-only, or of another pool raises PmoError naming
+    /// the object; nothing is committed then.
+    fn psync_many<'py>(
+        &self,
+        py: Python<'py>,
+        attachments: Vec<PyRef<'py, PmoAttachment>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let live = attachments
+            .iter()
+            .map(|a| a.live())
+            .collect::<PyResult<Vec<&Attachment>>>()?;
+        let pool = &self.pool;
+        let stats = py
+            .detach(|| pool.psync_many(&live))
+            .map_err(|e| pmo_err("", &e))?;
+        to_py_value(py, &stats)
+    }
+
     /// Attach an object at its fixed address: `write` for a writable
     /// attachment, `mode` one of plain, decrypt-at-fault, dram-cache,
     /// stream-N, stride-N, markov-N; `wait`: if another writer holds the

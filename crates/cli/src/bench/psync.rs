@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 use nvmos_pages::bench::psync::table;
-use nvmos_pmo_bench::psync::{self, Psync, PsyncOptions, ROWS};
+use nvmos_pmo_bench::psync::{self, Psync, PsyncOptions};
 use nvmos_sim::study::Study;
 
 const PAGE: u64 = 4096;
@@ -38,6 +38,9 @@ pub struct PsyncArgs {
     /// The CPU to run on [default: 0].
     #[arg(long)]
     cpu: Option<usize>,
+    /// psync_many group sizes measured against as many single psyncs, comma separated [default: 2,8; none: 0].
+    #[arg(long, value_delimiter = ',')]
+    group_objects: Option<Vec<usize>>,
     /// Smaller and faster (explicit options still win).
     #[arg(long)]
     quick: bool,
@@ -73,6 +76,9 @@ impl PsyncArgs {
         if let Some(cpu) = self.cpu {
             o.cpu = cpu;
         }
+        if let Some(g) = &self.group_objects {
+            o.group_objects = g.iter().copied().filter(|&n| n != 0).collect();
+        }
         o
     }
 }
@@ -81,7 +87,7 @@ impl PsyncArgs {
 pub fn main(args: &PsyncArgs) -> Result<()> {
     let options = args.options();
     options.check()?;
-    let result = crate::with_progress(ROWS, |p| psync::run(&options, p));
+    let result = crate::with_progress(options.steps(), |p| psync::run(&options, p));
     let result = result?;
     if args.json {
         print!("{}", nvmos_report::json_text(&result)?);

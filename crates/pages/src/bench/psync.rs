@@ -67,6 +67,25 @@ pub fn table(r: &Psync) -> String {
             x(ratio.all_cpus_cpu)
         );
     }
+    for g in &r.groups {
+        let us = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.1} us"));
+        let why = g
+            .missing
+            .as_ref()
+            .map_or(String::new(), |m| format!(" (missing: {m})"));
+        let _ = writeln!(
+            s,
+            "psync_many of {} objects on {}: {} per object, {} psyncs {} (speedup {}), {} pages per object, {}{why}",
+            g.objects,
+            g.medium,
+            us(g.many_us_per_object),
+            g.objects,
+            us(g.single_us_per_object),
+            g.speedup().map_or("-".into(), |x| format!("{x:.2}x")),
+            g.pages_per_object,
+            if g.state_store { "state store" } else { "no state store" }
+        );
+    }
     s.push('\n');
     s.push_str(&crate::checks::checks_text(&r.checks));
     s

@@ -1149,6 +1149,19 @@ fn occupant(start: usize, end: usize) -> String {
     "by a mapping that is gone now".into()
 }
 
+/// A psync between staging and commit ([`Attachment::psync_prepare`]):
+/// the pages staged, their plaintext (for the DRAM cache), and the
+/// attachment's psync lock.
+pub(crate) struct PreparedPsync<'a> {
+    _one: std::sync::MutexGuard<'a, ()>,
+    start: Instant,
+    commit_start: Instant,
+    dirty: Vec<usize>,
+    copies: Vec<u8>,
+    keep: Vec<usize>,
+    cache: Option<Arc<cache::PageCache>>,
+}
+
 /// An object attached at its fixed address; see the module documentation.
 ///
 /// ```no_run
@@ -1634,16 +1647,42 @@ impl Attachment {
     /// nothing: stage each dirty page (sealed, out of place) and commit.
     /// On error nothing is committed and the pages stay dirty, so psync can
     /// be retried. A read-only attachment has nothing to do.
+    /// (`Pool::psync_many` commits several attachments all or nothing.)
     pub fn psync(&self) -> Result<PsyncStats, AttachError> {
+        let Some(prepared) = self.psync_prepare()? else {
+            return Ok(PsyncStats::default());
+        };
+        match self.shared.backing.commit() {
+            Ok(()) => Ok(self.psync_finish(prepared, true)),
+            Err(source) => {
+                self.psync_finish(prepared, false);
+                Err(AttachError::Commit {
+                    base: self.shared.base,
+                    source,
+                })
+            }
+        }
+    }
+
+    /// The backing this attachment maps.
+    pub(crate) fn backing(&self) -> &dyn PageBacking {
+        &*self.shared.backing
+    }
+
+    /// psync up to its commit: find the pages written since the last
+    /// psync and stage them in the backing. `None` for a read-only
+    /// attachment. The attachment's psync lock is held until
+    /// [`Attachment::psync_finish`].
+    pub(crate) fn psync_prepare(&self) -> Result<Option<PreparedPsync<'_>>, AttachError> {
         let start = Instant::now();
         if let Some(e) = self.fault_error() {
             return Err(e);
         }
         let s = &*self.shared;
         if s.perm == Perm::Read {
-            return Ok(PsyncStats::default());
+            return Ok(None);
         }
-        let _one = s.psync_lock.lock().unwrap_or_else(|e| e.into_inner());
+        let one = s.psync_lock.lock().unwrap_or_else(|e| e.into_inner());
         let track_start = Instant::now();
         let c = &s.counters;
         let mut dirty = s.dirty.collect(true);
@@ -1855,15 +1894,40 @@ impl Attachment {
             (commit_start - stage_start).as_nanos() as u64,
             Ordering::Relaxed,
         );
-        let committed = s.backing.commit();
+        Ok(Some(PreparedPsync {
+            _one: one,
+            start,
+            commit_start,
+            dirty,
+            copies,
+            keep,
+            cache,
+        }))
+    }
+
+    /// psync after its commit: on success the DRAM cache and the pages
+    /// kept writable take the committed contents; on failure the pages are
+    /// marked dirty again, so a retry includes them.
+    pub(crate) fn psync_finish(&self, p: PreparedPsync<'_>, committed: bool) -> PsyncStats {
+        let s = &*self.shared;
+        let c = &s.counters;
+        let PreparedPsync {
+            _one,
+            start,
+            commit_start,
+            dirty,
+            mut copies,
+            keep,
+            cache,
+        } = p;
         c.psync_commit_ns
             .fetch_add(commit_start.elapsed().as_nanos() as u64, Ordering::Relaxed);
-        if let Err(source) = committed {
-            restore();
-            return Err(AttachError::Commit {
-                base: s.base,
-                source,
-            });
+        if !committed {
+            for &p in &dirty {
+                s.dirty.set(p);
+            }
+            copies.fill(0);
+            return PsyncStats::default();
         }
         // Committed: the DRAM cache now holds the new plaintext, exactly
         // what was staged.
@@ -1887,10 +1951,10 @@ impl Attachment {
         c.pages_synced
             .fetch_add(dirty.len() as u64, Ordering::Relaxed);
         c.psync_ns.fetch_add(ns, Ordering::Relaxed);
-        Ok(PsyncStats {
+        PsyncStats {
             pages: dirty.len() as u64,
             ns,
-        })
+        }
     }
 
     /// psync (writable attachments), then unmap. The object can be attached
