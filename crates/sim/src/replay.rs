@@ -190,6 +190,10 @@ pub trait Placement {
     fn migrate(&mut self) -> Option<Vec<Move>> {
         None
     }
+    /// A hint: the block placed at `ours` will be given back soon
+    /// ([`FrameAllocator::prefetch_free`]). Default: nothing.
+    #[inline]
+    fn prefetch(&mut self, _ours: Pfn) {}
 }
 
 /// What a study watches during a replay. Every method has a default that
@@ -212,6 +216,9 @@ pub trait Hook {
     /// frame the placement chose for it: see [`crate::writes`]).
     #[inline]
     fn written(&mut self, _ours: Pfn) {}
+    /// A hint: a sampled write will land on `ours` soon. Default: nothing.
+    #[inline]
+    fn prefetch_written(&mut self, _ours: Pfn) {}
 }
 
 /// Watch nothing.
@@ -234,6 +241,11 @@ impl Hook for WearCounter {
     fn written(&mut self, ours: Pfn) {
         self.record_write(ours);
     }
+
+    #[inline]
+    fn prefetch_written(&mut self, ours: Pfn) {
+        self.prefetch_write(ours);
+    }
 }
 
 /// An allocator under test decides.
@@ -252,6 +264,11 @@ impl<A: FrameAllocator + ?Sized> Placement for ByAllocator<'_, A> {
     #[inline]
     fn give_back(&mut self, ours: Pfn, req: Request) -> Result<(), AllocError> {
         self.0.free(ours, req)
+    }
+
+    #[inline]
+    fn prefetch(&mut self, ours: Pfn) {
+        self.0.prefetch_free(ours);
     }
 }
 
@@ -272,6 +289,11 @@ impl<A: crate::StudyAllocator + ?Sized> Placement for Migrating<'_, A> {
     #[inline]
     fn give_back(&mut self, ours: Pfn, req: Request) -> Result<(), AllocError> {
         self.0.free(ours, req)
+    }
+
+    #[inline]
+    fn prefetch(&mut self, ours: Pfn) {
+        self.0.prefetch_free(ours);
     }
 
     fn migrate(&mut self) -> Option<Vec<Move>> {
@@ -655,7 +677,30 @@ where
         };
         trace.slots
     ];
+    // The blocks given back and the frames written `AHEAD` events from
+    // now are known (the slot's placement, unless the slot is placed
+    // again in between: then the hint is only wasted): their metadata is
+    // fetched into the cache meanwhile. The misses on a random old
+    // block's metadata are most of a replay's time.
+    const AHEAD: usize = 12;
     for (index, (event, &act)) in trace.events.iter().zip(&trace.acts).enumerate() {
+        if let Some(&next) = trace.acts.get(index + AHEAD) {
+            let slot = (next & SLOT_MASK) as usize;
+            let aux = (next & !ACT_MASK) >> SLOT_BITS;
+            let (tag, free) = match next & ACT_MASK {
+                ACT_FREE => (slots[slot].tag, true),
+                ACT_ALLOC if aux != 0 => (slots[aux as usize - 1].tag, true),
+                ACT_WRITTEN => (slots[slot].tag, false),
+                _ => (NO_TAG, false),
+            };
+            if tag != NO_TAG {
+                if free {
+                    placement.prefetch(Pfn(tag));
+                } else {
+                    hook.prefetch_written(Pfn(tag + aux));
+                }
+            }
+        }
         let index = index as u64;
         stats.events += 1;
         stats.trace_ns = stats.trace_ns.max(event.time_ns);
