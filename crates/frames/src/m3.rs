@@ -141,15 +141,35 @@ impl<R: RawMutex> M3<R> {
             rng: policy.seed | 1,
             cursor: 0,
         };
-        for i in 0..frames {
-            let c = colour_of(map.pfn_at(i as u64)) % colours;
-            inner.meta.push(FrameMeta {
-                pos: NOWHERE,
-                colour: c,
-                state: FREE,
-            });
-            inner.push_free(i as u32);
+        // Every frame free, each colour's list in pfn order: colours and
+        // positions first, then each list filled at once. Each list gets
+        // the capacity that pushing its frames one by one used to give it
+        // (the same memory, so the same `metadata_bytes`).
+        let mut counts = vec![0u32; colours as usize];
+        for zone in map.zones() {
+            for pfn in zone.start.0..zone.end.0 {
+                let c = colour_of(Pfn(pfn)) % colours;
+                let count = &mut counts[c as usize];
+                inner.meta.push(FrameMeta {
+                    pos: *count,
+                    colour: c,
+                    state: FREE,
+                });
+                *count += 1;
+            }
         }
+        for (list, &n) in inner.free.iter_mut().zip(&counts) {
+            let grown = if n == 0 {
+                0
+            } else {
+                (n as usize).next_power_of_two().max(4)
+            };
+            *list = Vec::with_capacity(grown);
+        }
+        for (i, m) in inner.meta.iter().enumerate() {
+            inner.free[m.colour as usize].push(i as u32);
+        }
+        inner.free_count = frames as u64;
         Ok(M3 {
             map,
             cpus,
