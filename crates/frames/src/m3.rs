@@ -477,10 +477,7 @@ impl<R: RawMutex + Send + Sync> FrameAllocator for M3<R> {
                 match inner.state(i) & !EVER {
                     FREE => {
                         let pos = inner.meta[i].pos;
-                        ensure!(
-                            pos != NOWHERE,
-                            "free frame {pfn:#x} is on no colour list"
-                        );
+                        ensure!(pos != NOWHERE, "free frame {pfn:#x} is on no colour list");
                         pfn += 1;
                     }
                     TAIL => {

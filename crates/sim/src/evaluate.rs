@@ -276,8 +276,8 @@ fn evaluate_tasks(
         .par_iter()
         .map(|path| TraceSetup::of(path, &|| open(path), study))
         .collect();
-    // Largest trace first (file size: rows of one trace cost alike), so
-    // no thread is left with a big row at the end while the others idle.
+    // Largest trace first (file size), so no thread is left with a big
+    // row at the end while the others idle.
     let mut tasks: Vec<(usize, usize)> = setups
         .iter()
         .enumerate()
@@ -289,7 +289,15 @@ fn evaluate_tasks(
         .iter()
         .map(|p| std::fs::metadata(p).map_or(0, |m| m.len()))
         .collect();
-    tasks.sort_by_key(|&(t, r)| (std::cmp::Reverse(sizes[t]), t, r));
+    // Within a trace, the rows that cost most first (M³'s random frames
+    // miss the cache at every event; migration passes), so the last
+    // rows to finish are short ones and both threads end together.
+    let slow = |r: usize| match rows[r] {
+        Some(AllocatorKind::M3 | AllocatorKind::M3Part) => 0,
+        Some(kind) if kind.caps().migrates => 1,
+        _ => 2,
+    };
+    tasks.sort_by_key(|&(t, r)| (std::cmp::Reverse(sizes[t]), t, slow(r), r));
     // Each trace is decoded and matched once, by its first row to start,
     // and dropped when its last row is done.
     let shared: Vec<SharedTrace> = setups
@@ -312,7 +320,14 @@ fn evaluate_tasks(
         // A closed channel (the caller's thread gone) only loses reports.
         let _ = tx.send((step.clone(), false));
         let resolved = shared[t].get(path, &|| open(path), setup, study);
-        let result = study_row(path, &|| open(path), setup, resolved.as_deref(), rows[r], study);
+        let result = study_row(
+            path,
+            &|| open(path),
+            setup,
+            resolved.as_deref(),
+            rows[r],
+            study,
+        );
         drop(resolved);
         shared[t].row_done();
         results.lock().unwrap_or_else(|e| e.into_inner())[k] = Some(result);
@@ -422,7 +437,14 @@ pub fn study_trace<S: EventSource>(
             return Err(EvaluateError::Cancelled);
         }
         let resolved = shared.get(path, &open, &setup, study);
-        out.push(study_row(path, &open, &setup, resolved.as_deref(), row, study)?);
+        out.push(study_row(
+            path,
+            &open,
+            &setup,
+            resolved.as_deref(),
+            row,
+            study,
+        )?);
         drop(resolved);
         shared.row_done();
         if !step(label, true) {
@@ -523,9 +545,11 @@ impl SharedTrace {
                 // A recorded machine: every row checks the events
                 // against the same limits (the CPUs asked for).
                 let limits = row_limits(None, false, study);
-                debug_assert!(AllocatorKind::ALL
-                    .iter()
-                    .all(|&k| row_limits(Some(k), false, study) == limits));
+                debug_assert!(AllocatorKind::ALL.iter().all(|&k| row_limits(
+                    Some(k),
+                    false,
+                    study
+                ) == limits));
                 if let Ok(source) = open() {
                     let mut source = Checked::new(source, path, limits);
                     if let Ok(Some(resolved)) = Resolved::of(&mut source) {
@@ -576,13 +600,12 @@ fn study_row<S: EventSource>(
         let mut result = match row {
             None => study_as_recorded_resolved(&setup.machine, &shared.resolved, study)
                 .map_err(failed("counting the recorded placement".into()))?,
-            Some(kind) => allocator_row::<SpinYield, std::iter::Empty<_>, TraceError>(
+            Some(kind) => study_allocator_resolved::<SpinYield, _>(
                 kind,
                 &setup.machine,
-                Feed::Resolved(&shared.resolved),
+                &shared.resolved,
                 study,
             )
-            .map(|(row, _)| row)
             .map_err(failed(format!("replaying through {kind}")))?,
         };
         result.stats.accounting.lost_events = shared.lost_events;
@@ -686,6 +709,27 @@ where
     allocator_row::<L, I, E>(kind, machine, Feed::Events(events), options)
 }
 
+/// [`study_allocator`] over a trace resolved once ([`Resolved`]): the
+/// same row, without decoding and matching the trace again.
+pub fn study_allocator_resolved<L, E>(
+    kind: AllocatorKind,
+    machine: &MachineInfo,
+    trace: &Resolved,
+    options: &StudyOptions,
+) -> Result<StudyRow, StudyError<E>>
+where
+    L: lock_api::RawMutex + Send + Sync + 'static,
+    E: std::error::Error + 'static,
+{
+    allocator_row::<L, std::iter::Empty<Result<Event, E>>, E>(
+        kind,
+        machine,
+        Feed::Resolved(trace),
+        options,
+    )
+    .map(|(row, _)| row)
+}
+
 /// What a row replays: a trace's events, or the trace resolved once.
 enum Feed<'a, I> {
     Events(I),
@@ -770,7 +814,7 @@ where
 }
 
 /// [`study_as_recorded`] over a trace resolved once.
-fn study_as_recorded_resolved<E: std::error::Error + 'static>(
+pub fn study_as_recorded_resolved<E: std::error::Error + 'static>(
     machine: &MachineInfo,
     trace: &Resolved,
     options: &StudyOptions,

@@ -96,11 +96,7 @@ impl WearCounter {
     /// count into the cache.
     #[inline]
     pub fn prefetch_write(&self, pfn: Pfn) {
-        if let Some(count) = self
-            .map
-            .dense_index(pfn)
-            .and_then(|i| self.sampled.get(i))
-        {
+        if let Some(count) = self.map.dense_index(pfn).and_then(|i| self.sampled.get(i)) {
             prefetch_read(count);
         }
     }
