@@ -1034,6 +1034,64 @@ mod tests {
         ));
     }
 
+    /// A row over the trace resolved once is the row of one pass over
+    /// the file: every count, the wear, the heat map (timing aside), with
+    /// every unusual case of the fixture, sampled writes and migration.
+    #[test]
+    fn resolved_rows_equal_streamed_rows() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let options = StudyOptions::default();
+        let json = |row: StudyRow| {
+            let mut v = serde_json::to_value(row).unwrap();
+            v["stats"]["elapsed_ns"] = 0.into();
+            v
+        };
+        for name in [
+            "traces/compile_writes.nvt",
+            "crates/trace/tests/data/every_case.txt",
+        ] {
+            let path = root.join(name);
+            let open = || nvmos_trace::open(&path).unwrap();
+            let machine = match open().header().and_then(|h| h.machine.clone()) {
+                Some(m) => m,
+                None => single_zone_machine(0x8000, Some(4)),
+            };
+            let resolved = Resolved::of(open()).unwrap().unwrap();
+            assert_eq!(resolved.len() as u64, resolved.accounting().events_read);
+            let streamed = study_as_recorded(&machine, open(), &options).unwrap();
+            let again = study_as_recorded_resolved::<TraceError>(&machine, &resolved, &options);
+            assert_eq!(json(streamed), json(again.unwrap()), "{name}: as recorded");
+            for kind in [
+                AllocatorKind::Lis31,
+                AllocatorKind::M3,
+                AllocatorKind::AdaptiveMigrate,
+            ] {
+                let streamed = study_allocator::<parking_lot::RawMutex, _, _>(
+                    kind,
+                    &machine,
+                    open(),
+                    &options,
+                )
+                .unwrap();
+                if name.ends_with(".nvt") {
+                    // The cases the resolved replay must get right occur.
+                    assert!(streamed.stats.writes.attributed > 0);
+                    if kind == AllocatorKind::AdaptiveMigrate {
+                        assert!(streamed.stats.blocks_migrated > 0);
+                    }
+                } else {
+                    assert!(streamed.stats.accounting.partial_frees > 0);
+                    assert!(streamed.stats.accounting.allocs_of_live_pfn > 0);
+                }
+                let again = study_allocator_resolved::<parking_lot::RawMutex, TraceError>(
+                    kind, &machine, &resolved, &options,
+                )
+                .unwrap();
+                assert_eq!(json(streamed), json(again), "{name}: {kind}");
+            }
+        }
+    }
+
     #[test]
     fn heat_map_takes_slice_maxima() {
         assert_eq!(heat_map(&[1, 5, 2, 2, 0, 9], 3), vec![5, 2, 9]);
