@@ -534,6 +534,9 @@ impl<R: RawMutex + Send + Sync> FrameAllocator for M3<R> {
     }
 }
 
+// 9 bytes per frame beside the free lists' 4: 13 in all.
+const _: () = assert!(core::mem::size_of::<FrameMeta>() == 9);
+
 // Every head state byte stays below the EVER flag.
 const _: () = assert!(HEAD as usize + ORDERS <= EVER as usize);
 
@@ -612,6 +615,3 @@ mod tests {
         ));
     }
 }
-
-// 9 bytes per frame beside the free lists' 4: 13 in all.
-const _: () = assert!(core::mem::size_of::<FrameMeta>() == 9);
