@@ -319,6 +319,16 @@ fn evaluate_tasks(
         let step = format!("{}: {}", trace_name(path), row_label(rows[r]));
         // A closed channel (the caller's thread gone) only loses reports.
         let _ = tx.send((step.clone(), false));
+        // While another thread resolves this trace, resolve the next one
+        // rather than wait: its rows come next.
+        if shared[t].busy() {
+            if let Some(&u) = tasks[k..].iter().map(|(u, _)| u).find(|&&u| u != t) {
+                if let Ok(next_setup) = &setups[u] {
+                    let next_path = &options.traces[u];
+                    drop(shared[u].get(next_path, &|| open(next_path), next_setup, study));
+                }
+            }
+        }
         let resolved = shared[t].get(path, &|| open(path), setup, study);
         let result = study_row(
             path,
@@ -565,6 +575,14 @@ impl SharedTrace {
             Shared::Ready(r) => Some(r.clone()),
             _ => None,
         }
+    }
+
+    /// Whether another thread holds the trace (resolving it).
+    fn busy(&self) -> bool {
+        matches!(
+            self.state.try_lock(),
+            Err(std::sync::TryLockError::WouldBlock)
+        )
     }
 
     /// One row is done with the trace; after the last, it is dropped.
