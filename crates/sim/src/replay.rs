@@ -219,6 +219,18 @@ pub trait Hook {
     /// A hint: a sampled write will land on `ours` soon. Default: nothing.
     #[inline]
     fn prefetch_written(&mut self, _ours: Pfn) {}
+    /// Whether `placed` only adds to counts, so that it may be called a
+    /// few events late (after later calls of the other methods), as
+    /// [`run_resolved`] does to overlap the cache misses of successive
+    /// placements: it calls [`prefetch_placed`](Self::prefetch_placed) at
+    /// once and `placed` for every block before it returns `Ok`. Default:
+    /// no.
+    fn placed_commutes(&self) -> bool {
+        false
+    }
+    /// A hint: `placed(ours, order, ..)` follows soon. Default: nothing.
+    #[inline]
+    fn prefetch_placed(&mut self, _ours: Pfn, _order: Order) {}
 }
 
 /// Watch nothing.
@@ -245,6 +257,16 @@ impl Hook for WearCounter {
     #[inline]
     fn prefetch_written(&mut self, ours: Pfn) {
         self.prefetch_write(ours);
+    }
+
+    /// Counts are sums: the order they are added in changes nothing.
+    fn placed_commutes(&self) -> bool {
+        true
+    }
+
+    #[inline]
+    fn prefetch_placed(&mut self, ours: Pfn, _order: Order) {
+        self.prefetch_alloc(ours);
     }
 }
 
@@ -683,6 +705,11 @@ where
     // fetched into the cache meanwhile. The misses on a random old
     // block's metadata are most of a replay's time.
     const AHEAD: usize = 12;
+    // Placements told to a hook whose `placed` commutes, `LATE` events
+    // after its line was prefetched.
+    const LATE: usize = 8;
+    let defer = hook.placed_commutes();
+    let mut late: VecDeque<(Pfn, Order, MigrateType)> = VecDeque::with_capacity(LATE + 1);
     for (index, (event, &act)) in trace.events.iter().zip(&trace.acts).enumerate() {
         if let Some(&next) = trace.acts.get(index + AHEAD) {
             let slot = (next & SLOT_MASK) as usize;
@@ -768,7 +795,16 @@ where
                 let tag = match placement.place(event, Request::new(event.order, cpu, kind)) {
                     Some(ours) => {
                         stats.allocs += 1;
-                        hook.placed(ours, event.order, kind);
+                        if defer {
+                            hook.prefetch_placed(ours, event.order);
+                            late.push_back((ours, event.order, kind));
+                            if late.len() > LATE {
+                                let (p, o, k) = late.pop_front().expect("not empty");
+                                hook.placed(p, o, k);
+                            }
+                        } else {
+                            hook.placed(ours, event.order, kind);
+                        }
                         if let Some(owner) = owner.as_mut() {
                             owner.insert(ours.0, slot as u32);
                         }
@@ -795,6 +831,9 @@ where
             },
             _ => {}
         }
+    }
+    for (p, o, k) in late {
+        hook.placed(p, o, k);
     }
     stats.accounting = trace.accounting.clone();
     stats.elapsed_ns = start.elapsed().as_nanos() as u64;

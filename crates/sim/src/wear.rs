@@ -92,6 +92,15 @@ impl WearCounter {
         }
     }
 
+    /// A hint: `record_alloc(pfn, ..)` comes soon; starts loading the
+    /// count of its first frame into the cache.
+    #[inline]
+    pub fn prefetch_alloc(&self, pfn: Pfn) {
+        if let Some(count) = self.map.dense_index(pfn).and_then(|i| self.writes.get(i)) {
+            prefetch_read(count);
+        }
+    }
+
     /// A hint: a sampled write of `pfn` comes soon; starts loading its
     /// count into the cache.
     #[inline]
