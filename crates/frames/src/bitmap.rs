@@ -136,6 +136,29 @@ impl LevelBitmap {
         self.count += 1;
     }
 
+    /// Mark every block of `from..to`, which must be in range and
+    /// unmarked: [`set`](Self::set) for each, a word at a time.
+    pub(crate) fn set_range(&mut self, from: u64, to: u64) {
+        let mut block = from;
+        while block < to {
+            let (w, _) = self.position(block).expect("block in range");
+            let bit = (block - self.origin) % 64;
+            let n = (64 - bit).min(to - block);
+            let mask = if n == 64 {
+                !0
+            } else {
+                ((1u64 << n) - 1) << bit
+            };
+            debug_assert!(self.words[w] & mask == 0);
+            if self.words[w] == 0 {
+                self.summary[w / 64] |= 1 << (w % 64);
+            }
+            self.words[w] |= mask;
+            self.count += n;
+            block += n;
+        }
+    }
+
     /// Clear `block` if it is marked; return whether it was.
     #[inline]
     pub(crate) fn test_and_clear(&mut self, block: u64) -> bool {

@@ -423,11 +423,13 @@ fn partition(map: &ZoneMap, count: u32) -> Vec<(u64, u64)> {
 impl Space {
     fn new(start: u64, end: u64) -> Space {
         let frames = (end - start) as usize;
+        let mut free = FrameMeta::UNLINKED_TAIL;
+        free.state.set_free(Order::ZERO);
         let mut space = Space {
             start,
             end,
             spare: Vec::new(),
-            meta: vec![FrameMeta::UNLINKED_TAIL; frames],
+            meta: vec![free; frames],
             free_list: FrameList::EMPTY,
             frames: FrameBitmap::new(start, end - 1),
             blocks: core::array::from_fn(|i| {
@@ -441,18 +443,13 @@ impl Space {
         // sweep the space from its start. Built directly rather than by
         // freeing frame after frame: the same state, without climbing the
         // bitmaps once per frame.
-        for i in 0..frames as u32 {
-            space.meta[i as usize].state.set_free(Order::ZERO);
-            space.free_list.push_back(&mut space.meta, i);
-        }
+        space.free_list = FrameList::in_order(&mut space.meta, frames as u32);
         space.frames.set_range(start, end);
         for k in 1..=MAX_ORDER {
             let first = start.div_ceil(1 << k);
             let last = end >> k;
-            for block in first..last {
-                space.blocks[k as usize - 1].set(block);
-            }
             if first < last {
+                space.blocks[k as usize - 1].set_range(first, last);
                 space.next_level = k as i8;
             }
         }

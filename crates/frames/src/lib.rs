@@ -154,6 +154,15 @@ pub trait FrameAllocator: Send + Sync {
         Ok(())
     }
 
+    /// A hint: the block at `pfn` will be freed soon. An allocator may
+    /// start loading what `free` will read for it into the cache; nothing
+    /// changes and nothing is checked (any `pfn` is allowed). A replay
+    /// that knows its next frees ahead calls it. Default: nothing.
+    #[inline]
+    fn prefetch_free(&self, pfn: Pfn) {
+        let _ = pfn;
+    }
+
     /// Give frames held in lazy per-CPU lists back to the allocator proper
     /// (Linux's `drain_all_pages`). Allocators without such lists do
     /// nothing.
@@ -208,6 +217,7 @@ macro_rules! forward_frame_allocator {
             fn check_free(&self, pfn: Pfn, order: Order) -> Result<(), AllocError> { (**self).check_free(pfn, order) }
             fn alloc_bulk(&self, req: Request, out: &mut [Pfn]) -> usize { (**self).alloc_bulk(req, out) }
             fn free_bulk(&self, blocks: &[Pfn], req: Request) -> Result<(), (usize, AllocError)> { (**self).free_bulk(blocks, req) }
+            fn prefetch_free(&self, pfn: Pfn) { (**self).prefetch_free(pfn) }
             fn drain(&self) { (**self).drain() }
             fn stats(&self) -> Stats { (**self).stats() }
             fn validate(&self) -> Result<(), ValidationError> { (**self).validate() }
@@ -218,6 +228,21 @@ macro_rules! forward_frame_allocator {
     )*};
 }
 forward_frame_allocator!(&A, alloc::boxed::Box<A>, alloc::sync::Arc<A>);
+
+/// Starts loading the cache line at `addr` (a hint: it reads nothing the
+/// program sees, cannot fault, and any address is allowed).
+#[inline]
+pub(crate) fn prefetch_addr(addr: usize) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch only hints the cache; it dereferences nothing and
+    // cannot fault, whatever the address.
+    unsafe {
+        use core::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        _mm_prefetch::<_MM_HINT_T0>(addr as *const i8);
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = addr;
+}
 
 /// Pads and aligns a value to a cache line so per-CPU and per-space state
 /// of different CPUs never shares one (false sharing).

@@ -117,6 +117,24 @@ impl FrameList {
         len: 0,
     };
 
+    /// The list of `0..n` in order, threaded through `meta[..n]` (whose
+    /// links it sets; states are left alone).
+    pub(crate) fn in_order(meta: &mut [FrameMeta], n: u32) -> FrameList {
+        if n == 0 {
+            return FrameList::EMPTY;
+        }
+        for (i, m) in meta[..n as usize].iter_mut().enumerate() {
+            let i = i as u32;
+            m.prev = if i == 0 { NIL } else { i - 1 };
+            m.next = if i + 1 == n { NIL } else { i + 1 };
+        }
+        FrameList {
+            head: 0,
+            tail: n - 1,
+            len: u64::from(n),
+        }
+    }
+
     #[inline]
     pub(crate) fn len(&self) -> u64 {
         self.len

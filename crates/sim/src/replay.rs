@@ -190,6 +190,10 @@ pub trait Placement {
     fn migrate(&mut self) -> Option<Vec<Move>> {
         None
     }
+    /// A hint: the block placed at `ours` will be given back soon
+    /// ([`FrameAllocator::prefetch_free`]). Default: nothing.
+    #[inline]
+    fn prefetch(&mut self, _ours: Pfn) {}
 }
 
 /// What a study watches during a replay. Every method has a default that
@@ -212,6 +216,21 @@ pub trait Hook {
     /// frame the placement chose for it: see [`crate::writes`]).
     #[inline]
     fn written(&mut self, _ours: Pfn) {}
+    /// A hint: a sampled write will land on `ours` soon. Default: nothing.
+    #[inline]
+    fn prefetch_written(&mut self, _ours: Pfn) {}
+    /// Whether `placed` only adds to counts, so that it may be called a
+    /// few events late (after later calls of the other methods), as
+    /// [`run_resolved`] does to overlap the cache misses of successive
+    /// placements: it calls [`prefetch_placed`](Self::prefetch_placed) at
+    /// once and `placed` for every block before it returns `Ok`. Default:
+    /// no.
+    fn placed_commutes(&self) -> bool {
+        false
+    }
+    /// A hint: `placed(ours, order, ..)` follows soon. Default: nothing.
+    #[inline]
+    fn prefetch_placed(&mut self, _ours: Pfn, _order: Order) {}
 }
 
 /// Watch nothing.
@@ -234,6 +253,21 @@ impl Hook for WearCounter {
     fn written(&mut self, ours: Pfn) {
         self.record_write(ours);
     }
+
+    #[inline]
+    fn prefetch_written(&mut self, ours: Pfn) {
+        self.prefetch_write(ours);
+    }
+
+    /// Counts are sums: the order they are added in changes nothing.
+    fn placed_commutes(&self) -> bool {
+        true
+    }
+
+    #[inline]
+    fn prefetch_placed(&mut self, ours: Pfn, _order: Order) {
+        self.prefetch_alloc(ours);
+    }
 }
 
 /// An allocator under test decides.
@@ -252,6 +286,11 @@ impl<A: FrameAllocator + ?Sized> Placement for ByAllocator<'_, A> {
     #[inline]
     fn give_back(&mut self, ours: Pfn, req: Request) -> Result<(), AllocError> {
         self.0.free(ours, req)
+    }
+
+    #[inline]
+    fn prefetch(&mut self, ours: Pfn) {
+        self.0.prefetch_free(ours);
     }
 }
 
@@ -272,6 +311,11 @@ impl<A: crate::StudyAllocator + ?Sized> Placement for Migrating<'_, A> {
     #[inline]
     fn give_back(&mut self, ours: Pfn, req: Request) -> Result<(), AllocError> {
         self.0.free(ours, req)
+    }
+
+    #[inline]
+    fn prefetch(&mut self, ours: Pfn) {
+        self.0.prefetch_free(ours);
     }
 
     fn migrate(&mut self) -> Option<Vec<Move>> {
@@ -512,6 +556,288 @@ impl Engine {
         stats.elapsed_ns += start.elapsed().as_nanos() as u64;
         Ok(())
     }
+}
+
+/// A trace matched once for many replays: its events, and what each does
+/// to the live traced blocks (the [`BlockTracker`]'s classification, the
+/// same for every placement), with every block numbered by a *slot*
+/// reused once the block is gone. The rows of one trace in `nvmos
+/// evaluate` share one: each row then replays the events against a small
+/// per-row table of slots instead of decoding the trace and running the
+/// tracker again ([`run_resolved`] gives [`run`]'s result exactly).
+pub struct Resolved {
+    events: Vec<Event>,
+    /// Per event: [`ACT_NONE`], or an act tag in the top two bits with a
+    /// slot in bits 0..31 and, for an allocation, the replaced block's
+    /// slot + 1 (0: none), for a write the frame's offset in its block,
+    /// in bits 31..62.
+    acts: Vec<u64>,
+    slots: usize,
+    accounting: Accounting,
+}
+
+const ACT_NONE: u64 = 0;
+const ACT_ALLOC: u64 = 1 << 62;
+const ACT_FREE: u64 = 2 << 62;
+const ACT_WRITTEN: u64 = 3 << 62;
+const ACT_MASK: u64 = 3 << 62;
+const SLOT_BITS: u32 = 31;
+const SLOT_MASK: u64 = (1 << SLOT_BITS) - 1;
+
+impl Resolved {
+    /// Reads and matches every event of `events`. `Ok(None)` when the
+    /// trace keeps more blocks live at once than the slot numbers hold
+    /// (2^31 - 2): replay it with [`run`].
+    pub fn of<I, E>(events: I) -> Result<Option<Resolved>, E>
+    where
+        I: IntoIterator<Item = Result<Event, E>>,
+    {
+        let mut tracker = BlockTracker::new();
+        let mut out = Resolved {
+            events: Vec::new(),
+            acts: Vec::new(),
+            slots: 0,
+            accounting: Accounting::default(),
+        };
+        let mut spare: Vec<u64> = Vec::new();
+        let events = events.into_iter();
+        out.events.reserve(events.size_hint().0);
+        for event in events {
+            let event = event?;
+            let slot_of = |b: &LiveBlock| b.tag.expect("every live block has a slot");
+            let act = match tracker.step(&event) {
+                Effect::Allocated { replaced } => {
+                    let old = replaced.as_ref().map_or(0, |b| slot_of(b) + 1);
+                    if let Some(b) = &replaced {
+                        spare.push(slot_of(b));
+                    }
+                    let slot = spare.pop().unwrap_or_else(|| {
+                        out.slots += 1;
+                        out.slots as u64 - 1
+                    });
+                    if slot >= SLOT_MASK {
+                        return Ok(None);
+                    }
+                    tracker.set_tag(event.pfn.0, slot);
+                    ACT_ALLOC | slot | old << SLOT_BITS
+                }
+                Effect::Freed(b) => {
+                    spare.push(slot_of(&b));
+                    ACT_FREE | slot_of(&b)
+                }
+                Effect::PartlyFreed | Effect::NotLive | Effect::Written(None) => ACT_NONE,
+                Effect::Written(Some(b)) => {
+                    // Inside the block: at most 2^MAX_ORDER frames on.
+                    let offset = event.pfn.0 - b.pfn;
+                    ACT_WRITTEN | slot_of(&b) | offset << SLOT_BITS
+                }
+            };
+            out.events.push(event);
+            out.acts.push(act);
+        }
+        out.accounting = tracker.counts().clone();
+        out.events.shrink_to_fit();
+        out.acts.shrink_to_fit();
+        Ok(Some(out))
+    }
+
+    /// Events in the trace.
+    pub fn len(&self) -> usize {
+        self.events.len()
+    }
+
+    /// Whether the trace has no events.
+    pub fn is_empty(&self) -> bool {
+        self.events.is_empty()
+    }
+
+    /// How every event was classified (`lost_events` is the source's).
+    pub fn accounting(&self) -> &Accounting {
+        &self.accounting
+    }
+}
+
+/// A live block in one replay of a [`Resolved`] trace: where the
+/// placement put it (`NO_TAG`: refused), its order and migratetype.
+#[derive(Copy, Clone)]
+struct Slot {
+    tag: u64,
+    order: Order,
+    kind: MigrateType,
+}
+
+const NO_TAG: u64 = u64::MAX;
+
+/// [`run`] over a [`Resolved`] trace: the same placements, hook calls,
+/// counts and errors as `run` over the events it was resolved from
+/// (`elapsed_ns` is this replay's time; matching the trace was done
+/// once, before).
+pub fn run_resolved<P, H, E>(
+    placement: &mut P,
+    hook: &mut H,
+    trace: &Resolved,
+    migrate_every_ns: Option<u64>,
+) -> Result<ReplayStats, ReplayError<E>>
+where
+    P: Placement + ?Sized,
+    H: Hook + ?Sized,
+    E: std::error::Error + 'static,
+{
+    let start = Instant::now();
+    let cpus = placement.cpus().max(1);
+    let mut stats = ReplayStats::default();
+    let every = migrate_every_ns.unwrap_or(u64::MAX).max(1);
+    let mut next_migration = every;
+    // Our first frame -> slot, kept only when migration runs.
+    let mut owner: Option<FxHashMap<u64, u32>> = migrate_every_ns.map(|_| FxHashMap::default());
+    let mut first_ns: Option<u64> = None;
+    let mut slots = vec![
+        Slot {
+            tag: NO_TAG,
+            order: Order::ZERO,
+            kind: MigrateType::Movable,
+        };
+        trace.slots
+    ];
+    // The blocks given back and the frames written `AHEAD` events from
+    // now are known (the slot's placement, unless the slot is placed
+    // again in between: then the hint is only wasted): their metadata is
+    // fetched into the cache meanwhile. The misses on a random old
+    // block's metadata are most of a replay's time.
+    const AHEAD: usize = 12;
+    // Placements told to a hook whose `placed` commutes, `LATE` events
+    // after its line was prefetched.
+    const LATE: usize = 8;
+    let defer = hook.placed_commutes();
+    let mut late: VecDeque<(Pfn, Order, MigrateType)> = VecDeque::with_capacity(LATE + 1);
+    for (index, (event, &act)) in trace.events.iter().zip(&trace.acts).enumerate() {
+        if let Some(&next) = trace.acts.get(index + AHEAD) {
+            let slot = (next & SLOT_MASK) as usize;
+            let aux = (next & !ACT_MASK) >> SLOT_BITS;
+            let (tag, free) = match next & ACT_MASK {
+                ACT_FREE => (slots[slot].tag, true),
+                ACT_ALLOC if aux != 0 => (slots[aux as usize - 1].tag, true),
+                ACT_WRITTEN => (slots[slot].tag, false),
+                _ => (NO_TAG, false),
+            };
+            if tag != NO_TAG {
+                if free {
+                    placement.prefetch(Pfn(tag));
+                } else {
+                    hook.prefetch_written(Pfn(tag + aux));
+                }
+            }
+        }
+        let index = index as u64;
+        stats.events += 1;
+        stats.trace_ns = stats.trace_ns.max(event.time_ns);
+        hook.event(event);
+        let first = *first_ns.get_or_insert(event.time_ns);
+        if let Some(owner) = owner.as_mut() {
+            if event.time_ns.saturating_sub(first) >= next_migration {
+                next_migration = next_migration.saturating_add(every);
+                if let Some(moves) = placement.migrate() {
+                    stats.migration_passes += 1;
+                    for m in &moves {
+                        let slot = owner.remove(&m.old.0);
+                        let Some(slot) = slot.filter(|&s| {
+                            let b = &slots[s as usize];
+                            b.order == m.order && b.tag == m.old.0
+                        }) else {
+                            return Err(ReplayError::LostMove {
+                                event: index,
+                                old: m.old,
+                                order: m.order,
+                            });
+                        };
+                        slots[slot as usize].tag = m.new.0;
+                        owner.insert(m.new.0, slot);
+                        stats.blocks_migrated += 1;
+                        stats.pages_migrated += m.order.frames();
+                        hook.moved(m);
+                    }
+                }
+            }
+        }
+        let cpu = event.cpu % cpus;
+        let mut give_back = |placement: &mut P, hook: &mut H, block: Slot| {
+            if block.tag == NO_TAG {
+                // The allocator refused it: nothing to give back.
+                stats.frees_of_failed += 1;
+                return Ok(());
+            }
+            let ours = Pfn(block.tag);
+            placement
+                .give_back(ours, Request::new(block.order, cpu, block.kind))
+                .map_err(|error| ReplayError::Allocator {
+                    event: index,
+                    pfn: ours,
+                    order: block.order,
+                    error,
+                })?;
+            if let Some(owner) = owner.as_mut() {
+                owner.remove(&ours.0);
+            }
+            hook.freed(ours, block.order, block.kind);
+            stats.frees += 1;
+            Ok(())
+        };
+        let slot = (act & SLOT_MASK) as usize;
+        let aux = (act & !ACT_MASK) >> SLOT_BITS;
+        match act & ACT_MASK {
+            ACT_ALLOC => {
+                if aux != 0 {
+                    give_back(placement, hook, slots[aux as usize - 1])?;
+                }
+                let Op::Alloc(kind) = event.op else {
+                    unreachable!("the tracker allocates only for allocations")
+                };
+                let tag = match placement.place(event, Request::new(event.order, cpu, kind)) {
+                    Some(ours) => {
+                        stats.allocs += 1;
+                        if defer {
+                            hook.prefetch_placed(ours, event.order);
+                            late.push_back((ours, event.order, kind));
+                            if late.len() > LATE {
+                                let (p, o, k) = late.pop_front().expect("not empty");
+                                hook.placed(p, o, k);
+                            }
+                        } else {
+                            hook.placed(ours, event.order, kind);
+                        }
+                        if let Some(owner) = owner.as_mut() {
+                            owner.insert(ours.0, slot as u32);
+                        }
+                        ours.0
+                    }
+                    None => {
+                        stats.alloc_failures += 1;
+                        NO_TAG
+                    }
+                };
+                slots[slot] = Slot {
+                    tag,
+                    order: event.order,
+                    kind,
+                };
+            }
+            ACT_FREE => give_back(placement, hook, slots[slot])?,
+            ACT_WRITTEN => match slots[slot].tag {
+                NO_TAG => stats.writes.of_refused += 1,
+                ours => {
+                    stats.writes.attributed += 1;
+                    hook.written(Pfn(ours + aux));
+                }
+            },
+            _ => {}
+        }
+    }
+    for (p, o, k) in late {
+        hook.placed(p, o, k);
+    }
+    stats.accounting = trace.accounting.clone();
+    stats.elapsed_ns = start.elapsed().as_nanos() as u64;
+    Ok(stats)
 }
 
 #[cfg(test)]

@@ -50,6 +50,21 @@ pub struct WearCounter {
     pub sampled_outside: u64,
 }
 
+/// Starts loading the cache line of `value` (a hint: reads nothing the
+/// program sees, cannot fault).
+#[inline]
+fn prefetch_read<T>(value: &T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch is only a hint; it reads nothing the program
+    // sees and cannot fault, and `value` is a valid reference anyway.
+    unsafe {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        _mm_prefetch::<_MM_HINT_T0>((value as *const T).cast());
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = value;
+}
+
 impl WearCounter {
     /// Zero counts over every frame of `map`.
     pub fn new(map: ZoneMap, model: WriteModel) -> WearCounter {
@@ -74,6 +89,24 @@ impl WearCounter {
                 self.sampled[i] = self.sampled[i].saturating_add(1);
             }
             None => self.sampled_outside += 1,
+        }
+    }
+
+    /// A hint: `record_alloc(pfn, ..)` comes soon; starts loading the
+    /// count of its first frame into the cache.
+    #[inline]
+    pub fn prefetch_alloc(&self, pfn: Pfn) {
+        if let Some(count) = self.map.dense_index(pfn).and_then(|i| self.writes.get(i)) {
+            prefetch_read(count);
+        }
+    }
+
+    /// A hint: a sampled write of `pfn` comes soon; starts loading its
+    /// count into the cache.
+    #[inline]
+    pub fn prefetch_write(&self, pfn: Pfn) {
+        if let Some(count) = self.map.dense_index(pfn).and_then(|i| self.sampled.get(i)) {
+            prefetch_read(count);
         }
     }
 
