@@ -20,6 +20,11 @@ mod sweep_cmd;
 mod trace_cmd;
 use nvmos_sim::units;
 
+/// Transparent huge pages for the big blocks (the allocators' per-frame
+/// tables): a third less system time in `evaluate`, same answers.
+#[global_allocator]
+static ALLOC: nvmos_trace::table::HugePageAlloc = nvmos_trace::table::HugePageAlloc;
+
 use std::io::IsTerminal;
 use std::process::ExitCode;
 

@@ -26,6 +26,11 @@
 mod pmo;
 
 use std::io::Cursor;
+
+/// Transparent huge pages for the allocators' per-frame tables, as in the
+/// `nvmos` binary.
+#[global_allocator]
+static ALLOC: nvmos_trace::table::HugePageAlloc = nvmos_trace::table::HugePageAlloc;
 use std::path::{Path, PathBuf};
 
 use numpy::{IntoPyArray, PyArray1, PyReadonlyArray1};

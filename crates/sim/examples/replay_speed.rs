@@ -32,6 +32,10 @@ use nvmos_sim::replay::Resolved;
 use nvmos_sim::AllocatorKind;
 use nvmos_trace::{Event, EventSource, Format, NvtReader, Op, TextReader};
 
+/// As in the `nvmos` binary: huge pages for the allocators' tables.
+#[global_allocator]
+static ALLOC: nvmos_trace::table::HugePageAlloc = nvmos_trace::table::HugePageAlloc;
+
 type Error = Box<dyn std::error::Error>;
 
 fn main() -> Result<(), Error> {
