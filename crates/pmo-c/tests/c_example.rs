@@ -69,7 +69,12 @@ fn compile_example(out: &Path, link: Link, name: &str) -> PathBuf {
             cc.arg("-L")
                 .arg(&lib)
                 .arg("-lnvmos_pmo_c")
-                .arg(format!("-Wl,-rpath,{}", lib.display()));
+                .arg(format!("-Wl,-rpath,{}", lib.display()))
+                // DT_RPATH, not DT_RUNPATH: `cargo test` puts
+                // `target/<profile>` on LD_LIBRARY_PATH, which overrides a
+                // RUNPATH, and the copy there may be an older build (one
+                // without the newest functions), not the one tested here.
+                .arg("-Wl,--disable-new-dtags");
         }
         Link::Static => {
             let a = lib.join("libnvmos_pmo_c.a");

@@ -373,6 +373,44 @@ where
     Ok(engine.finish())
 }
 
+/// A traced block's free: given back to the placement, which put it at
+/// `ours` (`None`: the placement refused the block, so there is nothing
+/// to give back, only a count), unfollowed for migration, told to the
+/// hook, counted. The one rule for [`Engine::feed`] and [`run_resolved`].
+fn give_back_block<P, H, V, E>(
+    placement: &mut P,
+    hook: &mut H,
+    owner: Option<&mut FxHashMap<u64, V>>,
+    stats: &mut ReplayStats,
+    event: u64,
+    ours: Option<Pfn>,
+    req: Request,
+) -> Result<(), ReplayError<E>>
+where
+    P: Placement + ?Sized,
+    H: Hook + ?Sized,
+    E: std::error::Error + 'static,
+{
+    let Some(ours) = ours else {
+        stats.frees_of_failed += 1;
+        return Ok(());
+    };
+    placement
+        .give_back(ours, req)
+        .map_err(|error| ReplayError::Allocator {
+            event,
+            pfn: ours,
+            order: req.order,
+            error,
+        })?;
+    if let Some(owner) = owner {
+        owner.remove(&ours.0);
+    }
+    hook.freed(ours, req.order, req.kind);
+    stats.frees += 1;
+    Ok(())
+}
+
 /// The replay's state between events: the live traced blocks (with the
 /// placement of each as its tag), the counts, the migration clock. One
 /// [`run`] is one [`feed`](Engine::feed); the long-horizon mode feeds the
@@ -503,25 +541,15 @@ impl Engine {
             }
             let cpu = event.cpu % cpus;
             let mut give_back = |placement: &mut P, hook: &mut H, block: LiveBlock| {
-                let Some(ours) = block.tag.map(Pfn) else {
-                    // The allocator refused it: nothing to give back.
-                    stats.frees_of_failed += 1;
-                    return Ok(());
-                };
-                placement
-                    .give_back(ours, Request::new(block.order, cpu, block.kind))
-                    .map_err(|error| ReplayError::Allocator {
-                        event: index,
-                        pfn: ours,
-                        order: block.order,
-                        error,
-                    })?;
-                if let Some(owner) = owner.as_mut() {
-                    owner.remove(&ours.0);
-                }
-                hook.freed(ours, block.order, block.kind);
-                stats.frees += 1;
-                Ok(())
+                give_back_block(
+                    placement,
+                    hook,
+                    owner.as_mut(),
+                    stats,
+                    index,
+                    block.tag.map(Pfn),
+                    Request::new(block.order, cpu, block.kind),
+                )
             };
             match self.tracker.step(&event) {
                 Effect::Allocated { replaced } => {
@@ -761,26 +789,15 @@ where
         }
         let cpu = event.cpu % cpus;
         let mut give_back = |placement: &mut P, hook: &mut H, block: Slot| {
-            if block.tag == NO_TAG {
-                // The allocator refused it: nothing to give back.
-                stats.frees_of_failed += 1;
-                return Ok(());
-            }
-            let ours = Pfn(block.tag);
-            placement
-                .give_back(ours, Request::new(block.order, cpu, block.kind))
-                .map_err(|error| ReplayError::Allocator {
-                    event: index,
-                    pfn: ours,
-                    order: block.order,
-                    error,
-                })?;
-            if let Some(owner) = owner.as_mut() {
-                owner.remove(&ours.0);
-            }
-            hook.freed(ours, block.order, block.kind);
-            stats.frees += 1;
-            Ok(())
+            give_back_block(
+                placement,
+                hook,
+                owner.as_mut(),
+                &mut stats,
+                index,
+                (block.tag != NO_TAG).then_some(Pfn(block.tag)),
+                Request::new(block.order, cpu, block.kind),
+            )
         };
         let slot = (act & SLOT_MASK) as usize;
         let aux = (act & !ACT_MASK) >> SLOT_BITS;
