@@ -2015,24 +2015,16 @@ impl PoolInner {
     /// group word, body, group word), each drained. When this returns the
     /// group is committed.
     fn write_group(&self, g: &GroupRecord) -> Result<()> {
-        let bytes = g.encode();
-        let m = &self.medium;
-        if read_u64(m.slice(GROUP_AT, 8), 0) != 0 {
-            // Only a crash leaves a word (and the open that found it
-            // clears it): never under way here, but the rule holds.
-            m.slice_mut(GROUP_AT, 8).fill(0);
-            m.persist(GROUP_AT, 8);
-            m.drain()?;
-        }
-        m.slice_mut(GROUP_AT + 8, bytes.len() - 8)
-            .copy_from_slice(&bytes[8..]);
-        m.persist(GROUP_AT + 8, bytes.len() - 8);
-        m.drain()?;
-        m.crash_at(CrashStep::GroupBodyWritten);
-        m.slice_mut(GROUP_AT, 8).copy_from_slice(&bytes[..8]);
-        m.persist(GROUP_AT, 8);
-        m.drain()?;
-        m.crash_at(CrashStep::GroupDurable);
+        // Only a crash leaves a group word (and the open that found it
+        // clears it): never under way here, but the rule holds.
+        let stale = read_u64(self.medium.slice(GROUP_AT, 8), 0) != 0;
+        self.write_sequenced(
+            GROUP_AT,
+            &g.encode(),
+            stale,
+            Some(CrashStep::GroupBodyWritten),
+        )?;
+        self.medium.crash_at(CrashStep::GroupDurable);
         Ok(())
     }
 
@@ -2552,16 +2544,34 @@ impl PoolInner {
     /// partner is current), an incomplete one (sequence word 0), or the
     /// new one; nothing else.
     fn write_record_locked(&self, slot: usize, which: usize, rec: &Record) -> Result<()> {
-        let off = record_offset(slot, which);
-        let bytes = rec.encode();
+        self.write_sequenced(record_offset(slot, which), &rec.encode(), true, None)
+    }
+
+    /// The three ordered steps a directory record and the group commit
+    /// record are written in, each drained: the 8-byte word zeroed (when
+    /// `zero_word`), the body, the word. Until the last step lands the
+    /// area reads as incomplete (word 0) or as its old contents; after
+    /// it, as `bytes`. `body_written`: a crash step between body and word.
+    fn write_sequenced(
+        &self,
+        off: usize,
+        bytes: &[u8],
+        zero_word: bool,
+        body_written: Option<CrashStep>,
+    ) -> Result<()> {
         let m = &self.medium;
-        m.slice_mut(off, 8).fill(0);
-        m.persist(off, 8);
-        m.drain()?;
+        if zero_word {
+            m.slice_mut(off, 8).fill(0);
+            m.persist(off, 8);
+            m.drain()?;
+        }
         m.slice_mut(off + 8, bytes.len() - 8)
             .copy_from_slice(&bytes[8..]);
         m.persist(off + 8, bytes.len() - 8);
         m.drain()?;
+        if let Some(step) = body_written {
+            m.crash_at(step);
+        }
         m.slice_mut(off, 8).copy_from_slice(&bytes[..8]);
         m.persist(off, 8);
         m.drain()
