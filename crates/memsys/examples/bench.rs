@@ -21,17 +21,10 @@ use std::time::Instant;
 
 use nvmos_memsys::{AccessKind, BankDecoder, Controller, ControllerConfig, Machine, MemRequest};
 
-/// This thread's CPU time in seconds.
-fn thread_cpu_secs() -> f64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec for the call's duration.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    assert_eq!(rc, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID) failed");
-    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
-}
+mod common;
+
+use common::XorShift;
+use nvmos_measure::timer::thread_cpu_seconds as thread_cpu_secs;
 
 /// Pin this thread to the last CPU in its affinity mask; returns it.
 fn pin() -> Option<usize> {
@@ -120,26 +113,8 @@ fn main() {
         }
         let m = Machine::preset(name).expect("presets load");
         let size = m.memory_bytes();
-        let mut x = 0x2545_f491_4f6c_dd1du64;
-        // Random: four cores' requests, two arriving per memory cycle
-        // (saturating the controller, so queues stay full).
-        let random: Vec<MemRequest> = (0..n)
-            .map(|i| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                MemRequest {
-                    paddr: (x % size) & !63,
-                    kind: if x & 8 == 0 {
-                        AccessKind::Read
-                    } else {
-                        AccessKind::Write
-                    },
-                    core: (i % 4) as u32,
-                    arrival: i / 2,
-                }
-            })
-            .collect();
+        let mut rng = XorShift(XorShift::SEED);
+        let random = common::random(&mut rng, size, n);
         let sequential: Vec<MemRequest> = (0..n)
             .map(|i| MemRequest {
                 paddr: (i * 64) % size,
@@ -151,9 +126,7 @@ fn main() {
         // Mix: random lines, two reads to one write, two per cycle.
         let mix: Vec<MemRequest> = (0..n)
             .map(|i| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
+                let x = rng.next();
                 MemRequest {
                     paddr: (x % size) & !63,
                     kind: if i % 3 == 2 {

@@ -8,41 +8,17 @@
 //! `cargo run --release -p nvmos-memsys --example bench_configs`
 use nvmos_memsys::{AccessKind, Controller, ControllerConfig, Machine, MemRequest, Scheduler};
 
-/// This thread's CPU time in seconds.
-fn thread_cpu_secs() -> f64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec for the call's duration.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    assert_eq!(rc, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID) failed");
-    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
-}
+mod common;
+
+use common::XorShift;
+use nvmos_measure::timer::thread_cpu_seconds as thread_cpu_secs;
 
 fn main() {
     let m = Machine::preset("ddr4-2400").expect("presets load");
     let size = m.memory_bytes();
     let n = 2_000_000u64;
-    // The bench's random stream: two requests per memory cycle.
-    let mut x = 0x2545_f491_4f6c_dd1du64;
-    let random: Vec<MemRequest> = (0..n)
-        .map(|i| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            MemRequest {
-                paddr: (x % size) & !63,
-                kind: if x & 8 == 0 {
-                    AccessKind::Read
-                } else {
-                    AccessKind::Write
-                },
-                core: (i % 4) as u32,
-                arrival: i / 2,
-            }
-        })
-        .collect();
+    // The bench's random stream.
+    let random = common::random(&mut XorShift(XorShift::SEED), size, n);
     let reads: Vec<MemRequest> = random
         .iter()
         .map(|r| MemRequest {
