@@ -917,7 +917,20 @@ impl Controller {
         // The request enters the queue when it arrives, or, if the queue
         // is full then, when a decision frees a slot.
         let mut entered = req.arrival;
-        while let Some(t) = self.decision_time(c) {
+        loop {
+            // No decision comes before the channel's last column command
+            // (the ready scheduler's come after it), so with room in the
+            // queue and the request arriving by then, none is due first:
+            // the pick need not be computed here (the next decision
+            // computes it once, the new request included).
+            let ch = &self.channels[c];
+            let earliest = ch.last_col + u64::from(self.scheduler == Scheduler::Ready);
+            if ch.len[class] < self.depth[class] && req.arrival <= earliest {
+                break;
+            }
+            let Some(t) = self.decision_time(c) else {
+                break;
+            };
             if t < req.arrival {
                 if let Some(x) = self.decide_at(c, t) {
                     done(x);
@@ -1154,12 +1167,20 @@ impl Controller {
         let first_bank = c * self.banks_per_channel as usize;
         let cands = &ch.cands[class];
         let queued = &ch.queued_banks[class];
-        let n: u32 = queued.iter().map(|w| w.count_ones()).sum();
+        // At most one queued bank? (No popcount: the default x86-64 target
+        // has no POPCNT instruction, and its software fallback cost more
+        // than this whole test.)
+        let mut seen = 0u64;
+        let mut many = false;
+        for &w in queued {
+            many |= (w & w.wrapping_sub(1)) != 0 || (w != 0 && seen != 0);
+            seen |= w;
+        }
         // The pick is the least (column cycle, miss, id); ids are unique
         // and below 2^63, so one 128-bit key orders them.
         let mut best_key = u128::MAX;
         let mut best = NIL as usize;
-        if n <= 1 {
+        if !many {
             // Few candidates (one or two banks on a sequential stream):
             // each one's gates directly.
             for (w, &word) in queued.iter().enumerate() {
@@ -1555,6 +1576,7 @@ impl Controller {
     }
 
     /// Recount a bank's queued hits after its open row may have changed.
+    #[inline(always)]
     fn refresh_hits(&mut self, c: usize, bank_index: u32) {
         let local = (bank_index & (self.banks_per_channel - 1)) as usize;
         let ch = &mut self.channels[c];
