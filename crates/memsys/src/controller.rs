@@ -1207,10 +1207,21 @@ impl Controller {
                     let local = w * 64 + word.trailing_zeros() as usize;
                     word &= word - 1;
                     let cand = &cands[local];
-                    let col = cand
-                        .local
-                        .max(group_shared[usize::from(cand.gsel)])
-                        .max(shared[usize::from(cand.rsel)].get());
+                    debug_assert!(
+                        usize::from(cand.gsel) < group_shared.len()
+                            && usize::from(cand.rsel) < shared.len()
+                    );
+                    // SAFETY: a candidate's `gsel` and `rsel` index its
+                    // group's and rank's entries, which both tables have
+                    // (4 per group and per rank of the channel, built in
+                    // `Controller::new`, never resized).
+                    let (group_gate, rank_gate) = unsafe {
+                        (
+                            *group_shared.get_unchecked(usize::from(cand.gsel)),
+                            shared.get_unchecked(usize::from(cand.rsel)).get(),
+                        )
+                    };
+                    let col = cand.local.max(group_gate).max(rank_gate);
                     let key = (u128::from(col) << 64) | u128::from(cand.key);
                     if key < best_key {
                         best_key = key;
