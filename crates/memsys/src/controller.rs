@@ -561,7 +561,8 @@ struct ChannelQ {
     /// Oldest and youngest queued slot, or `NIL`.
     oldest: u32,
     youngest: u32,
-    /// Local banks with at least one queued hit, per class.
+    /// Local banks with at least one queued hit, per class (kept for the
+    /// blocking scheduler only).
     hit_banks: [Vec<u64>; 2],
     /// Local banks with a queued request, per class (ready scheduler).
     queued_banks: [Vec<u64>; 2],
@@ -995,7 +996,9 @@ impl Controller {
                 list.first_hit = s;
                 new_candidate = true;
             }
-            ch.hit_banks[class][local / 64] |= 1 << (local % 64);
+            if self.scheduler == Scheduler::Blocking {
+                ch.hit_banks[class][local / 64] |= 1 << (local % 64);
+            }
         }
         if self.scheduler == Scheduler::Ready {
             if new_candidate {
@@ -1434,7 +1437,9 @@ impl Controller {
             }
             if self.scheduler == Scheduler::Ready {
                 self.update_candidate(c, b as u32, READS);
-                self.update_candidate(c, b as u32, WRITES);
+                if self.buffered {
+                    self.update_candidate(c, b as u32, WRITES);
+                }
             }
         }
         self.ranks[r].next_ref += u64::from(t.refi);
@@ -1466,13 +1471,17 @@ impl Controller {
         if outcome != RowOutcome::Hit || self.policy == PagePolicy::Closed {
             // The open row changed: recount the bank's queued hits.
             self.refresh_hits(c, slot.bank);
-        } else if self.banks[slot.bank as usize].q[usize::from(slot.class)].hits == 0 {
+        } else if self.scheduler == Scheduler::Blocking
+            && self.banks[slot.bank as usize].q[usize::from(slot.class)].hits == 0
+        {
             let local = (slot.bank & (self.banks_per_channel - 1)) as usize;
             self.channels[c].hit_banks[usize::from(slot.class)][local / 64] &= !(1 << (local % 64));
         }
         if self.scheduler == Scheduler::Ready {
             self.update_candidate(c, slot.bank, READS);
-            self.update_candidate(c, slot.bank, WRITES);
+            if self.buffered {
+                self.update_candidate(c, slot.bank, WRITES);
+            }
         }
         self.channels[c].next.set(None);
 
@@ -1593,7 +1602,11 @@ impl Controller {
         let ch = &mut self.channels[c];
         let bank = &mut self.banks[bank_index as usize];
         let open = bank.open_row;
-        for (class, list) in bank.q.iter_mut().enumerate() {
+        // Buffered writes only with a write buffer; the bitmap of banks
+        // with hits only for the blocking scheduler (which has none).
+        let classes = if self.buffered { 2 } else { 1 };
+        let blocking = self.scheduler == Scheduler::Blocking;
+        for (class, list) in bank.q.iter_mut().enumerate().take(classes) {
             list.hits = 0;
             list.first_hit = NIL;
             let mut s = list.head;
@@ -1607,7 +1620,8 @@ impl Controller {
                 }
                 s = slot.bank_younger;
             }
-            if list.hits > 0 {
+            if !blocking {
+            } else if list.hits > 0 {
                 ch.hit_banks[class][local / 64] |= 1 << (local % 64);
             } else {
                 ch.hit_banks[class][local / 64] &= !(1 << (local % 64));
