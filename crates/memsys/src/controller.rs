@@ -306,9 +306,10 @@ pub struct ControllerReport {
 // the channel's arrival-order list (oldest first, so its fallback is the
 // head; the ready scheduler never reads it and does not keep it). Both
 // unlink in O(1), so neither submitting nor picking allocates or searches
-// a queue. Each bank queue also keeps its first queued row hit, and each
-// channel a bitmask of the banks that have one, so FR-FCFS looks at one
-// candidate per such bank instead of walking queues.
+// a queue. Each bank queue also keeps its first queued row hit, and (for
+// the blocking scheduler) each channel a bitmask of the banks that have
+// one, so FR-FCFS looks at one candidate per such bank instead of
+// walking queues.
 //
 // The ready scheduler's per-decision work is one pass over the channel's
 // queued banks: each bank's candidate (`Cand`: its bank-only earliest
