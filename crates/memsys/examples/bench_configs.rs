@@ -5,7 +5,9 @@
 //! best of 3. The queue lengths show how much of a request's cost grows
 //! with the banks the ready scheduler looks at and how much is fixed.
 //!
-//! `cargo run --release -p nvmos-memsys --example bench_configs`
+//! `cargo run --release -p nvmos-memsys --example bench_configs [-- NAME]`
+//! (with a name, only the configurations whose name contains it: for
+//! profiling one)
 use nvmos_memsys::{AccessKind, Controller, ControllerConfig, Machine, MemRequest, Scheduler};
 
 mod common;
@@ -17,6 +19,7 @@ fn main() {
     let m = Machine::preset("ddr4-2400").expect("presets load");
     let size = m.memory_bytes();
     let n = 2_000_000u64;
+    let only = std::env::args().nth(1);
     // The bench's random stream.
     let random = common::random(&mut XorShift(XorShift::SEED), size, n);
     let reads: Vec<MemRequest> = random
@@ -69,6 +72,9 @@ fn main() {
     ];
     println!("ddr4-2400, random stream, {n} requests, best of 3, ns per request of CPU time");
     for (name, config, requests) in configs {
+        if only.as_deref().is_some_and(|o| !name.contains(o)) {
+            continue;
+        }
         let mut best = f64::MAX;
         for _ in 0..3 {
             let start = thread_cpu_secs();

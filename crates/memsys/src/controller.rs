@@ -306,9 +306,10 @@ pub struct ControllerReport {
 // the channel's arrival-order list (oldest first, so its fallback is the
 // head; the ready scheduler never reads it and does not keep it). Both
 // unlink in O(1), so neither submitting nor picking allocates or searches
-// a queue. Each bank queue also keeps its first queued row hit, and each
-// channel a bitmask of the banks that have one, so FR-FCFS looks at one
-// candidate per such bank instead of walking queues.
+// a queue. Each bank queue also keeps its first queued row hit, and (for
+// the blocking scheduler) each channel a bitmask of the banks that have
+// one, so FR-FCFS looks at one candidate per such bank instead of
+// walking queues.
 //
 // The ready scheduler's per-decision work is one pass over the channel's
 // queued banks: each bank's candidate (`Cand`: its bank-only earliest
@@ -561,7 +562,8 @@ struct ChannelQ {
     /// Oldest and youngest queued slot, or `NIL`.
     oldest: u32,
     youngest: u32,
-    /// Local banks with at least one queued hit, per class.
+    /// Local banks with at least one queued hit, per class (kept for the
+    /// blocking scheduler only).
     hit_banks: [Vec<u64>; 2],
     /// Local banks with a queued request, per class (ready scheduler).
     queued_banks: [Vec<u64>; 2],
@@ -917,7 +919,20 @@ impl Controller {
         // The request enters the queue when it arrives, or, if the queue
         // is full then, when a decision frees a slot.
         let mut entered = req.arrival;
-        while let Some(t) = self.decision_time(c) {
+        loop {
+            // No decision comes before the channel's last column command
+            // (the ready scheduler's come after it), so with room in the
+            // queue and the request arriving by then, none is due first:
+            // the pick need not be computed here (the next decision
+            // computes it once, the new request included).
+            let ch = &self.channels[c];
+            let earliest = ch.last_col + u64::from(self.scheduler == Scheduler::Ready);
+            if ch.len[class] < self.depth[class] && req.arrival <= earliest {
+                break;
+            }
+            let Some(t) = self.decision_time(c) else {
+                break;
+            };
             if t < req.arrival {
                 if let Some(x) = self.decide_at(c, t) {
                     done(x);
@@ -982,7 +997,9 @@ impl Controller {
                 list.first_hit = s;
                 new_candidate = true;
             }
-            ch.hit_banks[class][local / 64] |= 1 << (local % 64);
+            if self.scheduler == Scheduler::Blocking {
+                ch.hit_banks[class][local / 64] |= 1 << (local % 64);
+            }
         }
         if self.scheduler == Scheduler::Ready {
             if new_candidate {
@@ -1154,12 +1171,20 @@ impl Controller {
         let first_bank = c * self.banks_per_channel as usize;
         let cands = &ch.cands[class];
         let queued = &ch.queued_banks[class];
-        let n: u32 = queued.iter().map(|w| w.count_ones()).sum();
+        // At most one queued bank? (No popcount: the default x86-64 target
+        // has no POPCNT instruction, and its software fallback cost more
+        // than this whole test.)
+        let mut seen = 0u64;
+        let mut many = false;
+        for &w in queued {
+            many |= (w & w.wrapping_sub(1)) != 0 || (w != 0 && seen != 0);
+            seen |= w;
+        }
         // The pick is the least (column cycle, miss, id); ids are unique
         // and below 2^63, so one 128-bit key orders them.
         let mut best_key = u128::MAX;
         let mut best = NIL as usize;
-        if n <= 1 {
+        if !many {
             // Few candidates (one or two banks on a sequential stream):
             // each one's gates directly.
             for (w, &word) in queued.iter().enumerate() {
@@ -1186,10 +1211,21 @@ impl Controller {
                     let local = w * 64 + word.trailing_zeros() as usize;
                     word &= word - 1;
                     let cand = &cands[local];
-                    let col = cand
-                        .local
-                        .max(group_shared[usize::from(cand.gsel)])
-                        .max(shared[usize::from(cand.rsel)].get());
+                    debug_assert!(
+                        usize::from(cand.gsel) < group_shared.len()
+                            && usize::from(cand.rsel) < shared.len()
+                    );
+                    // SAFETY: a candidate's `gsel` and `rsel` index its
+                    // group's and rank's entries, which both tables have
+                    // (4 per group and per rank of the channel, built in
+                    // `Controller::new`, never resized).
+                    let (group_gate, rank_gate) = unsafe {
+                        (
+                            *group_shared.get_unchecked(usize::from(cand.gsel)),
+                            shared.get_unchecked(usize::from(cand.rsel)).get(),
+                        )
+                    };
+                    let col = cand.local.max(group_gate).max(rank_gate);
                     let key = (u128::from(col) << 64) | u128::from(cand.key);
                     if key < best_key {
                         best_key = key;
@@ -1402,7 +1438,9 @@ impl Controller {
             }
             if self.scheduler == Scheduler::Ready {
                 self.update_candidate(c, b as u32, READS);
-                self.update_candidate(c, b as u32, WRITES);
+                if self.buffered {
+                    self.update_candidate(c, b as u32, WRITES);
+                }
             }
         }
         self.ranks[r].next_ref += u64::from(t.refi);
@@ -1434,13 +1472,17 @@ impl Controller {
         if outcome != RowOutcome::Hit || self.policy == PagePolicy::Closed {
             // The open row changed: recount the bank's queued hits.
             self.refresh_hits(c, slot.bank);
-        } else if self.banks[slot.bank as usize].q[usize::from(slot.class)].hits == 0 {
+        } else if self.scheduler == Scheduler::Blocking
+            && self.banks[slot.bank as usize].q[usize::from(slot.class)].hits == 0
+        {
             let local = (slot.bank & (self.banks_per_channel - 1)) as usize;
             self.channels[c].hit_banks[usize::from(slot.class)][local / 64] &= !(1 << (local % 64));
         }
         if self.scheduler == Scheduler::Ready {
             self.update_candidate(c, slot.bank, READS);
-            self.update_candidate(c, slot.bank, WRITES);
+            if self.buffered {
+                self.update_candidate(c, slot.bank, WRITES);
+            }
         }
         self.channels[c].next.set(None);
 
@@ -1555,12 +1597,17 @@ impl Controller {
     }
 
     /// Recount a bank's queued hits after its open row may have changed.
+    #[inline(always)]
     fn refresh_hits(&mut self, c: usize, bank_index: u32) {
         let local = (bank_index & (self.banks_per_channel - 1)) as usize;
         let ch = &mut self.channels[c];
         let bank = &mut self.banks[bank_index as usize];
         let open = bank.open_row;
-        for (class, list) in bank.q.iter_mut().enumerate() {
+        // Buffered writes only with a write buffer; the bitmap of banks
+        // with hits only for the blocking scheduler (which has none).
+        let classes = if self.buffered { 2 } else { 1 };
+        let blocking = self.scheduler == Scheduler::Blocking;
+        for (class, list) in bank.q.iter_mut().enumerate().take(classes) {
             list.hits = 0;
             list.first_hit = NIL;
             let mut s = list.head;
@@ -1574,7 +1621,8 @@ impl Controller {
                 }
                 s = slot.bank_younger;
             }
-            if list.hits > 0 {
+            if !blocking {
+            } else if list.hits > 0 {
                 ch.hit_banks[class][local / 64] |= 1 << (local % 64);
             } else {
                 ch.hit_banks[class][local / 64] &= !(1 << (local % 64));
