@@ -132,6 +132,11 @@ struct Shared<R: RawMutex> {
     /// Bit `i`: frame `start + i` is an order-0 block in a caller's hands
     /// (allocated, and no free of it accepted yet).
     handed: Box<[AtomicU64]>,
+    /// Addresses of the space's record array and order-0 bitmap (their
+    /// buffers never move), so an accepted free can ask for the lines
+    /// its application will write without taking the space's lock.
+    meta_addr: usize,
+    frames_addr: usize,
 }
 
 /// An accepted single-frame free not applied yet: its stamp and its index
@@ -181,13 +186,24 @@ impl<R: RawMutex> IBuddy<R> {
         let slots = (cpus as usize).min(MAX_BUFFERS);
         let spaces: Box<[Shared<R>]> = bounds
             .iter()
-            .map(|&(start, end)| Shared {
-                space: CachePadded(Mutex::new(Space::new(start, end))),
-                stamp: CachePadded(AtomicU32::new(0)),
-                nonempty: (0..slots.div_ceil(64)).map(|_| AtomicU64::new(0)).collect(),
-                handed: (0..(end - start).div_ceil(64))
-                    .map(|_| AtomicU64::new(0))
-                    .collect(),
+            .map(|&(start, end)| {
+                let space = Space::new(start, end);
+                // Heap buffers: moving `space` into its mutex leaves them
+                // where they are.
+                let (meta_addr, frames_addr) = (
+                    space.meta.as_ptr() as usize,
+                    space.frames.words_addr(),
+                );
+                Shared {
+                    space: CachePadded(Mutex::new(space)),
+                    stamp: CachePadded(AtomicU32::new(0)),
+                    nonempty: (0..slots.div_ceil(64)).map(|_| AtomicU64::new(0)).collect(),
+                    handed: (0..(end - start).div_ceil(64))
+                        .map(|_| AtomicU64::new(0))
+                        .collect(),
+                    meta_addr,
+                    frames_addr,
+                }
             })
             .collect();
         // Buffers start empty and grow to what their CPU frees between
@@ -750,6 +766,21 @@ impl Space {
     }
 }
 
+/// Ask for the lines applying a buffered free of frame `index` of
+/// `shared`'s space will write: its record and its order-0 bitmap word
+/// (the list's tail and the bitmaps above order 0 are few and hot).
+/// Issued when the free is accepted, so by the time a batch is applied,
+/// `DRAIN_AT` frees later, its misses are over.
+#[inline]
+fn prefetch_apply<R: RawMutex>(shared: &Shared<R>, start: u64, pfn: Pfn) {
+    let record = shared.meta_addr + (pfn.0 - start) as usize * core::mem::size_of::<FrameMeta>();
+    // A 12-byte record may straddle two lines.
+    crate::prefetch_addr(record);
+    crate::prefetch_addr(record + core::mem::size_of::<FrameMeta>() - 1);
+    // The bitmap of order `k` starts at block `(start >> k) & !63`.
+    crate::prefetch_addr(shared.frames_addr + ((pfn.0 - (start & !63)) / 64) as usize * 8);
+}
+
 /// Word and bit of frame `pfn` in the handed bitmap of the space starting
 /// at `start`.
 #[inline]
@@ -773,6 +804,8 @@ impl<R: RawMutex + Send + Sync> FrameAllocator for IBuddy<R> {
         self.map.zone_of_block(pfn, req.order)?;
         let s = self.space_of(pfn);
         if req.order == Order::ZERO {
+            // Before the claim's locked instruction, so the misses overlap.
+            prefetch_apply(&self.spaces[s], self.bounds[s].0, pfn);
             if !self.claim(s, pfn) {
                 return Err(self.refusal(s, pfn, req.order));
             }
@@ -795,6 +828,26 @@ impl<R: RawMutex + Send + Sync> FrameAllocator for IBuddy<R> {
             return Err(AllocError::DoubleFree { pfn, order });
         }
         Ok(())
+    }
+
+    /// Asks for the frame's handed word and the lines applying its free
+    /// will write.
+    #[inline]
+    fn prefetch_free(&self, pfn: Pfn) {
+        // Any pfn is allowed: one below every space has no space.
+        let Some(s) = self
+            .bounds
+            .partition_point(|&(start, _)| start <= pfn.0)
+            .checked_sub(1)
+        else {
+            return;
+        };
+        let (start, end) = self.bounds[s];
+        if (start..end).contains(&pfn.0) {
+            let (w, _) = handed_bit(start, pfn);
+            crate::prefetch_addr(&self.spaces[s].handed[w] as *const AtomicU64 as usize);
+            prefetch_apply(&self.spaces[s], start, pfn);
+        }
     }
 
     fn alloc_bulk(&self, req: Request, out: &mut [Pfn]) -> usize {
@@ -838,6 +891,9 @@ impl<R: RawMutex + Send + Sync> FrameAllocator for IBuddy<R> {
                 .count();
             if req.order == Order::ZERO {
                 let handed = &self.spaces[s].handed;
+                for &pfn in &blocks[n..run] {
+                    prefetch_apply(&self.spaces[s], start, pfn);
+                }
                 let mut count = 0;
                 while n < run {
                     // Claim the next frames that share a handed word with
@@ -1127,3 +1183,4 @@ mod tests {
         a.validate().unwrap();
     }
 }
+
