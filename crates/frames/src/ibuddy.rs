@@ -891,8 +891,14 @@ impl<R: RawMutex + Send + Sync> FrameAllocator for IBuddy<R> {
                 .count();
             if req.order == Order::ZERO {
                 let handed = &self.spaces[s].handed;
+                // Scattered frames' lines, asked for before the claims;
+                // a dense run (a drained list, a bulk free) needs no hint.
+                let mut last = u64::MAX - 64;
                 for &pfn in &blocks[n..run] {
-                    prefetch_apply(&self.spaces[s], start, pfn);
+                    if pfn.0.wrapping_sub(last).wrapping_add(8) > 16 {
+                        prefetch_apply(&self.spaces[s], start, pfn);
+                    }
+                    last = pfn.0;
                 }
                 let mut count = 0;
                 while n < run {
