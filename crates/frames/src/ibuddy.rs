@@ -190,10 +190,8 @@ impl<R: RawMutex> IBuddy<R> {
                 let space = Space::new(start, end);
                 // Heap buffers: moving `space` into its mutex leaves them
                 // where they are.
-                let (meta_addr, frames_addr) = (
-                    space.meta.as_ptr() as usize,
-                    space.frames.words_addr(),
-                );
+                let (meta_addr, frames_addr) =
+                    (space.meta.as_ptr() as usize, space.frames.words_addr());
                 Shared {
                     space: CachePadded(Mutex::new(space)),
                     stamp: CachePadded(AtomicU32::new(0)),
@@ -1189,4 +1187,3 @@ mod tests {
         a.validate().unwrap();
     }
 }
-
