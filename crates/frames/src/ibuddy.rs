@@ -403,6 +403,53 @@ impl<R: RawMutex> IBuddy<R> {
         }
     }
 
+    /// `enqueue` of one frame, the path of every single-frame `free`;
+    /// asks for the lines applying the free will write unless the frame
+    /// neighbours the one buffered before it (a bulk free: those lines
+    /// are cached already).
+    #[inline]
+    fn enqueue_one(&self, s: usize, cpu: u32, pfn: Pfn) {
+        let shared = &self.spaces[s];
+        let start = self.bounds[s].0;
+        let slot = cpu as usize % self.slots;
+        let stamp = if self.slots == 1 {
+            0
+        } else {
+            shared.stamp.fetch_add(1, Ordering::Relaxed)
+        };
+        let index = (pfn.0 - start) as u32;
+        let len = {
+            let mut buffer = self.buffers[slot * self.spaces.len() + s].lock();
+            match buffer.last() {
+                None => {
+                    shared.nonempty[slot / 64].fetch_or(1 << (slot % 64), Ordering::Release);
+                    prefetch_apply(shared, start, pfn);
+                }
+                Some(q) if q.index.wrapping_sub(index).wrapping_add(8) > 16 => {
+                    prefetch_apply(shared, start, pfn)
+                }
+                Some(_) => {}
+            }
+            buffer.push(Queued { stamp, index });
+            buffer.len()
+        };
+        if len >= DRAIN_AT {
+            self.drain_buffers(s, len);
+        }
+    }
+
+    /// Space `s`'s buffer just reached `len` frees: apply the space's
+    /// buffers if its lock is free, or wait for it once `len` reaches
+    /// `BUFFER_CAP`.
+    #[cold]
+    fn drain_buffers(&self, s: usize, len: usize) {
+        if let Some(mut space) = self.spaces[s].space.try_lock() {
+            self.gather(s, &mut space);
+        } else if len >= BUFFER_CAP {
+            drop(self.lock(s));
+        }
+    }
+
     /// The spaces other than `home`, in fallback order.
     fn others(&self, home: usize) -> impl Iterator<Item = usize> + '_ {
         self.fallback
@@ -802,12 +849,10 @@ impl<R: RawMutex + Send + Sync> FrameAllocator for IBuddy<R> {
         self.map.zone_of_block(pfn, req.order)?;
         let s = self.space_of(pfn);
         if req.order == Order::ZERO {
-            // Before the claim's locked instruction, so the misses overlap.
-            prefetch_apply(&self.spaces[s], self.bounds[s].0, pfn);
             if !self.claim(s, pfn) {
                 return Err(self.refusal(s, pfn, req.order));
             }
-            self.enqueue(s, req.cpu, &[pfn]);
+            self.enqueue_one(s, req.cpu, pfn);
             return Ok(());
         }
         let mut space = self.lock(s);
