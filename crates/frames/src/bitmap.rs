@@ -82,6 +82,12 @@ impl FrameBitmap {
         self.words[(rel / 64) as usize] &= !(1 << (rel % 64));
     }
 
+    /// Address of the first word (bit 0 stands for frame `first & !63`
+    /// of `new`); the words never move.
+    pub(crate) fn words_addr(&self) -> usize {
+        self.words.as_ptr() as usize
+    }
+
     /// Marked frames.
     pub(crate) fn count(&self) -> u64 {
         self.words.iter().map(|w| u64::from(w.count_ones())).sum()

@@ -132,6 +132,11 @@ struct Shared<R: RawMutex> {
     /// Bit `i`: frame `start + i` is an order-0 block in a caller's hands
     /// (allocated, and no free of it accepted yet).
     handed: Box<[AtomicU64]>,
+    /// Addresses of the space's record array and order-0 bitmap (their
+    /// buffers never move), so an accepted free can ask for the lines
+    /// its application will write without taking the space's lock.
+    meta_addr: usize,
+    frames_addr: usize,
 }
 
 /// An accepted single-frame free not applied yet: its stamp and its index
@@ -181,13 +186,22 @@ impl<R: RawMutex> IBuddy<R> {
         let slots = (cpus as usize).min(MAX_BUFFERS);
         let spaces: Box<[Shared<R>]> = bounds
             .iter()
-            .map(|&(start, end)| Shared {
-                space: CachePadded(Mutex::new(Space::new(start, end))),
-                stamp: CachePadded(AtomicU32::new(0)),
-                nonempty: (0..slots.div_ceil(64)).map(|_| AtomicU64::new(0)).collect(),
-                handed: (0..(end - start).div_ceil(64))
-                    .map(|_| AtomicU64::new(0))
-                    .collect(),
+            .map(|&(start, end)| {
+                let space = Space::new(start, end);
+                // Heap buffers: moving `space` into its mutex leaves them
+                // where they are.
+                let (meta_addr, frames_addr) =
+                    (space.meta.as_ptr() as usize, space.frames.words_addr());
+                Shared {
+                    space: CachePadded(Mutex::new(space)),
+                    stamp: CachePadded(AtomicU32::new(0)),
+                    nonempty: (0..slots.div_ceil(64)).map(|_| AtomicU64::new(0)).collect(),
+                    handed: (0..(end - start).div_ceil(64))
+                        .map(|_| AtomicU64::new(0))
+                        .collect(),
+                    meta_addr,
+                    frames_addr,
+                }
             })
             .collect();
         // Buffers start empty and grow to what their CPU frees between
@@ -386,6 +400,53 @@ impl<R: RawMutex> IBuddy<R> {
             } else if len >= BUFFER_CAP {
                 drop(self.lock(s));
             }
+        }
+    }
+
+    /// `enqueue` of one frame, the path of every single-frame `free`;
+    /// asks for the lines applying the free will write unless the frame
+    /// neighbours the one buffered before it (a bulk free: those lines
+    /// are cached already).
+    #[inline]
+    fn enqueue_one(&self, s: usize, cpu: u32, pfn: Pfn) {
+        let shared = &self.spaces[s];
+        let start = self.bounds[s].0;
+        let slot = cpu as usize % self.slots;
+        let stamp = if self.slots == 1 {
+            0
+        } else {
+            shared.stamp.fetch_add(1, Ordering::Relaxed)
+        };
+        let index = (pfn.0 - start) as u32;
+        let len = {
+            let mut buffer = self.buffers[slot * self.spaces.len() + s].lock();
+            match buffer.last() {
+                None => {
+                    shared.nonempty[slot / 64].fetch_or(1 << (slot % 64), Ordering::Release);
+                    prefetch_apply(shared, start, pfn);
+                }
+                Some(q) if q.index.wrapping_sub(index).wrapping_add(8) > 16 => {
+                    prefetch_apply(shared, start, pfn)
+                }
+                Some(_) => {}
+            }
+            buffer.push(Queued { stamp, index });
+            buffer.len()
+        };
+        if len >= DRAIN_AT {
+            self.drain_buffers(s, len);
+        }
+    }
+
+    /// Space `s`'s buffer just reached `len` frees: apply the space's
+    /// buffers if its lock is free, or wait for it once `len` reaches
+    /// `BUFFER_CAP`.
+    #[cold]
+    fn drain_buffers(&self, s: usize, len: usize) {
+        if let Some(mut space) = self.spaces[s].space.try_lock() {
+            self.gather(s, &mut space);
+        } else if len >= BUFFER_CAP {
+            drop(self.lock(s));
         }
     }
 
@@ -750,6 +811,21 @@ impl Space {
     }
 }
 
+/// Ask for the lines applying a buffered free of frame `index` of
+/// `shared`'s space will write: its record and its order-0 bitmap word
+/// (the list's tail and the bitmaps above order 0 are few and hot).
+/// Issued when the free is accepted, so by the time a batch is applied,
+/// `DRAIN_AT` frees later, its misses are over.
+#[inline]
+fn prefetch_apply<R: RawMutex>(shared: &Shared<R>, start: u64, pfn: Pfn) {
+    let record = shared.meta_addr + (pfn.0 - start) as usize * core::mem::size_of::<FrameMeta>();
+    // A 12-byte record may straddle two lines.
+    crate::prefetch_addr(record);
+    crate::prefetch_addr(record + core::mem::size_of::<FrameMeta>() - 1);
+    // The bitmap of order `k` starts at block `(start >> k) & !63`.
+    crate::prefetch_addr(shared.frames_addr + ((pfn.0 - (start & !63)) / 64) as usize * 8);
+}
+
 /// Word and bit of frame `pfn` in the handed bitmap of the space starting
 /// at `start`.
 #[inline]
@@ -776,7 +852,7 @@ impl<R: RawMutex + Send + Sync> FrameAllocator for IBuddy<R> {
             if !self.claim(s, pfn) {
                 return Err(self.refusal(s, pfn, req.order));
             }
-            self.enqueue(s, req.cpu, &[pfn]);
+            self.enqueue_one(s, req.cpu, pfn);
             return Ok(());
         }
         let mut space = self.lock(s);
@@ -795,6 +871,26 @@ impl<R: RawMutex + Send + Sync> FrameAllocator for IBuddy<R> {
             return Err(AllocError::DoubleFree { pfn, order });
         }
         Ok(())
+    }
+
+    /// Asks for the frame's handed word and the lines applying its free
+    /// will write.
+    #[inline]
+    fn prefetch_free(&self, pfn: Pfn) {
+        // Any pfn is allowed: one below every space has no space.
+        let Some(s) = self
+            .bounds
+            .partition_point(|&(start, _)| start <= pfn.0)
+            .checked_sub(1)
+        else {
+            return;
+        };
+        let (start, end) = self.bounds[s];
+        if (start..end).contains(&pfn.0) {
+            let (w, _) = handed_bit(start, pfn);
+            crate::prefetch_addr(&self.spaces[s].handed[w] as *const AtomicU64 as usize);
+            prefetch_apply(&self.spaces[s], start, pfn);
+        }
     }
 
     fn alloc_bulk(&self, req: Request, out: &mut [Pfn]) -> usize {
@@ -838,6 +934,15 @@ impl<R: RawMutex + Send + Sync> FrameAllocator for IBuddy<R> {
                 .count();
             if req.order == Order::ZERO {
                 let handed = &self.spaces[s].handed;
+                // Scattered frames' lines, asked for before the claims;
+                // a dense run (a drained list, a bulk free) needs no hint.
+                let mut last = u64::MAX - 64;
+                for &pfn in &blocks[n..run] {
+                    if pfn.0.wrapping_sub(last).wrapping_add(8) > 16 {
+                        prefetch_apply(&self.spaces[s], start, pfn);
+                    }
+                    last = pfn.0;
+                }
                 let mut count = 0;
                 while n < run {
                     // Claim the next frames that share a handed word with
