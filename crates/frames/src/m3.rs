@@ -71,6 +71,15 @@ impl M3Policy {
     };
 }
 
+/// One step of the allocator's xorshift generator.
+#[inline]
+fn xorshift(mut x: u64) -> u64 {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    x
+}
+
 /// A frame's state byte: `EVER` once it was ever handed out; the low bits
 /// `FREE`, `TAIL`, or `HEAD + order`.
 const EVER: u8 = 0x80;
@@ -208,12 +217,8 @@ impl<R: RawMutex> M3<R> {
 
 impl Inner {
     fn next(&mut self) -> u64 {
-        let mut x = self.rng;
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        self.rng = x;
-        x
+        self.rng = xorshift(self.rng);
+        self.rng
     }
 
     fn state(&self, i: usize) -> u8 {
@@ -260,7 +265,7 @@ impl Inner {
 
     fn alloc_single(&mut self, own: core::ops::Range<u32>, colours: u32) -> Option<u32> {
         let c = self
-            .pick_colour(own)
+            .pick_colour(own.clone())
             .or_else(|| self.pick_colour(0..colours))?;
         // Taken off its list by its position, known here: the frame's
         // own metadata is only written (a store, not a load to wait for).
@@ -275,7 +280,49 @@ impl Inner {
         let m = &mut self.meta[i as usize];
         m.pos = NOWHERE;
         m.state = EVER | HEAD;
+        self.prefetch_next(own);
         Some(i)
+    }
+
+    /// The list slot and the frame a single-frame allocation would take:
+    /// `(colour, position)` from the two random numbers it would draw
+    /// from `rng`, if the colour it would look at first has free frames.
+    #[inline]
+    fn predict(&self, rng: u64, own: &core::ops::Range<u32>) -> Option<(u32, usize, u64)> {
+        let n = own.end - own.start;
+        if n == 0 {
+            return None;
+        }
+        let r1 = xorshift(rng);
+        let r2 = xorshift(r1);
+        let c = own.start + (r1 % u64::from(n)) as u32;
+        let len = self.free[c as usize].len();
+        (len != 0).then(|| (c, (r2 % len as u64) as usize, r2))
+    }
+
+    /// Start loading what the next single-frame allocations will touch
+    /// (a hint: reads nothing the answer depends on, changes nothing).
+    ///
+    /// The random numbers they draw are known now (the generator's next
+    /// states), so unless frees change a list's length before then, the
+    /// list slot of the allocation after next is prefetched here, and for
+    /// the next one (whose slot was prefetched by the previous call) the
+    /// frame it will take and the frame that moves into its slot. Without
+    /// this every placement waited for three cache misses in a row (the
+    /// slot, then the two frames' entries), 14 % of `evaluate`'s time.
+    #[inline]
+    fn prefetch_next(&self, own: core::ops::Range<u32>) {
+        let Some((c1, p1, r)) = self.predict(self.rng, &own) else {
+            return;
+        };
+        let list = &self.free[c1 as usize];
+        let meta = self.meta.as_ptr() as usize;
+        let entry = |i: u32| meta + i as usize * core::mem::size_of::<FrameMeta>();
+        crate::prefetch_addr(entry(list[p1]));
+        crate::prefetch_addr(entry(list[list.len() - 1]));
+        if let Some((c2, p2, _)) = self.predict(r, &own) {
+            crate::prefetch_addr(self.free[c2 as usize].as_ptr() as usize + p2 * 4);
+        }
     }
 
     /// A random free frame of colour `c` (which has one).
