@@ -304,12 +304,12 @@ impl Inner {
     /// (a hint: reads nothing the answer depends on, changes nothing).
     ///
     /// The random numbers they draw are known now (the generator's next
-    /// states), so unless frees change a list's length before then, the
-    /// list slot of the allocation after next is prefetched here, and for
-    /// the next one (whose slot was prefetched by the previous call) the
+    /// states), so unless frees change a list's length meanwhile, this
+    /// prefetches the list slot of the third allocation from now and, for
+    /// the next one (whose slot the call before last prefetched), the
     /// frame it will take and the frame that moves into its slot. Without
     /// this every placement waited for three cache misses in a row (the
-    /// slot, then the two frames' entries), 14 % of `evaluate`'s time.
+    /// slot, then the two frames' entries): 14 % of `evaluate`'s time.
     #[inline]
     fn prefetch_next(&self, own: core::ops::Range<u32>) {
         let Some((c1, p1, r)) = self.predict(self.rng, &own) else {
@@ -320,8 +320,9 @@ impl Inner {
         let entry = |i: u32| meta + i as usize * core::mem::size_of::<FrameMeta>();
         crate::prefetch_addr(entry(list[p1]));
         crate::prefetch_addr(entry(list[list.len() - 1]));
-        if let Some((c2, p2, _)) = self.predict(r, &own) {
-            crate::prefetch_addr(self.free[c2 as usize].as_ptr() as usize + p2 * 4);
+        let r = xorshift(xorshift(r));
+        if let Some((c3, p3, _)) = self.predict(r, &own) {
+            crate::prefetch_addr(self.free[c3 as usize].as_ptr() as usize + p3 * 4);
         }
     }
 
