@@ -188,7 +188,7 @@ pub enum EvaluateError {
 
 /// Freed big blocks kept for the next rows during `evaluate`
 /// ([`nvmos_trace::table::KeepFreed`]).
-const KEEP_FREED_BYTES: usize = 768 << 20;
+pub const KEEP_FREED_BYTES: usize = 768 << 20;
 
 /// Replay every trace of `options` through the kernel's own placement and
 /// every allocator asked for, reporting each replay to `progress`.
