@@ -709,10 +709,7 @@ impl Resolved {
         };
         let mut spare: Vec<u64> = Vec::new();
         let events = events.into_iter();
-        let room = events
-            .size_hint()
-            .0
-            .max(expected.min(1 << 24) as usize);
+        let room = events.size_hint().0.max(expected.min(1 << 24) as usize);
         out.events.reserve(room);
         out.acts.reserve(room);
         for event in events {
