@@ -394,6 +394,11 @@ unsafe impl std::alloc::GlobalAlloc for HugePageAlloc {
 
     #[inline]
     unsafe fn realloc(&self, ptr: *mut u8, layout: std::alloc::Layout, new_size: usize) -> *mut u8 {
+        if layout.size() >= pool::MIN {
+            // Resized by the system: what the pool knew of its size no
+            // longer holds (and its address may be another block's next).
+            pool::forget(ptr);
+        }
         // SAFETY: the caller's contract, passed on.
         let new = unsafe { std::alloc::System.realloc(ptr, layout, new_size) };
         Self::advise(new, new_size);
@@ -480,6 +485,10 @@ mod pool {
         held: usize,
         clock: u64,
         blocks: [Option<Block>; SLOTS],
+        /// Blocks handed out of the pool (`age` unused): a block lent
+        /// for a smaller request than it holds is kept again at its full
+        /// size when freed, not shrunk to the request's.
+        lent: [Option<Block>; SLOTS],
     }
 
     static POOL: Mutex<Pool> = Mutex::new(Pool {
@@ -488,6 +497,7 @@ mod pool {
         held: 0,
         clock: 0,
         blocks: [None; SLOTS],
+        lent: [None; SLOTS],
     });
 
     fn lock() -> MutexGuard<'static, Pool> {
@@ -527,6 +537,7 @@ mod pool {
             }
             p.cap = 0;
             p.held = 0;
+            p.lent = [None; SLOTS];
             std::mem::replace(&mut p.blocks, [None; SLOTS])
         };
         released.into_iter().flatten().for_each(release);
@@ -555,7 +566,26 @@ mod pool {
             .min_by_key(|(_, b)| b.size)?;
         p.blocks[slot] = None;
         p.held -= b.size;
+        if b.size > want {
+            // Remember its size (when no slot is free, it is forgotten:
+            // kept at the request's size later, which is only smaller).
+            if let Some(k) = p.lent.iter().position(Option::is_none) {
+                p.lent[k] = Some(b);
+            }
+        }
         Some(b.ptr as *mut u8)
+    }
+
+    /// Forget what the pool knows of the lent block at `ptr`, if any.
+    pub(super) fn forget(ptr: *mut u8) {
+        let mut p = lock();
+        if let Some(k) = p
+            .lent
+            .iter()
+            .position(|b| b.is_some_and(|b| b.ptr == ptr as usize))
+        {
+            p.lent[k] = None;
+        }
     }
 
     /// Keep the freed block at `ptr`; `false` when it is not kept (no
@@ -567,7 +597,10 @@ mod pool {
         let mut released = [None; SLOTS];
         let kept = {
             let mut p = lock();
-            let size = layout.size();
+            let mut size = layout.size();
+            if let Some(k) = p.lent.iter().position(|b| b.is_some_and(|b| b.ptr == ptr as usize)) {
+                size = size.max(p.lent[k].take().expect("a lent block").size);
+            }
             if p.guards == 0 || size > p.cap {
                 return false;
             }
@@ -661,17 +694,27 @@ mod tests {
             let s = std::slice::from_raw_parts(z, smaller);
             assert!(s.iter().all(|&b| b == 0));
             a.dealloc(z, layout(smaller));
-            // Kept as large as it was last freed: a larger request gets
-            // a fresh block.
-            let q = a.alloc(layout(smaller + mib));
-            assert_ne!(q, z);
-            q.write_bytes(1, smaller + mib);
-            a.dealloc(q, layout(smaller + mib));
-            assert_eq!(pool::kept_bytes(), 2 * smaller + mib);
-            // Past the cap the oldest goes back to the system.
+            // Kept at its full size again: a larger request gets it too.
+            assert_eq!(pool::kept_bytes(), size);
+            let q = a.alloc(layout(size));
+            assert_eq!(q, z);
+            q.write_bytes(1, size);
+            a.dealloc(q, layout(size));
+            // A request larger than any kept block gets a fresh one.
+            let r = a.alloc(layout(size + mib));
+            assert_ne!(r, z);
+            a.dealloc(r, layout(size + mib));
+            // Lent for less than it holds and then resized: kept at the
+            // size it was freed with, as nothing more is known.
+            let t = a.alloc(layout(pool::MIN));
+            assert_eq!(t, z, "the smallest block that fits");
+            let t = a.realloc(t, layout(pool::MIN), pool::MIN + 2 * mib);
+            a.dealloc(t, layout(pool::MIN + 2 * mib));
+            assert_eq!(pool::kept_bytes(), (size + mib) + (pool::MIN + 2 * mib));
+            // Past the cap the oldest (`r`) goes back to the system.
             let big = a.alloc(layout(3 * size));
             a.dealloc(big, layout(3 * size));
-            assert_eq!(pool::kept_bytes(), 3 * size + smaller + mib);
+            assert_eq!(pool::kept_bytes(), (pool::MIN + 2 * mib) + 3 * size);
         }
         drop(guard);
         assert_eq!(pool::kept_bytes(), 0);
