@@ -26,7 +26,9 @@
 //! list; and per colour an array of its free frames, so a random free
 //! frame of a colour is taken in O(1) (`swap_remove`). Single frames — user pages,
 //! what the seed's STREAM runs allocate — take the fast path: a random
-//! colour among the CPU's, a random frame of that colour. Blocks of
+//! colour among the CPU's, a random frame of that colour. As the
+//! generator's next draws are known, each single-frame allocation
+//! prefetches what the next ones will touch (a hint; see `prefetch_next`). Blocks of
 //! higher order try the aligned blocks around a few random free frames and
 //! then scan the zones for an aligned free block: correct (every free
 //! aligned block is found before out of memory is reported) but linear in

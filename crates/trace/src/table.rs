@@ -598,7 +598,11 @@ mod pool {
         let kept = {
             let mut p = lock();
             let mut size = layout.size();
-            if let Some(k) = p.lent.iter().position(|b| b.is_some_and(|b| b.ptr == ptr as usize)) {
+            if let Some(k) = p
+                .lent
+                .iter()
+                .position(|b| b.is_some_and(|b| b.ptr == ptr as usize))
+            {
                 size = size.max(p.lent[k].take().expect("a lent block").size);
             }
             if p.guards == 0 || size > p.cap {
