@@ -66,6 +66,8 @@ fn main() -> Result<(), Error> {
         .and_then(|h| h.machine.clone())
         .ok_or("the trace does not describe its machine")?;
     let options = StudyOptions::default();
+    // As in `nvmos evaluate`: a row's freed tables serve the next row.
+    let _keep = nvmos_trace::table::KeepFreed::new(nvmos_sim::evaluate::KEEP_FREED_BYTES);
     println!(
         "trace {}, median of {runs} runs, rates per second of {clock}",
         trace.display()

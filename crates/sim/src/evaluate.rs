@@ -186,6 +186,10 @@ pub enum EvaluateError {
     },
 }
 
+/// Freed big blocks kept for the next rows during `evaluate`
+/// ([`nvmos_trace::table::KeepFreed`]).
+pub const KEEP_FREED_BYTES: usize = 768 << 20;
+
 /// Replay every trace of `options` through the kernel's own placement and
 /// every allocator asked for, reporting each replay to `progress`.
 ///
@@ -222,6 +226,12 @@ pub fn evaluate(
         ),
         None => None,
     };
+    // Each row builds its allocator's per-frame tables anew (about 100 MB
+    // for a 24 GiB machine): with `HugePageAlloc` as the program's
+    // allocator, the blocks one row frees serve the next row's tables,
+    // already faulted in, instead of fresh pages the system must zero.
+    // Given back when the evaluation ends.
+    let _keep = nvmos_trace::table::KeepFreed::new(KEEP_FREED_BYTES);
     let total = (options.traces.len() * (options.allocators.len() + 1)) as u64;
     let (tx, rx) = std::sync::mpsc::channel::<(String, bool)>();
     let mut done = 0;
@@ -561,8 +571,9 @@ impl SharedTrace {
                     study
                 ) == limits));
                 if let Ok(source) = open() {
+                    let expected = source.header().map_or(0, |h| h.events);
                     let mut source = Checked::new(source, path, limits);
-                    if let Ok(Some(resolved)) = Resolved::of(&mut source) {
+                    if let Ok(Some(resolved)) = Resolved::of_expecting(&mut source, expected) {
                         *state = Shared::Ready(std::sync::Arc::new(SharedResolved {
                             resolved,
                             lost_events: source.counts().lost_events,

@@ -688,6 +688,18 @@ impl Resolved {
     where
         I: IntoIterator<Item = Result<Event, E>>,
     {
+        Resolved::of_expecting(events, 0)
+    }
+
+    /// [`of`](Resolved::of), with room made at once for `expected` events
+    /// (a source's header count, say; at most 2^24 are reserved ahead,
+    /// and a wrong count only costs speed). Growing the tables by
+    /// doubling instead copied them into fresh pages again and again:
+    /// half of `evaluate`'s page faults.
+    pub fn of_expecting<I, E>(events: I, expected: u64) -> Result<Option<Resolved>, E>
+    where
+        I: IntoIterator<Item = Result<Event, E>>,
+    {
         let mut tracker = BlockTracker::new();
         let mut out = Resolved {
             events: Vec::new(),
@@ -697,7 +709,9 @@ impl Resolved {
         };
         let mut spare: Vec<u64> = Vec::new();
         let events = events.into_iter();
-        out.events.reserve(events.size_hint().0);
+        let room = events.size_hint().0.max(expected.min(1 << 24) as usize);
+        out.events.reserve(room);
+        out.acts.reserve(room);
         for event in events {
             let event = event?;
             let slot_of = |b: &LiveBlock| b.tag.expect("every live block has a slot");

@@ -350,11 +350,18 @@ impl HugePageAlloc {
     }
 }
 
-// SAFETY: every call is the system allocator's; `advise` only adds advice
-// on the memory it returned.
+// SAFETY: every block comes from the system allocator and goes back to it;
+// `advise` only adds advice on the memory it returned; a kept block (see
+// `KeepFreed`) is owned by the pool alone until it is handed out again,
+// for a layout it satisfies (size and alignment), or given back.
 unsafe impl std::alloc::GlobalAlloc for HugePageAlloc {
     #[inline]
     unsafe fn alloc(&self, layout: std::alloc::Layout) -> *mut u8 {
+        if layout.size() >= pool::MIN {
+            if let Some(ptr) = pool::take(layout) {
+                return ptr;
+            }
+        }
         // SAFETY: the caller's contract, passed on.
         let ptr = unsafe { std::alloc::System.alloc(layout) };
         Self::advise(ptr, layout.size());
@@ -363,6 +370,13 @@ unsafe impl std::alloc::GlobalAlloc for HugePageAlloc {
 
     #[inline]
     unsafe fn alloc_zeroed(&self, layout: std::alloc::Layout) -> *mut u8 {
+        if layout.size() >= pool::MIN {
+            if let Some(ptr) = pool::take(layout) {
+                // SAFETY: the block holds at least `layout.size()` bytes.
+                unsafe { ptr.write_bytes(0, layout.size()) };
+                return ptr;
+            }
+        }
         // SAFETY: the caller's contract, passed on.
         let ptr = unsafe { std::alloc::System.alloc_zeroed(layout) };
         Self::advise(ptr, layout.size());
@@ -371,16 +385,261 @@ unsafe impl std::alloc::GlobalAlloc for HugePageAlloc {
 
     #[inline]
     unsafe fn dealloc(&self, ptr: *mut u8, layout: std::alloc::Layout) {
+        if layout.size() >= pool::MIN && pool::keep(ptr, layout) {
+            return;
+        }
         // SAFETY: the caller's contract, passed on.
         unsafe { std::alloc::System.dealloc(ptr, layout) }
     }
 
     #[inline]
     unsafe fn realloc(&self, ptr: *mut u8, layout: std::alloc::Layout, new_size: usize) -> *mut u8 {
+        if layout.size() >= pool::MIN {
+            // Resized by the system: what the pool knew of its size no
+            // longer holds (and its address may be another block's next).
+            pool::forget(ptr);
+        }
         // SAFETY: the caller's contract, passed on.
         let new = unsafe { std::alloc::System.realloc(ptr, layout, new_size) };
         Self::advise(new, new_size);
         new
+    }
+}
+
+/// While alive, [`HugePageAlloc`] keeps big freed blocks for reuse.
+///
+/// A program that builds the same large tables again and again (a replay
+/// builds each allocator's per-frame metadata anew for every row of
+/// `evaluate`: about 100 MB a row) pays each time for the system to map,
+/// fault in and zero fresh pages, only to overwrite them (profiled:
+/// a tenth of `evaluate`'s CPU was page faults and `clear_page_erms`).
+/// With a `KeepFreed` alive, blocks of at least 32 MiB (which the system
+/// allocator would give back to the system) that are freed stay with the
+/// allocator (up to `bytes` in all, oldest given back first) and a later
+/// request of about the same size (the block no more than twice the size
+/// asked for, aligned for it) gets one back instead: already faulted in
+/// on huge pages; zeroed in place when zeroed memory is asked for.
+/// Contents a program sees are the same as without it (fresh blocks are
+/// uninitialised or zeroed just the same); only the memory the process
+/// holds differs. When the last `KeepFreed` is dropped the kept blocks
+/// go back to the system. Without `HugePageAlloc` as the global allocator
+/// it does nothing.
+#[must_use = "blocks are kept only while the guard lives"]
+pub struct KeepFreed(());
+
+impl KeepFreed {
+    /// Keep up to `bytes` of freed big blocks until the guard is dropped
+    /// (with several guards alive, the `bytes` of the latest counts).
+    pub fn new(bytes: usize) -> KeepFreed {
+        pool::enable(bytes);
+        KeepFreed(())
+    }
+}
+
+impl Drop for KeepFreed {
+    fn drop(&mut self) {
+        pool::disable();
+    }
+}
+
+impl fmt::Debug for KeepFreed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("KeepFreed")
+            .field("kept_bytes", &pool::kept_bytes())
+            .finish()
+    }
+}
+
+/// The blocks [`KeepFreed`] keeps. No allocation happens inside (a fixed
+/// array under a mutex), so the global allocator can call it freely.
+mod pool {
+    use std::alloc::{GlobalAlloc, Layout, System};
+    use std::sync::{Mutex, MutexGuard};
+
+    /// Most blocks kept at once.
+    const SLOTS: usize = 32;
+
+    /// Blocks at least this large are kept: glibc's `malloc` maps every
+    /// block from 32 MiB (its largest mapping threshold) by itself and
+    /// unmaps it when freed, so the next one is fresh pages; smaller
+    /// blocks it keeps and reuses itself once one has been freed (it
+    /// raises its threshold to the freed block's size), and keeping
+    /// those here instead would stop that (measured: twice the page
+    /// faults).
+    pub(super) const MIN: usize = 32 << 20;
+
+    #[derive(Copy, Clone)]
+    struct Block {
+        ptr: usize,
+        /// Bytes the block is known to hold (at least the size it was
+        /// last freed with).
+        size: usize,
+        /// Order kept, for giving back the oldest first.
+        age: u64,
+    }
+
+    struct Pool {
+        /// Live `KeepFreed` guards.
+        guards: usize,
+        cap: usize,
+        held: usize,
+        clock: u64,
+        blocks: [Option<Block>; SLOTS],
+        /// Blocks handed out of the pool (`age` unused): a block lent
+        /// for a smaller request than it holds is kept again at its full
+        /// size when freed, not shrunk to the request's.
+        lent: [Option<Block>; SLOTS],
+    }
+
+    static POOL: Mutex<Pool> = Mutex::new(Pool {
+        guards: 0,
+        cap: 0,
+        held: 0,
+        clock: 0,
+        blocks: [None; SLOTS],
+        lent: [None; SLOTS],
+    });
+
+    fn lock() -> MutexGuard<'static, Pool> {
+        POOL.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Give a kept block back to the system.
+    fn release(b: Block) {
+        // SAFETY: the block came from `System` (through `HugePageAlloc`),
+        // was freed to the pool and is owned by it alone; the layout has
+        // the alignment of every kept block (see `keep`).
+        unsafe { System.dealloc(b.ptr as *mut u8, layout(b.size)) }
+    }
+
+    /// The layout blocks are kept and released with: only blocks whose
+    /// alignment is at most the system allocator's minimum are kept, so
+    /// every one is `malloc`'s and `free` gives it back whatever its size.
+    fn layout(size: usize) -> Layout {
+        Layout::from_size_align(size, ALIGN).expect("a kept block's size fits a layout")
+    }
+
+    /// The system allocator's own alignment on 64-bit Unix.
+    const ALIGN: usize = 16;
+
+    pub(super) fn enable(bytes: usize) {
+        let mut p = lock();
+        p.guards += 1;
+        p.cap = bytes;
+    }
+
+    pub(super) fn disable() {
+        let released: [Option<Block>; SLOTS] = {
+            let mut p = lock();
+            p.guards = p.guards.saturating_sub(1);
+            if p.guards > 0 {
+                return;
+            }
+            p.cap = 0;
+            p.held = 0;
+            p.lent = [None; SLOTS];
+            std::mem::replace(&mut p.blocks, [None; SLOTS])
+        };
+        released.into_iter().flatten().for_each(release);
+    }
+
+    pub(super) fn kept_bytes() -> usize {
+        lock().held
+    }
+
+    /// A kept block for `layout`, taken out of the pool.
+    pub(super) fn take(layout: Layout) -> Option<*mut u8> {
+        if layout.align() > ALIGN {
+            return None;
+        }
+        let mut p = lock();
+        if p.guards == 0 || p.held == 0 {
+            return None;
+        }
+        let want = layout.size();
+        let (slot, b) = p
+            .blocks
+            .iter()
+            .enumerate()
+            .filter_map(|(k, b)| Some((k, (*b)?)))
+            .filter(|(_, b)| b.size >= want && b.size / 2 <= want)
+            .min_by_key(|(_, b)| b.size)?;
+        p.blocks[slot] = None;
+        p.held -= b.size;
+        if b.size > want {
+            // Remember its size (when no slot is free, it is forgotten:
+            // kept at the request's size later, which is only smaller).
+            if let Some(k) = p.lent.iter().position(Option::is_none) {
+                p.lent[k] = Some(b);
+            }
+        }
+        Some(b.ptr as *mut u8)
+    }
+
+    /// Forget what the pool knows of the lent block at `ptr`, if any.
+    pub(super) fn forget(ptr: *mut u8) {
+        let mut p = lock();
+        if let Some(k) = p
+            .lent
+            .iter()
+            .position(|b| b.is_some_and(|b| b.ptr == ptr as usize))
+        {
+            p.lent[k] = None;
+        }
+    }
+
+    /// Keep the freed block at `ptr`; `false` when it is not kept (no
+    /// guard, an alignment beyond the system's, or larger than the cap).
+    pub(super) fn keep(ptr: *mut u8, layout: Layout) -> bool {
+        if layout.align() > ALIGN {
+            return false;
+        }
+        let mut released = [None; SLOTS];
+        let kept = {
+            let mut p = lock();
+            let mut size = layout.size();
+            if let Some(k) = p
+                .lent
+                .iter()
+                .position(|b| b.is_some_and(|b| b.ptr == ptr as usize))
+            {
+                size = size.max(p.lent[k].take().expect("a lent block").size);
+            }
+            if p.guards == 0 || size > p.cap {
+                return false;
+            }
+            // Oldest first out until it fits and a slot is free.
+            let mut n = 0;
+            while p.held + size > p.cap || p.blocks.iter().all(Option::is_some) {
+                let Some(k) = (0..SLOTS)
+                    .filter(|&k| p.blocks[k].is_some())
+                    .min_by_key(|&k| p.blocks[k].map(|b| b.age))
+                else {
+                    break;
+                };
+                let b = p.blocks[k].take().expect("a kept block");
+                p.held -= b.size;
+                released[n] = Some(b);
+                n += 1;
+            }
+            let age = p.clock;
+            p.clock += 1;
+            let slot = p.blocks.iter().position(Option::is_none);
+            match slot {
+                Some(k) if p.held + size <= p.cap => {
+                    p.blocks[k] = Some(Block {
+                        ptr: ptr as usize,
+                        size,
+                        age,
+                    });
+                    p.held += size;
+                    true
+                }
+                _ => false,
+            }
+        };
+        released.into_iter().flatten().for_each(release);
+        kept
     }
 }
 
@@ -414,6 +673,62 @@ mod tests {
             assert_eq!(*p.add(big / 2), 9);
             a.dealloc(p, layout);
         }
+    }
+
+    #[test]
+    fn kept_blocks_are_reused_while_a_guard_lives_and_zeroed_when_asked() {
+        use std::alloc::{GlobalAlloc, Layout};
+        let a = HugePageAlloc;
+        let mib = 1 << 20;
+        let layout = |size| Layout::from_size_align(size, 8).unwrap();
+        let size = pool::MIN + 3 * mib;
+        let guard = KeepFreed::new(4 * size);
+        // SAFETY: non-zero layouts; every block freed with its layout.
+        unsafe {
+            let p = a.alloc(layout(size));
+            p.write_bytes(7, size);
+            a.dealloc(p, layout(size));
+            assert_eq!(pool::kept_bytes(), size);
+            // A zeroed request of about that size gets the kept block,
+            // zeroed.
+            let smaller = pool::MIN + mib;
+            let z = a.alloc_zeroed(layout(smaller));
+            assert_eq!(z, p);
+            assert_eq!(pool::kept_bytes(), 0);
+            let s = std::slice::from_raw_parts(z, smaller);
+            assert!(s.iter().all(|&b| b == 0));
+            a.dealloc(z, layout(smaller));
+            // Kept at its full size again: a larger request gets it too.
+            assert_eq!(pool::kept_bytes(), size);
+            let q = a.alloc(layout(size));
+            assert_eq!(q, z);
+            q.write_bytes(1, size);
+            a.dealloc(q, layout(size));
+            // A request larger than any kept block gets a fresh one.
+            let r = a.alloc(layout(size + mib));
+            assert_ne!(r, z);
+            a.dealloc(r, layout(size + mib));
+            // Lent for less than it holds and then resized: kept at the
+            // size it was freed with, as nothing more is known.
+            let t = a.alloc(layout(pool::MIN));
+            assert_eq!(t, z, "the smallest block that fits");
+            let t = a.realloc(t, layout(pool::MIN), pool::MIN + 2 * mib);
+            a.dealloc(t, layout(pool::MIN + 2 * mib));
+            assert_eq!(pool::kept_bytes(), (size + mib) + (pool::MIN + 2 * mib));
+            // Past the cap the oldest (`r`) goes back to the system.
+            let big = a.alloc(layout(3 * size));
+            a.dealloc(big, layout(3 * size));
+            assert_eq!(pool::kept_bytes(), (pool::MIN + 2 * mib) + 3 * size);
+        }
+        drop(guard);
+        assert_eq!(pool::kept_bytes(), 0);
+        // SAFETY: as above.
+        unsafe {
+            // Without a guard nothing is kept.
+            let p = a.alloc(layout(size));
+            a.dealloc(p, layout(size));
+        }
+        assert_eq!(pool::kept_bytes(), 0);
     }
 
     #[test]
