@@ -797,6 +797,18 @@ impl<A: FrameAllocator, R: RawMutex + Send + Sync> FrameAllocator for PerCpu<A, 
         }
     }
 
+    /// Asks for the frame's mark (the byte the free's claim writes) and
+    /// passes the hint on to the inner allocator, whose lines an overflow
+    /// free or a give-back will write.
+    #[inline]
+    fn prefetch_free(&self, pfn: Pfn) {
+        // Any pfn is allowed: one outside the zones has no mark.
+        if let Some(i) = self.map.dense_index(pfn) {
+            crate::prefetch_addr(&self.held[i] as *const AtomicU8 as usize);
+        }
+        self.inner.prefetch_free(pfn);
+    }
+
     fn check_free(&self, pfn: Pfn, order: Order) -> Result<(), AllocError> {
         self.map.zone_of_block(pfn, order)?;
         match (self.held(pfn).load(Ordering::Acquire), order == Order::ZERO) {
