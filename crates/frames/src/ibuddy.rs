@@ -1294,4 +1294,100 @@ mod tests {
         assert_eq!(a.stats().free_frames, 4096);
         a.validate().unwrap();
     }
+
+    /// The unchecked give-back of vouched frames (what
+    /// `free_bulk_vouched` runs in release builds) leaves exactly the
+    /// state the checked `free_bulk` does: the same frames come back in
+    /// the same order, and the handed bits stay exact (`validate`).
+    #[test]
+    fn vouched_frees_leave_the_state_checked_ones_do() {
+        use rand::seq::SliceRandom;
+        use rand::{Rng, SeedableRng};
+        let zones = [Zone::new(0, 2048), Zone::new(4096, 4096 + 3072)];
+        let checked = IBuddy::<Lock>::new(&zones, 3).unwrap();
+        let vouched = IBuddy::<Lock>::new(&zones, 3).unwrap();
+        let mut held: Vec<Pfn> = Vec::new();
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(31);
+        for step in 0..20_000 {
+            let cpu = rng.gen_range(0..3);
+            let req = Request::single(cpu);
+            if rng.gen_range(0..3) > 0 && held.len() < 4000 {
+                let n = rng.gen_range(1..40);
+                let mut a = vec![Pfn(0); n];
+                let mut b = vec![Pfn(0); n];
+                let got = checked.alloc_bulk(req, &mut a);
+                assert_eq!(vouched.alloc_bulk(req, &mut b), got, "step {step}");
+                assert_eq!(a[..got], b[..got], "step {step}");
+                held.extend_from_slice(&a[..got]);
+            } else if !held.is_empty() {
+                // A lazy layer's gathering: random frames, sorted, some
+                // runs of neighbours sharing handed words.
+                held.shuffle(&mut rng);
+                let n = rng.gen_range(1..=held.len().min(200));
+                let mut run = held.split_off(held.len() - n);
+                run.sort_unstable();
+                checked.free_bulk(&run, req).unwrap();
+                let mut m = 0;
+                while m < run.len() {
+                    let s = vouched.space_of(run[m]);
+                    let (start, end) = vouched.bounds[s];
+                    let end = m + run[m..]
+                        .iter()
+                        .take_while(|p| (start..end).contains(&p.0))
+                        .count();
+                    vouched.free_run::<false>(s, &run, m, end, cpu).unwrap();
+                    m = end;
+                }
+            }
+            if step % 2000 == 0 {
+                checked.validate().unwrap();
+                vouched.validate().unwrap();
+                assert_eq!(checked.stats(), vouched.stats(), "step {step}");
+            }
+        }
+        for pfn in held.drain(..) {
+            assert_eq!(checked.check_free(pfn, Order::ZERO), Ok(()));
+            assert_eq!(vouched.check_free(pfn, Order::ZERO), Ok(()));
+        }
+        // Everything left comes out of both in the same order.
+        loop {
+            let a = checked.alloc(Request::single(0));
+            assert_eq!(a, vouched.alloc(Request::single(0)));
+            if a.is_err() {
+                break;
+            }
+        }
+        checked.validate().unwrap();
+        vouched.validate().unwrap();
+    }
+
+    /// A caller that breaks `free_bulk_vouched`'s contract (a frame freed
+    /// already) is refused in debug builds, leaving no trace, as the
+    /// trait's documentation says; in release builds `validate` reports
+    /// the damage.
+    #[test]
+    fn a_broken_vouch_is_caught_where_documented() {
+        let a = IBuddy::<Lock>::new(&[Zone::new(0, 4096)], 2).unwrap();
+        let frames: Vec<Pfn> = (0..4)
+            .map(|_| a.alloc(Request::single(0)).unwrap())
+            .collect();
+        a.free_bulk_vouched(&frames[..2], Request::single(1))
+            .unwrap();
+        a.validate().unwrap();
+        let again = [frames[2], frames[0]];
+        let result = a.free_bulk_vouched(&again, Request::single(1));
+        if cfg!(debug_assertions) {
+            let double = AllocError::DoubleFree {
+                pfn: frames[0],
+                order: Order::ZERO,
+            };
+            assert_eq!(result, Err((1, double)));
+            assert_eq!(a.check_free(frames[3], Order::ZERO), Ok(()));
+            a.validate().unwrap();
+            assert_eq!(a.stats().free_frames, 4096 - 1);
+        } else {
+            assert_eq!(result, Ok(()));
+            assert!(a.validate().is_err());
+        }
+    }
 }

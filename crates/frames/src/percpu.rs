@@ -354,7 +354,10 @@ impl<A: FrameAllocator, R: RawMutex + Send + Sync> PerCpu<A, R> {
                 self.held(pfn).store(NOT_HELD, Ordering::Release);
                 *slot = pfn;
             }
-            if let Err((done, _)) = self.inner.free_bulk_vouched(&buf[..n], Request::single(cpu)) {
+            if let Err((done, _)) = self
+                .inner
+                .free_bulk_vouched(&buf[..n], Request::single(cpu))
+            {
                 // The inner allocator refused a frame it handed us: a broken
                 // invariant. Keep the frames we could not return on the list
                 // rather than lose them; `validate` reports the breakage.
