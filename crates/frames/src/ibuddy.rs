@@ -450,6 +450,150 @@ impl<R: RawMutex> IBuddy<R> {
         }
     }
 
+    /// `free_bulk`; `CHECK` as for `free_run`.
+    #[inline]
+    fn free_bulk_with<const CHECK: bool>(
+        &self,
+        blocks: &[Pfn],
+        req: Request,
+    ) -> Result<(), (usize, AllocError)> {
+        check_cpu(req, self.cpus).map_err(|e| (0, e))?;
+        let mut n = 0;
+        while n < blocks.len() {
+            self.map
+                .zone_of_block(blocks[n], req.order)
+                .map_err(|e| (n, e))?;
+            let s = self.space_of(blocks[n]);
+            let (start, end) = self.bounds[s];
+            let run = n + blocks[n..]
+                .iter()
+                .take_while(|pfn| (start..end).contains(&pfn.0))
+                .count();
+            if req.order == Order::ZERO {
+                self.free_run::<CHECK>(s, blocks, n, run, req.cpu)?;
+                n = run;
+                continue;
+            }
+            let mut space = self.lock(s);
+            while n < run {
+                let pfn = blocks[n];
+                if !pfn.is_aligned(req.order) {
+                    return Err((
+                        n,
+                        AllocError::Misaligned {
+                            pfn,
+                            order: req.order,
+                        },
+                    ));
+                }
+                space.check_free(pfn, req.order).map_err(|e| (n, e))?;
+                space.free(pfn, req.order);
+                n += 1;
+            }
+        }
+        Ok(())
+    }
+
+    /// Free `blocks[n..run]`, single frames of space `s`, on `cpu`: clear
+    /// their handed bits (one `fetch_and` per handed word) and queue them
+    /// with one buffer lock per `DRAIN_AT` frames (a lazy layer's
+    /// gatherings come sorted by pfn, so a space's frames are one run).
+    /// `CHECK`: test each claim and refuse the first frame not handed, as
+    /// `free` does; without it (`free_bulk_vouched` in release builds) the
+    /// bits are cleared unconditionally, a `lock and` instead of a
+    /// compare-and-swap loop and no refusal branch.
+    #[inline]
+    fn free_run<const CHECK: bool>(
+        &self,
+        s: usize,
+        blocks: &[Pfn],
+        mut n: usize,
+        run: usize,
+        cpu: u32,
+    ) -> Result<(), (usize, AllocError)> {
+        let req = Request::single(cpu);
+        let start = self.bounds[s].0;
+        let mut claimed = [Pfn(0); DRAIN_AT];
+        let handed = &self.spaces[s].handed;
+        // Scattered frames' lines, asked for before the claims;
+        // a dense run (a drained list, a bulk free) needs no hint.
+        let mut last = u64::MAX - 64;
+        for &pfn in &blocks[n..run] {
+            if pfn.0.wrapping_sub(last).wrapping_add(8) > 16 {
+                prefetch_apply(&self.spaces[s], start, pfn);
+            }
+            last = pfn.0;
+        }
+        if !CHECK {
+            // Vouched frames: clear each handed word's bits with one
+            // `fetch_and` whose result is not read, and queue the frames
+            // straight from `blocks`.
+            let first = n;
+            while n < run {
+                let (w, mut mask) = handed_bit(start, blocks[n]);
+                n += 1;
+                while n < run {
+                    let (w2, bit) = handed_bit(start, blocks[n]);
+                    if w2 != w {
+                        break;
+                    }
+                    mask |= bit;
+                    n += 1;
+                }
+                handed[w].fetch_and(!mask, Ordering::AcqRel);
+            }
+            for chunk in blocks[first..run].chunks(DRAIN_AT) {
+                self.enqueue(s, cpu, chunk);
+            }
+            return Ok(());
+        }
+        let mut count = 0;
+        while n < run {
+            // Claim the next frames that share a handed word with
+            // one `fetch_and` (a sorted gathering of neighbours
+            // often does); a repeated frame starts a new group, so
+            // it is refused as a double free.
+            let (w, mut mask) = handed_bit(start, blocks[n]);
+            let mut g = n + 1;
+            while g < run && count + (g - n) < claimed.len() {
+                let (w2, bit) = handed_bit(start, blocks[g]);
+                if w2 != w || mask & bit != 0 {
+                    break;
+                }
+                mask |= bit;
+                g += 1;
+            }
+            let old = handed[w].fetch_and(!mask, Ordering::AcqRel);
+            if old & mask != mask {
+                // Refuse the first frame not handed; give the ones
+                // after it their bits back, untouched.
+                let bit = |k: usize| handed_bit(start, blocks[k]).1;
+                let bad = (n..g).find(|&k| old & bit(k) == 0).unwrap_or(n);
+                let after = (bad + 1..g).fold(0, |m, k| m | bit(k)) & old;
+                if after != 0 {
+                    handed[w].fetch_or(after, Ordering::AcqRel);
+                }
+                for &pfn in &blocks[n..bad] {
+                    claimed[count] = pfn;
+                    count += 1;
+                }
+                self.enqueue(s, cpu, &claimed[..count]);
+                return Err((bad, self.refusal(s, blocks[bad], req.order)));
+            }
+            for &pfn in &blocks[n..g] {
+                claimed[count] = pfn;
+                count += 1;
+            }
+            n = g;
+            if count == claimed.len() {
+                self.enqueue(s, cpu, &claimed);
+                count = 0;
+            }
+        }
+        self.enqueue(s, cpu, &claimed[..count]);
+        Ok(())
+    }
+
     /// The spaces other than `home`, in fallback order.
     fn others(&self, home: usize) -> impl Iterator<Item = usize> + '_ {
         self.fallback
@@ -916,97 +1060,16 @@ impl<R: RawMutex + Send + Sync> FrameAllocator for IBuddy<R> {
     }
 
     fn free_bulk(&self, blocks: &[Pfn], req: Request) -> Result<(), (usize, AllocError)> {
-        check_cpu(req, self.cpus).map_err(|e| (0, e))?;
-        let mut n = 0;
-        // Claimed single frames of one space, queued together: one queue
-        // lock per run of a space's frames (a lazy layer's gatherings come
-        // sorted by pfn, so a space's frames are one run).
-        let mut claimed = [Pfn(0); DRAIN_AT];
-        while n < blocks.len() {
-            self.map
-                .zone_of_block(blocks[n], req.order)
-                .map_err(|e| (n, e))?;
-            let s = self.space_of(blocks[n]);
-            let (start, end) = self.bounds[s];
-            let run = n + blocks[n..]
-                .iter()
-                .take_while(|pfn| (start..end).contains(&pfn.0))
-                .count();
-            if req.order == Order::ZERO {
-                let handed = &self.spaces[s].handed;
-                // Scattered frames' lines, asked for before the claims;
-                // a dense run (a drained list, a bulk free) needs no hint.
-                let mut last = u64::MAX - 64;
-                for &pfn in &blocks[n..run] {
-                    if pfn.0.wrapping_sub(last).wrapping_add(8) > 16 {
-                        prefetch_apply(&self.spaces[s], start, pfn);
-                    }
-                    last = pfn.0;
-                }
-                let mut count = 0;
-                while n < run {
-                    // Claim the next frames that share a handed word with
-                    // one `fetch_and` (a sorted gathering of neighbours
-                    // often does); a repeated frame starts a new group, so
-                    // it is refused as a double free.
-                    let (w, mut mask) = handed_bit(start, blocks[n]);
-                    let mut g = n + 1;
-                    while g < run && count + (g - n) < claimed.len() {
-                        let (w2, bit) = handed_bit(start, blocks[g]);
-                        if w2 != w || mask & bit != 0 {
-                            break;
-                        }
-                        mask |= bit;
-                        g += 1;
-                    }
-                    let old = handed[w].fetch_and(!mask, Ordering::AcqRel);
-                    if old & mask != mask {
-                        // Refuse the first frame not handed; give the ones
-                        // after it their bits back, untouched.
-                        let bit = |k: usize| handed_bit(start, blocks[k]).1;
-                        let bad = (n..g).find(|&k| old & bit(k) == 0).unwrap_or(n);
-                        let after = (bad + 1..g).fold(0, |m, k| m | bit(k)) & old;
-                        if after != 0 {
-                            handed[w].fetch_or(after, Ordering::AcqRel);
-                        }
-                        for &pfn in &blocks[n..bad] {
-                            claimed[count] = pfn;
-                            count += 1;
-                        }
-                        self.enqueue(s, req.cpu, &claimed[..count]);
-                        return Err((bad, self.refusal(s, blocks[bad], req.order)));
-                    }
-                    for &pfn in &blocks[n..g] {
-                        claimed[count] = pfn;
-                        count += 1;
-                    }
-                    n = g;
-                    if count == claimed.len() {
-                        self.enqueue(s, req.cpu, &claimed);
-                        count = 0;
-                    }
-                }
-                self.enqueue(s, req.cpu, &claimed[..count]);
-                continue;
-            }
-            let mut space = self.lock(s);
-            while n < run {
-                let pfn = blocks[n];
-                if !pfn.is_aligned(req.order) {
-                    return Err((
-                        n,
-                        AllocError::Misaligned {
-                            pfn,
-                            order: req.order,
-                        },
-                    ));
-                }
-                space.check_free(pfn, req.order).map_err(|e| (n, e))?;
-                space.free(pfn, req.order);
-                n += 1;
-            }
-        }
-        Ok(())
+        self.free_bulk_with::<true>(blocks, req)
+    }
+
+    /// Single frames without the handed-bit test in release builds (see
+    /// `free_run`); debug builds test and refuse as `free_bulk` does, so
+    /// a caller breaking the contract is caught there. In release builds
+    /// a broken contract corrupts the space's records, which `validate`
+    /// reports (a frame listed twice).
+    fn free_bulk_vouched(&self, blocks: &[Pfn], req: Request) -> Result<(), (usize, AllocError)> {
+        self.free_bulk_with::<{ cfg!(debug_assertions) }>(blocks, req)
     }
 
     fn stats(&self) -> Stats {
@@ -1230,5 +1293,101 @@ mod tests {
         }
         assert_eq!(a.stats().free_frames, 4096);
         a.validate().unwrap();
+    }
+
+    /// The unchecked give-back of vouched frames (what
+    /// `free_bulk_vouched` runs in release builds) leaves exactly the
+    /// state the checked `free_bulk` does: the same frames come back in
+    /// the same order, and the handed bits stay exact (`validate`).
+    #[test]
+    fn vouched_frees_leave_the_state_checked_ones_do() {
+        use rand::seq::SliceRandom;
+        use rand::{Rng, SeedableRng};
+        let zones = [Zone::new(0, 2048), Zone::new(4096, 4096 + 3072)];
+        let checked = IBuddy::<Lock>::new(&zones, 3).unwrap();
+        let vouched = IBuddy::<Lock>::new(&zones, 3).unwrap();
+        let mut held: Vec<Pfn> = Vec::new();
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(31);
+        for step in 0..20_000 {
+            let cpu = rng.gen_range(0..3);
+            let req = Request::single(cpu);
+            if rng.gen_range(0..3) > 0 && held.len() < 4000 {
+                let n = rng.gen_range(1..40);
+                let mut a = vec![Pfn(0); n];
+                let mut b = vec![Pfn(0); n];
+                let got = checked.alloc_bulk(req, &mut a);
+                assert_eq!(vouched.alloc_bulk(req, &mut b), got, "step {step}");
+                assert_eq!(a[..got], b[..got], "step {step}");
+                held.extend_from_slice(&a[..got]);
+            } else if !held.is_empty() {
+                // A lazy layer's gathering: random frames, sorted, some
+                // runs of neighbours sharing handed words.
+                held.shuffle(&mut rng);
+                let n = rng.gen_range(1..=held.len().min(200));
+                let mut run = held.split_off(held.len() - n);
+                run.sort_unstable();
+                checked.free_bulk(&run, req).unwrap();
+                let mut m = 0;
+                while m < run.len() {
+                    let s = vouched.space_of(run[m]);
+                    let (start, end) = vouched.bounds[s];
+                    let end = m + run[m..]
+                        .iter()
+                        .take_while(|p| (start..end).contains(&p.0))
+                        .count();
+                    vouched.free_run::<false>(s, &run, m, end, cpu).unwrap();
+                    m = end;
+                }
+            }
+            if step % 2000 == 0 {
+                checked.validate().unwrap();
+                vouched.validate().unwrap();
+                assert_eq!(checked.stats(), vouched.stats(), "step {step}");
+            }
+        }
+        for pfn in held.drain(..) {
+            assert_eq!(checked.check_free(pfn, Order::ZERO), Ok(()));
+            assert_eq!(vouched.check_free(pfn, Order::ZERO), Ok(()));
+        }
+        // Everything left comes out of both in the same order.
+        loop {
+            let a = checked.alloc(Request::single(0));
+            assert_eq!(a, vouched.alloc(Request::single(0)));
+            if a.is_err() {
+                break;
+            }
+        }
+        checked.validate().unwrap();
+        vouched.validate().unwrap();
+    }
+
+    /// A caller that breaks `free_bulk_vouched`'s contract (a frame freed
+    /// already) is refused in debug builds, leaving no trace, as the
+    /// trait's documentation says; in release builds `validate` reports
+    /// the damage.
+    #[test]
+    fn a_broken_vouch_is_caught_where_documented() {
+        let a = IBuddy::<Lock>::new(&[Zone::new(0, 4096)], 2).unwrap();
+        let frames: Vec<Pfn> = (0..4)
+            .map(|_| a.alloc(Request::single(0)).unwrap())
+            .collect();
+        a.free_bulk_vouched(&frames[..2], Request::single(1))
+            .unwrap();
+        a.validate().unwrap();
+        let again = [frames[2], frames[0]];
+        let result = a.free_bulk_vouched(&again, Request::single(1));
+        if cfg!(debug_assertions) {
+            let double = AllocError::DoubleFree {
+                pfn: frames[0],
+                order: Order::ZERO,
+            };
+            assert_eq!(result, Err((1, double)));
+            assert_eq!(a.check_free(frames[3], Order::ZERO), Ok(()));
+            a.validate().unwrap();
+            assert_eq!(a.stats().free_frames, 4096 - 1);
+        } else {
+            assert_eq!(result, Ok(()));
+            assert!(a.validate().is_err());
+        }
     }
 }

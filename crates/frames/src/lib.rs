@@ -154,6 +154,26 @@ pub trait FrameAllocator: Send + Sync {
         Ok(())
     }
 
+    /// `free_bulk` of single frames whose double-free check the caller has
+    /// done already: a lazy layer giving back frames whose own mark it
+    /// claimed.
+    ///
+    /// The caller vouches that every block is an order-0 block it got from
+    /// this allocator and owns exclusively until the call returns: it
+    /// appears once in `blocks`, and no other call frees or names it in
+    /// the meantime (for [`PerCpu`] this holds because a free of one of
+    /// its frames must first claim the frame's mark, and a frame being
+    /// given back has no `HANDED` mark, so a racing or repeated free is
+    /// refused by the layer before it reaches this allocator). An
+    /// allocator may then skip the tests only a repeated or racing free
+    /// could fail. What a caller breaking the contract gets is the
+    /// allocator's to document (iBuddy: refused as by `free_bulk` in debug
+    /// builds; in release builds corrupted records, which `validate`
+    /// reports). Default: `free_bulk`.
+    fn free_bulk_vouched(&self, blocks: &[Pfn], req: Request) -> Result<(), (usize, AllocError)> {
+        self.free_bulk(blocks, req)
+    }
+
     /// A hint: the block at `pfn` will be freed soon. An allocator may
     /// start loading what `free` will read for it into the cache; nothing
     /// changes and nothing is checked (any `pfn` is allowed). A replay
@@ -217,6 +237,7 @@ macro_rules! forward_frame_allocator {
             fn check_free(&self, pfn: Pfn, order: Order) -> Result<(), AllocError> { (**self).check_free(pfn, order) }
             fn alloc_bulk(&self, req: Request, out: &mut [Pfn]) -> usize { (**self).alloc_bulk(req, out) }
             fn free_bulk(&self, blocks: &[Pfn], req: Request) -> Result<(), (usize, AllocError)> { (**self).free_bulk(blocks, req) }
+            fn free_bulk_vouched(&self, blocks: &[Pfn], req: Request) -> Result<(), (usize, AllocError)> { (**self).free_bulk_vouched(blocks, req) }
             fn prefetch_free(&self, pfn: Pfn) { (**self).prefetch_free(pfn) }
             fn drain(&self) { (**self).drain() }
             fn stats(&self) -> Stats { (**self).stats() }
