@@ -266,15 +266,7 @@ impl<R: RawMutex + Send + Sync> FrameAllocator for Buddy<R> {
             let mut area = self.areas[z].lock();
             while n < blocks.len() && area.zone.contains_block(blocks[n], req.order) {
                 let pfn = blocks[n];
-                if !pfn.is_aligned(req.order) {
-                    return Err((
-                        n,
-                        AllocError::Misaligned {
-                            pfn,
-                            order: req.order,
-                        },
-                    ));
-                }
+                pfn.ensure_aligned(req.order).map_err(|e| (n, e))?;
                 area.check_free(pfn, req.order).map_err(|e| (n, e))?;
                 area.free(pfn, req.order);
                 n += 1;

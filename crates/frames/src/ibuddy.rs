@@ -477,15 +477,7 @@ impl<R: RawMutex> IBuddy<R> {
             let mut space = self.lock(s);
             while n < run {
                 let pfn = blocks[n];
-                if !pfn.is_aligned(req.order) {
-                    return Err((
-                        n,
-                        AllocError::Misaligned {
-                            pfn,
-                            order: req.order,
-                        },
-                    ));
-                }
+                pfn.ensure_aligned(req.order).map_err(|e| (n, e))?;
                 space.check_free(pfn, req.order).map_err(|e| (n, e))?;
                 space.free(pfn, req.order);
                 n += 1;

@@ -28,6 +28,17 @@ impl Pfn {
     pub const fn is_aligned(self, order: Order) -> bool {
         self.0 & (order.frames() - 1) == 0
     }
+
+    /// `Ok` when a block of `order` may start here, else the error a free
+    /// of such a block gets.
+    #[inline]
+    pub fn ensure_aligned(self, order: Order) -> Result<(), crate::AllocError> {
+        if self.is_aligned(order) {
+            Ok(())
+        } else {
+            Err(crate::AllocError::Misaligned { pfn: self, order })
+        }
+    }
 }
 
 impl fmt::Display for Pfn {

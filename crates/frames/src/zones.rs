@@ -78,9 +78,7 @@ impl ZoneMap {
             .zone_of(pfn)
             .filter(|&z| self.zones[z].contains_block(pfn, order))
             .ok_or(AllocError::OutOfRange { pfn, order })?;
-        if !pfn.is_aligned(order) {
-            return Err(AllocError::Misaligned { pfn, order });
-        }
+        pfn.ensure_aligned(order)?;
         Ok(zone)
     }
 
