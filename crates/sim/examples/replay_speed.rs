@@ -14,8 +14,9 @@
 //! ```
 //!
 //! Without a trace, the largest `.nvt` in `traces/`; without allocators,
-//! every one. Prints the median of `RUNS` (default 3) runs of each, per
-//! second of the thread's own CPU time (Linux's
+//! every one. Prints the median of `RUNS` (default 3) runs of each (a run
+//! repeats its pass until it has taken 0.25 s, the clock's ticks being
+//! 4 ms here), per second of the thread's own CPU time (Linux's
 //! `/proc/thread-self/schedstat`: on a shared machine, a figure per core
 //! that other processes' load does not dilute; wall time elsewhere).
 
@@ -223,12 +224,29 @@ fn rate(n: u64, secs: f64) -> f64 {
     n as f64 / secs / 1e6
 }
 
-/// The run with the median time of `runs` runs of `f` (count, seconds).
+/// Least CPU time one run spends: the thread CPU clock read from
+/// `schedstat` advances in scheduler ticks on this VM (4 ms), so a single
+/// 60-80 ms pass could only be timed to about 6 %.
+const MIN_RUN_SECS: f64 = 0.25;
+
+/// The run with the median time of `runs` runs of `f` (count, seconds per
+/// pass). A run repeats `f` until it has taken `MIN_RUN_SECS` and
+/// reports the mean pass.
 fn median(
     runs: usize,
     mut f: impl FnMut() -> Result<(u64, f64), Error>,
 ) -> Result<(u64, f64), Error> {
-    let mut all = (0..runs).map(|_| f()).collect::<Result<Vec<_>, _>>()?;
+    let mut one_run = || -> Result<(u64, f64), Error> {
+        let (mut count, mut secs, mut passes) = (0u64, 0f64, 0u32);
+        while passes == 0 || secs < MIN_RUN_SECS {
+            let (c, s) = f()?;
+            count += c;
+            secs += s;
+            passes += 1;
+        }
+        Ok((count / u64::from(passes), secs / f64::from(passes)))
+    };
+    let mut all = (0..runs).map(|_| one_run()).collect::<Result<Vec<_>, _>>()?;
     all.sort_by(|a, b| a.1.total_cmp(&b.1));
     Ok(all[all.len() / 2])
 }
