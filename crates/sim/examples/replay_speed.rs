@@ -246,7 +246,9 @@ fn median(
         }
         Ok((count / u64::from(passes), secs / f64::from(passes)))
     };
-    let mut all = (0..runs).map(|_| one_run()).collect::<Result<Vec<_>, _>>()?;
+    let mut all = (0..runs)
+        .map(|_| one_run())
+        .collect::<Result<Vec<_>, _>>()?;
     all.sort_by(|a, b| a.1.total_cmp(&b.1));
     Ok(all[all.len() / 2])
 }
