@@ -1,7 +1,6 @@
 //! iBuddy, the inverse buddy system of seed 000.
 
 use alloc::boxed::Box;
-use alloc::vec;
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
@@ -622,12 +621,17 @@ impl Space {
         let frames = (end - start) as usize;
         let mut free = FrameMeta::UNLINKED_TAIL;
         free.state.set_free(Order::ZERO);
+        // Everything free, listed in pfn order so the first allocations
+        // sweep the space from its start. Built directly rather than by
+        // freeing frame after frame: the same state, without climbing the
+        // bitmaps once per frame.
+        let (meta, free_list) = FrameList::in_order(free.state, frames as u32);
         let mut space = Space {
             start,
             end,
             spare: Vec::new(),
-            meta: vec![free; frames],
-            free_list: FrameList::EMPTY,
+            meta,
+            free_list,
             frames: FrameBitmap::new(start, end - 1),
             blocks: core::array::from_fn(|i| {
                 let k = i + 1;
@@ -636,11 +640,6 @@ impl Space {
             next_level: -1,
             cursor: core::array::from_fn(|i| start >> (i + 1)),
         };
-        // Everything free, listed in pfn order so the first allocations
-        // sweep the space from its start. Built directly rather than by
-        // freeing frame after frame: the same state, without climbing the
-        // bitmaps once per frame.
-        space.free_list = FrameList::in_order(&mut space.meta, frames as u32);
         space.frames.set_range(start, end);
         for k in 1..=MAX_ORDER {
             let first = start.div_ceil(1 << k);
@@ -1147,6 +1146,7 @@ impl<R: RawMutex + Send + Sync> FrameAllocator for IBuddy<R> {
 mod tests {
     use super::*;
     use crate::MigrateType;
+    use alloc::vec;
 
     type Lock = parking_lot::RawMutex;
 

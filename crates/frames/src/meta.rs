@@ -6,6 +6,7 @@
 
 use crate::error::ensure;
 use crate::{AllocError, Order, Pfn, ValidationError};
+use alloc::vec::Vec;
 
 /// "No frame": the end of a list.
 pub(crate) const NIL: u32 = u32::MAX;
@@ -117,22 +118,27 @@ impl FrameList {
         len: 0,
     };
 
-    /// The list of `0..n` in order, threaded through `meta[..n]` (whose
-    /// links it sets; states are left alone).
-    pub(crate) fn in_order(meta: &mut [FrameMeta], n: u32) -> FrameList {
-        if n == 0 {
-            return FrameList::EMPTY;
-        }
-        for (i, m) in meta[..n as usize].iter_mut().enumerate() {
-            let i = i as u32;
-            m.prev = if i == 0 { NIL } else { i - 1 };
-            m.next = if i + 1 == n { NIL } else { i + 1 };
-        }
-        FrameList {
-            head: 0,
-            tail: n - 1,
-            len: u64::from(n),
-        }
+    /// Records `0..n`, each with `state`, linked in order, and the list
+    /// of them: built in one pass over the records, the cost of building
+    /// a large space (a replay builds its allocator once per run).
+    pub(crate) fn in_order(state: FrameState, n: u32) -> (Vec<FrameMeta>, FrameList) {
+        let meta = (0..n)
+            .map(|i| FrameMeta {
+                prev: if i == 0 { NIL } else { i - 1 },
+                next: if i + 1 == n { NIL } else { i + 1 },
+                state,
+            })
+            .collect();
+        let list = if n == 0 {
+            FrameList::EMPTY
+        } else {
+            FrameList {
+                head: 0,
+                tail: n - 1,
+                len: u64::from(n),
+            }
+        };
+        (meta, list)
     }
 
     #[inline]
