@@ -58,6 +58,16 @@ impl FrameBitmap {
         self.words[(rel / 64) as usize] |= 1 << (rel % 64);
     }
 
+    /// Mark `pfn`, which must be in range, and return whether its buddy
+    /// (`pfn ^ 1`, in the same word) is marked, as 0 or 1.
+    #[inline]
+    pub(crate) fn set_and_buddy(&mut self, pfn: u64) -> u64 {
+        let rel = pfn - self.origin;
+        let word = &mut self.words[(rel / 64) as usize];
+        *word |= 1 << (rel % 64);
+        (*word >> ((rel % 64) ^ 1)) & 1
+    }
+
     /// Mark every frame of `from..to`, which must be in range.
     pub(crate) fn set_range(&mut self, from: u64, to: u64) {
         let mut pfn = from;
@@ -140,6 +150,27 @@ impl LevelBitmap {
         }
         self.words[w] |= mask;
         self.count += 1;
+    }
+
+    /// Mark `block`, which must be in range, if `set` is 1 (it must be
+    /// unmarked then; `set` is 0 or 1), and return whether its buddy
+    /// (`block ^ 1`, in the same word) is marked, as 0 or 1, and-ed with
+    /// `set`. Without a branch on `set`: a free's coalescing climbs on
+    /// whether buddies are free, a coin toss in random frees that a
+    /// branch predictor loses, and each level's word is read whatever
+    /// `set` is, so the reads of successive levels overlap.
+    #[inline]
+    pub(crate) fn set_if_and_buddy(&mut self, block: u64, set: u64) -> u64 {
+        debug_assert!(set <= 1);
+        let rel = block - self.origin;
+        let w = (rel / 64) as usize;
+        let was = self.words[w];
+        debug_assert!(set == 0 || was & (1 << (rel % 64)) == 0);
+        let now = was | (set << (rel % 64));
+        self.words[w] = now;
+        self.summary[w / 64] |= (u64::from(was == 0) & set) << (w % 64);
+        self.count += set;
+        set & (now >> ((rel % 64) ^ 1))
     }
 
     /// Mark every block of `from..to`, which must be in range and
