@@ -18,8 +18,9 @@
 //!   a random frame of the share and allocate a replacement: LLFree's
 //!   documented `rand`. Figure: ns per free+allocate pair (both columns).
 //!
-//! Each cell runs `--rounds` times (default 3) on a fresh allocator; the
-//! medians are printed, with each nvmos cell's ratio to LLFree's cell of
+//! Each cell runs `--rounds` times (default 3) on a fresh allocator, the
+//! rounds of all allocators interleaved (round `r` runs every allocator,
+//! starting `r` places along the list); the medians are printed, with each nvmos cell's ratio to LLFree's cell of
 //! the same run (below 1: nvmos faster). Threads are pinned to cores
 //! while there are no more threads than cores. Afterwards every allocator
 //! must be back to all memory free; nvmos allocators are also validated.
@@ -653,11 +654,21 @@ fn main() {
     let mut results: Vec<(String, Pattern, u32, Figures)> = Vec::new();
     for &pattern in &args.patterns {
         for &threads in &args.threads {
-            let mut llfree: Option<Figures> = None;
-            for name in &args.allocators {
-                let mut allocs = Vec::new();
-                let mut frees = Vec::new();
-                for round in 0..args.rounds {
+            // Rounds interleave the allocators, each round starting one
+            // further along the list: a cell's rounds are spread over the
+            // whole run and no allocator always runs first, so a burst of
+            // load from other users of the machine, or whatever the
+            // previous allocator left behind, weighs on every allocator
+            // alike. (Running one allocator's rounds back to back put
+            // the first one listed 10-25 % behind in the `rand-realloc`
+            // cell, whichever allocator that was.)
+            let n = args.allocators.len();
+            let mut allocs = vec![Vec::new(); n];
+            let mut frees = vec![Vec::new(); n];
+            for round in 0..args.rounds {
+                for k in 0..n {
+                    let a = (k + round as usize) % n;
+                    let name = &args.allocators[a];
                     let mut run = Run {
                         pattern,
                         threads,
@@ -666,8 +677,8 @@ fn main() {
                     };
                     match with_target(name, frames, threads, &mut run) {
                         Ok(f) => {
-                            allocs.push(f.alloc_ns);
-                            frees.push(f.free_ns);
+                            allocs[a].push(f.alloc_ns);
+                            frees[a].push(f.free_ns);
                         }
                         Err(e) => {
                             eprintln!(
@@ -678,13 +689,19 @@ fn main() {
                         }
                     }
                 }
-                let f = Figures {
-                    alloc_ns: median(allocs),
-                    free_ns: median(frees),
-                };
-                if name == "LLFree" {
-                    llfree = Some(f);
-                }
+            }
+            let figures: Vec<Figures> = (0..n)
+                .map(|a| Figures {
+                    alloc_ns: median(std::mem::take(&mut allocs[a])),
+                    free_ns: median(std::mem::take(&mut frees[a])),
+                })
+                .collect();
+            let llfree = args
+                .allocators
+                .iter()
+                .position(|name| name == "LLFree")
+                .map(|a| figures[a]);
+            for (name, &f) in args.allocators.iter().zip(&figures) {
                 let ratio = |x: f64, base: Option<f64>| match base {
                     Some(b) if name != "LLFree" => format!("{:.2}", x / b),
                     _ => "-".to_string(),
