@@ -418,7 +418,11 @@ impl Job for Run {
                     s.spawn(move || -> Result<Figures, String> {
                         pin_thread(t, threads);
                         let mut w = target.worker(t);
-                        let mut held = Vec::with_capacity(share);
+                        // Faulted in before any timing: a first touch of
+                        // its 4 MiB inside a timed loop cost every
+                        // allocator a page fault per 512 allocations.
+                        let mut held = vec![0u64; share];
+                        held.clear();
                         let figures = match pattern {
                             Pattern::Bulk => {
                                 barrier.wait();
