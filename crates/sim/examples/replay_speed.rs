@@ -62,6 +62,7 @@ fn main() -> Result<(), Error> {
     } else {
         "wall time"
     };
+    let expected = NvtReader::open(&trace)?.header().map_or(0, |h| h.events);
     let machine = NvtReader::open(&trace)?
         .header()
         .and_then(|h| h.machine.clone())
@@ -110,7 +111,9 @@ fn main() -> Result<(), Error> {
     // What `nvmos evaluate` does once per trace: decode and match.
     let (_, resolve) = median(runs, || {
         timed(|| {
-            let resolved = Resolved::of(NvtReader::open(&trace)?)?.ok_or("too many live blocks")?;
+            // As `evaluate` does: tables sized from the header's count.
+            let resolved = Resolved::of_expecting(NvtReader::open(&trace)?, expected)?
+                .ok_or("too many live blocks")?;
             Ok(resolved.len() as u64)
         })
     })?;
@@ -119,7 +122,8 @@ fn main() -> Result<(), Error> {
         "resolve .nvt",
         rate(events, resolve)
     );
-    let resolved = Resolved::of(NvtReader::open(&trace)?)?.ok_or("too many live blocks")?;
+    let resolved = Resolved::of_expecting(NvtReader::open(&trace)?, expected)?
+        .ok_or("too many live blocks")?;
     let (_, recorded_resolved) = median(runs, || {
         timed(|| {
             Ok(study_as_recorded_resolved::<std::convert::Infallible>(

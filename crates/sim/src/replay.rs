@@ -541,40 +541,8 @@ impl Engine {
         let start = Instant::now();
         let stats = &mut self.stats;
         let owner = &mut self.owner;
-        // Events are read `AHEAD` before they are applied, and the
-        // tracker's entry of each is prefetched in two steps: as it is
-        // read, the index saying where the entry is; `AHEAD / 2` events
-        // later, the entry. The lookup of a block allocated long ago is
-        // the replay's main cache miss, and by the time its event is
-        // applied the entry is in cache (profiled: the prefetch itself
-        // stalled on the index when it was one step). A trace error is
-        // returned after the events before it are applied, as without
-        // the window.
-        const AHEAD: usize = 16;
-        let mut source = events.into_iter();
-        let mut ahead: VecDeque<Event> = VecDeque::with_capacity(AHEAD);
-        let mut failed = None;
-        let mut ended = false;
-        loop {
-            while !ended && ahead.len() < AHEAD {
-                match source.next() {
-                    Some(Ok(e)) => {
-                        self.tracker.prefetch_index(e.pfn.get());
-                        if let Some(mid) = ahead.len().checked_sub(AHEAD / 2) {
-                            self.tracker.prefetch(ahead[mid].pfn.get());
-                        }
-                        ahead.push_back(e);
-                    }
-                    Some(Err(e)) => {
-                        failed = Some(e);
-                        ended = true;
-                    }
-                    None => ended = true,
-                }
-            }
-            let Some(mut event) = ahead.pop_front() else {
-                break;
-            };
+        let mut ahead = Lookahead::new(events);
+        while let Some(mut event) = ahead.next(&self.tracker) {
             event.time_ns = event.time_ns.saturating_add(shift_ns);
             let index = stats.events;
             stats.events += 1;
@@ -646,11 +614,64 @@ impl Engine {
                 }
             }
         }
-        if let Some(e) = failed {
+        if let Some(e) = ahead.failed {
             return Err(ReplayError::Trace(e));
         }
         stats.elapsed_ns += start.elapsed().as_nanos() as u64;
         Ok(())
+    }
+}
+
+/// A trace's events read [`Lookahead::AHEAD`] before they are matched,
+/// with the [`BlockTracker`]'s entry of each prefetched in two steps: as
+/// it is read, the index saying where the entry is; `AHEAD / 2` events
+/// later, the entry. The lookup of a block allocated long ago is the
+/// matching's main cache miss (the tracker's table spans every traced
+/// frame), and by the time its event is matched the entry is in cache
+/// (profiled: the prefetch itself stalled on the index when it was one
+/// step). A trace error ends the events after those before it, and is
+/// then in `failed`, as without the window.
+struct Lookahead<I: Iterator<Item = Result<Event, E>>, E> {
+    source: I,
+    window: VecDeque<Event>,
+    /// The source's error, once it gave one.
+    failed: Option<E>,
+    ended: bool,
+}
+
+impl<I: Iterator<Item = Result<Event, E>>, E> Lookahead<I, E> {
+    const AHEAD: usize = 16;
+
+    fn new(events: impl IntoIterator<IntoIter = I>) -> Self {
+        Lookahead {
+            source: events.into_iter(),
+            window: VecDeque::with_capacity(Self::AHEAD),
+            failed: None,
+            ended: false,
+        }
+    }
+
+    /// The next event, the window topped up first; `None` at the end of
+    /// the source or at its error.
+    #[inline]
+    fn next(&mut self, tracker: &BlockTracker) -> Option<Event> {
+        while !self.ended && self.window.len() < Self::AHEAD {
+            match self.source.next() {
+                Some(Ok(e)) => {
+                    tracker.prefetch_index(e.pfn.get());
+                    if let Some(mid) = self.window.len().checked_sub(Self::AHEAD / 2) {
+                        tracker.prefetch(self.window[mid].pfn.get());
+                    }
+                    self.window.push_back(e);
+                }
+                Some(Err(e)) => {
+                    self.failed = Some(e);
+                    self.ended = true;
+                }
+                None => self.ended = true,
+            }
+        }
+        self.window.pop_front()
     }
 }
 
@@ -712,8 +733,8 @@ impl Resolved {
         let room = events.size_hint().0.max(expected.min(1 << 24) as usize);
         out.events.reserve(room);
         out.acts.reserve(room);
-        for event in events {
-            let event = event?;
+        let mut ahead = Lookahead::new(events);
+        while let Some(event) = ahead.next(&tracker) {
             let slot_of = |b: &LiveBlock| b.tag.expect("every live block has a slot");
             let act = match tracker.step(&event) {
                 Effect::Allocated { replaced } => {
@@ -744,6 +765,9 @@ impl Resolved {
             };
             out.events.push(event);
             out.acts.push(act);
+        }
+        if let Some(e) = ahead.failed {
+            return Err(e);
         }
         out.accounting = tracker.counts().clone();
         out.events.shrink_to_fit();
