@@ -598,7 +598,7 @@ struct ChannelQ {
 }
 
 /// Where a picked request's commands go.
-#[derive(Copy, Clone, Debug)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
 struct Plan {
     outcome: RowOutcome,
     /// PRE and ACT cycles, or `NONE`.
@@ -1162,11 +1162,20 @@ impl Controller {
 
     /// The ready scheduler's next pick on channel `c`, from the cache or
     /// by looking at every bank's candidate.
+    #[inline(always)]
     fn ready_pick(&self, c: usize) -> Option<Pick> {
-        let ch = &self.channels[c];
-        if let Some(p) = ch.next.get() {
+        if let Some(p) = self.channels[c].next.get() {
             return p;
         }
+        self.compute_pick(c)
+    }
+
+    /// [`Controller::ready_pick`] when the cached pick is stale: look at
+    /// every queued bank's candidate, and cache the pick. (Out of line:
+    /// the cached case, every other call, costs no call.)
+    #[inline(never)]
+    fn compute_pick(&self, c: usize) -> Option<Pick> {
+        let ch = &self.channels[c];
         let class = self.serving(ch.draining, ch.len);
         let first_bank = c * self.banks_per_channel as usize;
         let cands = &ch.cands[class];
@@ -1453,19 +1462,25 @@ impl Controller {
         if self.refresh_due(c, now) {
             return None;
         }
-        let s = match self.scheduler {
-            Scheduler::Blocking => self.blocking_pick(c, now),
+        let (s, col) = match self.scheduler {
+            Scheduler::Blocking => (self.blocking_pick(c, now), None),
             Scheduler::Ready => {
                 let pick = self.ready_pick(c).expect("decide on a non-empty queue");
                 let ch = &mut self.channels[c];
                 ch.draining = usize::from(pick.class) == WRITES;
-                pick.slot
+                (pick.slot, Some(pick.col))
             }
         };
         let slot = self.channels[c].slots[s as usize];
         let kind = slot.kind;
         self.unlink(c, s, &slot);
-        let plan = self.plan(c, &slot, now);
+        let plan = match col {
+            // The pick computed the column cycle (as `plan` does, from
+            // the cached gates); only the row part remains.
+            Some(col) => self.plan_ready(&slot, col),
+            None => self.plan(c, &slot, now),
+        };
+        debug_assert!(col.is_none() || plan == self.plan(c, &slot, now));
         let start = self.apply(c, &slot, &plan);
         let (outcome, col, data_end) = (plan.outcome, plan.col, plan.data_end);
         self.channels[c].freed_at[usize::from(slot.class)] = col;
@@ -1697,11 +1712,49 @@ impl Controller {
         }
     }
 
+    /// [`Controller::plan`] for the ready scheduler's pick `slot`, whose
+    /// column cycle `col` the pick computed: the row part only, with the
+    /// rank's ACT gate (`tRRD`, `tFAW`) from its [`RankGate`].
+    #[inline(always)]
+    fn plan_ready(&self, slot: &Slot, col: u64) -> Plan {
+        let t = &self.timing;
+        let rcd = u64::from(t.rcd);
+        let bank = &self.banks[slot.bank as usize];
+        let (outcome, mut pre, mut act) = (bank.open_row, NONE, NONE);
+        let outcome = if outcome == slot.row {
+            RowOutcome::Hit
+        } else {
+            let mut act_from = slot.entered.max(bank.act_ok);
+            let outcome = if outcome == CLOSED {
+                RowOutcome::Miss
+            } else {
+                pre = slot.entered.max(bank.pre_ok);
+                act_from = act_from.max(pre + u64::from(t.rp));
+                RowOutcome::Conflict
+            };
+            let rank_act = self.rank_gates[(slot.bank >> self.bpr_shift) as usize].act_col - rcd;
+            let group_act = self.groups[(slot.bank >> self.bpg_shift) as usize].act_ok;
+            act = act_from.max(rank_act).max(group_act);
+            outcome
+        };
+        let latency = u64::from(match slot.kind {
+            AccessKind::Read => t.cl,
+            AccessKind::Write => t.cwl,
+        });
+        Plan {
+            outcome,
+            pre,
+            act,
+            col,
+            data_end: col + latency + u64::from(t.burst_cycles()),
+        }
+    }
+
     /// Issue `plan`'s commands for `slot`: update the bank, its group,
     /// rank and channel. Returns the first command's cycle.
     #[inline(always)]
     fn apply(&mut self, c: usize, slot: &Slot, plan: &Plan) -> u64 {
-        let t = self.timing;
+        let t = &self.timing;
         let (rcd, rp, ras) = (u64::from(t.rcd), u64::from(t.rp), u64::from(t.ras));
         let rank_index = (slot.bank >> self.bpr_shift) as usize;
         let group_index = (slot.bank >> self.bpg_shift) as usize;
