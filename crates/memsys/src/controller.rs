@@ -1180,35 +1180,37 @@ impl Controller {
         let first_bank = c * self.banks_per_channel as usize;
         let cands = &ch.cands[class];
         let queued = &ch.queued_banks[class];
-        // At most one queued bank? (No popcount: the default x86-64 target
-        // has no POPCNT instruction, and its software fallback cost more
-        // than this whole test.)
-        let mut seen = 0u64;
-        let mut many = false;
-        for &w in queued {
-            many |= (w & w.wrapping_sub(1)) != 0 || (w != 0 && seen != 0);
-            seen |= w;
-        }
+        // At most one queued bank, and which? (No popcount: the default
+        // x86-64 target has no POPCNT instruction, and its software
+        // fallback cost more than this whole test.) `one` is the only
+        // queued bank, or past the channel's banks when none is.
+        let (one, many) = if let [w] = queued[..] {
+            // Up to 64 banks a channel (every preset): one word.
+            (w.trailing_zeros() as usize, w & w.wrapping_sub(1) != 0)
+        } else {
+            let mut seen = 0u64;
+            let mut many = false;
+            let mut one = 64 * queued.len();
+            for (i, &w) in queued.iter().enumerate() {
+                many |= (w & w.wrapping_sub(1)) != 0 || (w != 0 && seen != 0);
+                if w != 0 {
+                    one = i * 64 + w.trailing_zeros() as usize;
+                }
+                seen |= w;
+            }
+            (one, many)
+        };
         // The pick is the least (column cycle, miss, id); ids are unique
         // and below 2^63, so one 128-bit key orders them.
         let mut best_key = u128::MAX;
         let mut best = NIL as usize;
         if !many {
-            // Few candidates (one or two banks on a sequential stream):
-            // each one's gates directly.
-            for (w, &word) in queued.iter().enumerate() {
-                let mut word = word;
-                while word != 0 {
-                    let local = w * 64 + word.trailing_zeros() as usize;
-                    word &= word - 1;
-                    let cand = &cands[local];
-                    let col = self.cand_col(c, ch, cand);
-                    let key = (u128::from(col) << 64) | u128::from(cand.key);
-                    if key < best_key {
-                        best_key = key;
-                        best = local;
-                    }
-                }
+            // One candidate (a sequential stream's usual case): its gates
+            // directly.
+            if let Some(cand) = cands.get(one) {
+                let col = self.cand_col(c, ch, cand);
+                best_key = (u128::from(col) << 64) | u128::from(cand.key);
+                best = one;
             }
         } else {
             self.shared_gates(c, class);
