@@ -1160,6 +1160,69 @@ impl Controller {
         cand.rsel = (cand.rsel & !3) | flags;
     }
 
+    /// After a ready decision on bank `bank_index`: recount its queued hits
+    /// in each class when its open row changed (`recount`, as
+    /// [`Controller::refresh_hits`]) and recompute its candidates (as
+    /// [`Controller::update_candidate`]), in one pass over the classes. A
+    /// class with nothing queued at the bank keeps its stale candidate:
+    /// only queued banks' candidates are read, and a bank's first request
+    /// computes its candidate when it is queued.
+    #[inline(always)]
+    fn settle_bank(&mut self, c: usize, bank_index: u32, recount: bool) {
+        let t = &self.timing;
+        let (rcd, rp) = (u64::from(t.rcd), u64::from(t.rp));
+        let local_bank = (bank_index & (self.banks_per_channel - 1)) as usize;
+        let classes = if self.buffered { 2 } else { 1 };
+        let ch = &mut self.channels[c];
+        let bank = &mut self.banks[bank_index as usize];
+        let open = bank.open_row;
+        for class in 0..classes {
+            let list = &mut bank.q[class];
+            if list.head == NIL {
+                continue;
+            }
+            if recount {
+                list.hits = 0;
+                list.first_hit = NIL;
+                let mut s = list.head;
+                while s != NIL {
+                    let slot = &ch.slots[s as usize];
+                    if slot.row == open {
+                        if list.first_hit == NIL {
+                            list.first_hit = s;
+                        }
+                        list.hits += 1;
+                    }
+                    s = slot.bank_younger;
+                }
+            }
+            let s = if list.hits > 0 {
+                list.first_hit
+            } else {
+                list.head
+            };
+            let slot = &ch.slots[s as usize];
+            let from = slot.entered.max(bank.col_ok);
+            let (local, miss) = match open {
+                CLOSED => (from.max(slot.entered.max(bank.act_ok) + rcd), true),
+                r if r == slot.row => (from, false),
+                _ => {
+                    let pre = slot.entered.max(bank.pre_ok);
+                    let act = slot.entered.max(bank.act_ok).max(pre + rp);
+                    (from.max(act + rcd), true)
+                }
+            };
+            let (id, read) = (slot.id, slot.kind == AccessKind::Read);
+            let cand = &mut ch.cands[class][local_bank];
+            let flags = u16::from(read) << 1 | u16::from(miss);
+            cand.slot = s;
+            cand.key = id | if miss { MISS_BIT } else { 0 };
+            cand.local = local;
+            cand.gsel = (cand.gsel & !3) | flags;
+            cand.rsel = (cand.rsel & !3) | flags;
+        }
+    }
+
     /// The ready scheduler's next pick on channel `c`, from the cache or
     /// by looking at every bank's candidate.
     #[inline(always)]
@@ -1486,20 +1549,15 @@ impl Controller {
         let start = self.apply(c, &slot, &plan);
         let (outcome, col, data_end) = (plan.outcome, plan.col, plan.data_end);
         self.channels[c].freed_at[usize::from(slot.class)] = col;
-        if outcome != RowOutcome::Hit || self.policy == PagePolicy::Closed {
-            // The open row changed: recount the bank's queued hits.
+        // The open row changed: the bank's queued hits are recounted.
+        let recount = outcome != RowOutcome::Hit || self.policy == PagePolicy::Closed;
+        if self.scheduler == Scheduler::Ready {
+            self.settle_bank(c, slot.bank, recount);
+        } else if recount {
             self.refresh_hits(c, slot.bank);
-        } else if self.scheduler == Scheduler::Blocking
-            && self.banks[slot.bank as usize].q[usize::from(slot.class)].hits == 0
-        {
+        } else if self.banks[slot.bank as usize].q[usize::from(slot.class)].hits == 0 {
             let local = (slot.bank & (self.banks_per_channel - 1)) as usize;
             self.channels[c].hit_banks[usize::from(slot.class)][local / 64] &= !(1 << (local % 64));
-        }
-        if self.scheduler == Scheduler::Ready {
-            self.update_candidate(c, slot.bank, READS);
-            if self.buffered {
-                self.update_candidate(c, slot.bank, WRITES);
-            }
         }
         self.channels[c].next.set(None);
 
