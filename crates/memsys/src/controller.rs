@@ -1885,7 +1885,34 @@ impl Controller {
             bank.act_ok = pre + rp;
         }
         if self.scheduler == Scheduler::Ready {
-            self.update_gates(c, rank_index, group_index);
+            // What the rank and the group now allow (`update_gates`, from
+            // the state just written; the rank's ACT gate moves only with
+            // an ACT).
+            let rank_gate = &mut self.rank_gates[rank_index];
+            rank_gate.col = [rank.col_ok, rank.col_ok.max(rank.read_ok)];
+            if plan.act != NONE {
+                let mut act = rank.act_ok;
+                if t.faw != 0 && rank.faw_n == 4 {
+                    act = act.max(rank.faw[rank.faw_i] + u64::from(t.faw));
+                }
+                rank_gate.act_col = act + rcd;
+            }
+            let (write_col, read_col) = (group.col_ok, group.col_ok.max(group.read_ok));
+            let act_col = group.act_ok + rcd;
+            let i = (group_index - c * self.groups_per_channel) << 2;
+            let group_shared = &mut ch.group_shared[i..i + 4];
+            group_shared[0] = write_col;
+            group_shared[1] = write_col.max(act_col);
+            group_shared[2] = read_col;
+            group_shared[3] = read_col.max(act_col);
+            #[cfg(debug_assertions)]
+            {
+                let (gate, shared) = (self.rank_gates[rank_index], ch.group_shared.clone());
+                self.update_gates(c, rank_index, group_index);
+                let again = &self.rank_gates[rank_index];
+                debug_assert!(gate.col == again.col && gate.act_col == again.act_col);
+                debug_assert_eq!(shared, self.channels[c].group_shared);
+            }
         }
         start
     }
@@ -1893,8 +1920,9 @@ impl Controller {
     /// Recompute the [`RankGate`] of rank `rank_index` and the
     /// `group_shared` gates of its group `group_index` (the rank and
     /// group part of [`Controller::plan`]'s column cycle) after a command
-    /// on them.
-    #[inline(always)]
+    /// on them. (`apply` writes them itself; this checks it, in builds
+    /// with debug assertions.)
+    #[cfg(debug_assertions)]
     fn update_gates(&mut self, c: usize, rank_index: usize, group_index: usize) {
         let t = &self.timing;
         let rcd = u64::from(t.rcd);
