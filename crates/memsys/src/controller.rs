@@ -598,7 +598,7 @@ struct ChannelQ {
 }
 
 /// Where a picked request's commands go.
-#[derive(Copy, Clone, Debug)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
 struct Plan {
     outcome: RowOutcome,
     /// PRE and ACT cycles, or `NONE`.
@@ -1160,46 +1160,120 @@ impl Controller {
         cand.rsel = (cand.rsel & !3) | flags;
     }
 
+    /// After a ready decision on bank `bank_index`: recount its queued hits
+    /// in each class when its open row changed (`recount`, as
+    /// [`Controller::refresh_hits`]) and recompute its candidates (as
+    /// [`Controller::update_candidate`]), in one pass over the classes. A
+    /// class with nothing queued at the bank keeps its stale candidate:
+    /// only queued banks' candidates are read, and a bank's first request
+    /// computes its candidate when it is queued.
+    #[inline(always)]
+    fn settle_bank(&mut self, c: usize, bank_index: u32, recount: bool) {
+        let t = &self.timing;
+        let (rcd, rp) = (u64::from(t.rcd), u64::from(t.rp));
+        let local_bank = (bank_index & (self.banks_per_channel - 1)) as usize;
+        let classes = if self.buffered { 2 } else { 1 };
+        let ch = &mut self.channels[c];
+        let bank = &mut self.banks[bank_index as usize];
+        let open = bank.open_row;
+        for class in 0..classes {
+            let list = &mut bank.q[class];
+            if list.head == NIL {
+                continue;
+            }
+            if recount {
+                list.hits = 0;
+                list.first_hit = NIL;
+                let mut s = list.head;
+                while s != NIL {
+                    let slot = &ch.slots[s as usize];
+                    if slot.row == open {
+                        if list.first_hit == NIL {
+                            list.first_hit = s;
+                        }
+                        list.hits += 1;
+                    }
+                    s = slot.bank_younger;
+                }
+            }
+            let s = if list.hits > 0 {
+                list.first_hit
+            } else {
+                list.head
+            };
+            let slot = &ch.slots[s as usize];
+            let from = slot.entered.max(bank.col_ok);
+            let (local, miss) = match open {
+                CLOSED => (from.max(slot.entered.max(bank.act_ok) + rcd), true),
+                r if r == slot.row => (from, false),
+                _ => {
+                    let pre = slot.entered.max(bank.pre_ok);
+                    let act = slot.entered.max(bank.act_ok).max(pre + rp);
+                    (from.max(act + rcd), true)
+                }
+            };
+            let (id, read) = (slot.id, slot.kind == AccessKind::Read);
+            let cand = &mut ch.cands[class][local_bank];
+            let flags = u16::from(read) << 1 | u16::from(miss);
+            cand.slot = s;
+            cand.key = id | if miss { MISS_BIT } else { 0 };
+            cand.local = local;
+            cand.gsel = (cand.gsel & !3) | flags;
+            cand.rsel = (cand.rsel & !3) | flags;
+        }
+    }
+
     /// The ready scheduler's next pick on channel `c`, from the cache or
     /// by looking at every bank's candidate.
+    #[inline(always)]
     fn ready_pick(&self, c: usize) -> Option<Pick> {
-        let ch = &self.channels[c];
-        if let Some(p) = ch.next.get() {
+        if let Some(p) = self.channels[c].next.get() {
             return p;
         }
+        self.compute_pick(c)
+    }
+
+    /// [`Controller::ready_pick`] when the cached pick is stale: look at
+    /// every queued bank's candidate, and cache the pick. (Out of line:
+    /// the cached case, every other call, costs no call.)
+    #[inline(never)]
+    fn compute_pick(&self, c: usize) -> Option<Pick> {
+        let ch = &self.channels[c];
         let class = self.serving(ch.draining, ch.len);
         let first_bank = c * self.banks_per_channel as usize;
         let cands = &ch.cands[class];
         let queued = &ch.queued_banks[class];
-        // At most one queued bank? (No popcount: the default x86-64 target
-        // has no POPCNT instruction, and its software fallback cost more
-        // than this whole test.)
-        let mut seen = 0u64;
-        let mut many = false;
-        for &w in queued {
-            many |= (w & w.wrapping_sub(1)) != 0 || (w != 0 && seen != 0);
-            seen |= w;
-        }
+        // At most one queued bank, and which? (No popcount: the default
+        // x86-64 target has no POPCNT instruction, and its software
+        // fallback cost more than this whole test.) `one` is the only
+        // queued bank, or past the channel's banks when none is.
+        let (one, many) = if let [w] = queued[..] {
+            // Up to 64 banks a channel (every preset): one word.
+            (w.trailing_zeros() as usize, w & w.wrapping_sub(1) != 0)
+        } else {
+            let mut seen = 0u64;
+            let mut many = false;
+            let mut one = 64 * queued.len();
+            for (i, &w) in queued.iter().enumerate() {
+                many |= (w & w.wrapping_sub(1)) != 0 || (w != 0 && seen != 0);
+                if w != 0 {
+                    one = i * 64 + w.trailing_zeros() as usize;
+                }
+                seen |= w;
+            }
+            (one, many)
+        };
         // The pick is the least (column cycle, miss, id); ids are unique
         // and below 2^63, so one 128-bit key orders them.
         let mut best_key = u128::MAX;
         let mut best = NIL as usize;
         if !many {
-            // Few candidates (one or two banks on a sequential stream):
-            // each one's gates directly.
-            for (w, &word) in queued.iter().enumerate() {
-                let mut word = word;
-                while word != 0 {
-                    let local = w * 64 + word.trailing_zeros() as usize;
-                    word &= word - 1;
-                    let cand = &cands[local];
-                    let col = self.cand_col(c, ch, cand);
-                    let key = (u128::from(col) << 64) | u128::from(cand.key);
-                    if key < best_key {
-                        best_key = key;
-                        best = local;
-                    }
-                }
+            // One candidate (a sequential stream's usual case): its gates
+            // directly.
+            if let Some(cand) = cands.get(one) {
+                let col = self.cand_col(c, ch, cand);
+                best_key = (u128::from(col) << 64) | u128::from(cand.key);
+                best = one;
             }
         } else {
             self.shared_gates(c, class);
@@ -1453,36 +1527,37 @@ impl Controller {
         if self.refresh_due(c, now) {
             return None;
         }
-        let s = match self.scheduler {
-            Scheduler::Blocking => self.blocking_pick(c, now),
+        let (s, col) = match self.scheduler {
+            Scheduler::Blocking => (self.blocking_pick(c, now), None),
             Scheduler::Ready => {
                 let pick = self.ready_pick(c).expect("decide on a non-empty queue");
                 let ch = &mut self.channels[c];
                 ch.draining = usize::from(pick.class) == WRITES;
-                pick.slot
+                (pick.slot, Some(pick.col))
             }
         };
         let slot = self.channels[c].slots[s as usize];
         let kind = slot.kind;
         self.unlink(c, s, &slot);
-        let plan = self.plan(c, &slot, now);
+        let plan = match col {
+            // The pick computed the column cycle (as `plan` does, from
+            // the cached gates); only the row part remains.
+            Some(col) => self.plan_ready(&slot, col),
+            None => self.plan(c, &slot, now),
+        };
+        debug_assert!(col.is_none() || plan == self.plan(c, &slot, now));
         let start = self.apply(c, &slot, &plan);
         let (outcome, col, data_end) = (plan.outcome, plan.col, plan.data_end);
         self.channels[c].freed_at[usize::from(slot.class)] = col;
-        if outcome != RowOutcome::Hit || self.policy == PagePolicy::Closed {
-            // The open row changed: recount the bank's queued hits.
+        // The open row changed: the bank's queued hits are recounted.
+        let recount = outcome != RowOutcome::Hit || self.policy == PagePolicy::Closed;
+        if self.scheduler == Scheduler::Ready {
+            self.settle_bank(c, slot.bank, recount);
+        } else if recount {
             self.refresh_hits(c, slot.bank);
-        } else if self.scheduler == Scheduler::Blocking
-            && self.banks[slot.bank as usize].q[usize::from(slot.class)].hits == 0
-        {
+        } else if self.banks[slot.bank as usize].q[usize::from(slot.class)].hits == 0 {
             let local = (slot.bank & (self.banks_per_channel - 1)) as usize;
             self.channels[c].hit_banks[usize::from(slot.class)][local / 64] &= !(1 << (local % 64));
-        }
-        if self.scheduler == Scheduler::Ready {
-            self.update_candidate(c, slot.bank, READS);
-            if self.buffered {
-                self.update_candidate(c, slot.bank, WRITES);
-            }
         }
         self.channels[c].next.set(None);
 
@@ -1697,11 +1772,49 @@ impl Controller {
         }
     }
 
+    /// [`Controller::plan`] for the ready scheduler's pick `slot`, whose
+    /// column cycle `col` the pick computed: the row part only, with the
+    /// rank's ACT gate (`tRRD`, `tFAW`) from its [`RankGate`].
+    #[inline(always)]
+    fn plan_ready(&self, slot: &Slot, col: u64) -> Plan {
+        let t = &self.timing;
+        let rcd = u64::from(t.rcd);
+        let bank = &self.banks[slot.bank as usize];
+        let (outcome, mut pre, mut act) = (bank.open_row, NONE, NONE);
+        let outcome = if outcome == slot.row {
+            RowOutcome::Hit
+        } else {
+            let mut act_from = slot.entered.max(bank.act_ok);
+            let outcome = if outcome == CLOSED {
+                RowOutcome::Miss
+            } else {
+                pre = slot.entered.max(bank.pre_ok);
+                act_from = act_from.max(pre + u64::from(t.rp));
+                RowOutcome::Conflict
+            };
+            let rank_act = self.rank_gates[(slot.bank >> self.bpr_shift) as usize].act_col - rcd;
+            let group_act = self.groups[(slot.bank >> self.bpg_shift) as usize].act_ok;
+            act = act_from.max(rank_act).max(group_act);
+            outcome
+        };
+        let latency = u64::from(match slot.kind {
+            AccessKind::Read => t.cl,
+            AccessKind::Write => t.cwl,
+        });
+        Plan {
+            outcome,
+            pre,
+            act,
+            col,
+            data_end: col + latency + u64::from(t.burst_cycles()),
+        }
+    }
+
     /// Issue `plan`'s commands for `slot`: update the bank, its group,
     /// rank and channel. Returns the first command's cycle.
     #[inline(always)]
     fn apply(&mut self, c: usize, slot: &Slot, plan: &Plan) -> u64 {
-        let t = self.timing;
+        let t = &self.timing;
         let (rcd, rp, ras) = (u64::from(t.rcd), u64::from(t.rp), u64::from(t.ras));
         let rank_index = (slot.bank >> self.bpr_shift) as usize;
         let group_index = (slot.bank >> self.bpg_shift) as usize;
@@ -1772,7 +1885,34 @@ impl Controller {
             bank.act_ok = pre + rp;
         }
         if self.scheduler == Scheduler::Ready {
-            self.update_gates(c, rank_index, group_index);
+            // What the rank and the group now allow (`update_gates`, from
+            // the state just written; the rank's ACT gate moves only with
+            // an ACT).
+            let rank_gate = &mut self.rank_gates[rank_index];
+            rank_gate.col = [rank.col_ok, rank.col_ok.max(rank.read_ok)];
+            if plan.act != NONE {
+                let mut act = rank.act_ok;
+                if t.faw != 0 && rank.faw_n == 4 {
+                    act = act.max(rank.faw[rank.faw_i] + u64::from(t.faw));
+                }
+                rank_gate.act_col = act + rcd;
+            }
+            let (write_col, read_col) = (group.col_ok, group.col_ok.max(group.read_ok));
+            let act_col = group.act_ok + rcd;
+            let i = (group_index - c * self.groups_per_channel) << 2;
+            let group_shared = &mut ch.group_shared[i..i + 4];
+            group_shared[0] = write_col;
+            group_shared[1] = write_col.max(act_col);
+            group_shared[2] = read_col;
+            group_shared[3] = read_col.max(act_col);
+            #[cfg(debug_assertions)]
+            {
+                let (gate, shared) = (self.rank_gates[rank_index], ch.group_shared.clone());
+                self.update_gates(c, rank_index, group_index);
+                let again = &self.rank_gates[rank_index];
+                debug_assert!(gate.col == again.col && gate.act_col == again.act_col);
+                debug_assert_eq!(shared, self.channels[c].group_shared);
+            }
         }
         start
     }
@@ -1780,8 +1920,9 @@ impl Controller {
     /// Recompute the [`RankGate`] of rank `rank_index` and the
     /// `group_shared` gates of its group `group_index` (the rank and
     /// group part of [`Controller::plan`]'s column cycle) after a command
-    /// on them.
-    #[inline(always)]
+    /// on them. (`apply` writes them itself; this checks it, in builds
+    /// with debug assertions.)
+    #[cfg(debug_assertions)]
     fn update_gates(&mut self, c: usize, rank_index: usize, group_index: usize) {
         let t = &self.timing;
         let rcd = u64::from(t.rcd);
