@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# The timing model's speed beside DRAMSim3's on the same DRAMSim3-format
+# streams (DRAMSim3's stock DDR4_8Gb_x8_2400.ini; nvmos's
+# ddr4-2400-dramsim3 preset), end to end: each tool reads the text trace.
+#
+#   DRAMSIM3_DIR=/path/to/DRAMSim3 crates/memsys/peers/dramsim3_speed.sh [STREAMS_DIR]
+#
+# DRAMSIM3_DIR: a checkout of umd-memsys/DRAMSim3 built with cmake (its
+# build/dramsim3main is run; nothing of it is copied into nvmos).
+# STREAMS_DIR: where the streams are, written there by the gen_traces
+# example first if missing (default: a temporary directory).
+# NVMOS: the nvmos binary (default: target/release/nvmos, built if missing).
+# Prints requests per CPU-second of each and the ratio: nvmos's CPU time
+# is the median of 5 runs (one run is ~0.1 s, near time(1)'s 10 ms
+# resolution), DRAMSim3's one run; DRAMSim3 runs 10.1 M cycles for the
+# -light streams, 4.1 M for rand-8 and 10^6 for the saturated ones, and is
+# credited with the requests it completed in them.
+set -euo pipefail
+cd "$(dirname "$0")/../../.."
+if [[ -z "${DRAMSIM3_DIR:-}" || ! -x "$DRAMSIM3_DIR/build/dramsim3main" ]]; then
+    echo "dramsim3_speed.sh: set DRAMSIM3_DIR to a DRAMSim3 checkout built with cmake (build/dramsim3main)" >&2
+    exit 2
+fi
+d3="$DRAMSIM3_DIR/build/dramsim3main"
+ini="$DRAMSIM3_DIR/configs/DDR4_8Gb_x8_2400.ini"
+[[ -f "$ini" ]] || { echo "dramsim3_speed.sh: $ini not found" >&2; exit 2; }
+nv="${NVMOS:-target/release/nvmos}"
+[[ -x "$nv" ]] || cargo build --release -p nvmos
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+streams="${1:-$out/streams}"
+if [[ ! -f "$streams/rand-sat.dramsim3.trace" ]]; then
+    cargo run --release -q -p nvmos-memsys --example gen_traces "$streams" > /dev/null
+fi
+cpu() { # CPU seconds (user + sys) of a command, its output discarded
+    { /usr/bin/time -f "%U %S" "$@" > /dev/null; } 2>&1 | tail -1 | awk '{print $1 + $2}'
+}
+printf "%-12s %12s %12s %8s\n" stream "nvmos M/s" "DRAMSim3 M/s" ratio
+for s in seq-light rand-light mix-light rand-8 seq-sat rand-sat mix-sat stride-sat; do
+    t="$streams/$s.dramsim3.trace"
+    case $s in *-light) c=10100000 ;; rand-8) c=4100000 ;; *) c=1000000 ;; esac
+    n=$(wc -l < "$t")
+    nvt=$(for i in 1 2 3 4 5; do cpu "$nv" memsys run --trace "$t" --json; done | sort -n | sed -n 3p)
+    d3t=$(cpu "$d3" "$ini" -c "$c" -t "$t" -o "$out")
+    d3n=$(awk '/^num_reads_done|^num_writes_done/ {s += $3} END {print s}' "$out/dramsim3.txt")
+    [[ -n "$d3n" && "$d3n" -gt 0 ]] || { echo "dramsim3_speed.sh: no request counts in DRAMSim3's output for $s" >&2; exit 1; }
+    awk -v s="$s" -v a="$n" -v b="$nvt" -v c="$d3n" -v d="$d3t" 'BEGIN {
+        if (b <= 0 || d <= 0) { printf "%-12s below time(1)'"'"'s resolution\n", s; exit }
+        ra = a / b / 1e6; rb = c / d / 1e6
+        printf "%-12s %12.2f %12.3f %7.0fx\n", s, ra, rb, ra / rb }'
+done
