@@ -343,6 +343,27 @@ struct List {
     hits: u32,
 }
 
+impl List {
+    /// Recount `hits` and `first_hit` for open row `open`, walking the
+    /// queue (oldest first) through `slots`' bank links.
+    #[inline(always)]
+    fn recount_hits(&mut self, slots: &[Slot], open: u32) {
+        self.hits = 0;
+        self.first_hit = NIL;
+        let mut s = self.head;
+        while s != NIL {
+            let slot = &slots[s as usize];
+            if slot.row == open {
+                if self.first_hit == NIL {
+                    self.first_hit = s;
+                }
+                self.hits += 1;
+            }
+            s = slot.bank_younger;
+        }
+    }
+}
+
 /// The ready scheduler's candidate of one bank in one class (its first
 /// queued hit, else its oldest request), with what of its column
 /// command's earliest cycle depends on the bank alone: kept up to date
@@ -1182,19 +1203,7 @@ impl Controller {
                 continue;
             }
             if recount {
-                list.hits = 0;
-                list.first_hit = NIL;
-                let mut s = list.head;
-                while s != NIL {
-                    let slot = &ch.slots[s as usize];
-                    if slot.row == open {
-                        if list.first_hit == NIL {
-                            list.first_hit = s;
-                        }
-                        list.hits += 1;
-                    }
-                    s = slot.bank_younger;
-                }
+                list.recount_hits(&ch.slots, open);
             }
             let s = if list.hits > 0 {
                 list.first_hit
@@ -1683,19 +1692,7 @@ impl Controller {
         let classes = if self.buffered { 2 } else { 1 };
         let blocking = self.scheduler == Scheduler::Blocking;
         for (class, list) in bank.q.iter_mut().enumerate().take(classes) {
-            list.hits = 0;
-            list.first_hit = NIL;
-            let mut s = list.head;
-            while s != NIL {
-                let slot = &ch.slots[s as usize];
-                if slot.row == open {
-                    if list.first_hit == NIL {
-                        list.first_hit = s;
-                    }
-                    list.hits += 1;
-                }
-                s = slot.bank_younger;
-            }
+            list.recount_hits(&ch.slots, open);
             if !blocking {
             } else if list.hits > 0 {
                 ch.hit_banks[class][local / 64] |= 1 << (local % 64);
