@@ -396,6 +396,29 @@ struct Cand {
 const MISS_BIT: u64 = 1 << 63;
 
 impl Cand {
+    /// Make slot `s` (`slot`, queued at `bank`) this candidate: its
+    /// earliest column command as far as its arrival and its bank allow
+    /// (`rcd`, `rp`: the timings), its tie-break and its selector flags.
+    #[inline(always)]
+    fn set_to(&mut self, s: u32, slot: &Slot, bank: &BankQ, rcd: u64, rp: u64) {
+        let from = slot.entered.max(bank.col_ok);
+        let (local, miss) = match bank.open_row {
+            CLOSED => (from.max(slot.entered.max(bank.act_ok) + rcd), true),
+            r if r == slot.row => (from, false),
+            _ => {
+                let pre = slot.entered.max(bank.pre_ok);
+                let act = slot.entered.max(bank.act_ok).max(pre + rp);
+                (from.max(act + rcd), true)
+            }
+        };
+        let flags = u16::from(slot.kind == AccessKind::Read) << 1 | u16::from(miss);
+        self.slot = s;
+        self.key = slot.id | if miss { MISS_BIT } else { 0 };
+        self.local = local;
+        self.gsel = (self.gsel & !3) | flags;
+        self.rsel = (self.rsel & !3) | flags;
+    }
+
     #[inline(always)]
     fn miss(&self) -> bool {
         self.key & MISS_BIT != 0
@@ -1159,26 +1182,14 @@ impl Controller {
             self.channels[c].cands[class][local_bank].slot = NIL;
             return;
         }
-        let slot = &self.channels[c].slots[s as usize];
-        let (rcd, rp) = (u64::from(t.rcd), u64::from(t.rp));
-        let from = slot.entered.max(bank.col_ok);
-        let (local, miss) = match bank.open_row {
-            CLOSED => (from.max(slot.entered.max(bank.act_ok) + rcd), true),
-            r if r == slot.row => (from, false),
-            _ => {
-                let pre = slot.entered.max(bank.pre_ok);
-                let act = slot.entered.max(bank.act_ok).max(pre + rp);
-                (from.max(act + rcd), true)
-            }
-        };
-        let (id, read) = (slot.id, slot.kind == AccessKind::Read);
-        let cand = &mut self.channels[c].cands[class][local_bank];
-        let flags = u16::from(read) << 1 | u16::from(miss);
-        cand.slot = s;
-        cand.key = id | if miss { MISS_BIT } else { 0 };
-        cand.local = local;
-        cand.gsel = (cand.gsel & !3) | flags;
-        cand.rsel = (cand.rsel & !3) | flags;
+        let ch = &mut self.channels[c];
+        ch.cands[class][local_bank].set_to(
+            s,
+            &ch.slots[s as usize],
+            bank,
+            u64::from(t.rcd),
+            u64::from(t.rp),
+        );
     }
 
     /// After a ready decision on bank `bank_index`: recount its queued hits
@@ -1210,25 +1221,7 @@ impl Controller {
             } else {
                 list.head
             };
-            let slot = &ch.slots[s as usize];
-            let from = slot.entered.max(bank.col_ok);
-            let (local, miss) = match open {
-                CLOSED => (from.max(slot.entered.max(bank.act_ok) + rcd), true),
-                r if r == slot.row => (from, false),
-                _ => {
-                    let pre = slot.entered.max(bank.pre_ok);
-                    let act = slot.entered.max(bank.act_ok).max(pre + rp);
-                    (from.max(act + rcd), true)
-                }
-            };
-            let (id, read) = (slot.id, slot.kind == AccessKind::Read);
-            let cand = &mut ch.cands[class][local_bank];
-            let flags = u16::from(read) << 1 | u16::from(miss);
-            cand.slot = s;
-            cand.key = id | if miss { MISS_BIT } else { 0 };
-            cand.local = local;
-            cand.gsel = (cand.gsel & !3) | flags;
-            cand.rsel = (cand.rsel & !3) | flags;
+            ch.cands[class][local_bank].set_to(s, &ch.slots[s as usize], bank, rcd, rp);
         }
     }
 
