@@ -6,6 +6,7 @@
 
 #![cfg(target_os = "linux")]
 
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -81,6 +82,21 @@ fn nvmos(dir: &Path, out: &str, cmd: &[&str]) -> Command {
         .args(cmd)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
+    // The signals start at their default action in the child: a runner
+    // that started the tests in the background (a non-interactive
+    // shell's `&`) has SIGINT ignored, the child would inherit that, and
+    // a SIGINT sent before nvmos installs its handler (the 0 ms case)
+    // would be lost, leaving the recording running until the test gave
+    // up on it.
+    // SAFETY: `signal` is async-signal-safe, so it may run between fork
+    // and exec; the closure touches nothing else.
+    unsafe {
+        c.pre_exec(|| {
+            libc::signal(libc::SIGINT, libc::SIG_DFL);
+            libc::signal(libc::SIGTERM, libc::SIG_DFL);
+            Ok(())
+        });
+    }
     c
 }
 
