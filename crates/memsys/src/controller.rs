@@ -448,6 +448,48 @@ struct RankGate {
     act_col: u64,
 }
 
+impl RankGate {
+    /// Recompute from `rank` after a command on it. `act`: the command
+    /// included an ACT. The ACT gate (`tRRD`, `tFAW`) reads only what an
+    /// ACT writes, so without one it is kept (builds with debug
+    /// assertions check that it still holds).
+    #[inline(always)]
+    fn update(&mut self, rank: &RankQ, t: &Timing, act: bool) {
+        let act_col = || {
+            let mut act = rank.act_ok;
+            if t.faw != 0 && rank.faw_n == 4 {
+                act = act.max(rank.faw[rank.faw_i] + u64::from(t.faw));
+            }
+            act + u64::from(t.rcd)
+        };
+        self.col = [rank.col_ok, rank.col_ok.max(rank.read_ok)];
+        if act {
+            self.act_col = act_col();
+        } else {
+            debug_assert_eq!(
+                self.act_col,
+                act_col(),
+                "the rank's ACT gate moved without an ACT"
+            );
+        }
+    }
+}
+
+impl GroupQ {
+    /// This group's four gates in `ChannelQ::group_shared` terms (write
+    /// or read column command, hit or after an ACT), after a command on
+    /// it.
+    #[inline(always)]
+    fn shared_gates(&self, rcd: u64, shared: &mut [u64]) {
+        let (write_col, read_col) = (self.col_ok, self.col_ok.max(self.read_ok));
+        let act_col = self.act_ok + rcd;
+        shared[0] = write_col;
+        shared[1] = write_col.max(act_col);
+        shared[2] = read_col;
+        shared[3] = read_col.max(act_col);
+    }
+}
+
 const EMPTY: List = List {
     head: NIL,
     tail: NIL,
@@ -1509,14 +1551,12 @@ impl Controller {
             let bank = &mut self.banks[b];
             bank.open_row = CLOSED;
             bank.act_ok = ref_at + rfc;
-            if was_open {
-                self.refresh_hits(c, b as u32);
-            }
+            // The bank closed: as after a decision, its hits are
+            // recounted (if a row was open) and its candidates recomputed.
             if self.scheduler == Scheduler::Ready {
-                self.update_candidate(c, b as u32, READS);
-                if self.buffered {
-                    self.update_candidate(c, b as u32, WRITES);
-                }
+                self.settle_bank(c, b as u32, was_open);
+            } else if was_open {
+                self.refresh_hits(c, b as u32);
             }
         }
         self.ranks[r].next_ref += u64::from(t.refi);
@@ -1875,66 +1915,13 @@ impl Controller {
             bank.act_ok = pre + rp;
         }
         if self.scheduler == Scheduler::Ready {
-            // What the rank and the group now allow (`update_gates`, from
-            // the state just written; the rank's ACT gate moves only with
-            // an ACT).
-            let rank_gate = &mut self.rank_gates[rank_index];
-            rank_gate.col = [rank.col_ok, rank.col_ok.max(rank.read_ok)];
-            if plan.act != NONE {
-                let mut act = rank.act_ok;
-                if t.faw != 0 && rank.faw_n == 4 {
-                    act = act.max(rank.faw[rank.faw_i] + u64::from(t.faw));
-                }
-                rank_gate.act_col = act + rcd;
-            }
-            let (write_col, read_col) = (group.col_ok, group.col_ok.max(group.read_ok));
-            let act_col = group.act_ok + rcd;
+            // What the rank and the group now allow (the rank and group
+            // part of `plan`'s column cycle).
+            self.rank_gates[rank_index].update(rank, t, plan.act != NONE);
             let i = (group_index - c * self.groups_per_channel) << 2;
-            let group_shared = &mut ch.group_shared[i..i + 4];
-            group_shared[0] = write_col;
-            group_shared[1] = write_col.max(act_col);
-            group_shared[2] = read_col;
-            group_shared[3] = read_col.max(act_col);
-            #[cfg(debug_assertions)]
-            {
-                let (gate, shared) = (self.rank_gates[rank_index], ch.group_shared.clone());
-                self.update_gates(c, rank_index, group_index);
-                let again = &self.rank_gates[rank_index];
-                debug_assert!(gate.col == again.col && gate.act_col == again.act_col);
-                debug_assert_eq!(shared, self.channels[c].group_shared);
-            }
+            group.shared_gates(rcd, &mut ch.group_shared[i..i + 4]);
         }
         start
-    }
-
-    /// Recompute the [`RankGate`] of rank `rank_index` and the
-    /// `group_shared` gates of its group `group_index` (the rank and
-    /// group part of [`Controller::plan`]'s column cycle) after a command
-    /// on them. (`apply` writes them itself; this checks it, in builds
-    /// with debug assertions.)
-    #[cfg(debug_assertions)]
-    fn update_gates(&mut self, c: usize, rank_index: usize, group_index: usize) {
-        let t = &self.timing;
-        let rcd = u64::from(t.rcd);
-        let rank = &self.ranks[rank_index];
-        let mut act = rank.act_ok;
-        if t.faw != 0 && rank.faw_n == 4 {
-            act = act.max(rank.faw[rank.faw_i] + u64::from(t.faw));
-        }
-        let (write_col, read_col) = (rank.col_ok, rank.col_ok.max(rank.read_ok));
-        let rank_gate = &mut self.rank_gates[rank_index];
-        rank_gate.col[0] = write_col;
-        rank_gate.col[1] = read_col;
-        rank_gate.act_col = act + rcd;
-        let group = &self.groups[group_index];
-        let (write_col, read_col) = (group.col_ok, group.col_ok.max(group.read_ok));
-        let act_col = group.act_ok + rcd;
-        let i = (group_index - c * self.groups_per_channel) << 2;
-        let group_shared = &mut self.channels[c].group_shared[i..i + 4];
-        group_shared[0] = write_col;
-        group_shared[1] = write_col.max(act_col);
-        group_shared[2] = read_col;
-        group_shared[3] = read_col.max(act_col);
     }
 
     /// All-bank refreshes due from cycle 0 to `until`, every rank.
