@@ -549,8 +549,8 @@ fn token_end(s: &[u8]) -> usize {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGH: u64 = 0x8080_8080_8080_8080;
     let mut i = 0;
-    while i + 8 <= s.len() {
-        let w = u64::from_le_bytes(s[i..i + 8].try_into().expect("8 bytes"));
+    while let Some(&word) = s[i..].first_chunk::<8>() {
+        let w = u64::from_le_bytes(word);
         // The high bit of each byte below 0x21 (every whitespace byte
         // is one), exact for ASCII bytes up to the first one flagged:
         // only that one is read.
