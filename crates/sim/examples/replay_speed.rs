@@ -62,10 +62,13 @@ fn main() -> Result<(), Error> {
     } else {
         "wall time"
     };
-    let expected = NvtReader::open(&trace)?.header().map_or(0, |h| h.events);
-    let machine = NvtReader::open(&trace)?
+    let header = NvtReader::open(&trace)?
         .header()
-        .and_then(|h| h.machine.clone())
+        .cloned()
+        .ok_or("the trace has no header")?;
+    let expected = header.events;
+    let machine = header
+        .machine
         .ok_or("the trace does not describe its machine")?;
     let options = StudyOptions::default();
     // As in `nvmos evaluate`: a row's freed tables serve the next row.
