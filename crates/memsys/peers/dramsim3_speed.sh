@@ -24,8 +24,13 @@ fi
 d3="$DRAMSIM3_DIR/build/dramsim3main"
 ini="$DRAMSIM3_DIR/configs/DDR4_8Gb_x8_2400.ini"
 [[ -f "$ini" ]] || { echo "dramsim3_speed.sh: $ini not found" >&2; exit 2; }
-nv="${NVMOS:-target/release/nvmos}"
-[[ -x "$nv" ]] || cargo build --release -p nvmos
+if [[ -n "${NVMOS:-}" ]]; then
+    nv="$NVMOS"
+    [[ -x "$nv" ]] || { echo "dramsim3_speed.sh: NVMOS=$nv is not an executable" >&2; exit 2; }
+else
+    nv=target/release/nvmos
+    [[ -x "$nv" ]] || cargo build --release -p nvmos
+fi
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 streams="${1:-$out/streams}"
