@@ -23,6 +23,14 @@ fn read_at(path: &Path, offset: u64, len: usize) -> Vec<u8> {
     v
 }
 
+/// Flip the bits of `mask` in the byte at `offset`: a damaged byte
+/// whatever it held (writing a fixed value is no damage when the byte
+/// already held it, 1 time in 256 for a checksum or ciphertext byte).
+fn flip(path: &Path, offset: u64, mask: u8) {
+    let byte = read_at(path, offset, 1)[0];
+    patch(path, offset, &[byte ^ mask]);
+}
+
 fn with_state(dir: &Path) -> PoolOptions {
     PoolOptions {
         state_dir: Some(dir.join("state")),
@@ -101,7 +109,7 @@ fn flipped_current_record_is_an_error_not_a_fallback() {
     let dir = tempfile::tempdir().unwrap();
     let path = setup(dir.path());
     let (which, rec) = current(&path, 0);
-    patch(&path, record_offset(0, which) as u64 + 56, &[0x55]);
+    flip(&path, record_offset(0, which) as u64 + 56, 0x55);
     let pool = Pool::open(&path, Access::ReadOnly).unwrap();
     let e = pool.verify("obj", Some(KEY)).unwrap_err();
     assert!(matches!(e, PmoError::Quarantined { .. }), "{e}");
@@ -195,7 +203,7 @@ fn flipped_tombstone_does_not_resurrect() {
         pool.pdestroy("obj", Some(KEY)).unwrap();
     }
     let (which, _) = current(&path, 0);
-    patch(&path, record_offset(0, which) as u64 + 24, &[0x01]);
+    flip(&path, record_offset(0, which) as u64 + 24, 0x01);
     let pool = Pool::open(&path, Access::ReadOnly).unwrap();
     let e = pool.open_object("obj", Perm::Read, Some(KEY)).unwrap_err();
     assert!(matches!(e, PmoError::Quarantined { .. }), "{e}");
@@ -400,7 +408,7 @@ fn backing_errors_are_typed_by_kind() {
         let h = pool.open_object("obj", Perm::Read, Some(KEY)).unwrap();
         h.page_location(2).unwrap().0.unwrap()
     };
-    patch(&path, frame * PAGE as u64 + 7, &[0xFF]);
+    flip(&path, frame * PAGE as u64 + 7, 0xFF);
     let pool = Pool::open(&path, Access::ReadOnly).unwrap();
     let h = pool.open_object("obj", Perm::Read, Some(KEY)).unwrap();
     let mut page = vec![0u8; PAGE];

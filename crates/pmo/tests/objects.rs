@@ -43,6 +43,14 @@ fn read_at(path: &Path, offset: u64, len: usize) -> Vec<u8> {
     v
 }
 
+/// Flip the bits of `mask` in the byte at `offset`: a damaged byte
+/// whatever it held (writing a fixed value is no damage when the byte
+/// already held it, 1 time in 256 for a checksum or ciphertext byte).
+fn flip(path: &Path, offset: u64, mask: u8) {
+    let byte = read_at(path, offset, 1)[0];
+    patch(path, offset, &[byte ^ mask]);
+}
+
 /// A pool with one encrypted object "obj" of `pages` pages, pages
 /// 0..written holding `page_of(1, i)`, psynced; returns the path.
 fn setup(dir: &tempfile::TempDir, pages: usize, written: usize) -> PathBuf {
@@ -184,8 +192,7 @@ fn tamper_flipped_ciphertext_bit_is_detected() {
         h.page_location(5).unwrap().0.unwrap()
     };
     let off = frame * PAGE as u64 + 1234;
-    let byte = read_at(&path, off, 1)[0];
-    patch(&path, off, &[byte ^ 0x10]);
+    flip(&path, off, 0x10);
     let pool = Pool::open(&path, Access::ReadOnly).unwrap();
     let h = pool.open_object("obj", Perm::Read, Some(KEY)).unwrap();
     let mut buf = vec![0xAAu8; PAGE];
@@ -507,7 +514,7 @@ fn torn_record_falls_back_to_the_previous_psync_and_a_flipped_one_does_not() {
     // One flipped bit in the whole current record is not a crash state:
     // the object is quarantined, never silently rolled back.
     std::fs::write(&path, &clean).unwrap();
-    patch(&path, record_offset(0, which) as u64 + 57, &[0xFF; 1]);
+    flip(&path, record_offset(0, which) as u64 + 57, 0xFF);
     let pool = Pool::open(&path, Access::ReadOnly).unwrap();
     let e = pool.open_object("obj", Perm::Read, Some(KEY)).unwrap_err();
     assert_eq!(
