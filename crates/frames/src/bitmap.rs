@@ -1,5 +1,6 @@
-//! iBuddy's free-block bitmaps: a plain one for frames, and one per
-//! larger order with a summary for search.
+//! iBuddy's free-block bitmaps: one for frames, from which the orders up
+//! to [`DERIVED`] are derived when they are searched, and one per larger
+//! order with a summary for search.
 
 use alloc::vec;
 use alloc::vec::Vec;
@@ -21,14 +22,148 @@ pub(crate) struct LevelBitmap {
     count: u64,
 }
 
-/// One bit per frame of a pfn range: the order-0 level, which is never
-/// searched (single frames come off the free list), so it keeps neither a
-/// summary nor a count.
+/// Highest order whose bitmap [`FrameBitmap`] derives from the frames'
+/// bits instead of keeping it: a block of order up to 5 lies in one
+/// 64-frame word with its buddy, so whether it (and its buddy) is wholly
+/// free is a few masks of that word.
+pub(crate) const DERIVED: u8 = 5;
+
+/// One bit per frame of a pfn range, and the bitmaps of orders
+/// `1..=DERIVED` derived from them: a block is wholly free exactly when
+/// every frame in it is, so those bitmaps are a function of these bits
+/// and a free writes none of them. What a free does keep is the count of
+/// wholly free blocks of each order up to `DERIVED` (the allocation level
+/// reads them), from the *height* of the freed frame: the largest order
+/// of an aligned wholly free block holding it inside its word.
 #[derive(Clone, Debug)]
 pub(crate) struct FrameBitmap {
     /// Pfn of bit 0 of word 0; a multiple of 64.
     origin: u64,
     words: Vec<u64>,
+    /// `counts[k]`: wholly free aligned blocks of order `k`, `k <= DERIVED`
+    /// (`counts[0]`: free frames). 32 bits suffice: a space lies in one
+    /// zone, and a zone has fewer than 2^32 frames (`MAX_ZONE_FRAMES`).
+    /// Eight lanes (the last two always 0), so one free or allocation
+    /// updates them all with two SSE2 additions.
+    counts: [u32; COUNT_LANES],
+    /// `orders[w]`: 1 + the largest order of an aligned wholly free block
+    /// inside word `w`, 0 for a word with no free frame ([`word_order`]),
+    /// so a search skips words that cannot hold a block of its order
+    /// with one byte each, as the stored bitmaps' summaries let it.
+    orders: Vec<u8>,
+}
+
+/// 1 + the largest order (up to 6) of an aligned wholly set block of
+/// `word`; 0 when no bit is set.
+#[inline]
+fn word_order(word: u64) -> u8 {
+    let mut runs = word;
+    let mut order = u8::from(word != 0);
+    for k in 1..=6u8 {
+        // Bit `p` of `runs`: bits `p..p + 2^k` of `word` are all set.
+        runs &= runs >> (1u32 << (k - 1));
+        order += u8::from(runs & ALIGNED[k as usize] != 0);
+    }
+    order
+}
+
+/// Lanes of `FrameBitmap::counts`.
+const COUNT_LANES: usize = 8;
+
+/// Bits `0..2^k` set: an aligned block of order `k <= 6` inside a word.
+#[inline]
+fn block_mask(k: u8) -> u64 {
+    u64::MAX >> (64 - (1u32 << k))
+}
+
+/// The largest order `h <= 6` such that the aligned block of order `h`
+/// holding bit `b` of `word` is wholly set (0 when only bit `b` is; the
+/// bit itself must be set). Without a branch: the six tests are
+/// independent, and a block of order `k` wholly set means every aligned
+/// block inside it is, so the count of passing tests is the height.
+#[inline]
+fn height(word: u64, b: u32) -> u8 {
+    // The smallest aligned block holding bit `b` and a clear bit `p` has
+    // order `msb(p ^ b) + 1`, which grows with the distance from `b` on
+    // either side: so only the nearest clear bit above and below count.
+    let clear = !word;
+    let above = clear & (u64::MAX << b);
+    let below = clear & !(u64::MAX << b);
+    let order_to = |p: u32| (31 - (p ^ b).leading_zeros()) as u8;
+    let up = if above != 0 {
+        order_to(above.trailing_zeros())
+    } else {
+        6
+    };
+    let down = if below != 0 {
+        order_to(63 - below.leading_zeros())
+    } else {
+        6
+    };
+    up.min(down)
+}
+
+/// Bits `0, 2^k, 2*2^k, ...` of the level-`k` blocks of `word` (bit
+/// `i * 2^k` set when the block of order `k` at `i` is wholly set),
+/// compressed to bits `0..64 >> k`.
+#[inline]
+fn fold_compress(word: u64, k: u8) -> u64 {
+    let mut x = word;
+    for i in 0..k {
+        x &= x >> (1u32 << i);
+    }
+    x &= ALIGNED[k as usize];
+    for &(shift, mask) in &GATHER[k as usize][..6 - k as usize] {
+        x = (x | (x >> shift)) & mask;
+    }
+    x
+}
+
+/// `ALIGNED[k]`: bits `0, 2^k, 2*2^k, ...`.
+const ALIGNED: [u64; 7] = {
+    let mut table = [0; 7];
+    let mut k = 0;
+    while k < 7 {
+        table[k] = repeat(1 << k, 1);
+        k += 1;
+    }
+    table
+};
+
+/// `GATHER[k]`: the steps (shift, then mask) that move bits `i * 2^k`
+/// of a word to bits `i`: each merges pairs of chunks, each holding its
+/// gathered bits at its bottom, until one chunk remains (`6 - k` steps).
+const GATHER: [[(u32, u64); 6]; 7] = {
+    let mut table = [[(0, 0); 6]; 7];
+    let mut k = 0;
+    while k < 7 {
+        let mut chunk = 1u32 << k;
+        let mut held = 1u32;
+        let mut step = 0;
+        while chunk < 64 {
+            table[k][step] = (chunk - held, repeat(2 * chunk, 2 * held));
+            chunk *= 2;
+            held *= 2;
+            step += 1;
+        }
+        k += 1;
+    }
+    table
+};
+
+/// The low `held` bits of every `chunk`-bit chunk of a word.
+const fn repeat(chunk: u32, held: u32) -> u64 {
+    let low = if held >= 64 {
+        u64::MAX
+    } else {
+        (1u64 << held) - 1
+    };
+    if chunk >= 64 {
+        low
+    } else {
+        // One bit at the bottom of each chunk, times the low bits.
+        (u64::MAX / ((1u64 << chunk) - 1)) * low
+    }
 }
 
 impl FrameBitmap {
@@ -38,6 +173,8 @@ impl FrameBitmap {
         FrameBitmap {
             origin,
             words: vec![0; ((last - origin) / 64 + 1) as usize],
+            counts: [0; COUNT_LANES],
+            orders: vec![0; ((last - origin) / 64 + 1) as usize],
         }
     }
 
@@ -51,24 +188,66 @@ impl FrameBitmap {
         }
     }
 
-    /// Mark `pfn`, which must be in range.
+    /// Whether the aligned block of order `k <= 6` with index `block` is
+    /// wholly marked; blocks outside the range are not.
     #[inline]
-    pub(crate) fn set(&mut self, pfn: u64) {
-        let rel = pfn - self.origin;
-        self.words[(rel / 64) as usize] |= 1 << (rel % 64);
+    pub(crate) fn is_free(&self, k: u8, block: u64) -> bool {
+        debug_assert!(k <= 6);
+        let rel = (block << k).wrapping_sub(self.origin);
+        let mask = block_mask(k);
+        match self.words.get((rel / 64) as usize) {
+            Some(word) => (word >> (rel % 64)) & mask == mask,
+            None => false,
+        }
     }
 
-    /// Mark `pfn`, which must be in range, and return whether its buddy
-    /// (`pfn ^ 1`, in the same word) is marked, as 0 or 1.
+    /// Wholly free aligned blocks of order `k <= DERIVED`.
     #[inline]
-    pub(crate) fn set_and_buddy(&mut self, pfn: u64) -> u64 {
+    pub(crate) fn count(&self, k: u8) -> u64 {
+        u64::from(self.counts[k as usize])
+    }
+
+    /// Mark `pfn`, which must be in range and unmarked; return its height
+    /// (see [`height`]) after: 6 when its word is now wholly marked.
+    #[inline]
+    pub(crate) fn set(&mut self, pfn: u64) -> u8 {
         let rel = pfn - self.origin;
         let word = &mut self.words[(rel / 64) as usize];
+        debug_assert!(*word & (1 << (rel % 64)) == 0);
         *word |= 1 << (rel % 64);
-        (*word >> ((rel % 64) ^ 1)) & 1
+        let h = height(*word, (rel % 64) as u32);
+        for (k, count) in self.counts.iter_mut().enumerate() {
+            *count += u32::from(k as u8 <= h && k <= usize::from(DERIVED));
+        }
+        // Every block completed holds the frame; the largest has order h.
+        let order = &mut self.orders[(rel / 64) as usize];
+        *order = (*order).max(h + 1);
+        h
     }
 
-    /// Mark every frame of `from..to`, which must be in range.
+    /// Clear `pfn`, which must be in range and marked; return its height
+    /// before: 6 when its word was wholly marked.
+    #[inline]
+    pub(crate) fn clear(&mut self, pfn: u64) -> u8 {
+        let rel = pfn - self.origin;
+        let word = &mut self.words[(rel / 64) as usize];
+        debug_assert!(*word & (1 << (rel % 64)) != 0);
+        let h = height(*word, (rel % 64) as u32);
+        *word &= !(1 << (rel % 64));
+        for (k, count) in self.counts.iter_mut().enumerate() {
+            *count -= u32::from(k as u8 <= h && k <= usize::from(DERIVED));
+        }
+        // Only blocks holding the frame are gone: the word's largest is
+        // unchanged unless it was one of them.
+        let order = &mut self.orders[(rel / 64) as usize];
+        if h + 1 >= *order {
+            *order = word_order(*word);
+        }
+        h
+    }
+
+    /// Mark every frame of `from..to`, which must be in range and
+    /// unmarked, and count the blocks they complete.
     pub(crate) fn set_range(&mut self, from: u64, to: u64) {
         let mut pfn = from;
         while pfn < to {
@@ -83,13 +262,147 @@ impl FrameBitmap {
             self.words[(rel / 64) as usize] |= mask;
             pfn += n;
         }
+        self.recount();
     }
 
-    /// Clear `pfn`, which must be in range.
+    /// Count the wholly free blocks of each derived order, and each word's
+    /// largest, from the bits.
+    fn recount(&mut self) {
+        self.counts = self.tally();
+        for (order, &word) in self.orders.iter_mut().zip(&self.words) {
+            *order = word_order(word);
+        }
+    }
+
+    /// Wholly free blocks of each order up to `DERIVED`, from the bits.
+    fn tally(&self) -> [u32; COUNT_LANES] {
+        let mut counts = [0; COUNT_LANES];
+        for &word in &self.words {
+            for (k, count) in (0..=DERIVED).zip(counts.iter_mut()) {
+                // Most words are wholly free or wholly taken.
+                *count += match word {
+                    0 => 0,
+                    u64::MAX => 64 >> k,
+                    _ => fold_compress(word, k).count_ones(),
+                };
+            }
+        }
+        counts
+    }
+
+    /// Recount the blocks of each order; compare with what is kept.
+    pub(crate) fn consistent(&self) -> Result<(), &'static str> {
+        if self.tally() != self.counts {
+            return Err("kept count of free blocks of some order disagrees with the bits");
+        }
+        if self
+            .orders
+            .iter()
+            .zip(&self.words)
+            .any(|(&order, &word)| order != word_order(word))
+        {
+            return Err("kept largest free block of some word disagrees with its bits");
+        }
+        Ok(())
+    }
+
+    /// Word `w` of the bitmap of order `1 <= k <= DERIVED` over blocks
+    /// `first >> k..=last >> k` of `new`'s range (bit `b` of word `w`
+    /// stands for block `((first >> k) & !63) + 64 w + b`, as in a
+    /// [`LevelBitmap`] over those blocks), derived from the frames' bits.
+    fn level_word(&self, k: u8, w: usize) -> u64 {
+        let (offset, words) = self.sources(k, w);
+        let per_word = 64 >> k;
+        let mut out = 0;
+        for (j, (&word, &order)) in
+            (offset..).zip(self.words[words.clone()].iter().zip(&self.orders[words]))
+        {
+            if order > k {
+                out |= fold_compress(word, k) << (per_word * j);
+            }
+        }
+        out
+    }
+
+    /// The frames' words under word `w` of the derived bitmap of order
+    /// `k`: the range of them this bitmap has, and the position of the
+    /// first among the `2^k` it covers (the others lie outside the range).
     #[inline]
-    pub(crate) fn clear(&mut self, pfn: u64) {
-        let rel = pfn - self.origin;
-        self.words[(rel / 64) as usize] &= !(1 << (rel % 64));
+    fn sources(&self, k: u8, w: usize) -> (u64, core::ops::Range<usize>) {
+        let start = self.source_base(k) + ((w as i64) << k);
+        let from = start.max(0);
+        let to = (start + (1 << k)).min(self.words.len() as i64).max(from);
+        ((from - start) as u64, from as usize..to as usize)
+    }
+
+    /// Index of the frames' word under word 0 of the derived bitmap of
+    /// order `k` (0 or below: that word may begin before this bitmap).
+    #[inline]
+    fn source_base(&self, k: u8) -> i64 {
+        let level_origin = (self.origin >> k) & !63;
+        // Frames `level_origin << k` on: a multiple of 64, as `origin` is.
+        ((level_origin << k) as i64 - self.origin as i64) / 64
+    }
+
+    /// The words of the derived bitmap of order `k` in `from..to` that may
+    /// have a marked bit (one of their frames' words holds a block of
+    /// order `k`), ascending, found from the words' largest blocks eight
+    /// bytes at a time.
+    fn holding(&self, k: u8, from: usize, to: usize) -> impl Iterator<Item = usize> + '_ {
+        let base = self.source_base(k);
+        let source =
+            move |w: usize| (base + ((w as i64) << k)).clamp(0, self.words.len() as i64) as usize;
+        let end = source(to);
+        let mut next = from;
+        core::iter::from_fn(move || {
+            if next >= to {
+                return None;
+            }
+            let s = self.next_holding(k, source(next), end)?;
+            let w = ((s as i64 - base) >> k) as usize;
+            next = w + 1;
+            Some(w)
+        })
+    }
+
+    /// The first of the frames' words `from..to` holding a block of order
+    /// `k`.
+    fn next_holding(&self, k: u8, from: usize, to: usize) -> Option<usize> {
+        let orders = &self.orders[..to];
+        let head = from.next_multiple_of(8).min(to);
+        if let Some(i) = orders[from..head].iter().position(|&o| o > k) {
+            return Some(from + i);
+        }
+        // A byte above `k` carries into its top bit when `127 - k` is
+        // added (bytes are at most 7, so no byte carries into the next).
+        const ONES: u64 = 0x0101_0101_0101_0101;
+        let bias = ONES * u64::from(0x7f - k);
+        let (chunks, tail) = orders[head..].as_chunks::<8>();
+        for (c, chunk) in chunks.iter().enumerate() {
+            let over = (u64::from_le_bytes(*chunk) + bias) & (ONES << 7);
+            if over != 0 {
+                return Some(head + 8 * c + (over.trailing_zeros() / 8) as usize);
+            }
+        }
+        let rest = to - tail.len();
+        tail.iter().position(|&o| o > k).map(|i| rest + i)
+    }
+
+    /// [`LevelBitmap::find_from`] on the derived bitmap of order
+    /// `1 <= k <= DERIVED`: the same block that bitmap would give.
+    pub(crate) fn find_from(&self, k: u8, cursor: u64, patience: usize) -> Option<u64> {
+        debug_assert!((1..=DERIVED).contains(&k));
+        let level_origin = (self.origin >> k) & !63;
+        let last = (self.origin + 64 * self.words.len() as u64 - 1) >> k;
+        let words = ((last - level_origin) / 64 + 1) as usize;
+        pick_from(
+            level_origin,
+            words,
+            cursor,
+            patience,
+            |from, to| self.holding(k, from, to),
+            |w| self.level_word(k, w),
+        )
     }
 
     /// Address of the first word (bit 0 stands for frame `first & !63`
@@ -99,14 +412,66 @@ impl FrameBitmap {
     }
 
     /// Marked frames.
-    pub(crate) fn count(&self) -> u64 {
-        self.words.iter().map(|w| u64::from(w.count_ones())).sum()
+    pub(crate) fn marked(&self) -> u64 {
+        u64::from(self.counts[0])
     }
 
     /// Bytes of memory used.
     pub(crate) fn bytes(&self) -> usize {
         self.words.len() * 8
     }
+}
+
+/// The search of [`LevelBitmap::find_from`] over `words` words of a
+/// bitmap whose word 0 bit 0 stands for block `origin`: `candidates(from,
+/// to)` lists the words of `from..to` that may be non-empty (all of them,
+/// or by a summary), `word(w)` reads one.
+fn pick_from<I: Iterator<Item = usize>>(
+    origin: u64,
+    words: usize,
+    cursor: u64,
+    patience: usize,
+    candidates: impl Fn(usize, usize) -> I,
+    word: impl Fn(usize) -> u64,
+) -> Option<u64> {
+    let rel = cursor.saturating_sub(origin);
+    let (w0, b0) = if rel / 64 < words as u64 {
+        ((rel / 64) as usize, rel % 64)
+    } else {
+        (0, 0)
+    };
+    // The cursor's word from the cursor on, the words after it, the
+    // words before it, and last the cursor's word below the cursor.
+    let first = (w0, !0u64 << b0);
+    let after = candidates(w0 + 1, words).map(|w| (w, !0));
+    let before = candidates(0, w0).map(|w| (w, !0));
+    let last = (w0, !(!0u64 << b0));
+    let mut fallback = None;
+    let mut looked = 0;
+    for (w, mask) in core::iter::once(first)
+        .chain(after)
+        .chain(before)
+        .chain(core::iter::once(last))
+    {
+        let all = word(w);
+        let bits = all & mask;
+        if bits == 0 {
+            continue;
+        }
+        // A pair with both halves marked is a free parent block.
+        let pairs = all & (all >> 1) & EVEN_BITS;
+        let exact = bits & !(pairs | (pairs << 1));
+        let base = origin + 64 * w as u64;
+        if exact != 0 {
+            return Some(base + exact.trailing_zeros() as u64);
+        }
+        fallback.get_or_insert(base + bits.trailing_zeros() as u64);
+        looked += 1;
+        if looked >= patience {
+            break;
+        }
+    }
+    fallback
 }
 
 const EVEN_BITS: u64 = 0x5555_5555_5555_5555;
@@ -150,27 +515,6 @@ impl LevelBitmap {
         }
         self.words[w] |= mask;
         self.count += 1;
-    }
-
-    /// Mark `block`, which must be in range, if `set` is 1 (it must be
-    /// unmarked then; `set` is 0 or 1), and return whether its buddy
-    /// (`block ^ 1`, in the same word) is marked, as 0 or 1, and-ed with
-    /// `set`. Without a branch on `set`: a free's coalescing climbs on
-    /// whether buddies are free, a coin toss in random frees that a
-    /// branch predictor loses, and each level's word is read whatever
-    /// `set` is, so the reads of successive levels overlap.
-    #[inline]
-    pub(crate) fn set_if_and_buddy(&mut self, block: u64, set: u64) -> u64 {
-        debug_assert!(set <= 1);
-        let rel = block - self.origin;
-        let w = (rel / 64) as usize;
-        let was = self.words[w];
-        debug_assert!(set == 0 || was & (1 << (rel % 64)) == 0);
-        let now = was | (set << (rel % 64));
-        self.words[w] = now;
-        self.summary[w / 64] |= (u64::from(was == 0) & set) << (w % 64);
-        self.count += set;
-        set & (now >> ((rel % 64) ^ 1))
     }
 
     /// Mark every block of `from..to`, which must be in range and
@@ -231,46 +575,14 @@ impl LevelBitmap {
     /// block it saw. Starting where the last search ended (next fit) hands
     /// blocks out round the whole range instead of reusing the lowest.
     pub(crate) fn find_from(&self, cursor: u64, patience: usize) -> Option<u64> {
-        let rel = cursor.saturating_sub(self.origin);
-        let (w0, b0) = if rel / 64 < self.words.len() as u64 {
-            ((rel / 64) as usize, rel % 64)
-        } else {
-            (0, 0)
-        };
-        // The cursor's word from the cursor on, the words after it, the
-        // words before it, and last the cursor's word below the cursor.
-        let first = (w0, !0u64 << b0);
-        let after = self
-            .nonempty_words(w0 + 1, self.words.len())
-            .map(|w| (w, !0));
-        let before = self.nonempty_words(0, w0).map(|w| (w, !0));
-        let last = (w0, !(!0u64 << b0));
-        let mut fallback = None;
-        let mut looked = 0;
-        for (w, mask) in core::iter::once(first)
-            .chain(after)
-            .chain(before)
-            .chain(core::iter::once(last))
-        {
-            let bits = self.words[w] & mask;
-            if bits == 0 {
-                continue;
-            }
-            // A pair with both halves marked is a free parent block.
-            let all = self.words[w];
-            let pairs = all & (all >> 1) & EVEN_BITS;
-            let exact = bits & !(pairs | (pairs << 1));
-            let base = self.origin + 64 * w as u64;
-            if exact != 0 {
-                return Some(base + exact.trailing_zeros() as u64);
-            }
-            fallback.get_or_insert(base + bits.trailing_zeros() as u64);
-            looked += 1;
-            if looked >= patience {
-                break;
-            }
-        }
-        fallback
+        pick_from(
+            self.origin,
+            self.words.len(),
+            cursor,
+            patience,
+            |from, to| self.nonempty_words(from, to),
+            |w| self.words[w],
+        )
     }
 
     /// Indices of the non-empty words in `from..to`, by the summary.
@@ -312,6 +624,7 @@ impl LevelBitmap {
     }
 
     /// Every marked block, ascending.
+    #[cfg(test)]
     pub(crate) fn iter(&self) -> impl Iterator<Item = u64> + '_ {
         self.words.iter().enumerate().flat_map(move |(w, &bits)| {
             let base = self.origin + 64 * w as u64;
@@ -352,8 +665,98 @@ mod tests {
     fn frame_ranges_set_exactly() {
         let mut b = FrameBitmap::new(60, 300);
         b.set_range(61, 200);
-        assert_eq!(b.count(), 139);
+        assert_eq!(b.marked(), 139);
         assert!(!b.get(60) && b.get(61) && b.get(127) && b.get(199) && !b.get(200));
+        // Blocks of order 1 inside 61..200: 62..200 in pairs; of order 6:
+        // 64..128 only.
+        assert_eq!(b.count(1), 69);
+        assert_eq!(b.count(6.min(DERIVED)), (200 - 64) / 32);
+        b.consistent().unwrap();
+    }
+
+    /// The stored bitmap of order `k` a set of frames implies, built the
+    /// way iBuddy built every level before they were derived: a block's
+    /// bit is the AND of its halves'.
+    fn eager_level(frames: &[bool], first: u64, k: u8) -> LevelBitmap {
+        let last = first + frames.len() as u64 - 1;
+        let mut level = LevelBitmap::new(first >> k, last >> k);
+        for block in (first >> k)..=(last >> k) {
+            let span = (block << k)..((block + 1) << k);
+            if span
+                .clone()
+                .all(|pfn| pfn >= first && pfn <= last && frames[(pfn - first) as usize])
+            {
+                level.set(block);
+            }
+        }
+        level
+    }
+
+    proptest::proptest! {
+        /// Counts, block tests and searches of the derived orders agree
+        /// with stored bitmaps built from the same frames, whatever order
+        /// the frames were set and cleared in.
+        #[test]
+        fn derived_orders_agree_with_stored_ones(
+            first in 0u64..300,
+            len in 1u64..5000,
+            ops in proptest::collection::vec((0u64..5000, proptest::bool::ANY), 0..2000),
+            cursors in proptest::collection::vec(0u64..6000, 1..6),
+        ) {
+            let mut b = FrameBitmap::new(first, first + len - 1);
+            let mut frames = vec![false; len as usize];
+            for (at, set) in ops {
+                let i = (at % len) as usize;
+                let pfn = first + i as u64;
+                if set && !frames[i] {
+                    let h = b.set(pfn);
+                    frames[i] = true;
+                    let expect = (0..=6u8)
+                        .rev()
+                        .find(|&k| b.is_free(k, pfn >> k))
+                        .unwrap();
+                    proptest::prop_assert_eq!(h, expect);
+                } else if !set && frames[i] {
+                    let expect = (0..=6u8)
+                        .rev()
+                        .find(|&k| b.is_free(k, pfn >> k))
+                        .unwrap();
+                    proptest::prop_assert_eq!(b.clear(pfn), expect);
+                    frames[i] = false;
+                }
+            }
+            b.consistent().unwrap();
+            for k in 1..=DERIVED {
+                let eager = eager_level(&frames, first, k);
+                proptest::prop_assert_eq!(b.count(k), eager.count());
+                for block in (first >> k)..=((first + len - 1) >> k) {
+                    proptest::prop_assert_eq!(b.is_free(k, block), eager.get(block));
+                }
+                for &cursor in &cursors {
+                    for patience in [1, 2, 16] {
+                        proptest::prop_assert_eq!(
+                            b.find_from(k, cursor >> k, patience),
+                            eager.find_from(cursor >> k, patience),
+                            "order {}, cursor {}, patience {}", k, cursor >> k, patience
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn fold_compress_gathers_each_wholly_set_block() {
+        // Order 1: pairs (0,1) and (6,7) set; 2 alone is not a pair.
+        assert_eq!(fold_compress(0b1100_0111, 1), 0b1001);
+        // Order 2: bits 4..8 set, and 60..64.
+        assert_eq!(
+            fold_compress(0xF000_0000_0000_00F0, 2),
+            (1 << 15) | (1 << 1)
+        );
+        assert_eq!(fold_compress(u64::MAX, 5), 0b11);
+        assert_eq!(fold_compress(u64::MAX >> 1, 5), 0b01);
+        assert_eq!(fold_compress(0x1234, 0), 0x1234);
     }
 
     #[test]

@@ -6,7 +6,7 @@ use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use lock_api::{Mutex, MutexGuard, RawMutex};
 
-use crate::bitmap::{FrameBitmap, LevelBitmap};
+use crate::bitmap::{FrameBitmap, LevelBitmap, DERIVED};
 use crate::error::ensure;
 use crate::meta::{FrameList, FrameMeta, Kind};
 use crate::{
@@ -36,16 +36,12 @@ const BUFFER_CAP: usize = 1024;
 /// records.
 const PREFETCH_AHEAD: usize = 16;
 
-/// Coalescing steps a single-frame free takes without branching on
-/// whether the buddies are free (`Space::release_frame`). Each costs its
-/// level's word, summary and count whether or not the block completes:
-/// on shuffled frees (`bench-peers`, 1 thread) 2 ran 3–5 % faster than 3
-/// (median of 10 alternations 24.1 against 26.5 ns), 5 slower (25.9–30.0
-/// against 23.2–24.9).
-const QUICK_LEVELS: usize = 2;
-
 /// Most free buffers per space: CPUs beyond share them (`cpu % 64`).
 const MAX_BUFFERS: usize = 64;
+
+/// The lowest order whose bitmap a space stores (`Space::blocks`); the
+/// orders below are derived from the frames' bits.
+const STORED: u8 = DERIVED + 1;
 
 /// The inverse buddy allocator.
 ///
@@ -63,7 +59,14 @@ const MAX_BUFFERS: usize = 64;
 ///   "every frame of this block is free, it can be coalesced". A single
 ///   free sets its frame's bit and climbs while the buddy's bit is set; a
 ///   single allocation clears bits upward while they are set: at most
-///   `MAX_ORDER` bit operations, and usually one or two.
+///   `MAX_ORDER` bit operations, and usually one or two. The bitmaps of
+///   orders 1 to 5 are not stored but derived from the frames' word when
+///   a block is looked for (a bit of them is a function of the frames'
+///   bits): a free or allocation inside a word that is neither wholly
+///   free before nor after writes that word and the count of free blocks
+///   of each order up to 5 only, and a search of those orders derives the
+///   words it looks at (`FrameBitmap`). Orders 6 to `MAX_ORDER` are
+///   stored and climbed as above, from a word that becomes wholly free.
 /// - **Coalescing on multi-frame allocation** (splitting on multi-frame
 ///   free). A request of order `k` looks up a set bit at order `k`,
 ///   preferring a block whose buddy is not free (an exact fit, so larger
@@ -104,8 +107,10 @@ const MAX_BUFFERS: usize = 64;
 ///
 /// Invariants (checked by `validate`, with no call in flight): the list
 /// holds exactly the free frames, each once; a bit at order 0 is set
-/// exactly for free frames and a bit at order `k > 0` exactly when both
-/// halves' bits are set; allocated blocks are aligned, inside one space,
+/// exactly for free frames, each stored bit (orders 6 and up) exactly
+/// when both halves are wholly free, and the kept counts of free blocks
+/// of orders 0 to 5 and each word's largest free block agree with the
+/// frames' bits; allocated blocks are aligned, inside one space,
 /// and their other frames are tails; the next allocation level is the
 /// highest order with a set bit; once the queue is applied, a frame's
 /// handed bit is set exactly when it heads an allocated block of order 0.
@@ -164,10 +169,12 @@ struct Space {
     meta: Vec<FrameMeta>,
     /// Free frames, least recently freed first.
     free_list: FrameList,
-    /// Order 0 of the bitmap: which frames are free.
+    /// Order 0 of the bitmap (which frames are free), and the orders up
+    /// to `DERIVED` derived from it.
     frames: FrameBitmap,
-    /// `blocks[k - 1]`: which aligned blocks of order `k` are wholly free.
-    blocks: [LevelBitmap; MAX_ORDER as usize],
+    /// `blocks[k - STORED]`: which aligned blocks of order `k >= STORED`
+    /// are wholly free.
+    blocks: [LevelBitmap; (MAX_ORDER - DERIVED) as usize],
     /// Highest order with a wholly free block; -1 when the space is full.
     next_level: i8,
     /// `cursor[k - 1]`: where the next search for a block of order `k`
@@ -642,7 +649,7 @@ impl Space {
             free_list,
             frames: FrameBitmap::new(start, end - 1),
             blocks: core::array::from_fn(|i| {
-                let k = i + 1;
+                let k = i + STORED as usize;
                 LevelBitmap::new(start >> k, (end - 1) >> k)
             }),
             next_level: -1,
@@ -653,7 +660,9 @@ impl Space {
             let first = start.div_ceil(1 << k);
             let last = end >> k;
             if first < last {
-                space.blocks[k as usize - 1].set_range(first, last);
+                if k >= STORED {
+                    space.blocks[usize::from(k - STORED)].set_range(first, last);
+                }
                 space.next_level = k as i8;
             }
         }
@@ -679,18 +688,12 @@ impl Space {
         for q in spare.iter().take(PREFETCH_AHEAD) {
             crate::bankbuddy::prefetch(&self.meta[q.index as usize]);
         }
-        let mut last = u32::MAX - 1;
         for (n, q) in spare.iter().enumerate() {
             if let Some(ahead) = spare.get(n + PREFETCH_AHEAD) {
                 crate::bankbuddy::prefetch(&self.meta[ahead.index as usize]);
             }
             debug_assert!(self.meta[q.index as usize].state.is_allocated(Order::ZERO));
-            // A neighbour of the frame freed before it (a bulk free, a
-            // drained list) climbs in a pattern branches predict; the
-            // branch-free climb pays off only for scattered frees.
-            let near = q.index.wrapping_sub(last).wrapping_add(1) <= 2;
-            last = q.index;
-            self.release_frame(self.start + u64::from(q.index), !near);
+            self.release_frame(self.start + u64::from(q.index));
         }
         self.spare = spare;
         self.spare.clear();
@@ -700,52 +703,46 @@ impl Space {
     /// free.
     #[inline]
     fn is_free(&self, k: u8, block: u64) -> bool {
-        if k == 0 {
-            self.frames.get(block)
+        if k < STORED {
+            self.frames.is_free(k, block)
         } else {
-            self.blocks[k as usize - 1].get(block)
+            self.blocks[usize::from(k - STORED)].get(block)
         }
     }
 
     /// Wholly free blocks of order `k`.
     #[inline]
     fn count(&self, k: u8) -> u64 {
-        if k == 0 {
-            self.free_list.len()
+        if k < STORED {
+            self.frames.count(k)
         } else {
-            self.blocks[k as usize - 1].count()
+            self.blocks[usize::from(k - STORED)].count()
         }
     }
 
     /// Put one frame on the free list and mark it, and every block it
-    /// completes, free. `scattered`: the frame is no neighbour of the one
-    /// released before it, so whether its buddies are free is
-    /// unpredictable and the climb's first steps take no branch on it.
+    /// completes, free.
     #[inline]
-    fn release_frame(&mut self, pfn: u64, scattered: bool) {
+    fn release_frame(&mut self, pfn: u64) {
         let i = self.index(pfn);
         self.meta[i as usize].state.set_free(Order::ZERO);
         self.free_list.push_back(&mut self.meta, i);
-        if !scattered {
-            self.frames.set(pfn);
-            self.coalesce_up(pfn, 0);
-            return;
-        }
-        // `coalesce_up(pfn, 0)`, its first `QUICK_LEVELS` steps without a
-        // branch on whether buddies are free (see `set_if_and_buddy`):
-        // `climb` is 1 while the block just completed at order `k` has a
-        // free buddy, so its parent is set at `k + 1`. A parent's bitmap
-        // word holds its buddy too, so each level costs one word.
-        let mut climb = self.frames.set_and_buddy(pfn);
-        let mut reached = 0;
-        for (k, level) in (1..).zip(&mut self.blocks[..QUICK_LEVELS]) {
-            reached += climb;
-            climb = level.set_if_and_buddy(pfn >> k, climb);
-        }
-        if climb == 1 {
-            self.coalesce_up(pfn, QUICK_LEVELS as u8);
+        let height = self.frames.set(pfn);
+        self.block_freed(pfn, height);
+    }
+
+    /// The frames' bits of the block holding `pfn` are set and `height`
+    /// (of `FrameBitmap::set`) is the largest order of a wholly free block
+    /// holding it inside its word: when that is the whole word, mark the
+    /// word's block at `STORED` and climb; raise the next allocation level
+    /// to the largest block completed.
+    #[inline]
+    fn block_freed(&mut self, pfn: u64, height: u8) {
+        if height == STORED {
+            self.blocks[0].set(pfn >> STORED);
+            self.coalesce_up(pfn, STORED);
         } else {
-            self.next_level = self.next_level.max(reached as i8);
+            self.next_level = self.next_level.max(height as i8);
         }
     }
 
@@ -755,10 +752,11 @@ impl Space {
     /// 13-14).
     #[inline]
     fn coalesce_up(&mut self, pfn: u64, from: u8) {
+        debug_assert!(from >= STORED);
         let mut k = from;
         while k < MAX_ORDER && self.is_free(k, (pfn >> k) ^ 1) {
             k += 1;
-            self.blocks[k as usize - 1].set(pfn >> k);
+            self.blocks[usize::from(k - STORED)].set(pfn >> k);
         }
         self.next_level = self.next_level.max(k as i8);
     }
@@ -769,10 +767,17 @@ impl Space {
     /// free block (Algorithm 1, lines 18-19).
     #[inline]
     fn uncoalesce_up(&mut self, pfn: u64, from: u8) {
-        let mut k = from;
-        while k <= MAX_ORDER && self.blocks[k as usize - 1].test_and_clear(pfn >> k) {
+        let mut k = from.max(STORED);
+        while k <= MAX_ORDER && self.blocks[usize::from(k - STORED)].test_and_clear(pfn >> k) {
             k += 1;
         }
+        self.lower_next_level();
+    }
+
+    /// Lower the next allocation level past orders left without a free
+    /// block.
+    #[inline]
+    fn lower_next_level(&mut self) {
         while self.next_level >= 0 && self.count(self.next_level as u8) == 0 {
             self.next_level -= 1;
         }
@@ -785,8 +790,14 @@ impl Space {
             let i = self.free_list.pop_front(&mut self.meta)?;
             self.meta[i as usize].state.set_allocated(order);
             let pfn = self.start + u64::from(i);
-            self.frames.clear(pfn);
-            self.uncoalesce_up(pfn, 1);
+            // Orders below `STORED` are derived. Only a word that was wholly
+            // free had its block, and maybe ancestors, marked at `STORED`
+            // and up.
+            if self.frames.clear(pfn) == STORED {
+                self.uncoalesce_up(pfn, STORED);
+            } else {
+                self.lower_next_level();
+            }
             return Some(Pfn(pfn));
         }
         self.alloc_block(order)
@@ -799,8 +810,12 @@ impl Space {
         if self.next_level < k as i8 {
             return None;
         }
-        let block =
-            self.blocks[k as usize - 1].find_from(self.cursor[k as usize - 1], FIT_PATIENCE)?;
+        let cursor = self.cursor[k as usize - 1];
+        let block = if k < STORED {
+            self.frames.find_from(k, cursor, FIT_PATIENCE)
+        } else {
+            self.blocks[usize::from(k - STORED)].find_from(cursor, FIT_PATIENCE)
+        }?;
         self.cursor[k as usize - 1] = block + 1;
         let first = block << k;
         for pfn in first..first + order.frames() {
@@ -811,17 +826,16 @@ impl Space {
         }
         let head = self.index(first) as usize;
         self.meta[head].state.set_allocated(order);
-        // Every bit inside the block is set; clear them order by order.
-        for level in 1..k {
-            let bitmap = &mut self.blocks[level as usize - 1];
+        // Every stored bit inside the block is set; clear them order by
+        // order, then the block's own and its ancestors'.
+        for level in STORED..k {
+            let bitmap = &mut self.blocks[usize::from(level - STORED)];
             for block in (first >> level)..(first >> level) + (1 << (k - level)) {
                 let was_set = bitmap.test_and_clear(block);
                 debug_assert!(was_set);
             }
         }
-        let was_set = self.blocks[k as usize - 1].test_and_clear(first >> k);
-        debug_assert!(was_set);
-        self.uncoalesce_up(first, k + 1);
+        self.uncoalesce_up(first, k);
         Some(Pfn(first))
     }
 
@@ -830,7 +844,7 @@ impl Space {
     #[inline]
     fn free(&mut self, pfn: Pfn, order: Order) {
         if order == Order::ZERO {
-            self.release_frame(pfn.0, true);
+            self.release_frame(pfn.0);
         } else {
             self.free_block(pfn.0, order.get());
         }
@@ -838,14 +852,21 @@ impl Space {
 
     /// Split: put every frame of the block on the free list.
     fn free_block(&mut self, first: u64, k: u8) {
+        let mut height = 0;
         for pfn in first..first + (1 << k) {
             let i = self.index(pfn);
             self.meta[i as usize].state.set_free(Order::ZERO);
             self.free_list.push_back(&mut self.meta, i);
-            self.frames.set(pfn);
+            height = self.frames.set(pfn);
         }
-        for level in 1..=k {
-            let bitmap = &mut self.blocks[level as usize - 1];
+        if k < STORED {
+            // The last frame set completed the block, and whatever its word
+            // now holds around it.
+            self.block_freed(first, height);
+            return;
+        }
+        for level in STORED..=k {
+            let bitmap = &mut self.blocks[usize::from(level - STORED)];
             for block in (first >> level)..(first >> level) + (1 << (k - level)) {
                 bitmap.set(block);
             }
@@ -887,11 +908,14 @@ impl Space {
             );
             Ok(())
         })?;
+        self.frames
+            .consistent()
+            .map_err(|e| ValidationError(alloc::format!("{name}: frame bitmap: {e}")))?;
         ensure!(
-            self.free_list.len() == self.frames.count(),
+            self.free_list.len() == self.frames.marked(),
             "{name}: {} frames listed but {} free bits",
             self.free_list.len(),
-            self.frames.count()
+            self.frames.marked()
         );
         // Allocated blocks and free frames tile the space.
         let mut pfn = self.start;
@@ -926,10 +950,11 @@ impl Space {
                 Kind::Tail => ensure!(false, "{name}: frame {pfn:#x} is a tail outside any block"),
             }
         }
-        // Each bit above order 0 is the AND of its halves; blocks that
-        // leave the space are never marked.
-        for k in 1..=MAX_ORDER {
-            let level = &self.blocks[k as usize - 1];
+        // Each stored bit is the AND of its halves; blocks that leave the
+        // space are never marked. (The orders below are derived from the
+        // frames' bits, so they hold this by construction.)
+        for k in STORED..=MAX_ORDER {
+            let level = &self.blocks[usize::from(k - STORED)];
             level
                 .consistent()
                 .map_err(|e| ValidationError(alloc::format!("{name}: order {k} bitmap: {e}")))?;
@@ -956,19 +981,13 @@ impl Space {
 
     fn add_stats(&self, stats: &mut Stats) {
         stats.free_frames += self.free_list.len();
-        // Maximal free blocks: marked, and the parent is not.
+        // Maximal free blocks: the free blocks of an order less the halves
+        // of free blocks one order up (every free block that is not
+        // maximal has a free parent, and every free parent two free
+        // halves).
         for k in 0..=MAX_ORDER {
-            let maximal = |block: u64| k == MAX_ORDER || !self.is_free(k + 1, block >> 1);
-            stats.free_blocks[k as usize] += if k == 0 {
-                (self.start..self.end)
-                    .filter(|&pfn| self.frames.get(pfn) && maximal(pfn))
-                    .count() as u64
-            } else {
-                self.blocks[k as usize - 1]
-                    .iter()
-                    .filter(|&b| maximal(b))
-                    .count() as u64
-            };
+            let parents = if k < MAX_ORDER { self.count(k + 1) } else { 0 };
+            stats.free_blocks[k as usize] += self.count(k) - 2 * parents;
         }
     }
 
@@ -983,7 +1002,8 @@ impl Space {
 
 /// Ask for the lines applying a buffered free of frame `index` of
 /// `shared`'s space will write: its record and its order-0 bitmap word
-/// (the list's tail and the bitmaps above order 0 are few and hot).
+/// (the list's tail, the counts, the byte of the word's largest free
+/// block and the stored bitmaps are few and hot).
 /// Issued when the free is accepted, so by the time a batch is applied,
 /// `DRAIN_AT` frees later, its misses are over.
 #[inline]
@@ -1230,6 +1250,54 @@ mod tests {
     /// out in exactly the order immediate frees would (least recently
     /// freed first), whichever CPUs the calls name, through `free`,
     /// `free_bulk` and `alloc_bulk`: the property replay relies on.
+    /// Maximal free blocks of each order, by looking at every aligned
+    /// block of every order: free (every frame of it free) while its
+    /// parent is not.
+    fn maximal_by_scan(a: &IBuddy<Lock>) -> [u64; MAX_ORDER as usize + 1] {
+        let mut out = [0; MAX_ORDER as usize + 1];
+        for shared in a.spaces.iter() {
+            let space = shared.space.lock();
+            let free = |k: u8, block: u64| {
+                (block << k) >= space.start
+                    && ((block + 1) << k) <= space.end
+                    && ((block << k)..((block + 1) << k)).all(|pfn| space.frames.get(pfn))
+            };
+            for k in 0..=MAX_ORDER {
+                for block in (space.start >> k)..=((space.end - 1) >> k) {
+                    if free(k, block) && (k == MAX_ORDER || !free(k + 1, block >> 1)) {
+                        out[k as usize] += 1;
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn statistics_count_maximal_free_blocks_of_every_order() {
+        use rand::{Rng, SeedableRng};
+        let a = IBuddy::<Lock>::with_spaces(&[Zone::new(100, 9000)], 2, 2).unwrap();
+        let mut held: Vec<(Pfn, Order)> = Vec::new();
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(7);
+        for step in 0..6000 {
+            let cpu = rng.gen_range(0..2);
+            if rng.gen_range(0..3) > 0 || held.is_empty() {
+                let order = Order::new(rng.gen_range(0..=4)).unwrap();
+                if let Ok(pfn) = a.alloc(Request::new(order, cpu, MigrateType::Movable)) {
+                    held.push((pfn, order));
+                }
+            } else {
+                let (pfn, order) = held.swap_remove(rng.gen_range(0..held.len()));
+                a.free(pfn, Request::new(order, cpu, MigrateType::Movable))
+                    .unwrap();
+            }
+            if step % 500 == 0 {
+                a.validate().unwrap();
+                assert_eq!(a.stats().free_blocks, maximal_by_scan(&a), "step {step}");
+            }
+        }
+    }
+
     #[test]
     fn buffered_frees_keep_the_order_of_immediate_ones() {
         use alloc::collections::VecDeque;
