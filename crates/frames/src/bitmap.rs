@@ -78,9 +78,8 @@ fn block_mask(k: u8) -> u64 {
 
 /// The largest order `h <= 6` such that the aligned block of order `h`
 /// holding bit `b` of `word` is wholly set (0 when only bit `b` is; the
-/// bit itself must be set). Without a branch: the six tests are
-/// independent, and a block of order `k` wholly set means every aligned
-/// block inside it is, so the count of passing tests is the height.
+/// bit itself must be set), from the nearest clear bits on either side
+/// of `b` (a handful of bit scans, no loop over the orders).
 #[inline]
 fn height(word: u64, b: u32) -> u8 {
     // The smallest aligned block holding bit `b` and a clear bit `p` has
