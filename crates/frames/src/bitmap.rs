@@ -31,21 +31,17 @@ pub(crate) const DERIVED: u8 = 5;
 /// One bit per frame of a pfn range, and the bitmaps of orders
 /// `1..=DERIVED` derived from them: a block is wholly free exactly when
 /// every frame in it is, so those bitmaps are a function of these bits
-/// and a free writes none of them. What a free does keep is the count of
-/// wholly free blocks of each order up to `DERIVED` (the allocation level
-/// reads them), from the *height* of the freed frame: the largest order
-/// of an aligned wholly free block holding it inside its word.
+/// and a free writes none of them. What a free does keep is a byte per
+/// word, its largest free block, from the *height* of the freed frame
+/// (the largest order of an aligned wholly free block holding it inside
+/// its word), so searches skip words. Counts of free blocks of these
+/// orders are not kept: they are counted from the bits when asked for
+/// (statistics, checks).
 #[derive(Clone, Debug)]
 pub(crate) struct FrameBitmap {
     /// Pfn of bit 0 of word 0; a multiple of 64.
     origin: u64,
     words: Vec<u64>,
-    /// `counts[k]`: wholly free aligned blocks of order `k`, `k <= DERIVED`
-    /// (`counts[0]`: free frames). 32 bits suffice: a space lies in one
-    /// zone, and a zone has fewer than 2^32 frames (`MAX_ZONE_FRAMES`).
-    /// Eight lanes (the last two always 0), so one free or allocation
-    /// updates them all with two SSE2 additions.
-    counts: [u32; COUNT_LANES],
     /// `orders[w]`: 1 + the largest order of an aligned wholly free block
     /// inside word `w`, 0 for a word with no free frame ([`word_order`]),
     /// so a search skips words that cannot hold a block of its order
@@ -66,9 +62,6 @@ fn word_order(word: u64) -> u8 {
     }
     order
 }
-
-/// Lanes of `FrameBitmap::counts`.
-const COUNT_LANES: usize = 8;
 
 /// Bits `0..2^k` set: an aligned block of order `k <= 6` inside a word.
 #[inline]
@@ -172,7 +165,6 @@ impl FrameBitmap {
         FrameBitmap {
             origin,
             words: vec![0; ((last - origin) / 64 + 1) as usize],
-            counts: [0; COUNT_LANES],
             orders: vec![0; ((last - origin) / 64 + 1) as usize],
         }
     }
@@ -200,45 +192,57 @@ impl FrameBitmap {
         }
     }
 
-    /// Wholly free aligned blocks of order `k <= DERIVED`.
-    #[inline]
+    /// Wholly free aligned blocks of order `k <= DERIVED`, counted from
+    /// the bits (a pass over the words: for statistics and checks).
     pub(crate) fn count(&self, k: u8) -> u64 {
-        u64::from(self.counts[k as usize])
+        self.tally()[k as usize]
     }
 
     /// Mark `pfn`, which must be in range and unmarked; return its height
     /// (see [`height`]) after: 6 when its word is now wholly marked.
     #[inline]
     pub(crate) fn set(&mut self, pfn: u64) -> u8 {
-        let rel = pfn - self.origin;
-        let word = &mut self.words[(rel / 64) as usize];
-        debug_assert!(*word & (1 << (rel % 64)) == 0);
-        *word |= 1 << (rel % 64);
-        let h = height(*word, (rel % 64) as u32);
-        for (k, count) in self.counts.iter_mut().enumerate() {
-            *count += u32::from(k as u8 <= h && k <= usize::from(DERIVED));
-        }
-        // Every block completed holds the frame; the largest has order h.
-        let order = &mut self.orders[(rel / 64) as usize];
-        *order = (*order).max(h + 1);
-        h
+        self.set_block(pfn, 0)
     }
 
     /// Clear `pfn`, which must be in range and marked; return its height
     /// before: 6 when its word was wholly marked.
     #[inline]
     pub(crate) fn clear(&mut self, pfn: u64) -> u8 {
-        let rel = pfn - self.origin;
-        let word = &mut self.words[(rel / 64) as usize];
-        debug_assert!(*word & (1 << (rel % 64)) != 0);
-        let h = height(*word, (rel % 64) as u32);
-        *word &= !(1 << (rel % 64));
-        for (k, count) in self.counts.iter_mut().enumerate() {
-            *count -= u32::from(k as u8 <= h && k <= usize::from(DERIVED));
-        }
-        // Only blocks holding the frame are gone: the word's largest is
+        self.clear_block(pfn, 0)
+    }
+
+    /// Mark the aligned block of order `k <= 6` at `first` (inside one
+    /// word), in range and wholly unmarked; return its height after.
+    #[inline]
+    pub(crate) fn set_block(&mut self, first: u64, k: u8) -> u8 {
+        let rel = first - self.origin;
+        let (w, b) = ((rel / 64) as usize, (rel % 64) as u32);
+        let mask = block_mask(k) << b;
+        let word = &mut self.words[w];
+        debug_assert!(*word & mask == 0);
+        *word |= mask;
+        let h = height(*word, b);
+        // Every block completed holds the frames; the largest has order h.
+        let order = &mut self.orders[w];
+        *order = (*order).max(h + 1);
+        h
+    }
+
+    /// Clear the aligned block of order `k <= 6` at `first` (inside one
+    /// word), in range and wholly marked; return its height before.
+    #[inline]
+    pub(crate) fn clear_block(&mut self, first: u64, k: u8) -> u8 {
+        let rel = first - self.origin;
+        let (w, b) = ((rel / 64) as usize, (rel % 64) as u32);
+        let mask = block_mask(k) << b;
+        let word = &mut self.words[w];
+        debug_assert!(*word & mask == mask);
+        let h = height(*word, b);
+        *word &= !mask;
+        // Only blocks holding these frames are gone: the word's largest is
         // unchanged unless it was one of them.
-        let order = &mut self.orders[(rel / 64) as usize];
+        let order = &mut self.orders[w];
         if h + 1 >= *order {
             *order = word_order(*word);
         }
@@ -267,22 +271,21 @@ impl FrameBitmap {
     /// Count the wholly free blocks of each derived order, and each word's
     /// largest, from the bits.
     fn recount(&mut self) {
-        self.counts = self.tally();
         for (order, &word) in self.orders.iter_mut().zip(&self.words) {
             *order = word_order(word);
         }
     }
 
     /// Wholly free blocks of each order up to `DERIVED`, from the bits.
-    fn tally(&self) -> [u32; COUNT_LANES] {
-        let mut counts = [0; COUNT_LANES];
+    fn tally(&self) -> [u64; DERIVED as usize + 1] {
+        let mut counts = [0; DERIVED as usize + 1];
         for &word in &self.words {
             for (k, count) in (0..=DERIVED).zip(counts.iter_mut()) {
                 // Most words are wholly free or wholly taken.
                 *count += match word {
                     0 => 0,
                     u64::MAX => 64 >> k,
-                    _ => fold_compress(word, k).count_ones(),
+                    _ => u64::from(fold_compress(word, k).count_ones()),
                 };
             }
         }
@@ -291,9 +294,6 @@ impl FrameBitmap {
 
     /// Recount the blocks of each order; compare with what is kept.
     pub(crate) fn consistent(&self) -> Result<(), &'static str> {
-        if self.tally() != self.counts {
-            return Err("kept count of free blocks of some order disagrees with the bits");
-        }
         if self
             .orders
             .iter()
@@ -305,22 +305,47 @@ impl FrameBitmap {
         Ok(())
     }
 
-    /// Word `w` of the bitmap of order `1 <= k <= DERIVED` over blocks
-    /// `first >> k..=last >> k` of `new`'s range (bit `b` of word `w`
-    /// stands for block `((first >> k) & !63) + 64 w + b`, as in a
-    /// [`LevelBitmap`] over those blocks), derived from the frames' bits.
-    fn level_word(&self, k: u8, w: usize) -> u64 {
+    /// `pick_from`'s look at word `w` of the derived bitmap of order
+    /// `1 <= k <= DERIVED` (its bit `b` stands for block `base + b`, as in
+    /// a [`LevelBitmap`] over blocks `first >> k..=last >> k` of `new`'s
+    /// range), bits `blocks`: worked out on the frames' words under it,
+    /// with each block at its first frame's bit, so nothing is gathered.
+    /// A block and its sibling lie in one frames' word.
+    fn pick_derived(
+        &self,
+        k: u8,
+        base: u64,
+        w: usize,
+        blocks: core::ops::Range<u32>,
+    ) -> (Option<u64>, Option<u64>) {
         let (offset, words) = self.sources(k, w);
-        let per_word = 64 >> k;
-        let mut out = 0;
-        for (j, (&word, &order)) in
-            (offset..).zip(self.words[words.clone()].iter().zip(&self.orders[words]))
-        {
-            if order > k {
-                out |= fold_compress(word, k) << (per_word * j);
+        let per_word = 64u32 >> k;
+        let mut marked = None;
+        for (j, s) in (offset as u32..).zip(words) {
+            // This frames' word holds blocks `j * per_word..` of `w`.
+            let lo = blocks.start.saturating_sub(j * per_word);
+            let hi = blocks.end.saturating_sub(j * per_word).min(per_word);
+            if lo >= hi || self.orders[s] <= k {
+                continue;
             }
+            let mut all = self.words[s];
+            for i in 0..k {
+                all &= all >> (1u32 << i);
+            }
+            all &= ALIGNED[k as usize];
+            let bits = all & range_mask(lo << k..hi << k);
+            if bits == 0 {
+                continue;
+            }
+            let pairs = all & (all >> (1u32 << k)) & ALIGNED[k as usize + 1];
+            let exact = bits & !(pairs | (pairs << (1u32 << k)));
+            let at = |bits: u64| base + u64::from(j * per_word + (bits.trailing_zeros() >> k));
+            if exact != 0 {
+                return (Some(at(exact)), Some(marked.unwrap_or_else(|| at(bits))));
+            }
+            marked.get_or_insert(at(bits));
         }
-        out
+        (None, marked)
     }
 
     /// The frames' words under word `w` of the derived bitmap of order
@@ -400,7 +425,7 @@ impl FrameBitmap {
             cursor,
             patience,
             |from, to| self.holding(k, from, to),
-            |w| self.level_word(k, w),
+            |w, blocks| self.pick_derived(k, level_origin + 64 * w as u64, w, blocks),
         )
     }
 
@@ -412,7 +437,7 @@ impl FrameBitmap {
 
     /// Marked frames.
     pub(crate) fn marked(&self) -> u64 {
-        u64::from(self.counts[0])
+        self.count(0)
     }
 
     /// Bytes of memory used.
@@ -422,55 +447,66 @@ impl FrameBitmap {
 }
 
 /// The search of [`LevelBitmap::find_from`] over `words` words of a
-/// bitmap whose word 0 bit 0 stands for block `origin`: `candidates(from,
-/// to)` lists the words of `from..to` that may be non-empty (all of them,
-/// or by a summary), `word(w)` reads one.
+/// bitmap: `candidates(from, to)` lists the words of `from..to` that may
+/// be non-empty (all of them, or by a summary); `pick(w, blocks)` looks
+/// at word `w`'s bits `blocks` (a range within `0..64`) and gives the
+/// first marked block there whose sibling is not marked (an exact fit),
+/// and the first marked block, as absolute block numbers.
 fn pick_from<I: Iterator<Item = usize>>(
     origin: u64,
     words: usize,
     cursor: u64,
     patience: usize,
     candidates: impl Fn(usize, usize) -> I,
-    word: impl Fn(usize) -> u64,
+    mut pick: impl FnMut(usize, core::ops::Range<u32>) -> (Option<u64>, Option<u64>),
 ) -> Option<u64> {
     let rel = cursor.saturating_sub(origin);
     let (w0, b0) = if rel / 64 < words as u64 {
-        ((rel / 64) as usize, rel % 64)
+        ((rel / 64) as usize, (rel % 64) as u32)
     } else {
         (0, 0)
     };
     // The cursor's word from the cursor on, the words after it, the
     // words before it, and last the cursor's word below the cursor.
-    let first = (w0, !0u64 << b0);
-    let after = candidates(w0 + 1, words).map(|w| (w, !0));
-    let before = candidates(0, w0).map(|w| (w, !0));
-    let last = (w0, !(!0u64 << b0));
+    let first = (w0, b0..64);
+    let after = candidates(w0 + 1, words).map(|w| (w, 0..64));
+    let before = candidates(0, w0).map(|w| (w, 0..64));
+    let last = (w0, 0..b0);
     let mut fallback = None;
     let mut looked = 0;
-    for (w, mask) in core::iter::once(first)
+    for (w, blocks) in core::iter::once(first)
         .chain(after)
         .chain(before)
         .chain(core::iter::once(last))
     {
-        let all = word(w);
-        let bits = all & mask;
-        if bits == 0 {
+        let (exact, marked) = pick(w, blocks);
+        let Some(marked) = marked else {
             continue;
+        };
+        if exact.is_some() {
+            return exact;
         }
-        // A pair with both halves marked is a free parent block.
-        let pairs = all & (all >> 1) & EVEN_BITS;
-        let exact = bits & !(pairs | (pairs << 1));
-        let base = origin + 64 * w as u64;
-        if exact != 0 {
-            return Some(base + exact.trailing_zeros() as u64);
-        }
-        fallback.get_or_insert(base + bits.trailing_zeros() as u64);
+        fallback.get_or_insert(marked);
         looked += 1;
         if looked >= patience {
             break;
         }
     }
     fallback
+}
+
+/// Bits `blocks` (within `0..64`) of a word.
+#[inline]
+fn range_mask(blocks: core::ops::Range<u32>) -> u64 {
+    if blocks.start >= blocks.end {
+        return 0;
+    }
+    let high = if blocks.end >= 64 {
+        u64::MAX
+    } else {
+        (1u64 << blocks.end) - 1
+    };
+    high & (u64::MAX << blocks.start)
 }
 
 const EVEN_BITS: u64 = 0x5555_5555_5555_5555;
@@ -580,7 +616,16 @@ impl LevelBitmap {
             cursor,
             patience,
             |from, to| self.nonempty_words(from, to),
-            |w| self.words[w],
+            |w, blocks| {
+                let all = self.words[w];
+                let bits = all & range_mask(blocks);
+                // A pair with both halves marked is a free parent block.
+                let pairs = all & (all >> 1) & EVEN_BITS;
+                let exact = bits & !(pairs | (pairs << 1));
+                let base = self.origin + 64 * w as u64;
+                let at = |bits: u64| (bits != 0).then(|| base + u64::from(bits.trailing_zeros()));
+                (at(exact), at(bits))
+            },
         )
     }
 
@@ -666,10 +711,11 @@ mod tests {
         b.set_range(61, 200);
         assert_eq!(b.marked(), 139);
         assert!(!b.get(60) && b.get(61) && b.get(127) && b.get(199) && !b.get(200));
-        // Blocks of order 1 inside 61..200: 62..200 in pairs; of order 6:
-        // 64..128 only.
+        // Blocks of order 1 inside 61..200: 62..200 in pairs; of order 2:
+        // 64..200 in fours; of order 6: 64..128 and 128..192.
         assert_eq!(b.count(1), 69);
-        assert_eq!(b.count(6.min(DERIVED)), (200 - 64) / 32);
+        assert_eq!(b.count(2), (200 - 64) / 4);
+        assert!(!b.is_free(6, 0) && b.is_free(6, 1) && b.is_free(6, 2) && !b.is_free(6, 3));
         b.consistent().unwrap();
     }
 
@@ -699,29 +745,31 @@ mod tests {
         fn derived_orders_agree_with_stored_ones(
             first in 0u64..300,
             len in 1u64..5000,
-            ops in proptest::collection::vec((0u64..5000, proptest::bool::ANY), 0..2000),
+            ops in proptest::collection::vec((0u64..5000, proptest::bool::ANY, 0u8..10), 0..2000),
             cursors in proptest::collection::vec(0u64..6000, 1..6),
         ) {
             let mut b = FrameBitmap::new(first, first + len - 1);
             let mut frames = vec![false; len as usize];
-            for (at, set) in ops {
-                let i = (at % len) as usize;
-                let pfn = first + i as u64;
-                if set && !frames[i] {
-                    let h = b.set(pfn);
-                    frames[i] = true;
-                    let expect = (0..=6u8)
-                        .rev()
-                        .find(|&k| b.is_free(k, pfn >> k))
-                        .unwrap();
-                    proptest::prop_assert_eq!(h, expect);
-                } else if !set && frames[i] {
-                    let expect = (0..=6u8)
-                        .rev()
-                        .find(|&k| b.is_free(k, pfn >> k))
-                        .unwrap();
-                    proptest::prop_assert_eq!(b.clear(pfn), expect);
-                    frames[i] = false;
+            for (at, set, order) in ops {
+                // Mostly single frames; orders 1 to 6 as whole blocks.
+                let k = order.saturating_sub(3);
+                let pfn = (first + at % len) >> k << k;
+                let span = pfn..pfn + (1 << k);
+                if span.start < first || span.end > first + len {
+                    continue;
+                }
+                let index = |pfn: u64| (pfn - first) as usize;
+                let height_of = |b: &FrameBitmap| {
+                    (0..=6u8).rev().find(|&j| b.is_free(j, pfn >> j)).unwrap()
+                };
+                if set && span.clone().all(|p| !frames[index(p)]) {
+                    let h = b.set_block(pfn, k);
+                    span.for_each(|p| frames[index(p)] = true);
+                    proptest::prop_assert_eq!(h, height_of(&b));
+                } else if !set && span.clone().all(|p| frames[index(p)]) {
+                    let expect = height_of(&b);
+                    proptest::prop_assert_eq!(b.clear_block(pfn, k), expect);
+                    span.for_each(|p| frames[index(p)] = false);
                 }
             }
             b.consistent().unwrap();

@@ -76,7 +76,12 @@ const STORED: u8 = DERIVED + 1;
 /// - **Next allocation level.** Each space keeps the highest order at
 ///   which it has a free block: raised by frees (Algorithm 2, lines
 ///   13-14), lowered when that order's last block goes (Algorithm 1, lines
-///   18-19). A request above it is refused in O(1) and falls back.
+///   18-19). A request above it is refused in O(1) and falls back. Below
+///   order 6, where free blocks are not counted, it is an upper bound: an
+///   allocation that takes the last block of orders 1 to 5 leaves it, and
+///   a search of such an order that finds nothing lowers it below that
+///   order, so a later request there is refused in O(1) again. (The check
+///   only spares a search that would fail; placements are the same.)
 /// - **Buddy spaces.** Memory is cut into one space per CPU, each with its
 ///   own lock; a CPU allocates from its own space and falls back to the
 ///   others, highest pfn first (Linux's zonelist order), when its own
@@ -108,11 +113,11 @@ const STORED: u8 = DERIVED + 1;
 /// Invariants (checked by `validate`, with no call in flight): the list
 /// holds exactly the free frames, each once; a bit at order 0 is set
 /// exactly for free frames, each stored bit (orders 6 and up) exactly
-/// when both halves are wholly free, and the kept counts of free blocks
-/// of orders 0 to 5 and each word's largest free block agree with the
-/// frames' bits; allocated blocks are aligned, inside one space,
-/// and their other frames are tails; the next allocation level is the
-/// highest order with a set bit; once the queue is applied, a frame's
+/// when both halves are wholly free, and each word's kept largest free
+/// block agrees with the frames' bits; allocated blocks are aligned,
+/// inside one space, and their other frames are tails; the next
+/// allocation level is the highest order with a free block, or, when
+/// that is below 6, at most 5 and not below it; once the queue is applied, a frame's
 /// handed bit is set exactly when it heads an allocated block of order 0.
 pub struct IBuddy<R: RawMutex> {
     map: ZoneMap,
@@ -176,6 +181,8 @@ struct Space {
     /// are wholly free.
     blocks: [LevelBitmap; (MAX_ORDER - DERIVED) as usize],
     /// Highest order with a wholly free block; -1 when the space is full.
+    /// When that is below `STORED`, an upper bound up to `DERIVED`
+    /// (lowered by a search that fails, see `alloc_block`).
     next_level: i8,
     /// `cursor[k - 1]`: where the next search for a block of order `k`
     /// starts, just past the last block taken (next fit).
@@ -738,7 +745,7 @@ impl Space {
     /// to the largest block completed.
     #[inline]
     fn block_freed(&mut self, pfn: u64, height: u8) {
-        if height == STORED {
+        if height >= STORED {
             self.blocks[0].set(pfn >> STORED);
             self.coalesce_up(pfn, STORED);
         } else {
@@ -774,11 +781,16 @@ impl Space {
         self.lower_next_level();
     }
 
-    /// Lower the next allocation level past orders left without a free
-    /// block.
+    /// Lower the next allocation level past stored orders left without a
+    /// free block (to -1 when no frame is free); below `STORED` it stays,
+    /// an upper bound, until a search fails.
     #[inline]
     fn lower_next_level(&mut self) {
-        while self.next_level >= 0 && self.count(self.next_level as u8) == 0 {
+        if self.free_list.len() == 0 {
+            self.next_level = -1;
+            return;
+        }
+        while self.next_level >= STORED as i8 && self.count(self.next_level as u8) == 0 {
             self.next_level -= 1;
         }
     }
@@ -793,7 +805,7 @@ impl Space {
             // Orders below `STORED` are derived. Only a word that was wholly
             // free had its block, and maybe ancestors, marked at `STORED`
             // and up.
-            if self.frames.clear(pfn) == STORED {
+            if self.frames.clear(pfn) >= STORED {
                 self.uncoalesce_up(pfn, STORED);
             } else {
                 self.lower_next_level();
@@ -811,18 +823,28 @@ impl Space {
             return None;
         }
         let cursor = self.cursor[k as usize - 1];
-        let block = if k < STORED {
+        let found = if k < STORED {
             self.frames.find_from(k, cursor, FIT_PATIENCE)
         } else {
             self.blocks[usize::from(k - STORED)].find_from(cursor, FIT_PATIENCE)
-        }?;
+        };
+        let Some(block) = found else {
+            // No free block of order `k` or above.
+            if k < STORED {
+                self.next_level = k as i8 - 1;
+            }
+            return None;
+        };
         self.cursor[k as usize - 1] = block + 1;
         let first = block << k;
         for pfn in first..first + order.frames() {
             let i = self.index(pfn);
             self.free_list.remove(&mut self.meta, i);
             self.meta[i as usize].state.set_tail();
-            self.frames.clear(pfn);
+        }
+        // A word at a time: the block is inside one, or whole words.
+        for word in (first..first + order.frames()).step_by(64) {
+            self.frames.clear_block(word, k.min(6));
         }
         let head = self.index(first) as usize;
         self.meta[head].state.set_allocated(order);
@@ -852,16 +874,19 @@ impl Space {
 
     /// Split: put every frame of the block on the free list.
     fn free_block(&mut self, first: u64, k: u8) {
-        let mut height = 0;
         for pfn in first..first + (1 << k) {
             let i = self.index(pfn);
             self.meta[i as usize].state.set_free(Order::ZERO);
             self.free_list.push_back(&mut self.meta, i);
-            height = self.frames.set(pfn);
+        }
+        // A word at a time: the block is inside one, or whole words.
+        let mut height = 0;
+        for word in (first..first + (1 << k)).step_by(64) {
+            height = self.frames.set_block(word, k.min(6));
         }
         if k < STORED {
-            // The last frame set completed the block, and whatever its word
-            // now holds around it.
+            // The block's height: it, and whatever its word now holds
+            // around it.
             self.block_freed(first, height);
             return;
         }
@@ -971,8 +996,10 @@ impl Space {
             }
         }
         let highest = (0..=MAX_ORDER).rev().find(|&k| self.count(k) > 0);
+        let exact = highest.map_or(-1, |k| k as i8);
         ensure!(
-            self.next_level == highest.map_or(-1, |k| k as i8),
+            self.next_level == exact
+                || (exact < self.next_level && self.next_level <= DERIVED as i8),
             "{name}: next allocation level {} but the highest free block has order {highest:?}",
             self.next_level
         );
@@ -1002,7 +1029,7 @@ impl Space {
 
 /// Ask for the lines applying a buffered free of frame `index` of
 /// `shared`'s space will write: its record and its order-0 bitmap word
-/// (the list's tail, the counts, the byte of the word's largest free
+/// (the list's tail, the byte of the word's largest free
 /// block and the stored bitmaps are few and hot).
 /// Issued when the free is accepted, so by the time a batch is applied,
 /// `DRAIN_AT` frees later, its misses are over.
