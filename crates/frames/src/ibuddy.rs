@@ -63,9 +63,9 @@ const STORED: u8 = DERIVED + 1;
 ///   orders 1 to 5 are not stored but derived from the frames' word when
 ///   a block is looked for (a bit of them is a function of the frames'
 ///   bits): a free or allocation inside a word that is neither wholly
-///   free before nor after writes that word and the count of free blocks
-///   of each order up to 5 only, and a search of those orders derives the
-///   words it looks at (`FrameBitmap`). Orders 6 to `MAX_ORDER` are
+///   free before nor after writes that word and its largest-block byte
+///   only, and a search of those orders derives the words it looks at
+///   (`FrameBitmap`). Orders 6 to `MAX_ORDER` are
 ///   stored and climbed as above, from a word that becomes wholly free.
 /// - **Coalescing on multi-frame allocation** (splitting on multi-frame
 ///   free). A request of order `k` looks up a set bit at order `k`,
