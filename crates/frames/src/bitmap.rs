@@ -49,6 +49,9 @@ pub(crate) struct FrameBitmap {
     orders: Vec<u8>,
 }
 
+/// `word_order` of a wholly free word.
+const WHOLE: u8 = 7;
+
 /// 1 + the largest order (up to 6) of an aligned wholly set block of
 /// `word`; 0 when no bit is set.
 #[inline]
@@ -319,6 +322,14 @@ impl FrameBitmap {
         blocks: core::ops::Range<u32>,
     ) -> (Option<u64>, Option<u64>) {
         let (offset, words) = self.sources(k, w);
+        if blocks.start >= blocks.end {
+            return (None, None);
+        }
+        // Mostly free memory: when every frame under the word is free,
+        // every block is, each with its sibling, so none is an exact fit.
+        if words.len() == 1 << k && self.orders[words.clone()].iter().all(|&o| o == WHOLE) {
+            return (None, Some(base + u64::from(blocks.start)));
+        }
         let per_word = 64u32 >> k;
         let mut marked = None;
         for (j, s) in (offset as u32..).zip(words) {
@@ -747,9 +758,14 @@ mod tests {
             len in 1u64..5000,
             ops in proptest::collection::vec((0u64..5000, proptest::bool::ANY, 0u8..10), 0..2000),
             cursors in proptest::collection::vec(0u64..6000, 1..6),
+            prefill in 0u64..5000,
         ) {
             let mut b = FrameBitmap::new(first, first + len - 1);
             let mut frames = vec![false; len as usize];
+            // A free stretch first, so whole words and runs of them occur.
+            let filled = prefill.min(len);
+            b.set_range(first, first + filled);
+            frames[..filled as usize].fill(true);
             for (at, set, order) in ops {
                 // Mostly single frames; orders 1 to 6 as whole blocks.
                 let k = order.saturating_sub(3);
@@ -804,6 +820,10 @@ mod tests {
         assert_eq!(fold_compress(u64::MAX, 5), 0b11);
         assert_eq!(fold_compress(u64::MAX >> 1, 5), 0b01);
         assert_eq!(fold_compress(0x1234, 0), 0x1234);
+        assert_eq!(word_order(u64::MAX), WHOLE);
+        assert_eq!(word_order(0), 0);
+        assert_eq!(word_order(0b0110), 1, "two frames, no aligned pair");
+        assert_eq!(word_order(0b1100), 2, "an aligned pair");
     }
 
     #[test]
