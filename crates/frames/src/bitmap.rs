@@ -215,13 +215,20 @@ impl FrameBitmap {
         self.clear_block(pfn, 0)
     }
 
+    /// The word, first bit and bits of the aligned block of order `k <= 6`
+    /// at `first` (inside one word).
+    #[inline]
+    fn block_at(&self, first: u64, k: u8) -> (usize, u32, u64) {
+        let rel = first - self.origin;
+        let b = (rel % 64) as u32;
+        ((rel / 64) as usize, b, block_mask(k) << b)
+    }
+
     /// Mark the aligned block of order `k <= 6` at `first` (inside one
     /// word), in range and wholly unmarked; return its height after.
     #[inline]
     pub(crate) fn set_block(&mut self, first: u64, k: u8) -> u8 {
-        let rel = first - self.origin;
-        let (w, b) = ((rel / 64) as usize, (rel % 64) as u32);
-        let mask = block_mask(k) << b;
+        let (w, b, mask) = self.block_at(first, k);
         let word = &mut self.words[w];
         debug_assert!(*word & mask == 0);
         *word |= mask;
@@ -236,9 +243,7 @@ impl FrameBitmap {
     /// word), in range and wholly marked; return its height before.
     #[inline]
     pub(crate) fn clear_block(&mut self, first: u64, k: u8) -> u8 {
-        let rel = first - self.origin;
-        let (w, b) = ((rel / 64) as usize, (rel % 64) as u32);
-        let mask = block_mask(k) << b;
+        let (w, b, mask) = self.block_at(first, k);
         let word = &mut self.words[w];
         debug_assert!(*word & mask == mask);
         let h = height(*word, b);
