@@ -63,18 +63,7 @@ if [[ ! -f "$streams/stride-sat.ramulator.trace" ]]; then
     cargo run --release -q -p nvmos-memsys --example gen_traces "$streams" > /dev/null
 fi
 cpu() { # CPU seconds (user + sys) of a command, its output discarded; fails if it does
-    # (getrusage of the child: microseconds, where time(1) prints 10 ms steps)
-    python3 -c '
-import resource, subprocess, sys
-def children():  # what started this Python (a pyenv shim) may have run some
-    r = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return r.ru_utime + r.ru_stime
-before = children()
-with open(sys.argv[1], "w") as err:
-    rc = subprocess.run(sys.argv[2:], stdout=subprocess.DEVNULL, stderr=err).returncode
-if rc != 0:
-    sys.exit(rc)
-print(f"{children() - before:.6f}")' "$out/err" "$@" || {
+    python3 "$peers/cpu_seconds.py" "$out/err" "$@" || {
         echo "ramulator2_speed.sh: failed: $*" >&2
         tail -5 "$out/err" >&2
         return 1
