@@ -26,26 +26,10 @@ fi
 d3="$DRAMSIM3_DIR/build/dramsim3main"
 ini="$DRAMSIM3_DIR/configs/DDR4_8Gb_x8_2400.ini"
 [[ -f "$ini" ]] || { echo "dramsim3_speed.sh: $ini not found" >&2; exit 2; }
-if [[ -n "${NVMOS:-}" ]]; then
-    nv="$NVMOS"
-    [[ -x "$nv" ]] || { echo "dramsim3_speed.sh: NVMOS=$nv is not an executable" >&2; exit 2; }
-else
-    nv=target/release/nvmos
-    [[ -x "$nv" ]] || cargo build --release -p nvmos
-fi
-out=$(mktemp -d)
-trap 'rm -rf "$out"' EXIT
-streams="${1:-$out/streams}"
-if [[ ! -f "$streams/rand-sat.dramsim3.trace" ]]; then
-    cargo run --release -q -p nvmos-memsys --example gen_traces "$streams" > /dev/null
-fi
-cpu() { # CPU seconds (user + sys) of a command, its output discarded; fails if it does
-    python3 crates/memsys/peers/cpu_seconds.py "$out/err" "$@" || {
-        echo "dramsim3_speed.sh: failed: $*" >&2
-        tail -5 "$out/err" >&2
-        return 1
-    }
-}
+script=dramsim3_speed.sh
+stream_file=rand-sat.dramsim3.trace
+# shellcheck source=common.sh
+source crates/memsys/peers/common.sh "${1:-}"
 printf "%-12s %12s %12s %8s\n" stream "nvmos M/s" "DRAMSim3 M/s" ratio
 for s in seq-light rand-light mix-light rand-8 seq-sat rand-sat mix-sat stride-sat; do
     t="$streams/$s.dramsim3.trace"

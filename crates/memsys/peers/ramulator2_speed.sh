@@ -48,27 +48,11 @@ if ! PYTHONPATH="$RAMULATOR2_DIR/python" "$py" -c 'import yaml, ramulator._ramul
     echo "ramulator2_speed.sh: $py cannot import ramulator._ramulator from $RAMULATOR2_DIR/python and yaml (set RAMULATOR2_PYTHON to the Python it was built for, with PyYAML)" >&2
     exit 2
 fi
-if [[ -n "${NVMOS:-}" ]]; then
-    nv="$NVMOS"
-    [[ -f "$nv" && -x "$nv" ]] || { echo "ramulator2_speed.sh: NVMOS=$nv is not an executable" >&2; exit 2; }
-else
-    nv=target/release/nvmos
-    [[ -x "$nv" ]] || cargo build --release -p nvmos
-fi
 machine="$peers/ramulator2-ddr4-2400.toml"
-out=$(mktemp -d)
-trap 'rm -rf "$out"' EXIT
-streams="${1:-$out/streams}"
-if [[ ! -f "$streams/stride-sat.ramulator.trace" ]]; then
-    cargo run --release -q -p nvmos-memsys --example gen_traces "$streams" > /dev/null
-fi
-cpu() { # CPU seconds (user + sys) of a command, its output discarded; fails if it does
-    python3 "$peers/cpu_seconds.py" "$out/err" "$@" || {
-        echo "ramulator2_speed.sh: failed: $*" >&2
-        tail -5 "$out/err" >&2
-        return 1
-    }
-}
+script=ramulator2_speed.sh
+stream_file=stride-sat.ramulator.trace
+# shellcheck source=common.sh
+source "$peers/common.sh" "${1:-}"
 printf "%-8s %-11s %20s %16s %24s\n" config stream "GB/s nvmos / Ram2" "hits % nv / Ram2" "M req/CPU-s nv / Ram2"
 for config in matched stock; do
     flags=()
