@@ -402,14 +402,9 @@ impl Cand {
     #[inline(always)]
     fn set_to(&mut self, s: u32, slot: &Slot, bank: &BankQ, rcd: u64, rp: u64) {
         let from = slot.entered.max(bank.col_ok);
-        let (local, miss) = match bank.open_row {
-            CLOSED => (from.max(slot.entered.max(bank.act_ok) + rcd), true),
-            r if r == slot.row => (from, false),
-            _ => {
-                let pre = slot.entered.max(bank.pre_ok);
-                let act = slot.entered.max(bank.act_ok).max(pre + rp);
-                (from.max(act + rcd), true)
-            }
+        let (local, miss) = match bank.row_steps(slot, rp) {
+            (RowOutcome::Hit, ..) => (from, false),
+            (_, _, act) => (from.max(act + rcd), true),
         };
         let flags = u16::from(slot.kind == AccessKind::Read) << 1 | u16::from(miss);
         self.slot = s;
@@ -507,6 +502,35 @@ struct BankQ {
     /// Union of busy intervals, accumulated: end of the last one.
     busy_until: u64,
     busy: u64,
+}
+
+/// Cycles from a column command to its data: `CL` for a read, `CWL` for
+/// a write.
+#[inline(always)]
+fn data_latency(t: &Timing, kind: AccessKind) -> u64 {
+    u64::from(match kind {
+        AccessKind::Read => t.cl,
+        AccessKind::Write => t.cwl,
+    })
+}
+
+impl BankQ {
+    /// What serving `slot` here takes before its column command, as far
+    /// as the bank allows: the row outcome, the `PRE` cycle (`NONE` but
+    /// for a conflict) and the earliest `ACT` (`NONE` for a hit; the
+    /// rank's and group's gates come on top). `rp`: `tRP`.
+    #[inline(always)]
+    fn row_steps(&self, slot: &Slot, rp: u64) -> (RowOutcome, u64, u64) {
+        match self.open_row {
+            CLOSED => (RowOutcome::Miss, NONE, slot.entered.max(self.act_ok)),
+            r if r == slot.row => (RowOutcome::Hit, NONE, NONE),
+            _ => {
+                let pre = slot.entered.max(self.pre_ok);
+                let act = slot.entered.max(self.act_ok).max(pre + rp);
+                (RowOutcome::Conflict, pre, act)
+            }
+        }
+    }
 }
 
 #[derive(Clone, Debug, Default)]
@@ -1748,19 +1772,10 @@ impl Controller {
         let rank = &self.ranks[rank_index];
         let group = &self.groups[group_index];
         let ch = &self.channels[c];
-        let outcome = match bank.open_row {
-            CLOSED => RowOutcome::Miss,
-            r if r == slot.row => RowOutcome::Hit,
-            _ => RowOutcome::Conflict,
-        };
-        let (mut pre, mut act) = (NONE, NONE);
+        let (outcome, pre, act_from) = bank.row_steps(slot, rp);
+        let mut act = NONE;
         let mut col_ok = bank.col_ok;
         if outcome != RowOutcome::Hit {
-            let mut act_from = slot.entered.max(bank.act_ok);
-            if outcome == RowOutcome::Conflict {
-                pre = slot.entered.max(bank.pre_ok);
-                act_from = act_from.max(pre + rp);
-            }
             let mut a = act_from.max(rank.act_ok).max(group.act_ok);
             if t.faw != 0 && rank.faw_n == 4 {
                 // The oldest of the last four ACTs.
@@ -1769,10 +1784,7 @@ impl Controller {
             act = a;
             col_ok = col_ok.max(a + rcd);
         }
-        let latency = u64::from(match slot.kind {
-            AccessKind::Read => t.cl,
-            AccessKind::Write => t.cwl,
-        });
+        let latency = data_latency(t, slot.kind);
         // The data may start once the bus is free (after another rank's
         // data, tRTRS later; after read data, write data also waits for
         // the turnaround).
@@ -1810,27 +1822,13 @@ impl Controller {
         let t = &self.timing;
         let rcd = u64::from(t.rcd);
         let bank = &self.banks[slot.bank as usize];
-        let (outcome, mut pre, mut act) = (bank.open_row, NONE, NONE);
-        let outcome = if outcome == slot.row {
-            RowOutcome::Hit
-        } else {
-            let mut act_from = slot.entered.max(bank.act_ok);
-            let outcome = if outcome == CLOSED {
-                RowOutcome::Miss
-            } else {
-                pre = slot.entered.max(bank.pre_ok);
-                act_from = act_from.max(pre + u64::from(t.rp));
-                RowOutcome::Conflict
-            };
+        let (outcome, pre, mut act) = bank.row_steps(slot, u64::from(t.rp));
+        if outcome != RowOutcome::Hit {
             let rank_act = self.rank_gates[(slot.bank >> self.bpr_shift) as usize].act_col - rcd;
             let group_act = self.groups[(slot.bank >> self.bpg_shift) as usize].act_ok;
-            act = act_from.max(rank_act).max(group_act);
-            outcome
-        };
-        let latency = u64::from(match slot.kind {
-            AccessKind::Read => t.cl,
-            AccessKind::Write => t.cwl,
-        });
+            act = act.max(rank_act).max(group_act);
+        }
+        let latency = data_latency(t, slot.kind);
         Plan {
             outcome,
             pre,
