@@ -98,20 +98,16 @@ fn height(word: u64, b: u32) -> u8 {
     up.min(down)
 }
 
-/// Bits `0, 2^k, 2*2^k, ...` of the level-`k` blocks of `word` (bit
-/// `i * 2^k` set when the block of order `k` at `i` is wholly set),
-/// compressed to bits `0..64 >> k`.
+/// The aligned blocks of order `k <= 6` wholly set in `word`, each at its
+/// first bit (bit `i * 2^k` set when bits `i * 2^k..(i + 1) * 2^k` are).
 #[inline]
-fn fold_compress(word: u64, k: u8) -> u64 {
-    let mut x = word;
+fn free_blocks(word: u64, k: u8) -> u64 {
+    let mut runs = word;
     for i in 0..k {
-        x &= x >> (1u32 << i);
+        // Bit `p`: bits `p..p + 2^(i + 1)` of `word` are all set.
+        runs &= runs >> (1u32 << i);
     }
-    x &= ALIGNED[k as usize];
-    for &(shift, mask) in &GATHER[k as usize][..6 - k as usize] {
-        x = (x | (x >> shift)) & mask;
-    }
-    x
+    runs & ALIGNED[k as usize]
 }
 
 /// `ALIGNED[k]`: bits `0, 2^k, 2*2^k, ...`.
@@ -120,27 +116,6 @@ const ALIGNED: [u64; 7] = {
     let mut k = 0;
     while k < 7 {
         table[k] = repeat(1 << k, 1);
-        k += 1;
-    }
-    table
-};
-
-/// `GATHER[k]`: the steps (shift, then mask) that move bits `i * 2^k`
-/// of a word to bits `i`: each merges pairs of chunks, each holding its
-/// gathered bits at its bottom, until one chunk remains (`6 - k` steps).
-const GATHER: [[(u32, u64); 6]; 7] = {
-    let mut table = [[(0, 0); 6]; 7];
-    let mut k = 0;
-    while k < 7 {
-        let mut chunk = 1u32 << k;
-        let mut held = 1u32;
-        let mut step = 0;
-        while chunk < 64 {
-            table[k][step] = (chunk - held, repeat(2 * chunk, 2 * held));
-            chunk *= 2;
-            held *= 2;
-            step += 1;
-        }
         k += 1;
     }
     table
@@ -193,12 +168,6 @@ impl FrameBitmap {
             Some(word) => (word >> (rel % 64)) & mask == mask,
             None => false,
         }
-    }
-
-    /// Wholly free aligned blocks of order `k <= DERIVED`, counted from
-    /// the bits (a pass over the words: for statistics and checks).
-    pub(crate) fn count(&self, k: u8) -> u64 {
-        self.tally()[k as usize]
     }
 
     /// Mark `pfn`, which must be in range and unmarked; return its height
@@ -258,7 +227,7 @@ impl FrameBitmap {
     }
 
     /// Mark every frame of `from..to`, which must be in range and
-    /// unmarked, and count the blocks they complete.
+    /// unmarked, and note each word's largest free block.
     pub(crate) fn set_range(&mut self, from: u64, to: u64) {
         let mut pfn = from;
         while pfn < to {
@@ -273,19 +242,20 @@ impl FrameBitmap {
             self.words[(rel / 64) as usize] |= mask;
             pfn += n;
         }
-        self.recount();
+        self.refresh_orders();
     }
 
-    /// Count the wholly free blocks of each derived order, and each word's
-    /// largest, from the bits.
-    fn recount(&mut self) {
+    /// Note each word's largest free block from its bits.
+    fn refresh_orders(&mut self) {
         for (order, &word) in self.orders.iter_mut().zip(&self.words) {
             *order = word_order(word);
         }
     }
 
-    /// Wholly free blocks of each order up to `DERIVED`, from the bits.
-    fn tally(&self) -> [u64; DERIVED as usize + 1] {
+    /// Wholly free aligned blocks of each order up to `DERIVED`
+    /// (`[0]`: free frames), counted from the bits: a pass over the
+    /// words, for statistics and checks.
+    pub(crate) fn counts(&self) -> [u64; DERIVED as usize + 1] {
         let mut counts = [0; DERIVED as usize + 1];
         for &word in &self.words {
             for (k, count) in (0..=DERIVED).zip(counts.iter_mut()) {
@@ -293,14 +263,15 @@ impl FrameBitmap {
                 *count += match word {
                     0 => 0,
                     u64::MAX => 64 >> k,
-                    _ => u64::from(fold_compress(word, k).count_ones()),
+                    _ => u64::from(free_blocks(word, k).count_ones()),
                 };
             }
         }
         counts
     }
 
-    /// Recount the blocks of each order; compare with what is kept.
+    /// Work out each word's largest free block again; compare with what
+    /// is kept.
     pub(crate) fn consistent(&self) -> Result<(), &'static str> {
         if self
             .orders
@@ -344,11 +315,7 @@ impl FrameBitmap {
             if lo >= hi || self.orders[s] <= k {
                 continue;
             }
-            let mut all = self.words[s];
-            for i in 0..k {
-                all &= all >> (1u32 << i);
-            }
-            all &= ALIGNED[k as usize];
+            let all = free_blocks(self.words[s], k);
             let bits = all & range_mask(lo << k..hi << k);
             if bits == 0 {
                 continue;
@@ -449,11 +416,6 @@ impl FrameBitmap {
     /// of `new`); the words never move.
     pub(crate) fn words_addr(&self) -> usize {
         self.words.as_ptr() as usize
-    }
-
-    /// Marked frames.
-    pub(crate) fn marked(&self) -> u64 {
-        self.count(0)
     }
 
     /// Bytes of memory used.
@@ -725,12 +687,13 @@ mod tests {
     fn frame_ranges_set_exactly() {
         let mut b = FrameBitmap::new(60, 300);
         b.set_range(61, 200);
-        assert_eq!(b.marked(), 139);
+        let counts = b.counts();
+        assert_eq!(counts[0], 139);
         assert!(!b.get(60) && b.get(61) && b.get(127) && b.get(199) && !b.get(200));
         // Blocks of order 1 inside 61..200: 62..200 in pairs; of order 2:
         // 64..200 in fours; of order 6: 64..128 and 128..192.
-        assert_eq!(b.count(1), 69);
-        assert_eq!(b.count(2), (200 - 64) / 4);
+        assert_eq!(counts[1], 69);
+        assert_eq!(counts[2], (200 - 64) / 4);
         assert!(!b.is_free(6, 0) && b.is_free(6, 1) && b.is_free(6, 2) && !b.is_free(6, 3));
         b.consistent().unwrap();
     }
@@ -796,7 +759,7 @@ mod tests {
             b.consistent().unwrap();
             for k in 1..=DERIVED {
                 let eager = eager_level(&frames, first, k);
-                proptest::prop_assert_eq!(b.count(k), eager.count());
+                proptest::prop_assert_eq!(b.counts()[k as usize], eager.count());
                 for block in (first >> k)..=((first + len - 1) >> k) {
                     proptest::prop_assert_eq!(b.is_free(k, block), eager.get(block));
                 }
@@ -814,17 +777,14 @@ mod tests {
     }
 
     #[test]
-    fn fold_compress_gathers_each_wholly_set_block() {
+    fn free_blocks_marks_each_wholly_set_block_at_its_first_bit() {
         // Order 1: pairs (0,1) and (6,7) set; 2 alone is not a pair.
-        assert_eq!(fold_compress(0b1100_0111, 1), 0b1001);
+        assert_eq!(free_blocks(0b1100_0111, 1), 0b0100_0001);
         // Order 2: bits 4..8 set, and 60..64.
-        assert_eq!(
-            fold_compress(0xF000_0000_0000_00F0, 2),
-            (1 << 15) | (1 << 1)
-        );
-        assert_eq!(fold_compress(u64::MAX, 5), 0b11);
-        assert_eq!(fold_compress(u64::MAX >> 1, 5), 0b01);
-        assert_eq!(fold_compress(0x1234, 0), 0x1234);
+        assert_eq!(free_blocks(0xF000_0000_0000_00F0, 2), (1 << 60) | (1 << 4));
+        assert_eq!(free_blocks(u64::MAX, 5), (1 << 32) | 1);
+        assert_eq!(free_blocks(u64::MAX >> 1, 5), 1);
+        assert_eq!(free_blocks(0x1234, 0), 0x1234);
         assert_eq!(word_order(u64::MAX), WHOLE);
         assert_eq!(word_order(0), 0);
         assert_eq!(word_order(0b0110), 1, "two frames, no aligned pair");

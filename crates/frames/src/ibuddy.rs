@@ -717,14 +717,21 @@ impl Space {
         }
     }
 
-    /// Wholly free blocks of order `k`.
+    /// Wholly free blocks of stored order `k`.
     #[inline]
-    fn count(&self, k: u8) -> u64 {
-        if k < STORED {
-            self.frames.count(k)
-        } else {
-            self.blocks[usize::from(k - STORED)].count()
+    fn stored_count(&self, k: u8) -> u64 {
+        self.blocks[usize::from(k - STORED)].count()
+    }
+
+    /// Wholly free blocks of every order (orders below `STORED` counted
+    /// from the frames' bits in one pass: for statistics and checks).
+    fn counts(&self) -> [u64; MAX_ORDER as usize + 1] {
+        let mut counts = [0; MAX_ORDER as usize + 1];
+        counts[..STORED as usize].copy_from_slice(&self.frames.counts());
+        for k in STORED..=MAX_ORDER {
+            counts[k as usize] = self.stored_count(k);
         }
+        counts
     }
 
     /// Put one frame on the free list and mark it, and every block it
@@ -790,7 +797,7 @@ impl Space {
             self.next_level = -1;
             return;
         }
-        while self.next_level >= STORED as i8 && self.count(self.next_level as u8) == 0 {
+        while self.next_level >= STORED as i8 && self.stored_count(self.next_level as u8) == 0 {
             self.next_level -= 1;
         }
     }
@@ -936,11 +943,12 @@ impl Space {
         self.frames
             .consistent()
             .map_err(|e| ValidationError(alloc::format!("{name}: frame bitmap: {e}")))?;
+        let counts = self.counts();
         ensure!(
-            self.free_list.len() == self.frames.marked(),
+            self.free_list.len() == counts[0],
             "{name}: {} frames listed but {} free bits",
             self.free_list.len(),
-            self.frames.marked()
+            counts[0]
         );
         // Allocated blocks and free frames tile the space.
         let mut pfn = self.start;
@@ -995,7 +1003,7 @@ impl Space {
                 );
             }
         }
-        let highest = (0..=MAX_ORDER).rev().find(|&k| self.count(k) > 0);
+        let highest = (0..=MAX_ORDER).rev().find(|&k| counts[k as usize] > 0);
         let exact = highest.map_or(-1, |k| k as i8);
         ensure!(
             self.next_level == exact
@@ -1012,9 +1020,10 @@ impl Space {
         // of free blocks one order up (every free block that is not
         // maximal has a free parent, and every free parent two free
         // halves).
-        for k in 0..=MAX_ORDER {
-            let parents = if k < MAX_ORDER { self.count(k + 1) } else { 0 };
-            stats.free_blocks[k as usize] += self.count(k) - 2 * parents;
+        let counts = self.counts();
+        for k in 0..=MAX_ORDER as usize {
+            let parents = counts.get(k + 1).copied().unwrap_or(0);
+            stats.free_blocks[k] += counts[k] - 2 * parents;
         }
     }
 
