@@ -61,9 +61,11 @@ def main():
     out = sys.argv[1] if len(sys.argv) > 1 else os.path.dirname(os.path.abspath(__file__))
     for name, matched in [("stock", False), ("matched", True)]:
         path = os.path.join(out, f"ramulator2-{name}.yaml")
-        with open(path, "w") as f:
+        # Whole or not at all: written beside, then renamed over.
+        with open(path + ".tmp", "w") as f:
             f.write(f"# Written by ramulator2_configs.py ({name}); see there.\n")
             f.write(dict_to_yaml(config(matched)))
+        os.replace(path + ".tmp", path)
         print(path)
 
 
