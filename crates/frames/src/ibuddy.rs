@@ -510,7 +510,8 @@ impl<R: RawMutex> IBuddy<R> {
     /// Free `blocks[n..run]`, single frames of space `s`, on `cpu`: clear
     /// their handed bits (one `fetch_and` per handed word) and queue them
     /// with one buffer lock per `DRAIN_AT` frames (a lazy layer's
-    /// gatherings come sorted by pfn, so a space's frames are one run).
+    /// gatherings come grouped by `lock_group`, so a space's frames are
+    /// one run).
     /// `CHECK`: test each claim and refuse the first frame not handed, as
     /// `free` does; without it (`free_bulk_vouched` in release builds) the
     /// bits are cleared unconditionally, a `lock and` instead of a
@@ -563,8 +564,8 @@ impl<R: RawMutex> IBuddy<R> {
         let mut count = 0;
         while n < run {
             // Claim the next frames that share a handed word with
-            // one `fetch_and` (a sorted gathering of neighbours
-            // often does); a repeated frame starts a new group, so
+            // one `fetch_and` (a give-back of a drained list often
+            // does); a repeated frame starts a new group, so
             // it is refused as a double free.
             let (w, mut mask) = handed_bit(start, blocks[n]);
             let mut g = n + 1;
@@ -1117,6 +1118,22 @@ impl<R: RawMutex + Send + Sync> FrameAllocator for IBuddy<R> {
             crate::prefetch_addr(&self.spaces[s].handed[w] as *const AtomicU64 as usize);
             prefetch_apply(&self.spaces[s], start, pfn);
         }
+    }
+
+    /// The frame's buddy space (0 for a pfn below every space): each
+    /// space has its own lock and queue.
+    #[inline]
+    fn lock_group(&self, pfn: Pfn) -> u32 {
+        if self.bounds.len() == 1 {
+            return 0;
+        }
+        self.bounds
+            .partition_point(|&(start, _)| start <= pfn.0)
+            .saturating_sub(1) as u32
+    }
+
+    fn lock_groups(&self) -> u32 {
+        self.spaces.len() as u32
     }
 
     fn alloc_bulk(&self, req: Request, out: &mut [Pfn]) -> usize {

@@ -183,6 +183,23 @@ pub trait FrameAllocator: Send + Sync {
         let _ = pfn;
     }
 
+    /// The lock a free of the single frame `pfn` takes (iBuddy: its buddy
+    /// space's), a number below [`FrameAllocator::lock_groups`]. A caller
+    /// giving many frames back at once groups them by it, so that
+    /// `free_bulk` takes each lock once, and keeps their order within a
+    /// group. Any `pfn` is allowed; a value at or above `lock_groups` is
+    /// read as the last group. Default: 0, one lock.
+    #[inline]
+    fn lock_group(&self, pfn: Pfn) -> u32 {
+        let _ = pfn;
+        0
+    }
+
+    /// How many values [`FrameAllocator::lock_group`] takes. Default: 1.
+    fn lock_groups(&self) -> u32 {
+        1
+    }
+
     /// Give frames held in lazy per-CPU lists back to the allocator proper
     /// (Linux's `drain_all_pages`). Allocators without such lists do
     /// nothing.
@@ -239,6 +256,8 @@ macro_rules! forward_frame_allocator {
             fn free_bulk(&self, blocks: &[Pfn], req: Request) -> Result<(), (usize, AllocError)> { (**self).free_bulk(blocks, req) }
             fn free_bulk_vouched(&self, blocks: &[Pfn], req: Request) -> Result<(), (usize, AllocError)> { (**self).free_bulk_vouched(blocks, req) }
             fn prefetch_free(&self, pfn: Pfn) { (**self).prefetch_free(pfn) }
+            fn lock_group(&self, pfn: Pfn) -> u32 { (**self).lock_group(pfn) }
+            fn lock_groups(&self) -> u32 { (**self).lock_groups() }
             fn drain(&self) { (**self).drain() }
             fn stats(&self) -> Stats { (**self).stats() }
             fn validate(&self) -> Result<(), ValidationError> { (**self).validate() }

@@ -43,9 +43,11 @@ pub enum PcpPolicy {
     /// the list or goes straight to the inner allocator when the list is
     /// empty. A free that finds the list full is an *overflow free*: with
     /// `batch` 1 it goes straight through, as in the seed; with a larger
-    /// `batch` overflow frees are gathered and given back together, sorted
-    /// by pfn, so the inner allocator takes each buddy space's lock once
-    /// per gathering instead of once per frame (the random frees of a real
+    /// `batch` overflow frees are gathered and given back together,
+    /// grouped by buddy space and in the order freed within a space (the
+    /// order in which the seed's straight-through frees would reach it),
+    /// so the inner allocator takes each buddy space's lock once per
+    /// gathering instead of once per frame (the random frees of a real
     /// kernel land on other CPUs' spaces). Since random frees spread over
     /// one space per CPU, a gathering holds `batch` frees per CPU the
     /// allocator serves, at most [`PcpPolicy::MAX_GATHER`], so each
@@ -61,7 +63,8 @@ pub enum PcpPolicy {
     /// `batch` frames at a time from the *front* of the inner allocator
     /// (iBuddy's least recently freed frames), and frees are gathered,
     /// `batch` per CPU served (at most [`PcpPolicy::MAX_GATHER`]), and
-    /// given back together, sorted by pfn, to its back. A freed frame is never
+    /// given back together, grouped by buddy space and in the order freed,
+    /// to its back. A freed frame is never
     /// handed out again before it has passed through the inner allocator,
     /// so the inner allocator's reuse order, and iBuddy's even wear, are
     /// kept, while locks are taken once per `batch` requests.
@@ -170,6 +173,10 @@ const HANDED: u8 = 2;
 struct Slot {
     list: VecDeque<Pfn>,
     pending: Vec<Pfn>,
+    /// Scratch for grouping `pending` by the inner allocator's lock: each
+    /// frame's group, then the frames grouped (swapped with `pending`).
+    groups: Vec<u32>,
+    grouped: Vec<Pfn>,
 }
 
 /// One CPU's slot and what other CPUs may look at without its lock.
@@ -213,6 +220,8 @@ pub struct PerCpu<A, R: RawMutex> {
     policy: PcpPolicy,
     /// `policy.pending_bound(cpus)`: frees gathered before a give-back.
     gather: u32,
+    /// `inner.lock_groups()`, at least 1.
+    lock_groups: u32,
     pcps: Box<[CachePadded<Pcp<R>>]>,
     map: ZoneMap,
     held: Box<[AtomicU8]>,
@@ -249,12 +258,15 @@ impl<A: FrameAllocator, R: RawMutex + Send + Sync> PerCpu<A, R> {
                     slot: Mutex::new(Slot {
                         list: VecDeque::new(),
                         pending: Vec::new(),
+                        groups: Vec::new(),
+                        grouped: Vec::new(),
                     }),
                 })
             })
             .collect();
         Ok(PerCpu {
             gather: policy.pending_bound(inner.cpus()),
+            lock_groups: inner.lock_groups().max(1),
             inner,
             policy,
             pcps,
@@ -372,13 +384,21 @@ impl<A: FrameAllocator, R: RawMutex + Send + Sync> PerCpu<A, R> {
         }
     }
 
-    /// Give every gathered free back, sorted by pfn so that the inner
-    /// allocator's `free_bulk` takes each buddy space's (zone's) lock once.
-    fn flush_pending(&self, pending: &mut Vec<Pfn>, cpu: u32) {
-        if pending.is_empty() {
+    /// Give every gathered free back, grouped by the inner allocator's
+    /// lock (`lock_group`: iBuddy's buddy space) so that its `free_bulk`
+    /// takes each lock once, and in the order they were freed within a
+    /// group: the order in which the seed's straight-through overflow
+    /// frees reach the inner allocator, which reuses frames in free order.
+    /// A stable counting sort, linear in the gathering (the comparison
+    /// sort it replaces cost about 4 ns a free at 1 thread).
+    fn flush_pending(&self, slot: &mut Slot, cpu: u32) {
+        if slot.pending.is_empty() {
             return;
         }
-        pending.sort_unstable();
+        if self.lock_groups > 1 {
+            group_by_lock(&self.inner, self.lock_groups, slot);
+        }
+        let pending = &mut slot.pending;
         for &pfn in pending.iter() {
             self.held(pfn).store(NOT_HELD, Ordering::Release);
         }
@@ -399,7 +419,7 @@ impl<A: FrameAllocator, R: RawMutex + Send + Sync> PerCpu<A, R> {
     fn empty_slot(&self, slot: &mut Slot, cpu: u32) {
         let len = slot.list.len();
         self.give_back(&mut slot.list, len, cpu);
-        self.flush_pending(&mut slot.pending, cpu);
+        self.flush_pending(slot, cpu);
     }
 
     /// Refill an empty list with up to `batch` frames under the inner
@@ -490,7 +510,7 @@ impl<A: FrameAllocator, R: RawMutex + Send + Sync> PerCpu<A, R> {
                     self.refill(&mut slot.list, batch, req, true);
                     if slot.list.is_empty() && !slot.pending.is_empty() {
                         // Our own gathered frees may be all that is left.
-                        self.flush_pending(&mut slot.pending, req.cpu);
+                        self.flush_pending(slot, req.cpu);
                         self.refill(&mut slot.list, batch, req, true);
                     }
                 }
@@ -544,7 +564,7 @@ impl<A: FrameAllocator, R: RawMutex + Send + Sync> PerCpu<A, R> {
                     mark.store(ON_LIST, Ordering::Release);
                     slot.pending.push(pfn);
                     if slot.pending.len() >= self.gather as usize {
-                        self.flush_pending(&mut slot.pending, req.cpu);
+                        self.flush_pending(slot, req.cpu);
                     }
                     Ok(())
                 } else {
@@ -555,7 +575,7 @@ impl<A: FrameAllocator, R: RawMutex + Send + Sync> PerCpu<A, R> {
                 mark.store(ON_LIST, Ordering::Release);
                 slot.pending.push(pfn);
                 if slot.pending.len() >= self.gather as usize {
-                    self.flush_pending(&mut slot.pending, req.cpu);
+                    self.flush_pending(slot, req.cpu);
                 }
                 Ok(())
             }
@@ -937,7 +957,13 @@ impl<A: FrameAllocator, R: RawMutex + Send + Sync> FrameAllocator for PerCpu<A, 
             .iter()
             .map(|p| {
                 let held = match p.slot.try_lock() {
-                    Some(slot) => slot.list.capacity() + slot.pending.capacity(),
+                    Some(slot) => {
+                        slot.list.capacity()
+                            + slot.pending.capacity()
+                            + slot.grouped.capacity()
+                            + slot.groups.capacity() * core::mem::size_of::<u32>()
+                                / core::mem::size_of::<Pfn>()
+                    }
                     None => bound,
                 };
                 core::mem::size_of_val(p) + held * core::mem::size_of::<Pfn>()
@@ -945,6 +971,39 @@ impl<A: FrameAllocator, R: RawMutex + Send + Sync> FrameAllocator for PerCpu<A, 
             .sum();
         self.inner.metadata_bytes() + self.held.len() + lists
     }
+}
+
+/// Reorder `slot.pending` so that frames of one lock group (of `inner`,
+/// which has `groups` of them, more than 1) are together, groups
+/// ascending, each in the order gathered.
+fn group_by_lock<A: FrameAllocator>(inner: &A, groups: u32, slot: &mut Slot) {
+    let last = groups - 1;
+    // counts[g + 1] counts group g; after the prefix sum counts[g] is
+    // where group g starts.
+    let mut small = [0u32; 65];
+    let mut big = Vec::new();
+    let counts: &mut [u32] = if groups < 64 {
+        &mut small[..groups as usize + 1]
+    } else {
+        big.resize(groups as usize + 1, 0);
+        &mut big
+    };
+    slot.groups.clear();
+    for &pfn in &slot.pending {
+        let g = inner.lock_group(pfn).min(last);
+        slot.groups.push(g);
+        counts[g as usize + 1] += 1;
+    }
+    for g in 1..counts.len() {
+        counts[g] += counts[g - 1];
+    }
+    slot.grouped.clear();
+    slot.grouped.resize(slot.pending.len(), Pfn(0));
+    for (&pfn, &g) in slot.pending.iter().zip(&slot.groups) {
+        slot.grouped[counts[g as usize] as usize] = pfn;
+        counts[g as usize] += 1;
+    }
+    core::mem::swap(&mut slot.pending, &mut slot.grouped);
 }
 
 impl<A: FrameAllocator, R: RawMutex + Send + Sync> PerCpu<A, R> {
