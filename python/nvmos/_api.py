@@ -623,6 +623,7 @@ def bench_alloc(
     lock: Optional[str] = None,
     quick: bool = False,
     *,
+    free_order: Optional[str] = None,
     progress: Progress = None,
 ) -> pd.DataFrame:
     """``nvmos bench alloc`` (seed 000's Table 2 timed on this machine)
@@ -633,6 +634,8 @@ def bench_alloc(
     every pass) and ``skipped`` (why a cell was not timed, else ``None``;
     its figures are NaN). ``df.attrs["result"].raw`` is the JSON
     ``--json`` prints, with the seed's comparison rows and checks.
+    ``free_order``: ``"accepted"`` (default) or ``"per-cpu"``, the order
+    iBuddy applies frees buffered on different CPUs in (``--free-order``).
     Timings are this machine's, not deterministic."""
     options = json.loads(_nvmos.bench_alloc_options(bool(quick)))
     if allocators is not None:
@@ -648,6 +651,8 @@ def bench_alloc(
             options[field] = int(value)
     if lock is not None:
         options["lock"] = str(lock).lower()
+    if free_order is not None:
+        options["free_order"] = str(free_order).lower()
     callback, close = _progress(progress, "bench alloc")
     try:
         raw = json.loads(_nvmos.bench_alloc(json.dumps(options), callback))

@@ -56,3 +56,12 @@ def test_a_bad_allocator_name_is_refused():
         nvmos.bench_alloc(["buddy", "nosuch"], **SMALL)
     with pytest.raises(nvmos.OptionsError, match="threads"):
         nvmos.bench_alloc(["buddy"], **{**SMALL, "threads": [0]})
+
+
+def test_the_free_order_is_passed_on_and_a_bad_one_refused():
+    df = nvmos.bench_alloc(["iBuddy", "LiS-31"], patterns=["rand"], free_order="per-cpu", **SMALL)
+    assert df.attrs["result"].raw["options"]["free_order"] == "per-cpu"
+    assert len(df) == 2 * 2
+    assert df["validated"].all()
+    with pytest.raises(nvmos.OptionsError, match="sideways"):
+        nvmos.bench_alloc(["iBuddy"], free_order="sideways", **SMALL)

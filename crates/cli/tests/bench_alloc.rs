@@ -167,6 +167,28 @@ fn json_has_every_cell_with_positive_means() {
 }
 
 #[test]
+fn the_free_order_asked_for_is_run_and_said() {
+    let args = [
+        &TINY[..],
+        &["--alloc", "iBuddy,LiS-31", "--patterns", "rand"],
+    ]
+    .concat();
+    let out = stdout(&nvmos(&[&args[..], &["--free-order", "per-cpu"]].concat()));
+    assert!(out.contains("iBuddy free order per-cpu"), "{out}");
+    let out = stdout(&nvmos(&[&args[..], &["--json"]].concat()));
+    let report: serde_json::Value = serde_json::from_str(&out).expect("valid JSON");
+    assert_eq!(report["options"]["free_order"], "accepted", "the default");
+    let out = stdout(&nvmos(
+        &[&args[..], &["--json", "--free-order", "Per-CPU"]].concat(),
+    ));
+    let report: serde_json::Value = serde_json::from_str(&out).expect("valid JSON");
+    assert_eq!(report["options"]["free_order"], "per-cpu");
+    let cells = report["cells"].as_array().expect("cells");
+    assert_eq!(cells.len(), 2 * 2);
+    assert!(cells.iter().all(|c| c["validated"] == true), "{report}");
+}
+
+#[test]
 fn csv_has_a_header_and_a_line_per_cell_and_op() {
     let path: PathBuf =
         std::env::temp_dir().join(format!("nvmos-bench-{}.csv", std::process::id()));
@@ -216,6 +238,10 @@ fn bad_inputs_are_refused_by_name() {
     refused(&["bench", "alloc", "--alloc", "nosuch"], "'nosuch'");
     refused(&["bench", "alloc", "--patterns", "sideways"], "'sideways'");
     refused(&["bench", "alloc", "--rounds", "0"], "'0'");
+    refused(
+        &["bench", "alloc", "--free-order", "sideways"],
+        "'sideways'",
+    );
     // Parses, but cannot run: 4 frames for 8 threads.
     refused(
         &["bench", "alloc", "--memory", "4", "--threads", "8"],

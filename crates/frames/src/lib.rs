@@ -82,7 +82,7 @@ mod zones;
 pub use bankbuddy::{BankBuddy, BankPolicy, BankRole, BankUsage, MigrateError, Migration, Move};
 pub use buddy::Buddy;
 pub use error::{AllocError, ConfigError, PinError, ValidationError};
-pub use ibuddy::IBuddy;
+pub use ibuddy::{FreeOrder, IBuddy};
 pub use m3::{M3Policy, M3};
 pub use percpu::{PcpPolicy, PerCpu, PinnedCpu};
 pub use stats::Stats;

@@ -160,3 +160,31 @@ fn lazy_ibuddy_gives_gathered_frees_back_in_free_order_per_space() {
     seen.sort();
     assert_eq!(seen, [low.to_vec(), high.to_vec()]);
 }
+
+/// With `FreeOrder::Accepted` (the default) iBuddy reuses frames in the
+/// order they were freed, whatever CPU each free names; with
+/// `FreeOrder::PerCpu` the frees one CPU buffered come back before the
+/// next CPU's, each CPU's in its own order.
+#[test]
+fn free_order_decides_how_frees_on_different_cpus_are_reused() {
+    use common::Lock;
+    use nvmos_frames::{FreeOrder, IBuddy, Pfn};
+    let reused = |order: FreeOrder| -> Vec<u64> {
+        // One space, two CPUs: one buffer each.
+        let a = IBuddy::<Lock>::with_spaces(&[Zone::new(0, 1024)], 2, 1)
+            .unwrap()
+            .with_free_order(order);
+        assert_eq!(a.free_order(), order);
+        for _ in 0..1024 {
+            a.alloc(req(0, 0)).unwrap();
+        }
+        for (pfn, cpu) in [(50, 1), (10, 0), (40, 1), (20, 0)] {
+            a.free(Pfn(pfn), req(0, cpu)).unwrap();
+        }
+        let again = (0..4).map(|_| a.alloc(req(0, 0)).unwrap().0).collect();
+        a.validate().unwrap();
+        again
+    };
+    assert_eq!(reused(FreeOrder::Accepted), [50, 10, 40, 20]);
+    assert_eq!(reused(FreeOrder::PerCpu), [10, 20, 50, 40]);
+}

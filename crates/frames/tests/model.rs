@@ -111,6 +111,16 @@ proptest! {
     }
 
     #[test]
+    fn ibuddy_per_cpu_order(zones in zones(), cpus in 1u32..=3, ops in prop::collection::vec(op(3), 1..300)) {
+        run(Config::IBuddyPerCpu, &zones, cpus, &clamp(ops, cpus))?;
+    }
+
+    #[test]
+    fn lazy_ibuddy_31_per_cpu_order(zones in zones(), cpus in 1u32..=3, ops in prop::collection::vec(op(3), 1..300)) {
+        run(Config::Lis31PerCpu, &zones, cpus, &clamp(ops, cpus))?;
+    }
+
+    #[test]
     fn lazy_ibuddy_1(zones in zones(), cpus in 1u32..=3, ops in prop::collection::vec(op(3), 1..300)) {
         run(Config::Lis1, &zones, cpus, &clamp(ops, cpus))?;
     }

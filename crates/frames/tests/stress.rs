@@ -142,12 +142,14 @@ fn lazy_buddy_under_stress() {
 #[test]
 fn ibuddy_under_stress() {
     stress(Config::IBuddy);
+    stress(Config::IBuddyPerCpu);
 }
 
 #[test]
 fn lazy_ibuddy_under_stress() {
     stress(Config::Lis1);
     stress(Config::Lis31);
+    stress(Config::Lis31PerCpu);
     stress(Config::Lis31Fair);
 }
 

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use clap::Args;
+use nvmos_frames::FreeOrder;
 use nvmos_pages::bench::alloc::{csv, table};
 use nvmos_sim::bench_alloc::{self, BenchAlloc, BenchAllocator, LockKind, Pattern};
 use nvmos_sim::study::Study;
@@ -55,6 +56,14 @@ pub struct AllocArgs {
     /// parking [default: spin].
     #[arg(long, value_parser = parse::<LockKind>)]
     lock: Option<LockKind>,
+
+    /// The order iBuddy (alone and under LiS-1, LiS-31, LiS-31-fair)
+    /// applies frees buffered on different CPUs in: accepted (every free
+    /// takes a stamp from its buddy space's shared counter; what replay
+    /// uses) or per-cpu (no stamp: each CPU's frees in their order, one
+    /// CPU after another) [default: accepted].
+    #[arg(long, value_parser = parse::<FreeOrder>)]
+    free_order: Option<FreeOrder>,
 
     /// Smaller and faster: 1 GiB, one round, fewer repeat and mixed
     /// operations (explicit options still win).
@@ -115,6 +124,9 @@ impl AllocArgs {
         }
         if let Some(v) = self.lock {
             o.lock = v;
+        }
+        if let Some(v) = self.free_order {
+            o.free_order = v;
         }
         o
     }

@@ -28,7 +28,10 @@
 //! Rows `…-pinned` drive the lazy layer through `PerCpu::pin`: each
 //! benchmark thread owns its CPU's list (no lock, no atomic
 //! read-modify-write on a list hit). The other nvmos rows go through the
-//! `FrameAllocator` trait, as `nvmos bench alloc` does.
+//! `FrameAllocator` trait, as `nvmos bench alloc` does. Rows `…-percpu`
+//! build iBuddy with `FreeOrder::PerCpu` (no stamp shared by the CPUs on
+//! a free; `nvmos bench alloc --free-order per-cpu`); the others with the
+//! default `FreeOrder::Accepted`, as replay does.
 //!
 //! `--cpu-time` times each thread's CPU time instead of wall time: on
 //! this shared 2-core machine a thread is descheduled for much of a
@@ -76,8 +79,8 @@ impl Instant {
 use llfree::{Alloc, Class, Classing, Init, LLFree, MetaData};
 use nvmos_frames::sync::SpinYield;
 use nvmos_frames::{
-    Buddy, FrameAllocator, IBuddy, MigrateType, Order, PcpPolicy, PerCpu, Pfn, PinnedCpu, Request,
-    Zone,
+    Buddy, FrameAllocator, FreeOrder, IBuddy, MigrateType, Order, PcpPolicy, PerCpu, Pfn,
+    PinnedCpu, Request, Zone,
 };
 use rand::rngs::SmallRng;
 use rand::seq::SliceRandom;
@@ -323,7 +326,7 @@ impl FromStr for Pattern {
 }
 
 /// The rows.
-const ALLOCATORS: [&str; 12] = [
+const ALLOCATORS: [&str; 15] = [
     "LLFree",
     "buddy",
     "LBS-31",
@@ -331,8 +334,11 @@ const ALLOCATORS: [&str; 12] = [
     "linux-pcp",
     "linux-pcp-pinned",
     "iBuddy",
+    "iBuddy-percpu",
     "LiS-31",
     "LiS-31-pinned",
+    "LiS-31-percpu",
+    "LiS-31-percpu-pinned",
     "LiS-31-fair",
     "LiS-31-fair-pinned",
     "LiS-1",
@@ -350,6 +356,7 @@ fn with_target(name: &str, frames: u64, cpus: u32, job: &mut impl Job) -> Result
     let err = |e: nvmos_frames::ConfigError| format!("building {name}: {e}");
     let buddy = || Buddy::<Lock>::new(&zones, cpus).map_err(err);
     let ibuddy = || IBuddy::<Lock>::new(&zones, cpus).map_err(err);
+    let ibuddy_percpu = || Ok::<_, String>(ibuddy()?.with_free_order(FreeOrder::PerCpu));
     fn lazy<A: FrameAllocator>(inner: A, policy: PcpPolicy) -> Result<PerCpu<A, Lock>, String> {
         PerCpu::new(inner, policy).map_err(|e| format!("building the lazy layer: {e}"))
     }
@@ -361,7 +368,10 @@ fn with_target(name: &str, frames: u64, cpus: u32, job: &mut impl Job) -> Result
         "linux-pcp" => job.run(&Shared(lazy(buddy()?, PcpPolicy::LINUX_DEFAULT)?)),
         "linux-pcp-pinned" => job.run(&Pinned(lazy(buddy()?, PcpPolicy::LINUX_DEFAULT)?)),
         "iBuddy" => job.run(&Shared(ibuddy()?)),
+        "iBuddy-percpu" => job.run(&Shared(ibuddy_percpu()?)),
         "LiS-31" => job.run(&Shared(lazy(ibuddy()?, PcpPolicy::LIS_31)?)),
+        "LiS-31-percpu" => job.run(&Shared(lazy(ibuddy_percpu()?, PcpPolicy::LIS_31)?)),
+        "LiS-31-percpu-pinned" => job.run(&Pinned(lazy(ibuddy_percpu()?, PcpPolicy::LIS_31)?)),
         "LiS-31-pinned" => job.run(&Pinned(lazy(ibuddy()?, PcpPolicy::LIS_31)?)),
         "LiS-31-fair" => job.run(&Shared(lazy(ibuddy()?, PcpPolicy::LIS_31_FAIR)?)),
         "LiS-31-fair-pinned" => job.run(&Pinned(lazy(ibuddy()?, PcpPolicy::LIS_31_FAIR)?)),

@@ -5,8 +5,8 @@
 use std::collections::{BTreeMap, HashSet};
 
 use nvmos_frames::{
-    AllocError, BankBuddy, BankPolicy, Buddy, FrameAllocator, IBuddy, M3Policy, MigrateType, Order,
-    PcpPolicy, PerCpu, Pfn, Request, Zone, M3,
+    AllocError, BankBuddy, BankPolicy, Buddy, FrameAllocator, FreeOrder, IBuddy, M3Policy,
+    MigrateType, Order, PcpPolicy, PerCpu, Pfn, Request, Zone, M3,
 };
 
 pub type Lock = parking_lot::RawMutex;
@@ -19,8 +19,13 @@ pub enum Config {
     Lbs31,
     LinuxDefault,
     IBuddy,
+    /// iBuddy applying frees buffered on different CPUs one CPU after
+    /// another (`FreeOrder::PerCpu`).
+    IBuddyPerCpu,
     Lis1,
     Lis31,
+    /// LiS-31 over iBuddy with `FreeOrder::PerCpu`.
+    Lis31PerCpu,
     /// The fair lazy iBuddy (staged lists of 31).
     Lis31Fair,
     /// M³, random placement (8 colours of 3 frames, like a bank every
@@ -41,14 +46,16 @@ pub fn m3_colour(pfn: Pfn) -> u32 {
 }
 
 impl Config {
-    pub const ALL: [Config; 10] = [
+    pub const ALL: [Config; 12] = [
         Config::Buddy,
         Config::Lbs1,
         Config::Lbs31,
         Config::LinuxDefault,
         Config::IBuddy,
+        Config::IBuddyPerCpu,
         Config::Lis1,
         Config::Lis31,
+        Config::Lis31PerCpu,
         Config::Lis31Fair,
         Config::M3Random,
         Config::M3Partitioned,
@@ -94,6 +101,7 @@ impl Config {
     ) -> Box<dyn FrameAllocator> {
         let buddy = || Buddy::<Lock>::new(zones, cpus).unwrap();
         let ibuddy = || IBuddy::<Lock>::new(zones, cpus).unwrap();
+        let per_cpu_order = || ibuddy().with_free_order(FreeOrder::PerCpu);
         match self {
             Config::Buddy => Box::new(buddy()),
             Config::Lbs1 => Box::new(PerCpu::<_, Lock>::new(buddy(), PcpPolicy::LBS_1).unwrap()),
@@ -102,6 +110,10 @@ impl Config {
                 Box::new(PerCpu::<_, Lock>::new(buddy(), PcpPolicy::LINUX_DEFAULT).unwrap())
             }
             Config::IBuddy => Box::new(ibuddy()),
+            Config::IBuddyPerCpu => Box::new(per_cpu_order()),
+            Config::Lis31PerCpu => {
+                Box::new(PerCpu::<_, Lock>::new(per_cpu_order(), PcpPolicy::LIS_31).unwrap())
+            }
             Config::Lis1 => Box::new(PerCpu::<_, Lock>::new(ibuddy(), PcpPolicy::LIS_1).unwrap()),
             Config::Lis31 => Box::new(PerCpu::<_, Lock>::new(ibuddy(), PcpPolicy::LIS_31).unwrap()),
             Config::Lis31Fair => {

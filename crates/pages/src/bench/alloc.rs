@@ -71,7 +71,7 @@ pub fn table(result: &BenchAlloc) -> String {
     let threads: Vec<String> = o.threads.iter().map(u32::to_string).collect();
     let _ = writeln!(
         out,
-        "nvmos bench alloc: {} ({} frames of 4 KiB), threads {}, rounds {}, repeat {}, mixed {} ops, seed {}, lock {}",
+        "nvmos bench alloc: {} ({} frames of 4 KiB), threads {}, rounds {}, repeat {}, mixed {} ops, seed {}, lock {}, iBuddy free order {}",
         format_frames(o.frames),
         o.frames,
         threads.join(","),
@@ -79,7 +79,8 @@ pub fn table(result: &BenchAlloc) -> String {
         o.repeat,
         o.mixed_ops,
         o.seed,
-        o.lock.name()
+        o.lock.name(),
+        o.free_order.name()
     );
     let _ = writeln!(
         out,

@@ -22,6 +22,6 @@ impl Recipe for IBuddy {
     fn build<L: RawMutex + Send + Sync + 'static>(
         setup: &Setup,
     ) -> Result<Self::Alloc<L>, ConfigError> {
-        nvmos_frames::IBuddy::new(setup.zones, setup.cpus)
+        setup.ibuddy()
     }
 }

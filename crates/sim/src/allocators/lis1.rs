@@ -22,6 +22,6 @@ impl Recipe for Lis1 {
     fn build<L: RawMutex + Send + Sync + 'static>(
         setup: &Setup,
     ) -> Result<Self::Alloc<L>, ConfigError> {
-        PerCpu::new(IBuddy::new(setup.zones, setup.cpus)?, PcpPolicy::LIS_1)
+        PerCpu::new(setup.ibuddy()?, PcpPolicy::LIS_1)
     }
 }

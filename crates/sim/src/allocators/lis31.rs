@@ -22,6 +22,6 @@ impl Recipe for Lis31 {
     fn build<L: RawMutex + Send + Sync + 'static>(
         setup: &Setup,
     ) -> Result<Self::Alloc<L>, ConfigError> {
-        PerCpu::new(IBuddy::new(setup.zones, setup.cpus)?, PcpPolicy::LIS_31)
+        PerCpu::new(setup.ibuddy()?, PcpPolicy::LIS_31)
     }
 }

@@ -24,7 +24,9 @@
 //! ```
 
 use lock_api::RawMutex;
-use nvmos_frames::{BankBuddy, Buddy, ConfigError, FrameAllocator, IBuddy, Move, PerCpu, Zone, M3};
+use nvmos_frames::{
+    BankBuddy, Buddy, ConfigError, FrameAllocator, FreeOrder, IBuddy, Move, PerCpu, Zone, M3,
+};
 use nvmos_memsys::Machine;
 
 /// Frames per bank for the bank-aware allocators unless a study says
@@ -88,6 +90,11 @@ pub struct Setup<'a> {
     pub machine: Option<&'a Machine>,
     /// Random seed for the allocators that draw (M³); `None` for theirs.
     pub seed: Option<u64>,
+    /// The order iBuddy applies frees buffered on different CPUs in (the
+    /// iBuddy-based allocators): `Accepted`, the default, is what a replay
+    /// needs (the same frames as immediate frees, whatever CPUs the frees
+    /// name); `PerCpu` spares concurrent callers a shared write per free.
+    pub free_order: FreeOrder,
 }
 
 impl<'a> Setup<'a> {
@@ -99,7 +106,13 @@ impl<'a> Setup<'a> {
             bank_frames: DEFAULT_BANK_FRAMES,
             machine: None,
             seed: None,
+            free_order: FreeOrder::Accepted,
         }
+    }
+
+    /// iBuddy over the zones for the CPUs, with `free_order`.
+    pub fn ibuddy<L: RawMutex>(&self) -> Result<IBuddy<L>, ConfigError> {
+        Ok(IBuddy::new(self.zones, self.cpus)?.with_free_order(self.free_order))
     }
 
     /// This setup with `bank_frames` halved (down to one frame) until

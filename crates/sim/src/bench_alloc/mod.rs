@@ -37,7 +37,7 @@ use std::str::FromStr;
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
-use nvmos_frames::{AllocError, Order, ValidationError, MAX_CPUS};
+use nvmos_frames::{AllocError, FreeOrder, Order, ValidationError, MAX_CPUS};
 use nvmos_measure::stats::{median_index, summarize, Summary};
 use nvmos_measure::timer::{ticks, Clock};
 use parking_lot::Mutex;
@@ -117,6 +117,10 @@ pub struct BenchAllocOptions {
     pub seed: u64,
     /// The lock every allocator is built with.
     pub lock: LockKind,
+    /// The order iBuddy (alone and under the lazy layers) applies frees
+    /// buffered on different CPUs in: `accepted`, the default and what
+    /// replay uses, or `per-cpu` (no write shared by CPUs on a free).
+    pub free_order: FreeOrder,
 }
 
 impl Default for BenchAllocOptions {
@@ -133,6 +137,7 @@ impl Default for BenchAllocOptions {
             mixed_ops: 200_000,
             seed: 42,
             lock: LockKind::Spin,
+            free_order: FreeOrder::Accepted,
         }
     }
 }
@@ -624,8 +629,9 @@ fn run_round(
         timed,
         cell: &cell,
     };
-    let timed = allocator.with_target(config.frames, threads, config.lock, pass(true))?;
-    let untimed = allocator.with_target(config.frames, threads, config.lock, pass(false))?;
+    let build = (config.lock, config.free_order);
+    let timed = allocator.with_target(config.frames, threads, build, pass(true))?;
+    let untimed = allocator.with_target(config.frames, threads, build, pass(false))?;
 
     let mut alloc_ticks = merge(
         timed.logs.iter().map(|l| &l.alloc_ticks),
@@ -1133,6 +1139,7 @@ mod tests {
             mixed_ops: 500,
             seed: 1,
             lock: LockKind::Spin,
+            free_order: FreeOrder::Accepted,
         }
     }
 
@@ -1140,10 +1147,12 @@ mod tests {
     fn every_pattern_runs_on_every_allocator_the_caps_allow() {
         for pattern in Pattern::ALL {
             for (i, allocator) in BenchAllocator::all().into_iter().enumerate() {
-                // Both locks, alternating, so each pattern runs on each.
+                // Both locks and both free orders, alternating, so each
+                // pattern runs on each.
                 let lock = [LockKind::Spin, LockKind::Parking][i % 2];
                 let options = BenchAllocOptions {
                     lock,
+                    free_order: FreeOrder::ALL[i / 2 % 2],
                     ..tiny(pattern, allocator)
                 };
                 let mut reports = Vec::new();

@@ -6,7 +6,7 @@ use std::str::FromStr;
 
 use nvmos_frames::sync::SpinYield;
 use nvmos_frames::{
-    AllocError, FrameAllocator, MigrateType, Order, Pfn, Request, ValidationError, Zone,
+    AllocError, FrameAllocator, FreeOrder, MigrateType, Order, Pfn, Request, ValidationError, Zone,
 };
 use serde::{Deserialize, Serialize};
 
@@ -169,12 +169,13 @@ impl BenchAllocator {
     }
 
     /// Build the allocator over `frames` frames (one zone from pfn 0) for
-    /// `cpus` CPUs with `lock`, and hand it to `job`.
+    /// `cpus` CPUs with `lock` (and, iBuddy-based, `free_order`), and hand
+    /// it to `job`.
     pub fn with_target<J: TargetJob>(
         self,
         frames: u64,
         cpus: u32,
-        lock: LockKind,
+        (lock, free_order): (LockKind, FreeOrder),
         job: J,
     ) -> Result<J::Output, BenchAllocError> {
         let zones = [Zone::new(0, frames)];
@@ -187,6 +188,7 @@ impl BenchAllocator {
         // Banks as large as a memory section where they divide the memory.
         let setup = crate::Setup {
             bank_frames: gcd(frames, crate::DEFAULT_BANK_FRAMES),
+            free_order,
             ..crate::Setup::new(&zones, cpus)
         };
         match (self.nvmos(), lock) {
