@@ -139,6 +139,13 @@ pub struct IBuddy<R: RawMutex> {
     free_order: FreeOrder,
     /// `[start, end)` of each space, ascending, for pfn -> space.
     bounds: Box<[(u64, u64)]>,
+    /// `space_below` of every pfn of each aligned run of `SPACE_ALIGN`
+    /// pfns from `first_chunk` on, or `MIXED_CHUNK` where two spaces
+    /// meet inside the run: one load for almost every pfn (spaces are cut
+    /// on `SPACE_ALIGN` boundaries but at zone edges). Empty when the
+    /// zones lie too far apart for a table to pay.
+    chunk_space: Box<[u16]>,
+    first_chunk: u64,
     /// The space each CPU allocates from first.
     home: Box<[u32]>,
     /// Every space, highest pfn first: the order a CPU falls back in.
@@ -259,6 +266,26 @@ impl<R: RawMutex> IBuddy<R> {
         // before DMA32 before DMA.
         let mut fallback: Vec<u32> = (0..bounds.len() as u32).collect();
         fallback.sort_by_key(|&s| core::cmp::Reverse(bounds[s as usize].0));
+        let first_chunk = bounds[0].0 / SPACE_ALIGN;
+        let last_chunk = (bounds[bounds.len() - 1].1 - 1) / SPACE_ALIGN;
+        // Zones far apart would make the table large for nothing: then
+        // every lookup searches `bounds`.
+        let chunks = last_chunk - first_chunk + 1;
+        let worth = chunks <= 2 * map.frames() / SPACE_ALIGN + 64
+            && bounds.len() < usize::from(MIXED_CHUNK);
+        let chunk_space = (first_chunk..=last_chunk)
+            .take_while(|_| worth)
+            .map(|c| {
+                // `space_below` is monotonic, so equal at both ends means
+                // equal throughout.
+                let s = space_below(&bounds, c * SPACE_ALIGN);
+                if s == space_below(&bounds, (c + 1) * SPACE_ALIGN - 1) {
+                    s as u16
+                } else {
+                    MIXED_CHUNK
+                }
+            })
+            .collect();
         Ok(IBuddy {
             map,
             spaces,
@@ -267,6 +294,8 @@ impl<R: RawMutex> IBuddy<R> {
             stamped: slots > 1,
             free_order: FreeOrder::Accepted,
             bounds: bounds.into_boxed_slice(),
+            chunk_space,
+            first_chunk,
             home,
             fallback: fallback.into_boxed_slice(),
             cpus,
@@ -297,7 +326,19 @@ impl<R: RawMutex> IBuddy<R> {
         if self.bounds.len() == 1 {
             return 0;
         }
-        self.bounds.partition_point(|&(start, _)| start <= pfn.0) - 1
+        self.space_below(pfn)
+    }
+
+    /// The space holding `pfn`, or for a pfn outside every space the one
+    /// below it (the first, below them all). One load from `chunk_space`
+    /// unless two spaces meet in the pfn's run of `SPACE_ALIGN` pfns.
+    #[inline]
+    fn space_below(&self, pfn: Pfn) -> usize {
+        let chunk = (pfn.0 / SPACE_ALIGN).wrapping_sub(self.first_chunk);
+        match self.chunk_space.get(chunk as usize) {
+            Some(&s) if s != MIXED_CHUNK => usize::from(s),
+            _ => space_below(&self.bounds, pfn.0),
+        }
     }
 
     /// The home space could not serve the request: try the others in turn
@@ -696,6 +737,17 @@ impl core::str::FromStr for FreeOrder {
                 alloc::format!("unknown free order '{text}': expected accepted or per-cpu")
             })
     }
+}
+
+/// `IBuddy::chunk_space`'s mark of a run of pfns where two spaces meet.
+const MIXED_CHUNK: u16 = u16::MAX;
+
+/// The space holding `pfn`, or the one below it (the first, below them
+/// all), in `bounds` (ascending).
+fn space_below(bounds: &[(u64, u64)], pfn: u64) -> usize {
+    bounds
+        .partition_point(|&(start, _)| start <= pfn)
+        .saturating_sub(1)
 }
 
 /// Cut the zones into spaces of about `total / count` frames.
@@ -1201,16 +1253,11 @@ impl<R: RawMutex + Send + Sync> FrameAllocator for IBuddy<R> {
         }
     }
 
-    /// The frame's buddy space (0 for a pfn below every space): each
-    /// space has its own lock and queue.
+    /// The frame's buddy space (for a pfn outside every space, the one
+    /// below it, or the first): each space has its own lock and queue.
     #[inline]
     fn lock_group(&self, pfn: Pfn) -> u32 {
-        if self.bounds.len() == 1 {
-            return 0;
-        }
-        self.bounds
-            .partition_point(|&(start, _)| start <= pfn.0)
-            .saturating_sub(1) as u32
+        self.space_below(pfn) as u32
     }
 
     fn lock_groups(&self) -> u32 {
@@ -1327,6 +1374,7 @@ impl<R: RawMutex + Send + Sync> FrameAllocator for IBuddy<R> {
                 })
                 .sum::<usize>()
             + self.bounds.len() * core::mem::size_of::<(u64, u64)>()
+            + self.chunk_space.len() * core::mem::size_of::<u16>()
             + (self.home.len() + self.fallback.len()) * core::mem::size_of::<u32>()
     }
 }
@@ -1347,6 +1395,41 @@ mod tests {
             Zone::new(4096, 32768),
             Zone::new(32768, 131072),
         ]
+    }
+
+    /// The chunk table answers what a search of the spaces' bounds does,
+    /// for every pfn: inside spaces, in holes, below and above them all,
+    /// with zone edges inside a chunk, and with zones so far apart that
+    /// no table is built.
+    #[test]
+    fn the_space_of_a_pfn_is_the_bounds_search_answer() {
+        let odd = [
+            Zone::new(3, 700),
+            Zone::new(1500, 9000),
+            Zone::new(9000, 9100),
+            Zone::new(12_000, 20_500),
+        ];
+        let far = [Zone::new(0, 4096), Zone::new(1 << 40, (1 << 40) + 4096)];
+        for (zones, cpus, table) in [
+            (&pc_zones()[..], 2, true),
+            (&pc_zones()[..], 5, true),
+            (&odd[..], 3, true),
+            (&odd[..], 7, true),
+            (&far[..], 2, false),
+        ] {
+            let a = IBuddy::<Lock>::new(zones, cpus).unwrap();
+            assert_eq!(!a.chunk_space.is_empty(), table, "{zones:?}");
+            assert!(a.chunk_space.iter().any(|&s| s != MIXED_CHUNK) || !table);
+            let end = zones[zones.len() - 1].end.0;
+            let pfns = (0..end.min(1 << 20) + 3000).chain(end - 4096..end + 3000);
+            for pfn in pfns {
+                assert_eq!(
+                    a.space_below(Pfn(pfn)),
+                    space_below(&a.bounds, pfn),
+                    "{zones:?} cpus {cpus} pfn {pfn}"
+                );
+            }
+        }
     }
 
     #[test]

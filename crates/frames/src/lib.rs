@@ -22,7 +22,9 @@
 //!   single-frame free takes no space lock: it claims the frame's handed
 //!   bit and is buffered per CPU, applied in batches in the order frees
 //!   were accepted, so callers see the same frames as with immediate
-//!   frees.
+//!   frees ([`FreeOrder::Accepted`], the default), or, with
+//!   [`FreeOrder::PerCpu`], one CPU's buffer after another, which spares
+//!   concurrent callers the write every freeing CPU shares.
 //! - [`M3`]: the bank-aware allocator of seed 002: frames at random across
 //!   the banks (colours the caller computes from a memory model),
 //!   optionally with the colours partitioned among the CPUs.

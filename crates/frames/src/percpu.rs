@@ -978,6 +978,19 @@ impl<A: FrameAllocator, R: RawMutex + Send + Sync> FrameAllocator for PerCpu<A, 
 /// ascending, each in the order gathered.
 fn group_by_lock<A: FrameAllocator>(inner: &A, groups: u32, slot: &mut Slot) {
     let last = groups - 1;
+    // Already grouped (one group, say: a bulk free, or every frame from
+    // the freeing CPU's own space) needs no move; the test stops at the
+    // first frame out of order.
+    let mut previous = 0;
+    let grouped = slot.pending.iter().all(|&pfn| {
+        let g = inner.lock_group(pfn).min(last);
+        let in_order = g >= previous;
+        previous = g;
+        in_order
+    });
+    if grouped {
+        return;
+    }
     // counts[g + 1] counts group g; after the prefix sum counts[g] is
     // where group g starts.
     let mut small = [0u32; 65];
