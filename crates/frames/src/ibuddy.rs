@@ -454,6 +454,47 @@ impl<R: RawMutex> IBuddy<R> {
         }
     }
 
+    /// Claimed single frames of space `s`, freed on `cpu`, to the space:
+    /// applied at once when `apply_now` can, else buffered.
+    #[inline]
+    fn hand_over(&self, s: usize, cpu: u32, pfns: &[Pfn]) {
+        if !self.apply_now(s, pfns) {
+            for chunk in pfns.chunks(DRAIN_AT) {
+                self.enqueue(s, cpu, chunk);
+            }
+        }
+    }
+
+    /// Apply claimed single frames of space `s` at once, as immediate
+    /// frees, when nothing is buffered for the space and its lock is free
+    /// (no buffer lock, no copies, no later gathering); `false`, having
+    /// done nothing, otherwise. With the buffers empty, applying now
+    /// keeps the order of acceptance: a free accepted on another CPU but
+    /// not yet buffered is concurrent with this call, and either order is
+    /// one these calls could have had.
+    #[inline]
+    fn apply_now(&self, s: usize, pfns: &[Pfn]) -> bool {
+        let shared = &self.spaces[s];
+        let queued = || {
+            shared
+                .nonempty
+                .iter()
+                .any(|w| w.load(Ordering::Acquire) != 0)
+        };
+        if pfns.is_empty() || queued() {
+            return false;
+        }
+        let Some(mut space) = shared.space.try_lock() else {
+            return false;
+        };
+        if queued() {
+            return false;
+        }
+        let start = self.bounds[s].0;
+        space.release_frames(pfns.len(), |n| (pfns[n].0 - start) as u32);
+        true
+    }
+
     /// Buffer claimed single frames of space `s`, freed on `cpu`; apply
     /// the space's buffers when this one is long enough and the space's
     /// lock is free, or wait for the lock when it is full.
@@ -576,10 +617,11 @@ impl<R: RawMutex> IBuddy<R> {
     }
 
     /// Free `blocks[n..run]`, single frames of space `s`, on `cpu`: clear
-    /// their handed bits (one `fetch_and` per handed word) and queue them
-    /// with one buffer lock per `DRAIN_AT` frames (a lazy layer's
-    /// gatherings come grouped by `lock_group`, so a space's frames are
-    /// one run).
+    /// their handed bits (one `fetch_and` per handed word) and apply them
+    /// at once if nothing is buffered for the space and its lock is free,
+    /// else queue them with one buffer lock per `DRAIN_AT` frames (a lazy
+    /// layer's gatherings come grouped by `lock_group`, so a space's
+    /// frames are one run).
     /// `CHECK`: test each claim and refuse the first frame not handed, as
     /// `free` does; without it (`free_bulk_vouched` in release builds) the
     /// bits are cleared unconditionally, a `lock and` instead of a
@@ -624,9 +666,7 @@ impl<R: RawMutex> IBuddy<R> {
                 }
                 handed[w].fetch_and(!mask, Ordering::AcqRel);
             }
-            for chunk in blocks[first..run].chunks(DRAIN_AT) {
-                self.enqueue(s, cpu, chunk);
-            }
+            self.hand_over(s, cpu, &blocks[first..run]);
             return Ok(());
         }
         let mut count = 0;
@@ -659,7 +699,7 @@ impl<R: RawMutex> IBuddy<R> {
                     claimed[count] = pfn;
                     count += 1;
                 }
-                self.enqueue(s, cpu, &claimed[..count]);
+                self.hand_over(s, cpu, &claimed[..count]);
                 return Err((bad, self.refusal(s, blocks[bad], req.order)));
             }
             for &pfn in &blocks[n..g] {
@@ -668,11 +708,11 @@ impl<R: RawMutex> IBuddy<R> {
             }
             n = g;
             if count == claimed.len() {
-                self.enqueue(s, cpu, &claimed);
+                self.hand_over(s, cpu, &claimed);
                 count = 0;
             }
         }
-        self.enqueue(s, cpu, &claimed[..count]);
+        self.hand_over(s, cpu, &claimed[..count]);
         Ok(())
     }
 
@@ -823,21 +863,30 @@ impl Space {
     /// cache misses of a batch of random frees overlap.
     fn apply_spare(&mut self) {
         let spare = core::mem::take(&mut self.spare);
+        self.release_frames(spare.len(), |n| spare[n].index);
+        self.spare = spare;
+        self.spare.clear();
+    }
+
+    /// Free `count` claimed single frames, the `n`th at index `index(n)`,
+    /// in order. Their records are asked for first, so the cache misses
+    /// of a batch of random frees overlap.
+    #[inline]
+    fn release_frames(&mut self, count: usize, index: impl Fn(usize) -> u32) {
         // A sliding window of requests: a CPU tracks only so many misses
         // at once (and drops prefetches beyond them), so asking for the
         // whole batch up front overlaps no more than this does.
-        for q in spare.iter().take(PREFETCH_AHEAD) {
-            crate::bankbuddy::prefetch(&self.meta[q.index as usize]);
+        for n in 0..count.min(PREFETCH_AHEAD) {
+            crate::bankbuddy::prefetch(&self.meta[index(n) as usize]);
         }
-        for (n, q) in spare.iter().enumerate() {
-            if let Some(ahead) = spare.get(n + PREFETCH_AHEAD) {
-                crate::bankbuddy::prefetch(&self.meta[ahead.index as usize]);
+        for n in 0..count {
+            if n + PREFETCH_AHEAD < count {
+                crate::bankbuddy::prefetch(&self.meta[index(n + PREFETCH_AHEAD) as usize]);
             }
-            debug_assert!(self.meta[q.index as usize].state.is_allocated(Order::ZERO));
-            self.release_frame(self.start + u64::from(q.index));
+            let i = index(n);
+            debug_assert!(self.meta[i as usize].state.is_allocated(Order::ZERO));
+            self.release_frame(self.start + u64::from(i));
         }
-        self.spare = spare;
-        self.spare.clear();
     }
 
     /// Whether the aligned block of order `k` with index `block` is wholly

@@ -188,3 +188,36 @@ fn free_order_decides_how_frees_on_different_cpus_are_reused() {
     assert_eq!(reused(FreeOrder::Accepted), [50, 10, 40, 20]);
     assert_eq!(reused(FreeOrder::PerCpu), [10, 20, 50, 40]);
 }
+
+/// A bulk free is applied at once only when nothing is buffered for the
+/// space: a bulk free after a buffered one (a single-frame free) goes
+/// into its CPU's buffer too, and the buffers are applied in the free
+/// order's way (applied at once, the bulk frees would come first).
+#[test]
+fn a_bulk_free_never_overtakes_frees_buffered_before_it() {
+    use common::Lock;
+    use nvmos_frames::{FreeOrder, IBuddy, Pfn};
+    for (order, expect) in [
+        (FreeOrder::Accepted, [700, 30, 500, 9]),
+        (FreeOrder::PerCpu, [700, 9, 30, 500]),
+    ] {
+        let a = IBuddy::<Lock>::with_spaces(&[Zone::new(0, 1024)], 2, 1)
+            .unwrap()
+            .with_free_order(order);
+        for _ in 0..1024 {
+            a.alloc(req(0, 0)).unwrap();
+        }
+        // Buffered: a single-frame free waits for the next application.
+        a.free(Pfn(700), req(0, 0)).unwrap();
+        a.free_bulk(&[Pfn(30), Pfn(500)], req(0, 1)).unwrap();
+        a.free_bulk_vouched(&[Pfn(9)], req(0, 0)).unwrap();
+        let again: Vec<u64> = (0..4).map(|_| a.alloc(req(0, 0)).unwrap().0).collect();
+        assert_eq!(again, expect, "{order:?}");
+        // Nothing buffered: applied at once, in order.
+        a.free_bulk(&[Pfn(40), Pfn(41)], req(0, 1)).unwrap();
+        a.free(Pfn(3), req(0, 0)).unwrap();
+        let again: Vec<u64> = (0..3).map(|_| a.alloc(req(0, 1)).unwrap().0).collect();
+        assert_eq!(again, [40, 41, 3], "{order:?}");
+        a.validate().unwrap();
+    }
+}
