@@ -951,7 +951,10 @@ impl<A: FrameAllocator, R: RawMutex + Send + Sync> FrameAllocator for PerCpu<A, 
     fn metadata_bytes(&self) -> usize {
         // A pinned slot's vectors cannot be looked at; count them at their
         // bounds, which they do not outgrow by more than one frame.
-        let bound = (self.policy.list_bound() + 1 + self.gather) as usize;
+        // With the grouping scratch: a copy of the gathering and a `u32`
+        // (half a `Pfn`) a gathered frame.
+        let bound =
+            (self.policy.list_bound() + 1 + 2 * self.gather + self.gather.div_ceil(2)) as usize;
         let lists: usize = self
             .pcps
             .iter()
