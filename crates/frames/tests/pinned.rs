@@ -1,7 +1,8 @@
 //! Pinned per-CPU slots (`PerCpu::pin`): the contract (one owner per
 //! slot, refusals as on the trait path, trait calls and drains while a
-//! slot is pinned), a stress run mixing pinned and trait callers, and a
-//! bounded shuttle model check of the handoff between them.
+//! slot is pinned), a stress run mixing pinned and trait callers, a
+//! bounded shuttle model check of the handoff between them, and one of
+//! iBuddy's bulk frees (applied at once or buffered) beside single ones.
 
 mod common;
 
@@ -378,6 +379,65 @@ mod model {
         a.validate().unwrap();
         assert_eq!(a.stats().allocated_frames(), 0);
         assert_eq!(a.stats().pcp_frames, 0);
+    }
+
+    /// iBuddy alone, one space of 64 frames, all allocated, two CPUs: one
+    /// thread gives frames back in bulk (applied at once when nothing is
+    /// buffered and the space's lock is free, else buffered) while
+    /// another frees single frames (buffered) and allocates again, so
+    /// every allocation reuses a freed frame. Every schedule must hand no
+    /// frame out twice, accept every free, and end valid, all free.
+    pub fn bulk_beside_single_frees(order: nvmos_frames::FreeOrder) {
+        let a = std::sync::Arc::new(
+            IBuddy::<ShuttleLock>::with_spaces(&[Zone::new(0, 64)], 2, 1)
+                .unwrap()
+                .with_free_order(order),
+        );
+        let all: Vec<Pfn> = (0..64).map(|_| a.alloc(req(0, 0)).unwrap()).collect();
+        let owned = std::sync::Arc::new(shuttle::sync::Mutex::new(
+            all.iter().copied().collect::<HashSet<Pfn>>(),
+        ));
+        let (bulk, single, rest) = (all[..6].to_vec(), all[6..10].to_vec(), all[10..].to_vec());
+        let bulker = {
+            let (a, owned) = (a.clone(), owned.clone());
+            shuttle::thread::spawn(move || {
+                for pair in bulk.chunks(2) {
+                    for pfn in pair {
+                        owned.lock().unwrap().remove(pfn);
+                    }
+                    a.free_bulk(pair, req(0, 0)).unwrap();
+                }
+            })
+        };
+        let freer = {
+            let (a, owned) = (a.clone(), owned.clone());
+            shuttle::thread::spawn(move || {
+                for pfn in single {
+                    owned.lock().unwrap().remove(&pfn);
+                    a.free(pfn, req(0, 1)).unwrap();
+                    let again = a.alloc(req(0, 1)).unwrap();
+                    assert!(
+                        owned.lock().unwrap().insert(again),
+                        "{again} handed out twice"
+                    );
+                    owned.lock().unwrap().remove(&again);
+                    a.free(again, req(0, 1)).unwrap();
+                }
+            })
+        };
+        bulker.join().unwrap();
+        freer.join().unwrap();
+        a.free_bulk(&rest, req(0, 0)).unwrap();
+        a.validate().unwrap();
+        assert_eq!(a.stats().allocated_frames(), 0);
+    }
+}
+
+#[test]
+fn shuttle_model_checks_bulk_frees_beside_single_ones() {
+    for order in nvmos_frames::FreeOrder::ALL {
+        shuttle::check_random(move || model::bulk_beside_single_frees(order), 300);
+        shuttle::check_pct(move || model::bulk_beside_single_frees(order), 300, 3);
     }
 }
 
