@@ -321,19 +321,14 @@ impl<R: RawMutex> IBuddy<R> {
         self.spaces.len()
     }
 
+    /// The space holding `pfn`, or for a pfn outside every space the one
+    /// below it (the first, below them all). One load from `chunk_space`
+    /// unless two spaces meet in the pfn's run of `SPACE_ALIGN` pfns.
     #[inline]
     fn space_of(&self, pfn: Pfn) -> usize {
         if self.bounds.len() == 1 {
             return 0;
         }
-        self.space_below(pfn)
-    }
-
-    /// The space holding `pfn`, or for a pfn outside every space the one
-    /// below it (the first, below them all). One load from `chunk_space`
-    /// unless two spaces meet in the pfn's run of `SPACE_ALIGN` pfns.
-    #[inline]
-    fn space_below(&self, pfn: Pfn) -> usize {
         let chunk = (pfn.0 / SPACE_ALIGN).wrapping_sub(self.first_chunk);
         match self.chunk_space.get(chunk as usize) {
             Some(&s) if s != MIXED_CHUNK => usize::from(s),
@@ -1306,7 +1301,7 @@ impl<R: RawMutex + Send + Sync> FrameAllocator for IBuddy<R> {
     /// below it, or the first): each space has its own lock and queue.
     #[inline]
     fn lock_group(&self, pfn: Pfn) -> u32 {
-        self.space_below(pfn) as u32
+        self.space_of(pfn) as u32
     }
 
     fn lock_groups(&self) -> u32 {
@@ -1473,7 +1468,7 @@ mod tests {
             let pfns = (0..end.min(1 << 20) + 3000).chain(end - 4096..end + 3000);
             for pfn in pfns {
                 assert_eq!(
-                    a.space_below(Pfn(pfn)),
+                    a.space_of(Pfn(pfn)),
                     space_below(&a.bounds, pfn),
                     "{zones:?} cpus {cpus} pfn {pfn}"
                 );
