@@ -127,7 +127,9 @@ struct Inner {
     free: Vec<Vec<u32>>,
     free_count: u64,
     rng: u64,
-    /// Next-fit start of the scan for blocks of higher order.
+    /// The zone in which the last scan for a block of higher order found
+    /// one: the next scan starts there, at the zone's first aligned block
+    /// (next fit over zones, first fit within a zone).
     cursor: u64,
 }
 
@@ -382,7 +384,8 @@ impl<R: RawMutex> M3<R> {
                 return Some(h);
             }
         }
-        // Then every aligned block, next fit from the cursor.
+        // Then every aligned block: the cursor's zone first, from its
+        // first aligned block, then the zones after it.
         let zones = self.map.zones();
         let n = zones.len();
         let start = (inner.cursor as usize) % n;
