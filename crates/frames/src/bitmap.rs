@@ -694,6 +694,7 @@ mod tests {
         // 64..200 in fours; of order 6: 64..128 and 128..192.
         assert_eq!(counts[1], 69);
         assert_eq!(counts[2], (200 - 64) / 4);
+        assert_eq!(counts[usize::from(DERIVED)], (200 - 64) >> DERIVED);
         assert!(!b.is_free(6, 0) && b.is_free(6, 1) && b.is_free(6, 2) && !b.is_free(6, 3));
         b.consistent().unwrap();
     }

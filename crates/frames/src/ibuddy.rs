@@ -449,6 +449,18 @@ impl<R: RawMutex> IBuddy<R> {
         }
     }
 
+    /// The first of `n` consecutive stamps for frees into space `s` (0
+    /// without stamps: with one buffer a space its order is the order of
+    /// acceptance, and `FreeOrder::PerCpu` keeps none).
+    #[inline]
+    fn take_stamps(&self, s: usize, n: u32) -> u32 {
+        if self.stamped {
+            self.spaces[s].stamp.fetch_add(n, Ordering::Relaxed)
+        } else {
+            0
+        }
+    }
+
     /// Claimed single frames of space `s`, freed on `cpu`, to the space:
     /// applied at once when `apply_now` can, else buffered.
     #[inline]
@@ -501,13 +513,7 @@ impl<R: RawMutex> IBuddy<R> {
         let shared = &self.spaces[s];
         let start = self.bounds[s].0;
         let slot = cpu as usize % self.slots;
-        // With one buffer a space its order is the order of acceptance: no
-        // stamps needed; per-CPU order needs none either.
-        let stamp = if self.stamped {
-            shared.stamp.fetch_add(pfns.len() as u32, Ordering::Relaxed)
-        } else {
-            0
-        };
+        let stamp = self.take_stamps(s, pfns.len() as u32);
         let len = {
             let mut buffer = self.buffers[slot * self.spaces.len() + s].lock();
             if buffer.is_empty() {
@@ -537,11 +543,7 @@ impl<R: RawMutex> IBuddy<R> {
         let shared = &self.spaces[s];
         let start = self.bounds[s].0;
         let slot = cpu as usize % self.slots;
-        let stamp = if self.stamped {
-            shared.stamp.fetch_add(1, Ordering::Relaxed)
-        } else {
-            0
-        };
+        let stamp = self.take_stamps(s, 1);
         let index = (pfn.0 - start) as u32;
         let len = {
             let mut buffer = self.buffers[slot * self.spaces.len() + s].lock();

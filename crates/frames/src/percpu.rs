@@ -998,7 +998,7 @@ fn group_by_lock<A: FrameAllocator>(inner: &A, groups: u32, slot: &mut Slot) {
     // where group g starts.
     let mut small = [0u32; 65];
     let mut big = Vec::new();
-    let counts: &mut [u32] = if groups < 64 {
+    let counts: &mut [u32] = if groups <= 64 {
         &mut small[..groups as usize + 1]
     } else {
         big.resize(groups as usize + 1, 0);
