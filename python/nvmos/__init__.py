@@ -1,6 +1,6 @@
-"""nvmos from Python: page-frame allocator replay, wear and the seed
-studies as pandas DataFrames, and design-space sweeps run on this
-machine's cores or on a Ray cluster.
+"""nvmos from Python: page-frame allocator replay, wear and the studies as
+pandas DataFrames, design-space sweeps run on this machine's cores or on a
+Ray cluster, and persistent memory objects with numpy arrays over them.
 
 >>> import nvmos
 >>> df = nvmos.replay("traces/numpy.nvt", ["iBuddy", "buddy"], memory="1GiB")
@@ -9,12 +9,15 @@ machine's cores or on a Ray cluster.
 >>> nvmos.sweep("grid.toml", backend="ray", ray_address="auto") # doctest: +SKIP
 
 The engine is the Rust workspace's (``nvmos._nvmos``, built with PyO3);
-numbers are the CLI's to the bit. Errors are ``NvmosError`` subclasses
-carrying the Rust error's message: ``TraceFileError`` (with ``path``,
-``line``, ``offset``), ``OptionsError``, ``StudyError``, ``SweepError``,
+numbers are the CLI's to the bit, and long calls release the GIL. Every
+function returning a DataFrame lists its columns, with their units, in
+its docstring. Errors are ``NvmosError`` subclasses carrying the Rust
+error's message: ``TraceFileError`` (with ``path``, ``line``,
+``offset``), ``OptionsError``, ``StudyError``, ``SweepError``,
 ``PmoError``.
 
-Persistent memory objects (seed 001) with a heap inside each:
+Persistent memory objects (the PD-LOaPP talk's pcreate, attach, psync,
+detach and pdestroy) with a heap inside each:
 
 >>> pool = nvmos.Pool.create("/dev/shm/p.pool", 16 << 20)       # doctest: +SKIP
 >>> pool.pcreate("grid", 1 << 20, key=b"a long passphrase")     # doctest: +SKIP

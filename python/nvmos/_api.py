@@ -1,13 +1,15 @@
 """The Python API over the Rust engine (``nvmos._nvmos``).
 
-Every function takes the CLI's options, runs the engine with the GIL
+Every study function takes the CLI's options, runs the engine with the GIL
 released, and returns a pandas DataFrame with one row per result row; the
 full result (the JSON document the CLI writes) is ``df.attrs["result"]``,
-a :class:`Result`.
+a :class:`Result`. Each such function's docstring lists every column of
+the frame it returns under ``Columns:``, as ``name: meaning (unit)``.
 """
 
 from __future__ import annotations
 
+import inspect
 import json
 import math
 import os
@@ -24,13 +26,17 @@ TraceFileError = _nvmos.TraceFileError
 OptionsError = _nvmos.OptionsError
 StudyError = _nvmos.StudyError
 
-#: The row name of the kernel's own placement, "Linux (as recorded)".
+#: The row name of the kernel's own placement as recorded in the trace
+#: (``"Linux (as recorded)"``); pass it in ``allocators`` like an
+#: allocator name.
 AS_RECORDED: str = _nvmos.as_recorded_name()
 
 #: Seconds in a year, as the engine counts them (365.25 days).
 SECONDS_PER_YEAR: float = 365.25 * 24.0 * 3600.0
 
-#: Endurances the engine reports lifetimes for (``lifetime_years_1e6`` ...).
+#: The endurances (writes a frame survives) the engine reports lifetimes
+#: for, in the order of the ``lifetime_years_1e6``, ``_1e7`` and ``_1e8``
+#: columns.
 ENDURANCES = (1e6, 1e7, 1e8)
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -40,19 +46,63 @@ TraceLike = Union[PathLike, "Trace", tuple]
 Progress = Union[None, bool, Callable[[int, int, str], Any]]
 
 
+def _with_columns(columns: dict) -> Callable:
+    """Append a ``Columns:`` section, one ``name: meaning (unit)`` line per
+    column of ``columns``, to the decorated function's docstring, so
+    several functions returning the same frame share one description."""
+
+    def wrap(f: Callable) -> Callable:
+        lines = ["Columns:"]
+        for name, meaning in columns.items():
+            lines.extend(_wrapped(f"{name}: {meaning}", "    ", "        "))
+        f.__doc__ = inspect.cleandoc(f.__doc__ or "") + "\n\n" + "\n".join(lines)
+        return f
+
+    return wrap
+
+
+def _wrapped(text: str, first: str, rest: str, width: int = 76) -> list:
+    import textwrap
+
+    return textwrap.wrap(text, width=width, initial_indent=first, subsequent_indent=rest, break_on_hyphens=False)
+
+
 def allocators() -> list[str]:
-    """The allocator names replay takes, in the CLI's order."""
+    """The allocator names ``replay``, ``evaluate`` and ``wear`` take.
+
+    Returns:
+        list[str]: the names, in the CLI's order (``--alloc`` takes the
+        same ones; ``AS_RECORDED`` is not among them).
+    """
     return [name for name, _ in _nvmos.allocators()]
 
 
 def machine_presets() -> list[str]:
-    """The memory-system presets (``banks(machine=...)``, sweeps)."""
+    """The memory-system presets.
+
+    Returns:
+        list[str]: the preset names ``banks(machine=...)``, banks sweeps
+        and the CLI's ``--machine`` take.
+    """
     return list(_nvmos.machine_presets())
 
 
 def parse_memory(memory: Union[str, int]) -> int:
-    """A memory size as the CLI's ``--memory`` reads it, in 4 KiB frames:
-    ``"4GiB"``, ``"512MiB"``, or an int (a frame count)."""
+    """A memory size as the CLI's ``--memory`` reads it.
+
+    Args:
+        memory (str | int): a size with a binary unit (``"4GiB"``,
+            ``"512MiB"``, ``"64KiB"``, ``"8192B"``; a whole number of 4 KiB
+            frames), a string of digits (a frame count), or a positive int
+            (a frame count).
+
+    Returns:
+        int: the size in 4 KiB frames.
+
+    Raises:
+        OptionsError: not a size, an unknown unit, zero, a negative count,
+            or bytes that are not a whole number of frames.
+    """
     if isinstance(memory, bool) or not isinstance(memory, (str, int, np.integer)):
         raise OptionsError(f"memory: {memory!r} is neither a size like '4GiB' nor a frame count")
     if isinstance(memory, (int, np.integer)):
@@ -63,11 +113,17 @@ def parse_memory(memory: Union[str, int]) -> int:
 
 
 class Result:
-    """A study's full result: ``raw`` is the JSON document the CLI writes
-    (``results.json``, ``banks.json``, ``swap.json``) as Python objects.
+    """A study's full result, kept in ``DataFrame.attrs["result"]``.
 
-    Kept in ``DataFrame.attrs["result"]``; immutable, so pandas' copies of
-    ``attrs`` share it instead of deep-copying it.
+    Immutable, so pandas' copies of ``attrs`` share it instead of
+    deep-copying it.
+
+    Attributes:
+        kind (str): which study: ``"evaluate"``, ``"banks"``, ``"swap"``,
+            ``"power"`` or ``"bench_alloc"``.
+        raw (dict): the JSON document the CLI writes for it
+            (``results.json``, ``banks.json``, ``swap.json``,
+            ``power.json``, ``bench alloc --json``) as Python objects.
     """
 
     def __init__(self, kind: str, raw: Any):
@@ -93,13 +149,39 @@ class Result:
         raise KeyError(f"no trace {trace!r}; have {[t['trace'] for t in self.raw['traces']]}")
 
     def heat(self, trace: str, allocator: str) -> np.ndarray:
-        """The wear heat map: the most writes to one frame in each of
-        ``heat_buckets`` equal slices of the frames, in pfn order."""
+        """The wear heat map of one row of an evaluation.
+
+        Args:
+            trace (str): the trace's short name (the ``trace`` column).
+            allocator (str): the row's allocator (the ``allocator`` column).
+
+        Returns:
+            numpy.ndarray: uint32, one value per each of ``heat_buckets``
+            equal slices of the frames in pfn order: the most writes to
+            one frame in that slice (writes).
+
+        Raises:
+            NvmosError: not an evaluation's result.
+            KeyError: no such trace or allocator in it.
+        """
         return np.asarray(self._row(trace, allocator)["heat"], dtype=np.uint32)
 
     def histogram(self, trace: str, allocator: str) -> np.ndarray:
-        """Per-frame wear histogram: an ``(n, 2)`` uint64 array of distinct
-        write counts and how many frames have each, ascending."""
+        """The per-frame wear histogram of one row of an evaluation.
+
+        Args:
+            trace (str): the trace's short name.
+            allocator (str): the row's allocator.
+
+        Returns:
+            numpy.ndarray: uint64 of shape ``(n, 2)``: each distinct write
+            count (writes) and how many frames have it (frames), ascending
+            by write count.
+
+        Raises:
+            NvmosError: not an evaluation's result.
+            KeyError: no such trace or allocator in it.
+        """
         pairs = self._row(trace, allocator)["wear"]["histogram"]
         return np.asarray(pairs, dtype=np.uint64).reshape(-1, 2)
 
@@ -176,9 +258,7 @@ def _rows_arg(allocators: Optional[Sequence[str]], as_recorded: bool) -> list[st
     return names
 
 
-#: The columns of an evaluation's DataFrame, in order: what ``summary.csv``
-#: and ``results.json`` hold per row, flattened (``lifetime_years`` split
-#: per endurance).
+# The replay's counters among an evaluation's columns, in order.
 STATS_COLUMNS = [
     "events", "allocs", "frees", "alloc_failures", "frees_of_failed", "outside",
     "events_read", "lost_events", "frees_before_recording", "frees_mismatched_order",
@@ -189,15 +269,78 @@ WEAR_COLUMNS = [
     "frames", "touched", "total_writes", "max", "mean", "max_over_mean",
     "max_over_touched_mean", "cov", "gini", "lifetime_pct_of_ideal",
 ]  # fmt: skip
-# Every column of the CLI's summary.csv, plus the rest of results.json's
-# per-row numbers: the replay's counts (every event accounted for) and the
-# flag the CLI prints for a row with refused allocations or outside writes.
+#: The columns of an evaluation's DataFrame (``replay``, ``evaluate``,
+#: ``evaluation_frame``), in order: every column of the CLI's
+#: ``summary.csv`` plus the rest of ``results.json``'s per-row numbers
+#: (the replay's counts, every event accounted for, and the flag the CLI
+#: prints for a row with refused allocations or outside writes).
 EVALUATE_COLUMNS = [
     "trace", "allocator", "source", "duration_ns",
     *STATS_COLUMNS, *WEAR_COLUMNS,
     "lifetime_years_1e6", "lifetime_years_1e7", "lifetime_years_1e8",
     "metadata_bytes_per_frame", "ns_per_event", "events_per_second", "flag",
 ]  # fmt: skip
+
+_LIFETIME = (
+    "years until the most written frame reaches {} writes with the "
+    "workload repeated: endurance x the trace's duration / max; inf when no frame "
+    "was written (years)"
+)
+
+# What each column of an evaluation means, with its unit: the Columns
+# section of every function returning that frame (and of sweeps).
+_EVALUATE_COLUMN_DOCS = {
+    "trace": "the trace's short name: its file name without .nvt (text)",
+    "allocator": "the allocator, or AS_RECORDED for the kernel's own placement as recorded (text)",
+    "source": "the file the trace was read from (path)",
+    "duration_ns": "the trace's duration, first to last event (ns)",
+    "events": "events replayed (count)",
+    "allocs": "allocations the allocator served (count)",
+    "frees": "blocks given back to the allocator (count)",
+    "alloc_failures": "allocations the allocator refused for lack of memory; any flags the row (count)",
+    "frees_of_failed": "frees of blocks whose allocation was refused: nothing to give back (count)",
+    "outside": "frames written outside the replayed memory; any flags the row (count)",
+    "events_read": "events read from the trace, sampled writes included (count)",
+    "lost_events": "events the kernel lost while recording (ring-buffer overruns) (count)",
+    "frees_before_recording": "frees of blocks allocated before the recording began (count)",
+    "frees_mismatched_order": (
+        "frees at a live block's head with a larger order than its allocation; the whole block is freed (count)"
+    ),
+    "partial_frees": "frees of part of a live block; the block is freed when all its frames are (count)",
+    "allocs_of_live_pfn": "allocations of a block whose head is live or inside a live block: a free was lost (count)",
+    "time_reversals": "events timestamped earlier than the event before (count)",
+    "elapsed_ns": "wall time of the replay, reading the trace included; differs from run to run (ns)",
+    "trace_ns": "the trace's duration as replayed, first to last event (ns)",
+    "migration_passes": "migration passes run by an allocator that migrates; 0 for the others (count)",
+    "blocks_migrated": "blocks moved by migration (count)",
+    "pages_migrated": "page frames copied by migration (frames)",
+    "frames": "frames the wear is counted over: every frame of the zones (frames)",
+    "touched": "frames written at least once (frames)",
+    "total_writes": (
+        "all writes; the write model counts writes_per_alloc full-page writes per frame of every allocated block "
+        "(writes)"
+    ),
+    "max": "writes to the most written frame (writes)",
+    "mean": "mean writes per frame over all frames (writes per frame)",
+    "max_over_mean": "max / mean; 1 is perfectly even (ratio)",
+    "max_over_touched_mean": "max over the mean of the touched frames only (ratio)",
+    "cov": "coefficient of variation of writes over all frames: standard deviation / mean (ratio)",
+    "gini": "Gini coefficient of writes over all frames: 0 even, 1 all on one frame (0 to 1)",
+    "lifetime_pct_of_ideal": (
+        "lifetime as a percentage of a perfectly even spread's: 100 x mean / max, the metric Start-Gap "
+        "reports (percent)"
+    ),
+    "lifetime_years_1e6": _LIFETIME.format("10^6"),
+    "lifetime_years_1e7": _LIFETIME.format("10^7"),
+    "lifetime_years_1e8": _LIFETIME.format("10^8"),
+    "metadata_bytes_per_frame": "the allocator's bookkeeping per managed frame; 0 for AS_RECORDED (bytes)",
+    "ns_per_event": "elapsed_ns / events; differs from run to run (ns)",
+    "events_per_second": "events / elapsed time; differs from run to run (events/s)",
+    "flag": (
+        'why the row\'s figures are not the trace\'s ("N allocations refused", "N frames written outside '
+        'memory"); empty if none (text)'
+    ),
+}
 
 
 def _lifetime(value: Optional[float]) -> float:
@@ -216,8 +359,21 @@ def _flag(stats: dict) -> str:
     return ", ".join(what)
 
 
+@_with_columns(_EVALUATE_COLUMN_DOCS)
 def evaluation_frame(raw: dict) -> pd.DataFrame:
-    """One row per trace x allocator of an evaluation (``results.json``)."""
+    """An evaluation's document as a DataFrame.
+
+    Args:
+        raw (dict): an evaluation as the CLI writes it to ``results.json``
+            (``json.load`` of the file), or ``df.attrs["result"].raw``.
+
+    Returns:
+        pandas.DataFrame: one row per trace x allocator, in the document's
+        order; ``df.attrs["result"]`` is a :class:`Result` of ``raw``.
+
+    Raises:
+        KeyError: ``raw`` is not an evaluation document.
+    """
     rows = []
     for t in raw["traces"]:
         for r in t["rows"]:
@@ -245,6 +401,7 @@ def evaluation_frame(raw: dict) -> pd.DataFrame:
     return df
 
 
+@_with_columns(_EVALUATE_COLUMN_DOCS)
 def replay(
     trace: Union[TraceLike, Sequence[TraceLike]],
     allocators: Optional[Sequence[str]] = None,
@@ -256,13 +413,48 @@ def replay(
     as_recorded: bool = True,
     progress: Progress = None,
 ) -> pd.DataFrame:
-    """``nvmos replay``: trace(s) through allocators, one row per trace x
-    allocator (the kernel's own placement first, as the CLI does, unless
-    ``as_recorded=False``).
+    """``nvmos replay``: traces through allocators, counting wear.
 
-    ``memory``: the size the allocators manage as one zone ("4GiB", a frame
-    count); default the recorded machine's zones. ``cpus``: default the
-    recorded machine's.
+    Each trace's page allocations and frees are replayed through each
+    allocator; every frame of an allocated block counts
+    ``writes_per_alloc`` writes. The numbers are the CLI's to the bit.
+
+    Args:
+        trace (str | os.PathLike | Trace | tuple | list): a trace file, a
+            :class:`Trace`, ``(name, data)`` with ``data`` the bytes of a
+            trace file (bytes, bytearray or a 1-d uint8 numpy array; read
+            without a copy), or a list of these.
+        allocators (str | list[str] | None): allocator names
+            (``allocators()``); None: every one, in the CLI's order.
+        memory (str | int | None): memory the allocators manage as one
+            zone: a size (``"4GiB"``) or a count of 4 KiB frames; None:
+            the recorded machine's zones.
+        cpus (int | None): CPUs the allocators serve (at least 1); None:
+            the recorded machine's.
+        writes_per_alloc (int): full-page writes each frame of an
+            allocated block receives per allocation (writes, at least 1).
+        heat_buckets (int): slices of the frames in the heat map
+            (``Result.heat``), at least 1.
+        as_recorded (bool): also a row for the kernel's own placement
+            (``AS_RECORDED``), first, as the CLI does.
+        progress (bool | Callable[[int, int, str], object] | None): None
+            or True: a tqdm bar when tqdm is installed, drawn only on a
+            terminal; False: none; a callable: called as
+            ``progress(done, total, message)`` with ``done`` and ``total``
+            counting rows (an exception it raises stops the run and is
+            re-raised).
+
+    Returns:
+        pandas.DataFrame: one row per trace x allocator (trace-major);
+        ``df.attrs["result"]`` is a :class:`Result` whose ``raw`` is the
+        JSON ``nvmos replay --json`` prints.
+
+    Raises:
+        OptionsError: bad options or an unknown allocator.
+        TraceFileError: a trace cannot be opened or read (``path``,
+            ``line``, ``offset`` say where), or does not fit ``memory`` or
+            ``cpus``.
+        StudyError: a replay failed.
     """
     traces = trace if isinstance(trace, list) else [trace]
     args = [_trace_arg(t) for t in traces]
@@ -276,8 +468,18 @@ def replay(
 
 
 def trace_files(folder: PathLike) -> list[Path]:
-    """The trace files in ``folder`` as ``nvmos evaluate`` takes them: not
-    hidden, not Markdown, sorted; subfolders are not descended into."""
+    """The trace files in a folder, as ``nvmos evaluate`` takes them.
+
+    Args:
+        folder (str | os.PathLike): the folder.
+
+    Returns:
+        list[pathlib.Path]: its files that are neither hidden nor Markdown
+        (``*.md``), sorted by name; subfolders are not descended into.
+
+    Raises:
+        OptionsError: ``folder`` is not a folder, or holds no trace.
+    """
     folder = Path(folder)
     if not folder.is_dir():
         raise OptionsError(f"traces: {folder} is not a folder")
@@ -290,6 +492,7 @@ def trace_files(folder: PathLike) -> list[Path]:
     return files
 
 
+@_with_columns(_EVALUATE_COLUMN_DOCS)
 def evaluate(
     traces_dir: PathLike = "traces",
     allocators: Optional[Sequence[str]] = None,
@@ -300,10 +503,33 @@ def evaluate(
     heat_buckets: int = 256,
     progress: Progress = None,
 ) -> pd.DataFrame:
-    """``nvmos evaluate``: every trace in ``traces_dir`` through every
-    allocator (or those named), the kernel's own placement first; the same
-    rows and numbers as the CLI's ``results.json`` (``df.attrs["result"].raw``
-    is that document)."""
+    """``nvmos evaluate``: every trace of a folder through every allocator.
+
+    The kernel's own placement comes first for each trace; the rows and
+    numbers are those of the CLI's ``results.json`` and ``summary.csv``.
+
+    Args:
+        traces_dir (str | os.PathLike): the folder of traces (see
+            ``trace_files``).
+        allocators (str | list[str] | None): allocator names; None: every
+            one.
+        memory (str | int | None): as for ``replay``.
+        cpus (int | None): as for ``replay``.
+        writes_per_alloc (int): as for ``replay`` (writes).
+        heat_buckets (int): as for ``replay``.
+        progress (bool | Callable[[int, int, str], object] | None): as for
+            ``replay``.
+
+    Returns:
+        pandas.DataFrame: one row per trace x allocator (trace-major);
+        ``df.attrs["result"].raw`` is the ``results.json`` document.
+
+    Raises:
+        OptionsError: not a folder of traces, bad options, an unknown
+            allocator.
+        TraceFileError: a trace cannot be read.
+        StudyError: a replay failed.
+    """
     return replay(
         [str(p) for p in trace_files(traces_dir)],
         allocators,
@@ -316,11 +542,16 @@ def evaluate(
 
 
 class Wear:
-    """Per-frame wear of one replay.
+    """Per-frame wear of one replay (what ``wear`` returns).
 
-    ``writes`` is a uint32 array of write counts per frame, in dense zone
-    order, moved from the engine without a copy; ``row`` is the replay's
-    row as in ``results.json``.
+    Attributes:
+        writes (numpy.ndarray): uint32, the writes to each frame (writes),
+            one entry per frame of the zones in dense zone order, moved
+            from the engine without a copy.
+        row (dict): the replay's row as in ``results.json``: ``allocator``,
+            ``stats`` (the replay's counters), ``wear`` (the summary the
+            evaluation's wear columns come from, with ``histogram``),
+            ``heat``, ``metadata_bytes_per_frame``.
     """
 
     def __init__(self, writes: np.ndarray, row: dict):
@@ -329,12 +560,21 @@ class Wear:
 
     @property
     def histogram(self) -> np.ndarray:
-        """``(n, 2)``: distinct write counts and the frames with each."""
+        """numpy.ndarray: uint64 of shape ``(n, 2)``: each distinct write
+        count (writes) and how many frames have it (frames), ascending."""
         return np.asarray(self.row["wear"]["histogram"], dtype=np.uint64).reshape(-1, 2)
 
     def heat_map(self, buckets: int = 256) -> np.ndarray:
-        """The most writes in each of ``buckets`` equal slices of the frames
-        (the engine's heat map, for any bucket count)."""
+        """The heat map: the engine's, for any number of slices.
+
+        Args:
+            buckets (int): equal slices of the frames, in zone order (at
+                most one per frame).
+
+        Returns:
+            numpy.ndarray: uint32, the most writes to one frame in each
+            slice (writes).
+        """
         n = len(self.writes)
         buckets = max(1, min(buckets, max(n, 1)))
         if n == 0:
@@ -343,9 +583,19 @@ class Wear:
         return np.maximum.reduceat(self.writes, starts)
 
     def image(self, width: int = 1024) -> np.ndarray:
-        """The per-frame counts as a 2-d heat map of ``width`` frames a
-        line: a view of ``writes`` (no copy) when ``width`` divides the
-        frame count, else padded with zeros (a copy)."""
+        """The per-frame counts as a 2-d image, ``width`` frames a line.
+
+        Args:
+            width (int): frames per line (at least 1).
+
+        Returns:
+            numpy.ndarray: uint32 of shape ``(lines, width)`` (writes): a
+            view of ``writes`` (no copy) when ``width`` divides the frame
+            count, else a copy padded with zeros.
+
+        Raises:
+            OptionsError: ``width`` below 1.
+        """
         n = len(self.writes)
         if width < 1:
             raise OptionsError("width: at least 1")
@@ -365,7 +615,26 @@ def wear(
     writes_per_alloc: int = 1,
     heat_buckets: int = 256,
 ) -> Wear:
-    """One replay with its per-frame write counts as a numpy array."""
+    """One replay with its per-frame write counts as a numpy array.
+
+    Args:
+        trace (str | os.PathLike | Trace | tuple): a trace file, a
+            :class:`Trace`, or ``(name, data)`` with the trace file's bytes.
+        allocator (str): an allocator name, or ``AS_RECORDED`` for the
+            kernel's own placement.
+        memory (str | int | None): as for ``replay``.
+        cpus (int | None): as for ``replay``.
+        writes_per_alloc (int): as for ``replay`` (writes).
+        heat_buckets (int): slices of the heat map in ``row``.
+
+    Returns:
+        Wear: the per-frame writes and the replay's row.
+
+    Raises:
+        OptionsError: bad options or an unknown allocator.
+        TraceFileError: the trace cannot be opened or read.
+        StudyError: the replay failed.
+    """
     name, data = _trace_arg(trace)
     options = _study_options(memory, cpus, writes_per_alloc, heat_buckets)
     writes, row = _nvmos.wear(name, allocator, options, data)
@@ -374,6 +643,19 @@ def wear(
 
 _OPS = np.array(["alloc", "free", "write"])
 _MIGRATETYPES = ["unmovable", "movable", "reclaimable"]
+
+# The columns of a trace's events as a DataFrame (``Trace.events``,
+# ``Trace.batches``).
+_EVENT_COLUMN_DOCS = {
+    "time_ns": "the event's timestamp, as the recording's clock gave it (ns)",
+    "cpu": "the CPU the event happened on (CPU number)",
+    "op": 'what happened: "alloc", "free" or "write" (a sampled write to the block) (category)',
+    "migratetype": (
+        'the allocation\'s migratetype: "unmovable", "movable" or "reclaimable"; NaN for frees and writes (category)'
+    ),
+    "pfn": "the block's first page frame number (pfn)",
+    "order": "the block's order: it is 2**order frames of 4 KiB (order)",
+}
 
 
 def _batch_frame(columns: dict) -> pd.DataFrame:
@@ -392,11 +674,25 @@ def _batch_frame(columns: dict) -> pd.DataFrame:
 
 
 class Trace:
-    """A trace file: its header (machine, counts) and its events.
+    """A trace file: what it says about itself, and its events.
 
-    ``header`` is the ``.nvt`` header as a dict (``None`` for text
-    traces); ``machine`` its recorded machine; ``info`` the one-pass
-    summary (``open_trace(path, scan=True)``).
+    Made by ``open_trace`` (or ``Trace(path, scan=False)``).
+
+    Attributes:
+        path (pathlib.Path): the trace file.
+        format (str): ``"nvt"``, ``"ftrace"`` or ``"perf"``.
+        header (dict | None): the ``.nvt`` header (recorded machine,
+            command, counts of what the recording skipped or lost); None
+            for text traces.
+        info (dict | None): with ``scan=True``, the one-pass summary
+            ``nvmos trace info`` prints: events, allocations, frees and
+            writes (counts), counts by CPU, order and migratetype, the pfn
+            span, ``duration_ns`` (ns) and the accounting of unusual
+            events; else None.
+
+    Raises:
+        TraceFileError: (when made) the file cannot be opened, its format
+            is unknown, or with ``scan`` an event cannot be read.
     """
 
     def __init__(self, path: PathLike, scan: bool = False):
@@ -408,27 +704,66 @@ class Trace:
 
     @property
     def machine(self) -> Optional[dict]:
+        """dict | None: the recorded machine from the header (CPUs, zones
+        with their pfn ranges); None for text traces."""
         return None if self.header is None else self.header.get("machine")
 
     @property
     def counts(self) -> Optional[dict]:
-        """What the recording skipped, lost or remapped."""
+        """dict | None: what the recording skipped, lost or remapped
+        (counts, from the header); None for text traces."""
         return None if self.header is None else self.header.get("counts")
 
+    @_with_columns(_EVENT_COLUMN_DOCS)
     def batches(self, batch_size: int = 1 << 20) -> Iterator[pd.DataFrame]:
-        """The events as DataFrames of at most ``batch_size`` rows: columns
-        ``time_ns``, ``cpu``, ``op`` (alloc/free), ``migratetype``
-        (unmovable/movable/reclaimable, NaN for frees), ``pfn``, ``order``."""
+        """The events as DataFrames of at most ``batch_size`` rows each.
+
+        Args:
+            batch_size (int): most events per frame (at least 1).
+
+        Yields:
+            pandas.DataFrame: the next events, in trace order, with the
+            columns of ``events``.
+
+        Raises:
+            OptionsError: ``batch_size`` below 1.
+            TraceFileError: the trace cannot be opened or an event cannot
+                be read.
+        """
         for columns in _nvmos.TraceBatches(os.fspath(self.path), batch_size):
             yield _batch_frame(columns)
 
     def arrays(self, batch_size: int = 1 << 20) -> Iterator[dict]:
-        """The events as batches of numpy columns (see ``batches``; ``op``
-        0 alloc / 1 free, ``migratetype`` -1 for frees)."""
+        """The events as batches of numpy columns, without pandas.
+
+        Args:
+            batch_size (int): most events per batch (at least 1).
+
+        Returns:
+            Iterator[dict[str, numpy.ndarray]]: per batch, the columns of
+            ``events`` as numpy arrays made by the engine without a copy:
+            ``time_ns`` (uint64, ns), ``cpu`` (uint32), ``op`` (uint8: 0
+            alloc, 1 free, 2 write), ``migratetype`` (int8: 0 unmovable, 1
+            movable, 2 reclaimable, -1 for frees and writes), ``pfn``
+            (uint64), ``order`` (uint8).
+
+        Raises:
+            OptionsError: ``batch_size`` below 1.
+            TraceFileError: the trace cannot be opened or read.
+        """
         return iter(_nvmos.TraceBatches(os.fspath(self.path), batch_size))
 
+    @_with_columns(_EVENT_COLUMN_DOCS)
     def events(self) -> pd.DataFrame:
-        """Every event in one DataFrame."""
+        """Every event of the trace in one DataFrame.
+
+        Returns:
+            pandas.DataFrame: one row per event, in trace order.
+
+        Raises:
+            TraceFileError: the trace cannot be opened or an event cannot
+                be read.
+        """
         frames = list(self.batches())
         if not frames:
             return _batch_frame(
@@ -446,12 +781,24 @@ class Trace:
 
 
 def open_trace(path: PathLike, scan: bool = False) -> Trace:
-    """Open a trace (``.nvt``, ftrace or perf text, told apart by content).
+    """Open a trace: ``.nvt``, ftrace text or perf script text, told
+    apart by content.
 
-    ``trace.header`` / ``trace.machine``: what it says about itself;
-    ``trace.events()``: a DataFrame; ``trace.batches()``: an iterator of
-    DataFrames; ``scan=True`` also reads it once for ``trace.info``
-    (counts by CPU, order, migratetype, pfn span).
+    ``trace.header`` and ``trace.machine`` say what it says about itself;
+    ``trace.events()`` gives a DataFrame of its events, ``trace.batches()``
+    an iterator of DataFrames.
+
+    Args:
+        path (str | os.PathLike): the trace file.
+        scan (bool): also read it once for ``trace.info`` (counts by CPU,
+            order, migratetype, the pfn span).
+
+    Returns:
+        Trace: the opened trace.
+
+    Raises:
+        TraceFileError: the file cannot be opened, its format is unknown,
+            or (with ``scan``) an event cannot be read.
     """
     return Trace(path, scan)
 
@@ -469,6 +816,27 @@ _PLACEMENTS = {"sequential": "sequential", "random": "random", "m3": "m3"}
 _ACCESSES = {"sequential": "sequential", "random": "random"}
 
 
+_BANKS_COLUMN_DOCS = {
+    "machine": "the modelled memory system: the preset's or machine file's name (text)",
+    "cores": "cores running the kernel at once (count)",
+    "placement": (
+        'frame placement: "sequential" (the buddy system\'s consecutive frames), "random" (M3 without '
+        'partitions), "m3" (banks partitioned among the cores) (text)'
+    ),
+    "access": 'the order the kernel walks its arrays in: "sequential" or "random" (text)',
+    "hit_rate": "row-buffer hits / requests (fraction, 0 to 1)",
+    "miss_rate": "requests to a closed bank / requests (fraction, 0 to 1)",
+    "conflict_rate": "row-buffer conflicts / requests (fraction, 0 to 1)",
+    "blp": "bank-level parallelism: mean banks busy (banks)",
+    "run_ns": "run time, until the last core finished (ns)",
+    "bandwidth_gbs": "bandwidth over the run (GB/s)",
+    "latency_ns": "mean memory latency over the cores (ns)",
+    "vs_sequential": (
+        "run time relative to sequential placement with the same cores and access; below 1 is faster (ratio)"
+    ),
+}
+
+
 def _enum(field: str, value: str, names: dict) -> str:
     key = str(value).lower()
     if key not in names:
@@ -476,6 +844,7 @@ def _enum(field: str, value: str, names: dict) -> str:
     return names[key]
 
 
+@_with_columns(_BANKS_COLUMN_DOCS)
 def banks(
     machine: str = "xeon-3ch",
     cores: Sequence[int] = (1, 2, 4),
@@ -494,9 +863,47 @@ def banks(
     basic_model: bool = False,
     progress: Progress = None,
 ) -> pd.DataFrame:
-    """``nvmos study banks`` (seed 002) with the CLI's options: one row per
-    cores x access x placement; ``df.attrs["result"].raw`` is ``banks.json``
-    (``{"study", "headline", "analysis", "checks"}``)."""
+    """``nvmos study banks``: frame placement and row-buffer conflicts on a
+    modelled memory system (the Parallelism talk), with the CLI's options.
+
+    Args:
+        machine (str): a memsys preset (``machine_presets()``) or the path
+            of a machine TOML file.
+        cores (int | list[int]): core counts to run (each 1 to 64).
+        kernel (str): the STREAM kernel: ``"copy"``, ``"scale"``, ``"add"``
+            or ``"triad"``.
+        array_mib (int | None): each core's array size (MiB, 1 to 1024);
+            None: the study's at its scale.
+        passes (int): passes over the arrays (1 to 100).
+        mlp (int): outstanding misses per core (1 to 256).
+        policy (str): the row-buffer page policy, ``"open"`` or
+            ``"closed"``.
+        queue (int): the controller's queue per channel (requests, 1 to
+            4096).
+        seed (int): seed of the random placements and accesses.
+        quick (bool): the study's quick scale (``--quick``).
+        analyse (bool): also run the analysing program (recovering the
+            machine's bank mapping from timing) into ``raw["analysis"]``.
+        placements (list[str] | None): ``"sequential"``, ``"random"``,
+            ``"m3"``; None: all three.
+        accesses (list[str] | None): ``"sequential"``, ``"random"``; None:
+            both.
+        basic_model (bool): the basic timing model (blocking scheduler,
+            writes queued with reads, no refresh) instead of the full one.
+        progress (bool | Callable[[int, int, str], object] | None): as for
+            ``replay``.
+
+    Returns:
+        pandas.DataFrame: one row per cores x access x placement;
+        ``df.attrs["result"].raw`` is ``banks.json`` (``{"study",
+        "headline", "analysis", "checks"}``).
+
+    Raises:
+        OptionsError: an option out of range, an unknown kernel, policy,
+            placement, access or preset, or a machine file that cannot be
+            read.
+        StudyError: the study failed.
+    """
     if isinstance(cores, int):
         cores = [cores]
     options = _default("banks", quick)
@@ -523,7 +930,7 @@ def banks(
         seed=int(seed),
     )
     if basic_model:
-        # The timing model before issue 18 (`--basic-model`).
+        # The basic timing model (`--basic-model`).
         options["basic_model"] = True
     if placements is not None:
         options["placements"] = [_enum("placements", p, _PLACEMENTS) for p in placements]
@@ -540,6 +947,21 @@ def banks(
     return df
 
 
+_SWAP_COLUMN_DOCS = {
+    "workload": "the modelled workload (text)",
+    "memory_pages": "its memory limit (4 KiB pages)",
+    "pages": "pages it touches (4 KiB pages)",
+    "refs": "memory references in the measured phase (count)",
+    "device": "the swap device modelled (text)",
+    "swap_in_s": "time processes spent in swap-in faults (s)",
+    "swap_out_s": "time stalled in direct reclaim plus the device's write time (s)",
+    "write_busy_s": "the device's write time (s)",
+    "congestion_wait_s": "time in congestion waits (s)",
+    "merges": "NAND merges on the device (count)",
+}
+
+
+@_with_columns(_SWAP_COLUMN_DOCS)
 def swap(
     traces: PathLike = "traces/swap",
     pc_scale: Optional[float] = None,
@@ -553,9 +975,40 @@ def swap(
     *,
     progress: Progress = None,
 ) -> pd.DataFrame:
-    """``nvmos study swap`` (seed 003) with the CLI's options: one row per
-    modelled workload x device (swap-in/out seconds, congestion waits);
-    ``df.attrs["result"].raw`` is ``swap.json``."""
+    """``nvmos study swap``: SCM as a paging device (the SCM paging talk),
+    with the CLI's options.
+
+    Args:
+        traces (str | os.PathLike): the folder of recorded swap traces
+            (``*.swt.zst``) and lackey traces (``*.lackey.zst``).
+        pc_scale (float | None): the PC scenario's size relative to the
+            talk's 1 GB machine (ratio, above 0, at most 4); None: the
+            study's.
+        aging_rounds (int | None): aging rounds of the aged PC scenario;
+            None: the study's.
+        no_congestion (bool): turn the block layer's congestion control
+            off.
+        congestion_timeout_ms (float): the congestion wait's timeout (ms,
+            0 or more).
+        page_cluster (int): swap read-ahead of 2**page_cluster pages.
+        vma_readahead (bool): VMA-based read-ahead instead of slot-window
+            read-ahead.
+        policy (str): swap-slot allocation, ``"ssd"`` or ``"hdd"``
+            (Linux's two policies).
+        quick (bool): the study's quick scale (``--quick``).
+        progress (bool | Callable[[int, int, str], object] | None): as for
+            ``replay``.
+
+    Returns:
+        pandas.DataFrame: one row per modelled workload x device;
+        ``df.attrs["result"].raw`` is ``swap.json`` (with the recorded
+        traces, the congestion figure, lifetimes and checks).
+
+    Raises:
+        OptionsError: an option out of range or an unknown policy.
+        TraceFileError: a swap or lackey trace cannot be read.
+        StudyError: the model or a trace failed.
+    """
     options = _default("swap", quick)
     options["traces"] = os.fspath(traces)
     if pc_scale is not None:
@@ -610,7 +1063,28 @@ _BENCH_OP_FIELDS = (
     "sd_cycles", "p50_ns", "p99_ns", "max_ns",
 )  # fmt: skip
 
+_BENCH_ALLOC_COLUMN_DOCS = {
+    "allocator": "the allocator (text)",
+    "pattern": 'the request pattern: "bulk", "repeat", "rand" or "mixed" (text)',
+    "threads": "threads requesting at once, and the allocator's CPUs (count)",
+    "round": "the round kept, 0-based: the one whose mean is the median; None for a skipped cell (index)",
+    "validated": "whether the allocator checked its invariants after every pass; False for the peer (bool)",
+    "metadata_bytes": "the allocator's bookkeeping after the timed run; None if it reports none (bytes)",
+    "skipped": "why the cell was not timed (its figures are then NaN); None for a timed cell (text)",
+    "<op>_requests": "requests in the timed run, failed allocations included; <op> is alloc or free (count)",
+    "<op>_failures": "allocations refused for lack of memory in the timed run; 0 for free (count)",
+    "<op>_mean_ns_amortized": "untimed run: wall time per request, per thread, averaged (ns)",
+    "<op>_mean_ns": "timed run: mean time per request (ns)",
+    "<op>_sd_ns": "timed run: standard deviation per request (ns)",
+    "<op>_mean_cycles": "timed run: mean per request (TSC ticks)",
+    "<op>_sd_cycles": "timed run: standard deviation per request (TSC ticks)",
+    "<op>_p50_ns": "timed run: median request (ns)",
+    "<op>_p99_ns": "timed run: 99th percentile (ns)",
+    "<op>_max_ns": "timed run: slowest request (ns)",
+}
 
+
+@_with_columns(_BENCH_ALLOC_COLUMN_DOCS)
 def bench_alloc(
     allocators: Optional[Sequence[str]] = None,
     threads: Optional[Sequence[int]] = None,
@@ -626,17 +1100,53 @@ def bench_alloc(
     free_order: Optional[str] = None,
     progress: Progress = None,
 ) -> pd.DataFrame:
-    """``nvmos bench alloc`` (seed 000's Table 2 timed on this machine)
-    with the CLI's options; ``None`` keeps the CLI's default (``quick``:
-    ``--quick``'s). One row per allocator x pattern x threads asked for:
-    ``alloc_*`` and ``free_*`` figures (ns per request, timed and
-    amortized), ``validated`` (the allocator checked its invariants after
-    every pass) and ``skipped`` (why a cell was not timed, else ``None``;
-    its figures are NaN). ``df.attrs["result"].raw`` is the JSON
-    ``--json`` prints, with the seed's comparison rows and checks.
-    ``free_order``: ``"accepted"`` (default) or ``"per-cpu"``, the order
-    iBuddy applies frees buffered on different CPUs in (``--free-order``).
-    Timings are this machine's, not deterministic."""
+    """``nvmos bench alloc``: allocation and free latency of the
+    allocators timed on this machine (the iBuddy talk's Table 2), with the
+    CLI's options.
+
+    Every ``None`` keeps the CLI's default (with ``quick``,
+    ``--quick``'s). Timings are this machine's and differ from run to run.
+
+    Args:
+        allocators (str | list[str] | None): allocators to time (those of
+            ``allocators()`` and ``"bsa"``, the crates.io peer).
+        threads (int | list[int] | None): thread counts.
+        patterns (str | list[str] | None): ``"bulk"`` (each thread
+            allocates its share of half of memory, then frees it),
+            ``"repeat"`` (one frame allocated and freed over and over),
+            ``"rand"`` (bulk with the frames shuffled across threads before
+            they are freed), ``"mixed"`` (random allocations and frees with
+            a Linux-like order mix).
+        memory (str | int | None): memory each allocator manages (a size or
+            4 KiB frames).
+        rounds (int | None): rounds per cell; the median round is kept.
+        repeat (int | None): alloc/free pairs per thread of the
+            ``repeat`` pattern (count).
+        mixed_ops (int | None): operations per thread of the ``mixed``
+            pattern (count).
+        seed (int | None): seed of every random choice (the ``rand``
+            shuffle, the ``mixed`` decisions).
+        lock (str | None): the lock every allocator is built with:
+            ``"spin"`` or ``"parking"`` (a sleeping mutex).
+        quick (bool): ``--quick``'s defaults.
+        free_order (str | None): ``"accepted"`` (default) or ``"per-cpu"``:
+            the order iBuddy applies frees buffered on different CPUs in
+            (``--free-order``).
+        progress (bool | Callable[[int, int, str], object] | None): as for
+            ``replay``.
+
+    Returns:
+        pandas.DataFrame: one row per allocator x pattern x threads asked
+        for, ordered by pattern, allocator, threads; cells not timed (the
+        single-frame allocators on ``mixed``) are rows with ``skipped``.
+        ``df.attrs["result"].raw`` is the JSON ``--json`` prints, with the
+        talk's comparison rows and checks.
+
+    Raises:
+        OptionsError: a bad allocator, pattern, lock, free order or count.
+        StudyError: an allocator misbehaved (refused frees, failed
+            validation).
+    """
     options = json.loads(_nvmos.bench_alloc_options(bool(quick)))
     if allocators is not None:
         options["allocators"] = [str(a) for a in ([allocators] if isinstance(allocators, str) else allocators)]
@@ -706,6 +1216,37 @@ def bench_alloc(
     return df
 
 
+_POWER_COLUMN_DOCS = {
+    "workload": "the synthetic workload; None for a trace's rows (text)",
+    "machine": "the synthetic workload's machine; None for a trace's rows (text)",
+    "trace": "the trace's name; None for a synthetic workload's rows (text)",
+    "kind": "the registry allocator; None for the kernel's own placement (text)",
+    "allocator": "the allocator's name (text)",
+    "migration": "whether migration ran (bool)",
+    "banks": "banks in the machine (count)",
+    "bank_frames": "frames per bank (4 KiB frames)",
+    "offline_percent": "time-weighted mean share of memory offline, in banks powered down (percent)",
+    "optimum_offline_percent": "the same for the optimum: the fewest banks holding what is allocated (percent)",
+    "points_off_optimum": "optimum_offline_percent - offline_percent (percentage points)",
+    "max_offline_percent": "the most memory offline at one sample (percent)",
+    "footprint_percent": "time-weighted mean share of memory allocated (percent)",
+    "low_footprint_percent": "the lowest footprint at a sample after the first tenth of the run (percent)",
+    "up_percent_at_low_footprint": "share of banks up at that sample (percent)",
+    "pages_migrated": "page frames copied by migration (frames)",
+    "blocks_migrated": "blocks moved by migration (count)",
+    "migration_passes": "migration passes run (count)",
+    "alloc_failures": "allocations refused for lack of memory (count)",
+    "pinned_banks": "banks holding kernel data at the end, which cannot go down (count)",
+    "up_banks": "banks up at the end (count)",
+    "energy_<model>": (
+        "energy under power model <model>: background power of the banks plus migration's copies, in the "
+        "model's unit: mJ for the Micron presets, relative bank-%-seconds for seed004-relative (model's unit)"
+    ),
+    "saving_percent_<model>": "energy saved against every bank up the whole time, under <model> (percent)",
+}
+
+
+@_with_columns(_POWER_COLUMN_DOCS)
 def power(
     sizes: Optional[Sequence[Union[str, int]]] = None,
     bank: Optional[Union[str, int]] = None,
@@ -726,14 +1267,57 @@ def power(
     *,
     progress: Progress = None,
 ) -> pd.DataFrame:
-    """``nvmos study power`` (seed 004) with the CLI's options (``models``
-    is ``--power``; ``traces=None`` is ``--no-traces``, ``latency=False``
-    ``--no-latency``): one row per allocator x (workload, machine) or
-    trace, energy as ``energy_<model>`` columns; ``df.attrs["result"].raw``
-    is ``power.json`` (the latency benchmark, the bank maps, the checks).
+    """``nvmos study power``: power-aware placement on banks that can be
+    powered down (the Adaptive-Buddy talk), with the CLI's options.
 
-    Unset options take the study's value at its scale (``quick`` or the
-    full study), as the CLI does."""
+    Every ``None`` takes the study's value at its scale (``quick`` or the
+    full study), as the CLI does.
+
+    Args:
+        sizes (str | int | list | None): machine sizes of the synthetic
+            workloads (sizes or 4 KiB frames).
+        bank (str | int | None): bank size, the unit powered down (a size
+            or 4 KiB frames; must divide every machine size).
+        workloads (list[str] | None): ``"light"`` (footprint 10-50 %),
+            ``"medium"`` (30-80 %), or ``"NAME:MIN-MAX"`` for another
+            footprint range in percent.
+        epochs (int | None): simulated seconds per synthetic run.
+        kernel_percent (float | None): share of the footprint that is
+            kernel (unmovable) data (percent).
+        churn_percent (float | None): share of live blocks freed and
+            replaced every epoch (percent).
+        seed (int | None): seed of the synthetic workloads.
+        allocators (list[str] | None): allocators; the bank-aware ones run
+            without and with migration.
+        models (list[str] | None): power models (``--power``): presets
+            ``"seed004-relative"``, ``"ddr4-2400-micron"``,
+            ``"lpddr4-3200-micron"`` or TOML files.
+        traces (str | os.PathLike | None): a trace file or folder to
+            replay too; None: none (``--no-traces``).
+        migrate_every_ms (int | None): trace time between migration passes
+            (ms).
+        latency (bool): run the latency benchmark (False: ``--no-latency``).
+        latency_pages (list[int] | None): successive page requests of each
+            latency run (pages).
+        latency_memory (str | int | None): the latency benchmark's memory
+            (a size or 4 KiB frames).
+        latency_rounds (int | None): rounds of each latency run.
+        quick (bool): the study's quick scale (``--quick``).
+        progress (bool | Callable[[int, int, str], object] | None): as for
+            ``replay``.
+
+    Returns:
+        pandas.DataFrame: one row per allocator x (workload, machine), then
+        one per allocator x trace; ``df.attrs["result"].raw`` is
+        ``power.json`` (the latency benchmark, the bank maps, the
+        timelines, the checks).
+
+    Raises:
+        OptionsError: options the study refuses (a bank size that does not
+            divide a machine size, an unknown workload or model, a trace
+            that cannot be opened).
+        StudyError: the study failed.
+    """
     options = json.loads(_nvmos.power_options("quick" if quick else "full"))
     if sizes is not None:
         options["sizes"] = [parse_memory(s) for s in ([sizes] if isinstance(sizes, (str, int)) else sizes)]

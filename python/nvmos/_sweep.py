@@ -25,15 +25,17 @@ A grid (TOML file or dict)::
 ``vma_readahead``. Any axis may instead be a fixed value in ``[options]``.
 
 Command line: ``python -m nvmos sweep GRID.toml [--out DIR] [--workers N]
-[--ray auto|ADDRESS] [--no-resume] [--retries N]`` (what ``nvmos sweep``
-runs).
+[--ray auto|ADDRESS] [--no-resume] [--retries N] [--batch N] [--quiet]``
+(what ``nvmos sweep`` runs).
 
 Output columns: the cell's axes (``trace_path`` for ``traces``,
 ``allocator`` for ``allocators``, the others by their names), ``cell_id``,
-the study's own columns (for ``wear`` the columns of ``nvmos.replay``),
-``status`` ("ok" or "failed"), ``error``, ``attempts``, ``worker``,
-``elapsed_s`` and ``cpu_s`` (the cell's wall and CPU seconds), and for an ``endurance`` axis ``endurance`` and
-``lifetime_years``.
+the study's own columns (for ``wear`` the columns of ``nvmos.replay``
+but ``source``; for ``banks`` and ``swap`` those of ``nvmos.banks`` and
+``nvmos.swap``), ``status`` ("ok" or "failed"), ``error``, ``attempts``,
+``worker``, ``elapsed_s`` and ``cpu_s`` (the cell's wall and CPU
+seconds), and for an ``endurance`` axis ``endurance`` and
+``lifetime_years``. ``nvmos.sweep`` lists them with their units.
 """
 
 from __future__ import annotations
@@ -80,8 +82,13 @@ WEAR_OPTIONS = ("heat_buckets",)
 
 
 class SweepError(NvmosError):
-    """A sweep finished with failed cells (they are in the Parquet file
-    with ``status == "failed"`` and their error), or could not start."""
+    """A sweep finished with failed cells, or could not start.
+
+    Raised after the output is written: the failed cells are rows of the
+    Parquet file with ``status == "failed"`` and their ``error``, and the
+    message lists them. Also raised when Ray is missing or unreachable, or
+    when an existing output cannot be read to resume.
+    """
 
 
 class Grid:
@@ -184,7 +191,12 @@ def cell_id(study: str, cell: dict, options: dict) -> str:
 
 
 def load_grid(grid: Union[str, os.PathLike, dict]) -> Grid:
-    """A grid from a TOML file (paths in it relative to the file) or a dict."""
+    """A grid from a TOML file (paths in it relative to the file) or a dict.
+
+    Raises:
+        OptionsError: the file cannot be read or parsed, or the grid is
+            bad (the message names the file and the key).
+    """
     if isinstance(grid, Grid):
         return grid
     if isinstance(grid, dict):
@@ -354,9 +366,23 @@ def _write_text(text: str, path: Path) -> None:
 
 
 class Sweep:
-    """The outcome: ``frame`` (every row, the Parquet file's content),
-    ``parquet`` and ``html`` paths, cells ``run``, ``skipped`` (already
-    in the output), ``failed``; ``seconds`` of wall time."""
+    """What a sweep did (``sweep`` returns it).
+
+    Attributes:
+        frame (pandas.DataFrame): every row, the Parquet file's content
+            (see ``sweep`` for its columns).
+        parquet (pathlib.Path): the Parquet file, ``sweep.parquet`` in the
+            output folder.
+        html (pathlib.Path): the HTML summary, ``sweep.html``.
+        run (int): cells run by this call (count).
+        skipped (int): cells already in the output, not run again (count).
+        failed (list[dict]): ``{"cell", "error"}`` per failed cell (empty
+            when ``sweep`` returns; it raises otherwise).
+        seconds (float): wall time of the run (s).
+        backend (str): ``"local"`` or ``"ray"``.
+        workers (int): worker processes (local), or CPUs used at most
+            (Ray) (count).
+    """
 
     def __init__(self, frame, parquet, html_path, run, skipped, failed, seconds, backend, workers):
         self.frame = frame
@@ -371,6 +397,8 @@ class Sweep:
 
     @property
     def cells_per_minute(self) -> float:
+        """float: cells run per minute of wall time (cells/min; NaN when
+        nothing took time)."""
         return self.run / self.seconds * 60 if self.seconds > 0 else float("nan")
 
     def __repr__(self) -> str:
@@ -509,6 +537,34 @@ def _ray(study, cells, options, address, retries, on_rows, on_fail, workers_seen
 # The sweep
 
 
+# The columns of a wear sweep's frame, with their units (``sweep``'s
+# docstring): the axes, the cell id, ``nvmos.replay``'s columns but
+# ``source``, what the sweep adds per cell, and the endurance rows.
+_SWEEP_COLUMN_DOCS = {
+    "trace_path": "the cell's trace file, from the traces axis (path)",
+    "allocator": "the cell's allocator, from the allocators axis (text)",
+    "memory": 'the cell\'s memory as written in the grid, e.g. "1GiB" (text)',
+    "cpus": "the cell's CPU count (count)",
+    "writes_per_alloc": "the cell's full-page writes per allocated frame (writes)",
+    "cell_id": (
+        "the cell's stable id: a hash of the study, its axis values, the fixed options and the trace's size (text)"
+    ),
+    **{k: v for k, v in _api._EVALUATE_COLUMN_DOCS.items() if k not in ("source", "allocator")},
+    "status": '"ok", or "failed" for a cell that raised (its study columns are then empty) (text)',
+    "error": "the failure: exception type and message; None for an ok row (text)",
+    "attempts": "runs the cell took, retries included (count; local backend, and failed cells on Ray)",
+    "worker": "where the cell ran: host:pid of the worker process (text)",
+    "elapsed_s": "the cell's wall time in its worker (s)",
+    "cpu_s": "the cell's CPU time in its worker (s)",
+    "endurance": "the endurance of this row, from the endurance axis (writes per frame)",
+    "lifetime_years": (
+        "years until the most written frame reaches endurance writes with the workload repeated: "
+        "endurance x the trace's duration / max; inf when no frame was written (years)"
+    ),
+}
+
+
+@_api._with_columns(_SWEEP_COLUMN_DOCS)
 def sweep(
     grid: Union[str, os.PathLike, dict, Grid],
     *,
@@ -522,19 +578,59 @@ def sweep(
     checkpoint_s: float = 30.0,
     batch: int = 1,
 ) -> Sweep:
-    """Run every cell of ``grid`` not already in the output.
+    """Run every cell of a grid that is not already in the output.
 
-    ``backend="local"``: a process pool of ``workers`` (default: every
-    core). ``backend="ray"``: each cell a Ray task on the cluster at
-    ``ray_address`` ("auto": the one this machine belongs to; None: start a
-    local one), at most ``workers`` tasks in flight when given (default:
-    as many as the cluster schedules); with ``batch`` > 1, a Ray task runs
-    up to that many cells of one trace (fewer tasks and trace fetches, a
-    coarser unit of retry). Writes ``sweep.parquet`` (every row, failed cells included
-    with their error) and ``sweep.html`` into the output folder, the
+    Each cell (one point of the product of the axes; an ``endurance`` axis
+    only adds rows) is an independent task. Writes ``sweep.parquet``
+    (every row, failed cells included with their error) and
+    ``sweep.html`` (charts of each metric against the first numeric axis
+    with several values, failures, the rows) into the output folder; the
     Parquet file also every ``checkpoint_s`` seconds, so an interrupted
-    sweep resumes where it stopped. Raises ``SweepError`` after writing
-    when a cell failed.
+    sweep resumes where it stopped.
+
+    Args:
+        grid (str | os.PathLike | dict | Grid): a TOML file (paths in it
+            relative to the file) or a dict of the same shape (see the
+            module ``nvmos._sweep``).
+        output (str | os.PathLike | None): the output folder; None: the
+            grid's ``output``, else ``sweep-out``.
+        backend (str): ``"local"``: a process pool on this machine;
+            ``"ray"``: each cell a Ray task.
+        workers (int | None): local worker processes (None: every core);
+            with Ray, the most cells in flight (None: as many as the
+            cluster schedules).
+        ray_address (str | None): the Ray cluster: ``"auto"`` (the one
+            this machine belongs to), ``"HOST:PORT"``, or None (start a
+            local one).
+        resume (bool): keep the ``ok`` rows of this grid's cells already
+            in the output and run only the others (failed cells again).
+        retries (int): extra attempts for a cell whose worker died or
+            raised something other than an ``NvmosError`` (bad input is
+            deterministic, so not retried).
+        progress (bool | Callable[[int, int], object]): True: a tqdm bar
+            when tqdm is installed; False: none; a callable: called as
+            ``progress(done, total)`` in cells.
+        checkpoint_s (float): seconds between rewrites of the Parquet
+            file (s).
+        batch (int): with Ray, cells of one trace per task (fewer tasks and
+            trace fetches, a coarser unit of retry).
+
+    Returns:
+        Sweep: what ran, with ``frame`` (every row, the Parquet file's
+        content). A wear sweep's frame has the columns below (those of
+        the grid's axes only; a cell's study columns are empty in a failed
+        row). A banks or swap sweep has its axes, ``cell_id``, the columns
+        of ``nvmos.banks`` or ``nvmos.swap`` and the same ``status`` to
+        ``cpu_s`` columns; a study column named like an axis whose value
+        differs from the axis's is kept as ``result_<name>``.
+
+    Raises:
+        OptionsError: a bad grid (unknown study, axis or option, a missing
+            trace, an unknown allocator or size), backend, retries or
+            batch.
+        SweepError: after writing the output, when a cell failed; before
+            running, when Ray is missing or unreachable or the existing
+            output cannot be read to resume.
     """
     g = load_grid(grid)
     out = Path(output) if output is not None else g.output
@@ -638,18 +734,76 @@ _METRICS = {
     "swap": ["swap_in_s", "swap_out_s", "congestion_wait_s"],
 }
 _SERIES = {"wear": "allocator", "banks": "placement", "swap": "device"}
+
+#: What each column plotted or faceted on means, in words, and its unit
+#: (``None``: a count or label that needs none). The one place chart
+#: titles, axis labels and headings take their words from.
+_LABELS: dict[str, tuple[str, Optional[str]]] = {
+    # wear: metrics
+    "lifetime_pct_of_ideal": ("Lifetime", "% of the ideal (even wear)"),
+    "max_over_mean": ("Most writes to one frame over the mean", "ratio"),
+    "gini": ("Gini coefficient of writes per frame", "0 even, 1 one frame"),
+    "lifetime_years": ("Lifetime until the most written frame wears out", "years"),
+    # banks: metrics
+    "run_ns": ("Run time", "ns"),
+    "vs_sequential": ("Run time relative to sequential placement", "ratio, below 1 faster"),
+    "hit_rate": ("Row-buffer hit rate", "fraction of accesses"),
+    "blp": ("Bank-level parallelism", "mean banks busy"),
+    # swap: metrics
+    "swap_in_s": ("Time in swap-in faults", "s"),
+    "swap_out_s": ("Swap-out time", "s"),
+    "congestion_wait_s": ("Time in congestion waits", "s"),
+    # swept axes
+    "memory": ("Memory the allocators manage", None),
+    "cpus": ("CPUs the allocators serve", "CPUs"),
+    "writes_per_alloc": ("Full-page writes per allocated frame", "writes"),
+    "endurance": ("Endurance of a frame", "writes"),
+    "cores": ("Cores running the kernel", "cores"),
+    "array_mib": ("Array per core", "MiB"),
+    "mlp": ("Outstanding misses per core", "requests"),
+    "queue": ("Queue per channel", "requests"),
+    "passes": ("Passes over the arrays", "passes"),
+    "pc_scale": ("PC scenario size relative to the seed's 1 GB machine", "ratio"),
+    "aging_rounds": ("Aging rounds before the measured one", "rounds"),
+    "page_cluster": ("Swap read-ahead, page_cluster", "log2 pages"),
+    "congestion_timeout_ms": ("Congestion wait timeout", "ms"),
+    # facets
+    "trace_path": ("trace", None),
+}
+
+
+def _label(column: str, unit: bool = True) -> str:
+    """A column in words, with its unit in parentheses when it has one:
+    "Run time (ns)". A column not in ``_LABELS`` is shown as named."""
+    words, u = _LABELS.get(column, (column, None))
+    return f"{words} ({u})" if unit and u else words
+
+
+def _facet(column: str, value: Any) -> str:
+    """One fixed axis of a chart in words: "trace numpy.nvt", "endurance
+    of a frame 1e+07 writes"."""
+    words, unit = _LABELS.get(column, (column, None))
+    if column == "trace_path":
+        value = Path(str(value)).name
+    elif isinstance(value, float):
+        value = f"{value:g}"
+    return f"{_in_sentence(words)} {value}{' ' + unit if unit else ''}"
+
+
+def _in_sentence(words: str) -> str:
+    """``words`` to follow other words: "Memory the…" becomes "memory
+    the…", but "CPUs the…" and "PC scenario…" keep their capitals."""
+    return words[:1].lower() + words[1:] if words[1:2].islower() else words
+
+
+#: Series colours and dash patterns, as the Rust report's charts take them
+#: (``nvmos_report::chart::PALETTE`` and ``DASHES``): sixteen colours and
+#: three dashes, so no two of the first 48 series look alike.
 _PALETTE = [
-    "#1f77b4",
-    "#ff7f0e",
-    "#2ca02c",
-    "#d62728",
-    "#9467bd",
-    "#8c564b",
-    "#e377c2",
-    "#17becf",
-    "#bcbd22",
-    "#222222",
-]
+    "#222222", "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
+    "#17becf", "#bcbd22", "#8c8c8c", "#003f7f", "#e7298a", "#1b9e77", "#66a61e", "#5a2d82",
+]  # fmt: skip
+_DASHES = ["", ' stroke-dasharray="7 3"', ' stroke-dasharray="2 2.5"']
 
 
 def _x_axis(df: pd.DataFrame, g: Grid) -> Optional[str]:
@@ -662,8 +816,12 @@ def _x_axis(df: pd.DataFrame, g: Grid) -> Optional[str]:
     return None
 
 
-def _svg_chart(df: pd.DataFrame, x: str, y: str, series: str, title: str) -> str:
-    w, h, left, bottom, top, right = 520, 280, 60, 40, 24, 150
+def _svg_chart(df: pd.DataFrame, x: str, y: str, series: str, facet: str = "") -> str:
+    """One metric ``y`` against the swept axis ``x``, a line per
+    ``series``: titled with the metric in words, ``facet`` (the other axes'
+    values) on a second line, both axes labelled in words with units."""
+    w, h, left, bottom, top, right = 560, 320, 60, 40, 58, 170
+    against = "against " + _in_sentence(_label(x, unit=False))
     xs = df["_x"].astype(float)
     ys = df[y].astype(float).replace([np.inf, -np.inf], np.nan)
     if ys.notna().sum() == 0:
@@ -679,7 +837,10 @@ def _svg_chart(df: pd.DataFrame, x: str, y: str, series: str, title: str) -> str
     sy = lambda v: h - bottom - (v - y0) / ((y1 - y0) or 1) * (h - top - bottom)  # noqa: E731
     parts = [
         f'<svg class="chart" width="{w}" height="{h}" xmlns="http://www.w3.org/2000/svg" font-size="11">',
-        f'<text x="{left}" y="14" font-weight="bold">{html.escape(title)}</text>',
+        f"<title>{html.escape(_label(y, unit=False))} {html.escape(against)}</title>",
+        f'<text x="8" y="16" font-size="13" font-weight="bold">{html.escape(_label(y, unit=False))}</text>',
+        f'<text x="8" y="31" fill="#555">{html.escape(against + (" · " + facet if facet else ""))}</text>',
+        f'<text x="8" y="{top - 10}">{html.escape(_label(y))}</text>',
         f'<line x1="{left}" y1="{h - bottom}" x2="{w - right}" y2="{h - bottom}" stroke="#888"/>',
         f'<line x1="{left}" y1="{top}" x2="{left}" y2="{h - bottom}" stroke="#888"/>',
     ]
@@ -691,17 +852,19 @@ def _svg_chart(df: pd.DataFrame, x: str, y: str, series: str, title: str) -> str
     for frac in (0, 0.5, 1):
         v = y0 + frac * (y1 - y0)
         parts.append(f'<text x="{left - 4}" y="{sy(v) + 4:.1f}" text-anchor="end">{v:.3g}</text>')
-    axis = f"{x} (log scale)" if log else x
+    axis = _label(x) + (", log scale" if log else "")
     parts.append(f'<text x="{(left + w - right) / 2}" y="{h - 6}" text-anchor="middle">{html.escape(axis)}</text>')
     for i, (name, part) in enumerate(df.groupby(series, sort=False)):
         part = part.assign(_x=xs[part.index], _y=ys[part.index]).dropna(subset=["_y"]).sort_values("_x")
-        colour = _PALETTE[i % len(_PALETTE)]
+        colour, dash = _PALETTE[i % len(_PALETTE)], _DASHES[i % len(_DASHES)]
         pts = " ".join(f"{sx(a):.1f},{sy(b):.1f}" for a, b in zip(part["_x"].astype(float), part["_y"]))
-        parts.append(f'<polyline class="mark" fill="none" stroke="{colour}" stroke-width="2" points="{pts}"/>')
+        parts.append(f'<polyline class="mark" fill="none" stroke="{colour}" stroke-width="2"{dash} points="{pts}"/>')
         for a, b in zip(part["_x"].astype(float), part["_y"]):
             parts.append(f'<circle class="mark" cx="{sx(a):.1f}" cy="{sy(b):.1f}" r="3" fill="{colour}"/>')
+        ly = top + 14 * i + 10
         parts.append(
-            f'<text x="{w - right + 8}" y="{top + 14 * i + 10}" fill="{colour}">{html.escape(str(name))}</text>'
+            f'<line x1="{w - right + 8}" y1="{ly - 4}" x2="{w - right + 26}" y2="{ly - 4}" stroke="{colour}" stroke-width="2"{dash}/>'
+            f'<text x="{w - right + 30}" y="{ly}" fill="{colour}">{html.escape(str(name))}</text>'
         )
     parts.append("</svg>")
     return "".join(parts)
@@ -715,7 +878,8 @@ def summary_html(df: pd.DataFrame, g: Grid, seconds: float, backend: str) -> str
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>nvmos sweep</title>',
         "<style>body{font-family:system-ui,sans-serif;margin:2em;color:#222;max-width:1200px}"
         "table{border-collapse:collapse;font-size:12px}td,th{border:1px solid #ccc;padding:2px 5px;text-align:right}"
-        "svg.chart{display:inline-block;margin:.5em;border:1px solid #eee}.note{color:#555}</style></head><body>",
+        "svg.chart{display:inline-block;margin:.5em;border:1px solid #eee}.note{color:#555}"
+        ".table-wrap{overflow-x:auto;max-width:100%}</style></head><body>",
         f"<h1>nvmos sweep: {html.escape(g.study)}</h1>",
         f'<p class="note">{len(g.cells())} cells on {html.escape(backend)}; this run {seconds:.1f} s. Axes: '
         + "; ".join(
@@ -742,18 +906,20 @@ def summary_html(df: pd.DataFrame, g: Grid, seconds: float, backend: str) -> str
         ]  # fmt: skip
         if "endurance" in g.axes and x != "endurance" and len(g.axes["endurance"]) > 1:
             facets.append("endurance")
-        out.append(f"<h2>Across {html.escape(x)}</h2>")
+        out.append(f"<h2>Across {html.escape(_in_sentence(_label(x, unit=False)))}</h2>")
         groups = data.groupby(facets, sort=False) if facets else [((), data)]
         for key, part in groups:
             key = key if isinstance(key, tuple) else (key,)
-            label = ", ".join(f"{a}={Path(str(v)).name if a == 'trace_path' else v}" for a, v in zip(facets, key))
+            label = ", ".join(_facet(a, v) for a, v in zip(facets, key))
             for m in _METRICS[g.study]:
                 if m in part:
-                    out.append(_svg_chart(part, x, m, series, f"{m}{' · ' + label if label else ''}"))
+                    out.append(_svg_chart(part, x, m, series, label))
     else:
         out.append('<p class="note">No numeric axis with several values: no charts, the rows are below.</p>')
     shown = ok.drop(columns=[c for c in ("heat",) if c in ok]).head(2000)
     out.append(f"<h2>Rows ({len(ok)}{', first 2000' if len(ok) > 2000 else ''})</h2>")
-    out.append(shown.to_html(index=False, float_format=lambda v: f"{v:.4g}", na_rep="", border=0))
+    # Rows have many columns: the table scrolls sideways in its own box.
+    table = shown.to_html(index=False, float_format=lambda v: f"{v:.4g}", na_rep="", border=0)
+    out.append(f'<div class="table-wrap">{table}</div>')
     out.append("</body></html>")
     return "".join(out)

@@ -250,3 +250,46 @@ def test_killing_a_ray_worker_mid_sweep_still_completes_it(local_sweep, ray_clus
     # And the numbers are those of a local run of the same grid.
     local = nvmos.sweep(grid(traces, tmp_path / "local2"), workers=2, progress=False).frame
     pd.testing.assert_frame_equal(deterministic(df), deterministic(local))
+
+
+def test_summary_charts_are_titled_and_labelled_in_words_with_units(tmp_path):
+    from nvmos import _sweep
+
+    # Every metric charted and every axis charted against has words and,
+    # but for memory (its ticks carry the unit), a unit.
+    for study, metrics in _sweep._METRICS.items():
+        for m in metrics:
+            words, unit = _sweep._LABELS[m]
+            assert words != m and unit, (study, m)
+    for axis in ("cpus", "writes_per_alloc", "endurance", "cores", "array_mib", "mlp", "queue",
+                 "passes", "pc_scale", "aging_rounds", "page_cluster", "congestion_timeout_ms"):  # fmt: skip
+        assert _sweep._LABELS[axis][1], axis
+
+    # A banks sweep over cores, two placements: the page as a person reads it.
+    g = _sweep.load_grid(
+        {"study": "banks", "output": str(tmp_path), "axes": {"cores": [1, 2, 4], "placement": ["seq", "m3"]}}
+    )
+    rows = [
+        {"cores": c, "placement": p, "run_ns": 1e6 * c, "vs_sequential": 1.0 if p == "seq" else 0.8,
+         "hit_rate": 0.5, "blp": 1.5 * c, "status": "ok"}
+        for c in (1, 2, 4) for p in ("seq", "m3")
+    ]  # fmt: skip
+    page = _sweep.summary_html(pd.DataFrame(rows), g, 1.0, "local")
+    charts = page.split('<svg class="chart"')[1:]
+    assert len(charts) == 4
+    texts = [c.split("</svg>")[0] for c in charts]
+    for m, title, axis in (
+        ("run_ns", "Run time", "Run time (ns)"),
+        ("vs_sequential", "Run time relative to sequential placement", "(ratio, below 1 faster)"),
+        ("hit_rate", "Row-buffer hit rate", "Row-buffer hit rate (fraction of accesses)"),
+        ("blp", "Bank-level parallelism", "Bank-level parallelism (mean banks busy)"),
+    ):
+        svg = next(t for t in texts if f'font-weight="bold">{title}<' in t)
+        assert axis in svg, (m, svg)
+        assert "against cores running the kernel" in svg.lower()
+        assert ">Cores running the kernel (cores)<" in svg
+        # No raw column name as a title or label.
+        assert f">{m}<" not in svg and ">cores<" not in svg
+    assert "<h2>Across cores running the kernel</h2>" in page.replace("Cores", "cores")
+    # The rows table scrolls in its own box.
+    assert '<div class="table-wrap"><table' in page and "overflow-x:auto" in page

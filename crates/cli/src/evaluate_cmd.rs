@@ -109,7 +109,8 @@ pub fn evaluate(args: EvaluateArgs) -> Result<()> {
     out.write_json("results.json", &evaluation)?;
     out.write("summary.csv", pages::summary_csv(&evaluation)?.as_bytes())?;
     out.write("wear_cdf.csv", pages::cdf_csv(&evaluation)?.as_bytes())?;
-    out.write("index.html", pages::html(&evaluation)?.as_bytes())?;
+    let nav = out.nav("index.html");
+    out.write("index.html", pages::html(&evaluation, &nav)?.as_bytes())?;
     if args.study.json {
         println!("{}", serde_json::to_string_pretty(&evaluation)?);
     } else {

@@ -12,6 +12,7 @@ mod memsys_cmd;
 mod pmo_cmd;
 mod probe_cmd;
 mod record_swap;
+mod reproduce_cmd;
 mod study;
 mod study_banks;
 mod study_power;
@@ -90,6 +91,11 @@ enum Command {
     /// Parquet file and an HTML summary; resumes. Needs the Python package
     /// (`pip install .`).
     Sweep(sweep_cmd::SweepArgs),
+    /// The results pipeline: run every study the book publishes, write
+    /// each results page's data and Markdown; `--install` puts them into
+    /// the book and README, `--check` holds the committed ones to a fresh
+    /// run.
+    Reproduce(reproduce_cmd::ReproduceArgs),
     /// The allocators inside a real Linux 6.12 kernel under QEMU: build
     /// the patched kernel, run a workload with a policy, the kernel study.
     Kernel {
@@ -137,6 +143,9 @@ fn run(cli: Cli) -> Result<()> {
         Command::Study { study } => study::run(study),
         Command::Sweep(args) => sweep_cmd::run(args),
         Command::Kernel { kernel } => kernel_cmd::run(kernel),
+        Command::Reproduce(args) => {
+            reproduce_cmd::run(args, <Cli as clap::CommandFactory>::command())
+        }
         Command::Probe { probe } => probe_cmd::run(probe),
     }
 }

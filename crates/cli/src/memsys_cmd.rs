@@ -29,8 +29,8 @@ pub struct RunArgs {
     /// A machine preset or TOML file.
     #[arg(long, default_value = "ddr4-2400-dramsim3")]
     machine: String,
-    /// The model before issue 18: blocking scheduler, no write buffer,
-    /// refresh, bank groups or rank switching.
+    /// The basic model: blocking scheduler, no write buffer, refresh,
+    /// bank groups or rank switching.
     #[arg(long)]
     basic: bool,
     /// Turn refresh off.

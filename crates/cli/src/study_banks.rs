@@ -56,7 +56,7 @@ pub struct BanksArgs {
     #[arg(long)]
     seed: Option<u64>,
 
-    /// The timing model before issue 18: blocking scheduler, writes
+    /// The basic timing model: blocking scheduler, writes
     /// queued with reads (no write buffer), no refresh.
     #[arg(long)]
     basic_model: bool,
@@ -150,7 +150,10 @@ pub fn run(args: BanksArgs) -> Result<()> {
         let machine_file = std::path::Path::new(&options.machine);
         let out = OutputDir::create(dir, &[machine_file])?;
         out.write_json("banks.json", &output)?;
-        out.write("banks.html", html(&output)?.as_bytes())?;
+        out.write(
+            "banks.html",
+            html(&output, &out.nav("banks.html"))?.as_bytes(),
+        )?;
     }
     if args.json {
         print!("{}", nvmos_report::json_text(&output)?);

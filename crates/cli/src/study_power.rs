@@ -159,7 +159,11 @@ pub fn run(args: PowerArgs) -> Result<()> {
     let inputs: Vec<&std::path::Path> = o.traces.iter().map(PathBuf::as_path).collect();
     let out = OutputDir::create(&args.out, &inputs)?;
     out.write_json("power.json", &study)?;
-    out.write("power.html", nvmos_pages::power::html(&study)?.as_bytes())?;
+    let nav = out.nav("power.html");
+    out.write(
+        "power.html",
+        nvmos_pages::power::html(&study, &nav)?.as_bytes(),
+    )?;
     if args.json {
         println!("{}", nvmos_report::json_text(&study)?);
     } else {

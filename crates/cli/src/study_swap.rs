@@ -106,7 +106,7 @@ pub fn run(args: SwapArgs) -> Result<()> {
     let study = study.context("running the swap study")?;
     let out = OutputDir::create(&args.out, &[])?;
     out.write_json("swap.json", &study)?;
-    let page = out.write("swap.html", html(&study)?.as_bytes())?;
+    let page = out.write("swap.html", html(&study, &out.nav("swap.html"))?.as_bytes())?;
     if args.json {
         print!("{}", nvmos_report::json_text(&study)?);
     } else {

@@ -102,9 +102,9 @@ fn unknown_allocators_and_bad_sizes_are_named() {
     );
 }
 
-/// Issue 12: a replay over less memory than the trace touches used to
-/// drop the writes outside it and report the kernel's row as max 0,
-/// lifetime 100 %. Now it is refused, naming the first pfn beyond it.
+/// A replay over less memory than the trace touches is refused, naming
+/// the first pfn beyond it: dropping the writes outside it would report
+/// the kernel's row as max 0, lifetime 100 %.
 #[test]
 fn too_little_memory_is_refused_naming_the_first_pfn_beyond_it() {
     // A text trace has no machine but the memory given: its recorded

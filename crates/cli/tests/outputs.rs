@@ -1,6 +1,6 @@
 //! Every command that writes a file writes it whole or not at all, and
 //! never over its own input: `trace convert`, `record`, `record-swap`
-//! (issue 12, "Nothing destroyed, nothing half-written").
+//! (nothing destroyed, nothing half-written).
 
 use std::path::Path;
 use std::process::Command;

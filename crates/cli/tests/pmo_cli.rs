@@ -312,7 +312,7 @@ fn args<'a>(base: &[&'a str], more: &[&'a str]) -> Vec<&'a str> {
 
 const P: [&str; 3] = ["pmo", "--pool", "pool"];
 
-/// Issue 13 finding 3: an encrypted object replaced by a plain one. The
+/// An encrypted object replaced by a plain one. The
 /// key is never dropped: a keyed read is an error; and the victim's state
 /// store refuses the substituted object.
 #[test]
@@ -358,7 +358,7 @@ fn plain_substitute_is_refused_with_the_key_and_by_the_state_store() {
     );
 }
 
-/// Issue 13 finding 4: a flipped bit in a plain object's page.
+/// A flipped bit in a plain object's page.
 #[test]
 fn plain_page_corruption_is_caught_by_verify_and_check() {
     let dir = tempfile::tempdir().unwrap();
@@ -528,7 +528,7 @@ fn key_rules_and_kdf_bounds() {
     );
 }
 
-/// Issue 12: a 0-byte file at the pool path; errors printed once.
+/// A 0-byte file at the pool path; errors printed once.
 #[test]
 fn empty_pool_file_is_refused_and_errors_print_once() {
     let dir = tempfile::tempdir().unwrap();

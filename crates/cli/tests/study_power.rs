@@ -79,7 +79,7 @@ fn quick_study_writes_json_and_a_report_page() {
     assert_eq!(latency.len(), 5);
     assert!(latency.iter().all(|r| r["mean_ns"].as_f64().unwrap() > 0.0
         && r["worst_ns"].as_f64().unwrap() <= r["raw_max_ns"].as_f64().unwrap()));
-    // Issue 5's targets and the seed's figures, as data.
+    // nvmos's targets and the seed's figures, as data.
     let checks = v["checks"].as_array().unwrap();
     assert!(checks.iter().any(|c| c["what"]
         .as_str()

@@ -1,4 +1,4 @@
-//! Issue 12, "Results a researcher can trust", end to end: the text-trace
+//! Results a researcher can trust, end to end: the text-trace
 //! machine inferred, every event accounted for in every replay output and
 //! the same as `trace info`'s, flagged rows, the long-horizon mode, and
 //! swap studies refusing what they cannot use.
@@ -297,7 +297,7 @@ fn study_power_refuses_zero_latency_pages_at_once_and_warns_of_its_length() {
         ]),
         &["--latency-pages 0"],
     );
-    // Refused before anything ran (it used to panic after the rest).
+    // Refused before anything ran, not after the rest of the study.
     assert!(started.elapsed() < std::time::Duration::from_secs(10));
     // The default (long) study says how long it takes before it starts.
     let mut child = Command::new(env!("CARGO_BIN_EXE_nvmos"))

@@ -89,7 +89,7 @@ const STORED: u8 = DERIVED + 1;
 ///   (DMA) is a space of its own that is no CPU's home. A free goes to the
 ///   space that owns the frame.
 ///
-/// **Single-frame frees do not wait for the space's lock** (issue 18).
+/// **Single-frame frees do not wait for the space's lock.**
 /// Random frees land on every CPU's space, and a free under the space's
 /// lock spends its time missing the cache on the frame's 12-byte record
 /// while other CPUs queue behind it: at 2 threads a shuffled free cost 6×

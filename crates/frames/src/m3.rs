@@ -160,7 +160,7 @@ impl<R: RawMutex> M3<R> {
         };
         // Every frame free, each colour's list in pfn order: colours and
         // positions first, then each list filled at once. Each list gets
-        // the capacity that pushing its frames one by one used to give it
+        // the capacity that pushing its frames one by one would give it
         // (the same memory, so the same `metadata_bytes`).
         let mut counts = vec![0u32; colours as usize];
         for zone in map.zones() {

@@ -94,10 +94,10 @@ impl PcpPolicy {
     /// frees straight through.
     pub const LIS_1: PcpPolicy = PcpPolicy::Bypass { cap: 1, batch: 1 };
     /// LiS-31 of seed 000: lazy iBuddy with lists of 31 frames; overflow
-    /// frees given back 31 at a time (issue 18: the seed passes each
-    /// through, taking a remote space's lock per frame).
+    /// frees given back 31 at a time (the seed passes each through,
+    /// which takes a remote space's lock per frame).
     pub const LIS_31: PcpPolicy = PcpPolicy::Bypass { cap: 31, batch: 31 };
-    /// The fair lazy iBuddy (issue 12): staged lists of 31 frames that
+    /// The fair lazy iBuddy: staged lists of 31 frames that
     /// never reuse a frame before it went round the inner allocator.
     pub const LIS_31_FAIR: PcpPolicy = PcpPolicy::Staged { batch: 31 };
 
@@ -827,7 +827,7 @@ impl<A: FrameAllocator, R: RawMutex + Send + Sync> FrameAllocator for PerCpu<A, 
     /// word, a record and a bitmap word) would be loads for nothing, and a
     /// give-back asks for them itself. Replaying `traces/compile.nvt` on
     /// LiS-31 the mark alone was the fastest of none, mark alone, and mark
-    /// plus the inner hint (README, "bench-peers").
+    /// plus the inner hint (the book's performance chapter).
     #[inline]
     fn prefetch_free(&self, pfn: Pfn) {
         // Any pfn is allowed: one outside the zones has no mark.

@@ -91,7 +91,7 @@ fn ibuddy_hands_blocks_out_round_memory_too() {
     );
 }
 
-/// Issue 12's fair lazy policy: frames go round iBuddy's list before
+/// The fair lazy policy: frames go round iBuddy's list before
 /// they are reused, so bursts spread as evenly as under iBuddy alone
 /// (within 2x of its max/mean), where LiS-31 recycles its list.
 #[test]

@@ -145,13 +145,13 @@ pub struct Study {
     pub runs: Vec<RunRow>,
     /// Replay against reality.
     pub replay: Vec<ReplayRow>,
-    /// Per workload: median buddy max over median iBuddy max (the issue's
+    /// Per workload: median buddy max over median iBuddy max (the
     /// target is at least 10).
     pub ibuddy_max_reduction: Vec<(String, f64)>,
     /// Bank size of every run, MiB.
     pub bank_mib: u64,
     /// Per workload: banks holding kernel pages at the end, `adaptive`
-    /// against `buddy` (the target: at most 1/4).
+    /// against `buddy` (the target: at most 1/4).
     pub pinned_banks: Vec<PinnedRow>,
     /// Runs that failed; the study went on without them.
     pub failed: Vec<FailedRun>,

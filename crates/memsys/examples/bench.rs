@@ -13,8 +13,8 @@
 //!
 //! Two configurations of the model: `full` ([`ControllerConfig::default`]:
 //! ready scheduler, write buffer, refresh, bank groups, rank switching)
-//! and `basic` ([`ControllerConfig::basic`]: the blocking model before
-//! issue 18).
+//! and `basic` ([`ControllerConfig::basic`]: the blocking model the
+//! closed-form tests hold for).
 //!
 //! `cargo run --release -p nvmos-memsys --example bench [requests] [rounds] [preset|all] [stream]`
 use std::time::Instant;

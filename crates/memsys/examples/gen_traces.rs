@@ -1,4 +1,4 @@
-//! Write the request streams the README compares with DRAMSim3 and
+//! Write the request streams the book compares with DRAMSim3 and
 //! Ramulator 2, in both simulators' trace formats, into a folder:
 //! `<stream>.dramsim3.trace` (`0x<addr> READ|WRITE <cycle>`) and
 //! `<stream>.ramulator.trace` (`LD|ST <addr>`, no times: saturated).

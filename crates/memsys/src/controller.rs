@@ -18,7 +18,7 @@
 //!   candidate that can issue then, row hits before misses, then the
 //!   oldest. A busy bank (`tRC`, `tRP`, `tFAW`) therefore stalls only its
 //!   own requests.
-//! - **blocking** (the model before issue 18, [`ControllerConfig::basic`]):
+//! - **blocking** (the basic model, [`ControllerConfig::basic`]):
 //!   when the channel can take its next column command it picks the oldest
 //!   queued hit, or failing that the oldest request, and issues strictly
 //!   in that order, so a busy bank holds up every later request.
@@ -169,7 +169,7 @@ impl Default for ControllerConfig {
 }
 
 impl ControllerConfig {
-    /// The model before issue 18: blocking FR-FCFS, reads and writes in one
+    /// The basic model: blocking FR-FCFS, reads and writes in one
     /// 32-request queue, no refresh, one `tCCD`/`tRRD`/`tWTR` per rank, no
     /// rank-switch gap. The closed-form tests hold for it.
     pub fn basic() -> Self {

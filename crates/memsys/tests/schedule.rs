@@ -2,11 +2,11 @@
 //! (every PRE, ACT, RD, WR and REF with its cycle, bank and row) and of
 //! every completion, for sequential, random, mixed and strided streams on
 //! every preset, under the full model, the full model with closed pages
-//! and the basic model. The hashes were recorded before the model was
-//! made faster (issue 18 item 7); a change that moves any command by one
-//! cycle changes them. A run without the command log must complete every
-//! request exactly as the logged run does (the log must not steer the
-//! model).
+//! and the basic model. The hashes were recorded on the straightforward
+//! model, so that work on its speed cannot change its answers; a change
+//! that moves any command by one cycle changes them. A run without the
+//! command log must complete every request exactly as the logged run
+//! does (the log must not steer the model).
 
 use nvmos_memsys::checker::CommandKind;
 use nvmos_memsys::{
@@ -173,8 +173,8 @@ fn schedule_hash(m: &Machine, config: ControllerConfig, requests: &[MemRequest])
     h.0
 }
 
-/// (preset, stream, configuration, hash), recorded on the model before
-/// issue 18 item 7's speed work.
+/// (preset, stream, configuration, hash), recorded on the straightforward
+/// model before it was optimised.
 const EXPECTED: &[(&str, &str, &str, u64)] = &[
     ("xeon-3ch", "seq", "full", 0x99bda09670fb2005),
     ("xeon-3ch", "seq", "full-closed", 0x5078d9104084a993),

@@ -3,7 +3,7 @@
 
 use nvmos_report::chart::{Axis, BarChart, LineChart, Series};
 use nvmos_report::columns::{Column, Columns, Key};
-use nvmos_report::page::{Html, Page, STUDY_PAGES};
+use nvmos_report::page::{Html, NavLink, Page};
 use nvmos_sim::banks::{Access, Analysis, Placement};
 use nvmos_sim::banks_study::{BanksOutput, BanksRow};
 
@@ -184,14 +184,17 @@ fn bars(
 
 /// `banks.html`: the headline, the checks, the charts, every cell and the
 /// analysing program.
-pub fn html(o: &BanksOutput) -> Result<String> {
+///
+/// `nav`: the study pages beside it in the report folder
+/// ([`OutputDir::nav`](nvmos_report::OutputDir::nav)).
+pub fn html(o: &BanksOutput, nav: &[NavLink]) -> Result<String> {
     let s = &o.study;
     let mut page = Page::new(
         "banks.html",
         "nvmos study banks",
         "Frame placement and row-buffer conflicts (seed 002)",
     );
-    page.nav(&STUDY_PAGES);
+    page.nav(nav);
     for (i, h) in o.headline.iter().enumerate() {
         let index = i.to_string();
         page.summary_note(

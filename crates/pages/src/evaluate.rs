@@ -14,7 +14,7 @@ use std::fmt::Write as _;
 use nvmos_report::chart::{Axis, BarChart, Chart, ColourScale, HeatMap, LineChart, Series};
 use nvmos_report::columns::{Column, Columns, Key};
 use nvmos_report::csv_text;
-use nvmos_report::page::{Cell, Html, HtmlTable, Page, STUDY_PAGES};
+use nvmos_report::page::{Cell, Html, HtmlTable, NavLink, Page};
 
 use crate::Result;
 use nvmos_sim::{Evaluation, StudyRow, TraceStudy};
@@ -86,7 +86,9 @@ pub fn wear_columns(csv: bool) -> Columns {
         wear("Gini", "gini"),
         wear("lifetime % of ideal", "lifetime_pct_of_ideal"),
         Column::number("lifetime years @1e7", "wear.lifetime_years.1").field("lifetime_years_1e7"),
-        Column::number("ns/event", "ns_per_event").field("ns_per_event"),
+        Column::number("ns/event", "ns_per_event")
+            .field("ns_per_event")
+            .timing(),
     ]);
     if csv {
         columns.extend([
@@ -140,13 +142,16 @@ pub fn cdf_csv(evaluation: &Evaluation) -> Result<String> {
 }
 
 /// `index.html`: the summary across traces, then per trace its table and charts.
-pub fn html(evaluation: &Evaluation) -> Result<String> {
+///
+/// `nav`: the study pages beside it in the report folder
+/// ([`OutputDir::nav`](nvmos_report::OutputDir::nav)).
+pub fn html(evaluation: &Evaluation, nav: &[NavLink]) -> Result<String> {
     let mut page = Page::new(
         "index.html",
         "nvmos evaluate",
         "Wear and lifetime of page-frame allocators on real Linux traces",
     );
-    page.nav(&STUDY_PAGES);
+    page.nav(nav);
     page.summary_note(
         &Html::new()
             .text(&format!(

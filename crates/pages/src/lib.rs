@@ -56,6 +56,7 @@ pub mod memsys;
 pub mod pmo;
 pub mod power;
 pub mod probe;
+pub mod results;
 pub mod swap;
 pub mod trace;
 

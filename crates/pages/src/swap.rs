@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 
 use nvmos_report::chart::{Axis, BarChart, Chart, LineChart, Series};
 use nvmos_report::format_value;
-use nvmos_report::page::{Html, Page, STUDY_PAGES};
+use nvmos_report::page::{Html, NavLink, Page};
 use nvmos_sim::swap_study::{self, Pattern, SwapStudy, DEVICES};
 
 use crate::checks::{checks_table, checks_text};
@@ -295,13 +295,16 @@ fn iops_lines(
 }
 
 /// `swap.html`: the findings, the checks, every chart and the tables.
-pub fn html(s: &SwapStudy) -> Result<String> {
+///
+/// `nav`: the study pages beside it in the report folder
+/// ([`OutputDir::nav`](nvmos_report::OutputDir::nav)).
+pub fn html(s: &SwapStudy, nav: &[NavLink]) -> Result<String> {
     let mut page = Page::new(
         "swap.html",
         "nvmos study swap",
         "SCM as a fast paging device (seed 003)",
     );
-    page.nav(&STUDY_PAGES);
+    page.nav(nav);
     let f = &s.findings;
     if let (Some(on), Some(off), Some(first), Some(last)) = (
         f.model_on_speedup.last(),

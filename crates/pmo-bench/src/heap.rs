@@ -37,7 +37,7 @@ type Result<T, E = BenchError> = std::result::Result<T, E>;
 
 const PMDK_SOURCE: &str = include_str!("../pmdk_heap.c");
 const KEY: &[u8] = b"nvmos bench heap key";
-/// The issue's target: nvmos within this factor of PMDK per operation.
+/// nvmos's target: within this factor of PMDK per operation.
 pub const TARGET_RATIO: f64 = 1.5;
 
 /// What to measure.
@@ -521,7 +521,7 @@ fn checks(cfg: &HeapOptions, rows: &[HeapRow]) -> Vec<Check> {
         out.push(
             Check::new(
                 format!("{name}: time per operation within {TARGET_RATIO}x of PMDK's pmemobj_alloc/free"),
-                "issue 16 (heap vs libpmemobj, same run, /dev/shm)",
+                "nvmos target: heap against libpmemobj in the same run (/dev/shm)",
                 ratio,
                 "x",
                 Bound::AtMost(TARGET_RATIO),

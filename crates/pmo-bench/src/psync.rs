@@ -34,7 +34,7 @@ type Result<T, E = BenchError> = std::result::Result<T, E>;
 const PAGE: usize = 4096;
 const PMDK_SOURCE: &str = include_str!("../pmdk_psync.c");
 
-/// The psync throughput target with encryption (README, issue's target).
+/// nvmos's psync throughput target with encryption.
 pub const TARGET_GIB_PER_S: f64 = 2.0;
 
 /// What to measure.
@@ -644,7 +644,7 @@ fn row(
 pub const NVMOS_AES: &str = "nvmos psync, AES-256-GCM";
 /// The encrypted nvmos row sealing on every CPU.
 pub const NVMOS_AES_ALL_CPUS: &str = "nvmos psync, AES-256-GCM, sealing on all CPUs";
-/// The issue's target: encrypted psync over PMDK's undo log.
+/// nvmos's target: encrypted psync over PMDK's undo log.
 pub const TARGET_OVER_PMDK: f64 = 2.0;
 /// PMDK's undo-logged transaction row's name.
 pub const PMDK_UNDO: &str = "PMDK libpmemobj tx (undo log)";
@@ -791,7 +791,7 @@ fn checks(rows: &[Row], ratios: &[Ratio]) -> Vec<Check> {
                     "nvmos psync with AES-256-GCM on {} at least {TARGET_GIB_PER_S} GiB/s",
                     aes.medium
                 ),
-                "nvmos target (README: psync with encryption)",
+                "nvmos target: psync with encryption",
                 aes.gib_per_s.unwrap_or(f64::NAN),
                 "GiB/s",
                 Bound::AtLeast(TARGET_GIB_PER_S),
@@ -837,7 +837,7 @@ fn checks(rows: &[Row], ratios: &[Ratio]) -> Vec<Check> {
         checks.push(
             Check::new(
                 format!("nvmos psync with AES-256-GCM at least {TARGET_OVER_PMDK}x PMDK's undo-logged transaction on {} (one core or sealing on all CPUs)", ratio.medium),
-                "issue 16 target: psync with encryption against PMDK in the same run",
+                "nvmos target: psync with encryption against PMDK in the same run",
                 best,
                 "x",
                 Bound::AtLeast(TARGET_OVER_PMDK),

@@ -1,6 +1,6 @@
 //! Concurrent writers (`nvmos bench writers`): aggregate psync throughput
 //! of N processes each writing its own object of one pool, against one
-//! process (issue 16's target: two processes ≥ 1.6× one).
+//! process (nvmos's target: two processes ≥ 1.6× one).
 //!
 //! Each writer is a forked process with its own open of the pool: it
 //! attaches its object for writing, writes every page once untimed (first
@@ -24,7 +24,7 @@ use crate::{BenchError, Context};
 type Result<T, E = BenchError> = std::result::Result<T, E>;
 
 const PAGE: usize = 4096;
-/// Issue 16's target: two writers' aggregate over one writer's.
+/// nvmos's target: two writers' aggregate over one writer's.
 pub const TARGET_SPEEDUP: f64 = 1.6;
 
 /// What to measure.
@@ -245,7 +245,7 @@ pub fn run(cfg: &WritersOptions, progress: &mut dyn FnMut(Progress)) -> Result<W
                             "two processes writing different objects of one pool ({} state store): aggregate psync throughput over one process",
                             if store { "with a" } else { "no" }
                         ),
-                        "issue 16 target",
+                        "nvmos target: concurrent writers of one pool",
                         s,
                         "x",
                         Bound::AtLeast(TARGET_SPEEDUP),

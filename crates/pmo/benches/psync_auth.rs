@@ -1,4 +1,4 @@
-//! What issue 13's authentication costs per psync, measured in the psyncs
+//! What authentication costs per psync, measured in the psyncs
 //! themselves: for N dirty pages of an encrypted object, the psync (seal
 //! the N pages with AES-256-GCM, write them, new table pages, root, record
 //! flip) against its authentication parts alone — table sealing (SHA-256 of

@@ -1,4 +1,4 @@
-//! The DRAM cache across processes (issue 13, finding 6): after another
+//! The DRAM cache across processes: after another
 //! process psyncs an object, or destroys it and creates another at the
 //! same address under another key, a re-attach in DRAM-cache mode must
 //! never serve the old plaintext. The cache is keyed by (pool id, object

@@ -1,4 +1,4 @@
-//! Concurrent writers of one pool (issue 16 item 3): two opens (threads
+//! Concurrent writers of one pool: two opens (threads
 //! with their own `Pool::open`, or processes) write different objects at
 //! the same time; two writers of one object get a busy error or wait;
 //! readers see the last committed version; a crash of writers committing

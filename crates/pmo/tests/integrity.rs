@@ -1,4 +1,4 @@
-//! Issue 13's audit, one test per finding: tamper, restore, fork,
+//! The integrity audit, one test per attack: tamper, restore, fork,
 //! substitute, bad parameters. Each asserts the exact error (or, where the
 //! pool file alone cannot tell, that the state store refuses the open).
 
@@ -71,7 +71,7 @@ fn current(path: &Path, slot: usize) -> (usize, Record) {
     }
 }
 
-/// Finding 1: restoring a snapshot and writing again in two forks must
+/// Restoring a snapshot and writing again in two forks must
 /// never repeat a (key, nonce) pair.
 #[test]
 fn two_forks_of_one_snapshot_never_repeat_a_key_nonce_pair() {
@@ -102,7 +102,7 @@ fn two_forks_of_one_snapshot_never_repeat_a_key_nonce_pair() {
     );
 }
 
-/// Finding 2: a flipped bit in the current record is an error naming it,
+/// A flipped bit in the current record is an error naming it,
 /// not a silent fall back to the previous psync.
 #[test]
 fn flipped_current_record_is_an_error_not_a_fallback() {
@@ -121,7 +121,7 @@ fn flipped_current_record_is_an_error_not_a_fallback() {
     assert!(pool.verify("plain", None).unwrap().ok());
 }
 
-/// Finding 2: zeroing the current record (silent deletion / rollback).
+/// Zeroing the current record (silent deletion / rollback).
 #[test]
 fn erased_record_is_detected_from_the_file_alone() {
     let dir = tempfile::tempdir().unwrap();
@@ -148,7 +148,7 @@ fn erased_record_is_detected_from_the_file_alone() {
     );
 }
 
-/// Finding 2: zeroing both records, or the whole directory page at 4096,
+/// Zeroing both records, or the whole directory page at 4096,
 /// is a deletion the file cannot show; the state store refuses the open.
 #[test]
 fn zeroed_directory_page_is_refused_by_the_state_store() {
@@ -171,7 +171,7 @@ fn zeroed_directory_page_is_refused_by_the_state_store() {
     );
 }
 
-/// Finding 2: a forged tombstone (a valid record the attacker wrote).
+/// A forged tombstone (a valid record the attacker wrote).
 #[test]
 fn forged_tombstone_is_refused_by_the_state_store() {
     let dir = tempfile::tempdir().unwrap();
@@ -193,7 +193,7 @@ fn forged_tombstone_is_refused_by_the_state_store() {
     );
 }
 
-/// Finding 2: flipping a bit of a tombstone must not resurrect the object.
+/// Flipping a bit of a tombstone must not resurrect the object.
 #[test]
 fn flipped_tombstone_does_not_resurrect() {
     let dir = tempfile::tempdir().unwrap();
@@ -214,7 +214,7 @@ fn flipped_tombstone_does_not_resurrect() {
     );
 }
 
-/// Finding 2: restoring only the directory (or any older copy of the
+/// Restoring only the directory (or any older copy of the
 /// pool) rolls objects back: refused, naming each and by how much.
 #[test]
 fn restored_directory_or_pool_is_refused_with_epochs() {
@@ -321,7 +321,7 @@ fn accepted_restore_rebases_the_store_and_later_rollbacks_are_still_refused() {
     );
 }
 
-/// Finding 2: a changed pool id, or an object copied from another pool.
+/// A changed pool id, or an object copied from another pool.
 #[test]
 fn changed_pool_id_quarantines_every_object() {
     let dir = tempfile::tempdir().unwrap();
@@ -342,7 +342,7 @@ fn changed_pool_id_quarantines_every_object() {
     assert!(e.to_string().contains("pool id changed"), "{e}");
 }
 
-/// Finding 3: a plain object substituted for an encrypted one: a keyed
+/// A plain object substituted for an encrypted one: a keyed
 /// read of it is an error, never the attacker's plaintext.
 #[test]
 fn plain_object_substituted_for_an_encrypted_one_is_refused() {
@@ -373,7 +373,7 @@ fn plain_object_substituted_for_an_encrypted_one_is_refused() {
     );
 }
 
-/// Finding 4: plain objects have per-page integrity (against accident).
+/// Plain objects have per-page integrity (against accident).
 #[test]
 fn flipped_bit_in_a_plain_page_is_caught() {
     let dir = tempfile::tempdir().unwrap();
@@ -428,7 +428,7 @@ fn backing_errors_are_typed_by_kind() {
     assert_eq!(e.kind(), BackingErrorKind::Invalid, "{e}");
 }
 
-/// Finding 5: KDF parameters are bounded before use (no 100 % CPU spin).
+/// KDF parameters are bounded before use (no 100 % CPU spin).
 #[test]
 fn unbounded_kdf_parameters_are_refused_before_use() {
     let dir = tempfile::tempdir().unwrap();
@@ -472,7 +472,7 @@ fn unbounded_kdf_parameters_are_refused_before_use() {
     );
 }
 
-/// Finding 7: a table entry pointing into another object quarantines that
+/// A table entry pointing into another object quarantines that
 /// object only; the pool opens, the other object reads, check names it.
 #[test]
 fn table_entry_into_another_object_quarantines_only_that_object() {
@@ -523,7 +523,7 @@ fn table_entry_into_another_object_quarantines_only_that_object() {
     assert!(pool.verify("obj", Some(KEY)).unwrap().ok());
 }
 
-/// Finding 7: a corrupted root is reported by name (from the state store),
+/// A corrupted root is reported by name (from the state store),
 /// not as "no object named".
 #[test]
 fn corrupted_root_is_named() {
@@ -539,7 +539,7 @@ fn corrupted_root_is_named() {
     );
 }
 
-/// Finding 8: short keys are refused at creation.
+/// Short keys are refused at creation.
 #[test]
 fn short_key_is_refused() {
     let dir = tempfile::tempdir().unwrap();
@@ -567,7 +567,7 @@ fn old_format_is_refused_clearly() {
     );
 }
 
-/// Issue 12: create never leaves a partial pool; a 0-byte file is refused.
+/// Create never leaves a partial pool; a 0-byte file is refused.
 #[test]
 fn create_leaves_nothing_on_failure_and_refuses_an_empty_file() {
     let dir = tempfile::tempdir().unwrap();

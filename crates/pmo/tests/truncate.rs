@@ -1,4 +1,4 @@
-//! Issue 13's last finding: a pool file truncated by another process while
+//! A pool file truncated by another process while
 //! this one has it open is an error naming the pool and the offset, never a
 //! SIGBUS that kills the reader. A real second process (`truncate(1)`)
 //! shortens the file between two steps of the reader.

@@ -50,25 +50,25 @@ create_exception!(
     _nvmos,
     NvmosError,
     PyException,
-    "Base of every error nvmos raises; the message is the Rust error's, causes joined by ': '."
+    "Base of every error nvmos raises.\n\nThe message is the Rust error's, its causes joined by ': '. Catch\nthis to catch any of TraceFileError, OptionsError, StudyError,\nSweepError and PmoError."
 );
 create_exception!(
     _nvmos,
     TraceFileError,
     NvmosError,
-    "A trace could not be read: `path`, and `line` (text) or `offset` (.nvt) where known."
+    "A trace could not be opened or read (missing file, unknown format,\nbad checksum, truncated or corrupt .nvt, unparsable text line, a pfn\nor CPU beyond the machine).\n\nAttributes:\n    path (str | None): the trace file, when known.\n    line (int | None): the 1-based line of a text (ftrace/perf) trace\n        where the error is, when known.\n    offset (int | None): the byte offset in a .nvt file where the\n        error is, when known."
 );
 create_exception!(
     _nvmos,
     OptionsError,
     NvmosError,
-    "Impossible or unknown options: the message names the field."
+    "Impossible or unknown options: an unknown allocator, study, machine\nor enum value, a size or count out of range, options JSON the engine\ncannot parse. The message names the field."
 );
 create_exception!(
     _nvmos,
     StudyError,
     NvmosError,
-    "The study itself failed (an allocator or model refused)."
+    "The study itself failed: an allocator or model refused during a\nrun (for example a misbehaving allocator in bench_alloc)."
 );
 
 /// The first `TraceError` in `error`'s chain.
@@ -258,7 +258,11 @@ fn trace_inputs<'a>(
         .collect()
 }
 
-/// The allocator names the replay knows, with what each is.
+/// The allocators the replay knows, in the CLI's order.
+///
+/// Returns:
+///     list[tuple[str, str]]: ``(name, description)`` pairs; the names are
+///     what ``evaluate``, ``wear`` and the CLI's ``--alloc`` take.
 #[pyfunction]
 fn allocators() -> Vec<(&'static str, &'static str)> {
     AllocatorKind::ALL
@@ -267,14 +271,28 @@ fn allocators() -> Vec<(&'static str, &'static str)> {
         .collect()
 }
 
-/// The recorded placement's row name.
+/// The row name of the kernel's own placement, as recorded in the trace.
+///
+/// Returns:
+///     str: the name (``"Linux (as recorded)"``); ``evaluate`` and ``wear``
+///     take it (or ``"as-recorded"``) in place of an allocator name.
 #[pyfunction]
 fn as_recorded_name() -> &'static str {
     AS_RECORDED
 }
 
-/// A study's default options as JSON: `evaluate` or `banks` or `swap`;
-/// with `quick`, the study's `Scale::Quick` options (the CLI's `--quick`).
+/// A study's default options, as the engine defines them.
+///
+/// Args:
+///     study (str): ``"evaluate"``, ``"banks"``, ``"swap"`` or ``"power"``.
+///     quick (bool): the study's quick scale (the CLI's ``--quick``)
+///         instead of its full scale; ``evaluate`` has one scale.
+///
+/// Returns:
+///     str: the options as JSON (the study's serde ``Options`` type).
+///
+/// Raises:
+///     OptionsError: an unknown study.
 #[pyfunction]
 #[pyo3(signature = (study, quick=false))]
 fn default_options(study: &str, quick: bool) -> PyResult<String> {
@@ -291,7 +309,11 @@ fn default_options(study: &str, quick: bool) -> PyResult<String> {
     }
 }
 
-/// Memory-system presets (`nvmos-memsys`).
+/// The memory-system presets (machines) of ``nvmos-memsys``.
+///
+/// Returns:
+///     list[str]: preset names, as ``banks(machine=...)`` and the CLI's
+///     ``--machine`` take them.
 #[pyfunction]
 fn machine_presets() -> Vec<String> {
     nvmos_memsys::Machine::preset_names()
@@ -300,15 +322,42 @@ fn machine_presets() -> Vec<String> {
         .collect()
 }
 
-/// Parse a size the CLI's `--memory` takes ("4GiB", "512MiB", a frame
-/// count) into 4 KiB frames.
+/// Parse a memory size as the CLI's ``--memory`` reads it.
+///
+/// Args:
+///     text (str): a size with a binary unit (``"4GiB"``, ``"512MiB"``,
+///         ``"64KiB"``, ``"4096B"``; a whole number of 4 KiB frames) or a
+///         bare number (a count of 4 KiB frames).
+///
+/// Returns:
+///     int: the size in 4 KiB frames.
+///
+/// Raises:
+///     OptionsError: an unknown unit, a size that is not a whole number of
+///         frames, or text that is not a size.
 #[pyfunction]
 fn parse_memory(text: &str) -> PyResult<u64> {
     nvmos_sim::units::parse_memory(text).map_err(|e| OptionsError::new_err(format!("memory: {e}")))
 }
 
-/// The header of a trace, its format and, when `scan`, a one-pass summary
-/// (`TraceInfo`: counts by CPU, order, migratetype, pfn span...), as JSON.
+/// What a trace says about itself, and optionally a one-pass summary.
+///
+/// Args:
+///     path (str | os.PathLike): the trace file (``.nvt``, ftrace text or
+///         perf script text; told apart by content).
+///     scan (bool): also read every event once for ``info``.
+///
+/// Returns:
+///     str: JSON ``{"path", "format", "header", "info"}``: ``format`` is
+///     ``"nvt"``, ``"ftrace"`` or ``"perf"``; ``header`` the ``.nvt``
+///     header (recorded machine, counts; ``null`` for text traces);
+///     ``info`` (only with ``scan``) the ``TraceInfo`` summary: events,
+///     allocations and frees, counts by CPU, order and migratetype, pfn
+///     span, duration (ns) and the accounting of unusual events.
+///
+/// Raises:
+///     TraceFileError: the file cannot be opened, its format is unknown, or
+///         (with ``scan``) an event cannot be read.
 #[pyfunction]
 #[pyo3(signature = (path, scan=false))]
 fn trace_header(py: Python<'_>, path: PathBuf, scan: bool) -> PyResult<String> {
@@ -335,11 +384,24 @@ fn trace_header(py: Python<'_>, path: PathBuf, scan: bool) -> PyResult<String> {
     .map_err(|(context, e)| to_py(&context, &e, options_error))
 }
 
-/// A trace's events as batches of numpy columns: `time_ns` (u64), `cpu`
-/// (u32), `op` (u8: 0 alloc, 1 free, 2 sampled write), `migratetype` (i8:
-/// 0 unmovable, 1 movable, 2 reclaimable, -1 for frees and writes), `pfn`
-/// (u64), `order` (u8).
-/// Each column is built in Rust and handed to numpy without a copy.
+/// A trace's events as an iterator of batches of numpy columns.
+///
+/// ``TraceBatches(path, batch=1048576)`` opens the trace; each ``next()``
+/// reads up to ``batch`` events (at least 1) and returns a dict of numpy
+/// arrays, each built in Rust and handed to numpy without a copy:
+///
+/// - ``time_ns`` (uint64): the event's timestamp (ns).
+/// - ``cpu`` (uint32): the CPU it happened on.
+/// - ``op`` (uint8): 0 allocation, 1 free, 2 sampled write.
+/// - ``migratetype`` (int8): 0 unmovable, 1 movable, 2 reclaimable; -1
+///   for frees and writes.
+/// - ``pfn`` (uint64): the first page frame of the block.
+/// - ``order`` (uint8): the block is 2**order frames.
+///
+/// Raises:
+///     OptionsError: ``batch`` is 0.
+///     TraceFileError: the trace cannot be opened, or (from ``next()``) an
+///         event cannot be read.
 #[pyclass(module = "nvmos._nvmos")]
 struct TraceBatches {
     source: Option<Box<dyn EventSource + Send + Sync>>,
@@ -542,12 +604,45 @@ impl From<PyErr> for Failure {
     }
 }
 
-/// The CLI's `evaluate`/`replay` over `traces`: for each trace, one row
-/// per entry of `allocators` (allocator names, or the recorded
-/// placement's name), in that order. Returns the `Evaluation` as JSON,
-/// exactly what the CLI writes to `results.json`.
+/// Replay traces through allocators: the engine of ``nvmos evaluate``
+/// and ``nvmos replay``.
 ///
-/// `traces` is a list of `(path, None)` or `(name, uint8 array)`.
+/// For each trace, one row per entry of ``allocators``, in that order.
+/// The GIL is released while it runs.
+///
+/// Args:
+///     traces (list[tuple[str, numpy.ndarray | None]]): ``(path, None)``
+///         to read a trace file, or ``(name, data)`` with ``data`` a
+///         contiguous 1-d uint8 array holding a trace file's bytes (read
+///         without a copy; ``name`` names the rows and messages).
+///     allocators (list[str]): allocator names (``allocators()``) and/or
+///         the recorded placement (``as_recorded_name()`` or
+///         ``"as-recorded"``); at least one.
+///     options (str): ``StudyOptions`` as JSON: ``memory_frames`` (4 KiB
+///         frames managed as one zone, or null for the recorded
+///         machine's zones), ``cpus`` (CPUs served, or null for the
+///         recorded machine's), ``model`` (``{"writes_per_alloc": N}``:
+///         full-page writes each allocated frame receives),
+///         ``heat_buckets`` (columns of the heat map); optionally
+///         ``bank_frames`` (frames per bank for the bank-aware
+///         allocators) and ``migrate_every_ns`` (trace time between
+///         migration passes, ns).
+///     progress (Callable[[int, int, str], object] | None): called as
+///         ``progress(done, total, message)``, counting rows (trace x
+///         allocator); an exception it raises stops the run and is
+///         re-raised.
+///
+/// Returns:
+///     str: the ``Evaluation`` as JSON, exactly what the CLI writes to
+///     ``results.json``.
+///
+/// Raises:
+///     OptionsError: options that do not parse or cannot be (0 CPUs, 0
+///         frames, 0 writes per allocation), an unknown allocator, no
+///         allocator, bad trace bytes.
+///     TraceFileError: a trace cannot be opened or read, or does not fit
+///         the memory or CPUs given.
+///     StudyError: a replay failed.
 #[pyfunction]
 #[pyo3(signature = (traces, allocators, options, progress=None))]
 fn evaluate(
@@ -624,10 +719,26 @@ fn check_study_options(options: &StudyOptions) -> PyResult<()> {
     Ok(())
 }
 
-/// One trace through one allocator (or the recorded placement), keeping
-/// the per-frame write counts: returns `(writes, row_json)` with `writes`
-/// a numpy `uint32` array over the frames in dense zone order (moved from
-/// the replay's counter, not copied) and the row as in `results.json`.
+/// One trace through one allocator, keeping the per-frame write counts.
+///
+/// Args:
+///     trace (str): the trace file, or the name of the trace in ``bytes``.
+///     allocator (str): an allocator name, or the recorded placement
+///         (``as_recorded_name()`` or ``"as-recorded"``).
+///     options (str): ``StudyOptions`` as JSON (see ``evaluate``).
+///     bytes (numpy.ndarray | None): a contiguous 1-d uint8 array holding
+///         the trace file's bytes, read instead of the file.
+///
+/// Returns:
+///     tuple[numpy.ndarray, str]: ``writes``, a uint32 array of writes per
+///     frame (count) over every frame of the zones in dense zone order
+///     (moved from the replay's counter, not copied), and the row as JSON,
+///     as in ``results.json``.
+///
+/// Raises:
+///     OptionsError: bad options or an unknown allocator.
+///     TraceFileError: the trace cannot be opened or read.
+///     StudyError: the replay failed.
 #[pyfunction]
 #[pyo3(signature = (trace, allocator, options, bytes=None))]
 fn wear<'py>(
@@ -677,11 +788,31 @@ fn wear<'py>(
     Ok((writes.into_pyarray(py), to_json(&row)?))
 }
 
-/// Seed 002's study (`nvmos study banks`) on `machine` (a preset name or
-/// a machine TOML file); with `analyse`, also the analysing program.
-/// `machine` and `analyse` override the same fields of `options`.
-/// Returns what the CLI writes to `banks.json` (`{"study", "headline",
-/// "analysis", "checks"}`) as JSON.
+/// The banks study (``nvmos study banks``): frame placement and
+/// row-buffer conflicts on a modelled memory system.
+///
+/// Args:
+///     machine (str): a memsys preset name (``machine_presets()``) or the
+///         path of a machine TOML file; overrides ``options``' field.
+///     options (str): ``BanksOptions`` as JSON (``default_options("banks")``
+///         shows every field: ``cores``, ``placements``, ``accesses``,
+///         ``kernel``, ``array_bytes`` (bytes), ``passes``, ``mlp``
+///         (requests in flight per core), ``policy``, ``queue_depth``,
+///         ``seed``, ``basic_model``).
+///     analyse (bool): also run the analysing program (recover the
+///         machine's bank mapping from timing); overrides ``options``.
+///     progress (Callable[[int, int, str], object] | None): called as
+///         ``progress(done, total, message)``; an exception it raises stops
+///         the run and is re-raised.
+///
+/// Returns:
+///     str: what the CLI writes to ``banks.json`` (``{"study",
+///     "headline", "analysis", "checks"}``) as JSON.
+///
+/// Raises:
+///     OptionsError: bad options, an unknown preset, or a machine file
+///         that cannot be read.
+///     StudyError: the study failed.
 #[pyfunction]
 #[pyo3(signature = (machine, options, analyse=true, progress=None))]
 fn banks(
@@ -724,8 +855,25 @@ fn banks(
     to_json(&output)
 }
 
-/// Seed 003's study (`nvmos study swap`). Returns the `SwapStudy` as JSON
-/// (what the CLI writes to `swap.json`).
+/// The swap study (``nvmos study swap``): SCM as a paging device.
+///
+/// Args:
+///     options (str): ``SwapStudyOptions`` as JSON
+///         (``default_options("swap")`` shows every field: ``traces``
+///         (folder of ``*.swt.zst`` and ``*.lackey.zst`` traces),
+///         ``pc_scale``, ``aging_rounds``, ``config`` (reclaim, congestion
+///         and read-ahead settings), ``seed``, ...).
+///     progress (Callable[[int, int, str], object] | None): as for
+///         ``banks``.
+///
+/// Returns:
+///     str: the ``SwapStudy`` as JSON (what the CLI writes to
+///     ``swap.json``).
+///
+/// Raises:
+///     OptionsError: bad options.
+///     TraceFileError: a swap or lackey trace cannot be read.
+///     StudyError: the model or a trace failed.
 #[pyfunction]
 #[pyo3(signature = (options, progress=None))]
 fn swap(py: Python<'_>, options: &str, progress: Option<Py<PyAny>>) -> PyResult<String> {
@@ -756,8 +904,14 @@ fn swap(py: Python<'_>, options: &str, progress: Option<Py<PyAny>>) -> PyResult<
     to_json(&study)
 }
 
-/// The options of `nvmos bench alloc` at full scale or, with `quick`, at
-/// `--quick`'s scale, as JSON (`BenchAllocOptions`).
+/// The options of ``nvmos bench alloc``.
+///
+/// Args:
+///     quick (bool): ``--quick``'s scale instead of the full one.
+///
+/// Returns:
+///     str: ``BenchAllocOptions`` as JSON (allocators, patterns, threads,
+///     frames, rounds, repeat, mixed_ops, seed, lock, free_order).
 #[pyfunction]
 #[pyo3(signature = (quick=false))]
 fn bench_alloc_options(quick: bool) -> PyResult<String> {
@@ -770,11 +924,24 @@ fn bench_alloc_options(quick: bool) -> PyResult<String> {
     }))
 }
 
-/// `nvmos bench alloc` (seed 000's Table 2 on this machine): times every
-/// allocator of `options` (`BenchAllocOptions` as JSON) on this machine's
-/// cores. Returns the `BenchAlloc` result as JSON (what `--json` prints).
-/// A bad allocator, pattern or field raises `OptionsError`; an allocator
-/// that misbehaves (refused frees, failed validation) `StudyError`.
+/// ``nvmos bench alloc``: allocation and free latency of the allocators,
+/// timed on this machine's cores (the iBuddy talk's Table 2).
+///
+/// Args:
+///     options (str): ``BenchAllocOptions`` as JSON (see
+///         ``bench_alloc_options``).
+///     progress (Callable[[int, int, str], object] | None): as for
+///         ``banks``.
+///
+/// Returns:
+///     str: the ``BenchAlloc`` result as JSON (what ``--json`` prints):
+///     ``options``, ``cells`` (per allocator x pattern x threads, times in
+///     ns), ``skipped``, the comparison rows and ``checks``.
+///
+/// Raises:
+///     OptionsError: a bad allocator, pattern or field.
+///     StudyError: an allocator misbehaved (refused frees, failed
+///         validation).
 #[pyfunction]
 #[pyo3(signature = (options, progress=None))]
 fn bench_alloc(py: Python<'_>, options: &str, progress: Option<Py<PyAny>>) -> PyResult<String> {
@@ -802,8 +969,17 @@ fn bench_alloc(py: Python<'_>, options: &str, progress: Option<Py<PyAny>>) -> Py
     to_json(&result)
 }
 
-/// The power study's options at a scale, `"full"` (the default options)
-/// or `"quick"` (`--quick`), as JSON.
+/// The power study's options at a scale.
+///
+/// Args:
+///     scale (str): ``"full"`` (the default options) or ``"quick"``
+///         (``--quick``).
+///
+/// Returns:
+///     str: ``PowerOptions`` as JSON.
+///
+/// Raises:
+///     OptionsError: another scale.
 #[pyfunction]
 #[pyo3(signature = (scale="full"))]
 fn power_options(scale: &str) -> PyResult<String> {
@@ -821,8 +997,22 @@ fn power_options(scale: &str) -> PyResult<String> {
     to_json(&PowerStudy::options(scale))
 }
 
-/// Seed 004's study (`nvmos study power`). Returns the `PowerStudy` as
-/// JSON (what the CLI writes to `power.json`).
+/// The power study (``nvmos study power``): power-aware placement on
+/// banks that can be powered down.
+///
+/// Args:
+///     options (str): ``PowerOptions`` as JSON (see ``power_options``).
+///     progress (Callable[[int, int, str], object] | None): as for
+///         ``banks``.
+///
+/// Returns:
+///     str: the ``PowerStudy`` as JSON (what the CLI writes to
+///     ``power.json``).
+///
+/// Raises:
+///     OptionsError: options the study refuses, an unknown workload or
+///         power model, a trace that cannot be opened.
+///     StudyError: the study failed.
 #[pyfunction]
 #[pyo3(signature = (options, progress=None))]
 fn power(py: Python<'_>, options: &str, progress: Option<Py<PyAny>>) -> PyResult<String> {
@@ -859,7 +1049,12 @@ fn power(py: Python<'_>, options: &str, progress: Option<Py<PyAny>>) -> PyResult
     to_json(&study)
 }
 
-/// The extension module.
+/// The Rust engine of the ``nvmos`` package (built with PyO3).
+///
+/// Options cross as JSON text of the engine's serde types and results
+/// come back as JSON text, the documents the CLI writes; bulk arrays cross
+/// as numpy arrays. Use the ``nvmos`` package, which wraps these functions
+/// into DataFrames; this module is its implementation.
 #[pymodule]
 fn _nvmos(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();

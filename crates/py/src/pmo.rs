@@ -27,7 +27,7 @@ pyo3::create_exception!(
     _nvmos,
     PmoError,
     NvmosError,
-    "A persistent-memory-object operation failed: wrong key, tampered or rolled-back pool, heap error, ...; the message names the object and the cause."
+    "A persistent-memory-object operation failed: a wrong or missing key,\na tampered, quarantined or rolled-back object or pool, a busy object,\na full pool, a heap error, an operation on a detached or read-only\nattachment. The message names the pool or object and the cause."
 );
 
 /// A serde value as the Python object `json.loads` makes of it: the
@@ -44,7 +44,13 @@ fn pmo_err(context: &str, e: &(dyn std::error::Error + 'static)) -> PyErr {
     to_py(context, e, PmoError::new_err)
 }
 
-/// A pool file holding persistent memory objects.
+/// A pool file holding persistent memory objects (PMOs), opened.
+///
+/// Make one with ``Pool.create(path, size)`` or ``Pool.open(path)``; the
+/// pool stays open (and its lock held) until the object is garbage
+/// collected. This binding does not use a state store, so a rolled-back
+/// copy of the whole pool file is not detected (the CLI's ``nvmos pmo``
+/// always uses one). Bound to the thread that made it.
 #[pyclass(module = "nvmos._nvmos", unsendable)]
 pub struct PmoPool {
     pool: Pool,
@@ -53,14 +59,40 @@ pub struct PmoPool {
 
 #[pymethods]
 impl PmoPool {
-    /// Create a pool file of `size` bytes (never overwrites a file).
+    /// Create a pool file and open it for writing.
+    ///
+    /// Args:
+    ///     path (str | os.PathLike): the new pool file (in ``/dev/shm`` or
+    ///         on a DAX file system it is treated as persistent memory;
+    ///         anywhere else it is made durable with ``msync``).
+    ///     size (int): the pool's size (bytes).
+    ///
+    /// Returns:
+    ///     Pool: the new pool, open for writing.
+    ///
+    /// Raises:
+    ///     PmoError: the path exists (never overwritten), the size is too
+    ///         small, or the file cannot be made.
     #[staticmethod]
     fn create(path: PathBuf, size: u64) -> PyResult<Self> {
         let pool = Pool::create(&path, size).map_err(|e| pmo_err("", &e))?;
         Ok(PmoPool { pool, path })
     }
 
-    /// Open a pool: `write=True` takes the exclusive lock.
+    /// Open an existing pool file.
+    ///
+    /// Args:
+    ///     path (str | os.PathLike): the pool file.
+    ///     write (bool): open for writing (create, destroy and write
+    ///         objects); otherwise read-only.
+    ///
+    /// Returns:
+    ///     Pool: the open pool. Damaged objects are quarantined (listed
+    ///     with ``damaged`` by ``objects()``), the rest of the pool opens.
+    ///
+    /// Raises:
+    ///     PmoError: not a pool, an unsupported format version, a pool
+    ///         busy with an open that excludes this one, or an I/O error.
     #[staticmethod]
     #[pyo3(signature = (path, write = false))]
     fn open(path: PathBuf, write: bool) -> PyResult<Self> {
@@ -73,15 +105,27 @@ impl PmoPool {
         Ok(PmoPool { pool, path })
     }
 
-    /// The pool file.
+    /// The pool file's path (str).
     #[getter]
     fn path(&self) -> PathBuf {
         self.path.clone()
     }
 
-    /// Create an object of `size` bytes, sealed under `key` (bytes, at
-    /// least 8) or plain when `key` is None. `fast_kdf` uses cheap key
-    /// stretching, for tests only.
+    /// Create an object (the PD-LOaPP talk's ``pcreate``), all zeros.
+    ///
+    /// Args:
+    ///     name (str): the object's name (1 to 64 bytes of UTF-8, no
+    ///         control characters, no ``/``).
+    ///     size (int): its size (bytes; rounded up to whole 4 KiB pages).
+    ///     key (bytes | None): seal every page under this key (at least 8
+    ///         bytes; stretched with Argon2id), or store the object plain
+    ///         (per-page hashes against accidents, no secrecy) when None.
+    ///     fast_kdf (bool): cheap key stretching, for tests only.
+    ///
+    /// Raises:
+    ///     PmoError: the name exists or is invalid, the size is zero or
+    ///         too large, the key is too short, the pool is full or
+    ///         read-only.
     #[pyo3(signature = (name, size, key = None, fast_kdf = false))]
     fn pcreate(&self, name: &str, size: u64, key: Option<Vec<u8>>, fast_kdf: bool) -> PyResult<()> {
         let kdf = if fast_kdf {
@@ -95,7 +139,16 @@ impl PmoPool {
         Ok(())
     }
 
-    /// Destroy an object and free its frames.
+    /// Destroy an object (the PD-LOaPP talk's ``pdestroy``) and free its
+    /// frames.
+    ///
+    /// Args:
+    ///     name (str): the object's name.
+    ///     key (bytes | None): its key (None for a plain object).
+    ///
+    /// Raises:
+    ///     PmoError: no such object, a wrong or missing key, the object is
+    ///         attached, or the pool is read-only.
     #[pyo3(signature = (name, key = None))]
     fn pdestroy(&self, name: &str, key: Option<Vec<u8>>) -> PyResult<()> {
         self.pool
@@ -103,18 +156,39 @@ impl PmoPool {
             .map_err(|e| pmo_err("", &e))
     }
 
-    /// Every object: a list of dicts, the fields of `ObjectInfo` (name,
-    /// size, encrypted, epoch, ...).
+    /// Every object of the pool, in directory order.
+    ///
+    /// Returns:
+    ///     list[dict]: one dict per object with the keys ``name`` (str),
+    ///     ``size`` (bytes), ``encrypted`` (bool: pages sealed with
+    ///     AES-256-GCM), ``base_address`` (the fixed virtual address it is
+    ///     attached at), ``epoch`` (commits to its directory slot, count),
+    ///     ``pages_written`` (pages ever written; the rest read as zeros),
+    ///     ``slot`` (directory slot) and, for a quarantined object only,
+    ///     ``damaged`` (why, str).
     fn objects<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         to_py_value(py, &self.pool.list())
     }
 
-    /// psync several writable attachments of this pool all or nothing:
-    /// every object's changes become durable together, or none do (a crash
-    /// at any point leaves all as before or all as after). Returns a list
-    /// of {"pages": N, "ns": wall time}, one per attachment. An attachment
-    /// given twice, read-only, or of another pool raises PmoError naming
-    /// the object; nothing is committed then.
+    /// psync several attachments of this pool all or nothing.
+    ///
+    /// Every object's changes since its last psync become durable
+    /// together, or none do: a crash at any point leaves all of them as
+    /// before or all as after. The GIL is released while it runs.
+    ///
+    /// Args:
+    ///     attachments (list[PmoAttachment]): writable attachments made
+    ///         from this pool object, each at most once, at most 48.
+    ///
+    /// Returns:
+    ///     list[dict[str, int]]: one ``{"pages": N, "ns": T}`` per
+    ///     attachment, in order: pages committed (count) and the wall time
+    ///     of the whole group commit (ns).
+    ///
+    /// Raises:
+    ///     PmoError: an attachment detached, given twice, read-only, of
+    ///         another pool, or too many; a page that failed its check; an
+    ///         I/O error. Nothing is committed then.
     fn psync_many<'py>(
         &self,
         py: Python<'py>,
@@ -131,10 +205,34 @@ impl PmoPool {
         to_py_value(py, &stats)
     }
 
-    /// Attach an object at its fixed address: `write` for a writable
-    /// attachment, `mode` one of plain, decrypt-at-fault, dram-cache,
-    /// stream-N, stride-N, markov-N; `wait`: if another writer holds the
-    /// object, wait for it instead of raising.
+    /// Attach an object (the PD-LOaPP talk's ``attach``): map it at its
+    /// fixed address, its pages verified (and decrypted) as they are
+    /// touched.
+    ///
+    /// Args:
+    ///     name (str): the object's name.
+    ///     key (bytes | None): its key (None for a plain object).
+    ///     write (bool): a writable attachment (one writer per object at a
+    ///         time); otherwise read-only, seeing the committed version.
+    ///     mode (str): how faults are served: ``"plain"`` (object stored
+    ///         unencrypted), ``"decrypt-at-fault"`` (decrypt each page at
+    ///         its fault), ``"dram-cache"`` (decrypt once into a
+    ///         process-wide DRAM cache, serve faults from it), or
+    ///         ``"stream-N"``, ``"stride-N"``, ``"markov-N"`` (the DRAM
+    ///         cache with a predictor installing up to N pages ahead).
+    ///     wait (bool): if another open of the pool has the object
+    ///         attached for writing, wait for it instead of raising.
+    ///
+    /// Returns:
+    ///     PmoAttachment: the attachment; use it as a context manager to
+    ///     detach (and psync) at the end of a ``with`` block.
+    ///
+    /// Raises:
+    ///     ValueError: an unknown mode.
+    ///     PmoError: no such object, a wrong or missing key, a quarantined
+    ///         or rolled-back object, the object busy (another writer), the
+    ///         object already attached in this process, its address range
+    ///         taken, or userfaultfd unavailable.
     #[pyo3(signature = (name, key = None, write = false, mode = "dram-cache", wait = false))]
     fn attach(
         &self,
@@ -160,12 +258,26 @@ impl PmoPool {
     }
 }
 
-/// The base object of every array over one attachment's mapping: its
-/// reference count is the proof that no array still points there.
+/// The base object of every numpy array over one attachment's mapping.
+///
+/// Not made by hand: ``PmoAttachment.buffer`` sets it as the array's
+/// base. Every view, slice or memoryview derived from the array keeps it
+/// alive, so its reference count tells whether anything still points
+/// into the mapping; ``detach`` refuses while anything does.
 #[pyclass(module = "nvmos._nvmos")]
 pub struct MappingOwner {}
 
-/// An attached object: its bytes (`buffer`), psync, detach, and its heap.
+/// An attached object: its bytes (``buffer``), ``psync``, ``detach``,
+/// and the heap inside it (``palloc``, ``pfree``, ``prealloc``, ``root``,
+/// ``blocks``, ``heap_stats``).
+///
+/// Made by ``Pool.attach``. ``len(a)`` is the object's size in bytes. A
+/// context manager: leaving a ``with`` block without an exception detaches
+/// (psync first); leaving it with an exception drops the attachment
+/// without psync, as a crash would. Garbage-collected without ``detach``,
+/// it is unmapped without psync (or, while an array still points into it,
+/// left mapped). Offsets are bytes from the start of the object. Bound to
+/// the thread that made it.
 #[pyclass(module = "nvmos._nvmos", unsendable)]
 pub struct PmoAttachment {
     inner: Option<Attachment>,
@@ -221,10 +333,11 @@ impl PmoAttachment {
 
 #[pymethods]
 impl PmoAttachment {
-    /// The object's bytes as a numpy uint8 array over the mapping, no
-    /// copy (writable for a writable attachment): use `.view(dtype)` for
-    /// other element types, `memoryview(a.buffer)` for a memoryview.
-    /// Valid until `detach`, which refuses while any array over it lives.
+    /// The object's bytes: a 1-d numpy uint8 array over the mapping, no
+    /// copy, writable for a writable attachment. Use ``.view(dtype)`` for
+    /// other element types and ``memoryview(a.buffer)`` for a memoryview.
+    /// Valid until ``detach``, which refuses while any array over it (or a
+    /// view of one) is alive. Raises PmoError once detached.
     #[getter]
     fn buffer<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyArray1<u8>>> {
         let (ptr, len, writable) = {
@@ -254,21 +367,36 @@ impl PmoAttachment {
         Ok(array)
     }
 
-    /// Bytes in the object.
+    /// The object's size (bytes).
     fn __len__(&self) -> PyResult<usize> {
         Ok(self.live()?.len())
     }
 
-    /// Seal every page written since the last psync and commit them all
-    /// or nothing. Returns {"pages": N, "ns": wall time}.
+    /// Make every change since the last psync durable, all or nothing.
+    ///
+    /// Seals each page written since the last psync and commits them with
+    /// one directory-record flip; the GIL is released while it runs.
+    ///
+    /// Returns:
+    ///     dict[str, int]: ``{"pages": N, "ns": T}``: pages committed
+    ///     (count) and the psync's wall time (ns).
+    ///
+    /// Raises:
+    ///     PmoError: detached, read-only, a page that failed its check
+    ///         since the last psync, the pool full or truncated, or an I/O
+    ///         error; nothing is committed then and the pages stay dirty.
     fn psync<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let a = self.live()?;
         let stats = py.detach(|| a.psync()).map_err(|e| pmo_err("", &e))?;
         to_py_value(py, &stats)
     }
 
-    /// psync (a writable attachment), then unmap. Refused while a numpy
-    /// array or other export of `buffer` is alive.
+    /// psync (a writable attachment), then unmap the object.
+    ///
+    /// Raises:
+    ///     PmoError: already detached; a numpy array, view or memoryview
+    ///         of ``buffer`` is still alive (delete them first; the
+    ///         attachment is kept); or the final psync failed.
     fn detach(&mut self, py: Python<'_>) -> PyResult<()> {
         self.live()?;
         self.check_unexported(py)?;
@@ -278,20 +406,36 @@ impl PmoAttachment {
         Ok(())
     }
 
+    /// Enter a ``with`` block: returns the attachment itself.
     fn __enter__(slf: Py<Self>) -> Py<Self> {
         slf
     }
 
-    /// Leaving a `with` block detaches (psync first) when no exception
-    /// was raised; on an exception the attachment is dropped without
-    /// psync, as a crash would leave it.
+    /// Leave a ``with`` block.
+    ///
+    /// Without an exception, detach (psync first); with one, drop the
+    /// attachment without psync, as a crash would leave it (or, while an
+    /// array still points into the mapping, keep it mapped).
+    ///
+    /// Args:
+    ///     exc_type (type | None): the exception's type, None if none.
+    ///     exc_value (BaseException | None): the exception.
+    ///     traceback (types.TracebackType | None): its traceback.
+    ///
+    /// Returns:
+    ///     bool: False: an exception is never swallowed.
+    ///
+    /// Raises:
+    ///     PmoError: as ``detach``.
     fn __exit__(
         &mut self,
         py: Python<'_>,
         exc_type: Option<Bound<'_, PyAny>>,
-        _exc: Option<Bound<'_, PyAny>>,
-        _tb: Option<Bound<'_, PyAny>>,
+        exc_value: Option<Bound<'_, PyAny>>,
+        traceback: Option<Bound<'_, PyAny>>,
     ) -> PyResult<bool> {
+        // Only whether there is an exception matters.
+        let _ = (exc_value, traceback);
         if self.inner.is_none() {
             return Ok(false);
         }
@@ -303,8 +447,21 @@ impl PmoAttachment {
         Ok(false)
     }
 
-    /// Allocate `size` bytes from the object's heap (formatting a heap in
-    /// a fresh object); returns the block's offset in the object.
+    /// Allocate a block from the heap inside the object.
+    ///
+    /// Formats a heap first in a fresh (all-zero) object. The allocation
+    /// is durable when the next psync commits.
+    ///
+    /// Args:
+    ///     size (int): payload size (bytes).
+    ///     type_num (int): a type number to find the block by (``blocks``).
+    ///
+    /// Returns:
+    ///     int: the block's offset in the object (bytes).
+    ///
+    /// Raises:
+    ///     PmoError: detached or read-only, no room, or the object holds
+    ///         something other than a heap (or a damaged one).
     #[pyo3(signature = (size, type_num = 0))]
     fn palloc(&mut self, size: u64, type_num: u32) -> PyResult<u64> {
         let mem = self.writable()?;
@@ -312,30 +469,65 @@ impl PmoAttachment {
         result.map_err(|e| self.heap_error(e))
     }
 
-    /// Free the heap block at `offset`.
+    /// Free a heap block.
+    ///
+    /// Args:
+    ///     offset (int): the block's offset (bytes), as ``palloc`` returned.
+    ///
+    /// Raises:
+    ///     PmoError: detached or read-only, no heap, an offset ``palloc``
+    ///         did not return, or a block already free.
     fn pfree(&mut self, offset: u64) -> PyResult<()> {
         let mem = self.writable()?;
         let result = Heap::open(mem).and_then(|mut h| h.pfree(offset));
         result.map_err(|e| self.heap_error(e))
     }
 
-    /// Resize the heap block at `offset`; returns its (maybe new) offset.
+    /// Resize a heap block, moving it if it cannot grow in place.
+    ///
+    /// Args:
+    ///     offset (int): the block's offset (bytes).
+    ///     size (int): the new payload size (bytes).
+    ///
+    /// Returns:
+    ///     int: the block's offset afterwards (bytes; maybe new, its
+    ///     contents kept up to the smaller size).
+    ///
+    /// Raises:
+    ///     PmoError: as ``pfree``, or no room.
     fn prealloc(&mut self, offset: u64, size: u64) -> PyResult<u64> {
         let mem = self.writable()?;
         let result = Heap::open(mem).and_then(|mut h| h.prealloc(offset, size));
         result.map_err(|e| self.heap_error(e))
     }
 
-    /// The heap's root block of at least `size` bytes (created zeroed on
-    /// first use); returns its offset.
+    /// The heap's root block, created zeroed on first use.
+    ///
+    /// Args:
+    ///     size (int): at least this many bytes (bytes).
+    ///
+    /// Returns:
+    ///     int: the root block's offset (bytes).
+    ///
+    /// Raises:
+    ///     PmoError: detached or read-only, no room, or no heap.
     fn root(&mut self, size: u64) -> PyResult<u64> {
         let mem = self.writable()?;
         let result = Heap::open_or_format(mem).and_then(|mut h| h.root(size));
         result.map_err(|e| self.heap_error(e))
     }
 
-    /// Allocated heap blocks as (offset, size, type_num), optionally of
-    /// one type, in address order.
+    /// The allocated heap blocks, in address order.
+    ///
+    /// Args:
+    ///     type_num (int | None): only blocks of this type number.
+    ///
+    /// Returns:
+    ///     list[tuple[int, int, int]]: ``(offset, size, type_num)`` per
+    ///     block: offset and payload size in bytes.
+    ///
+    /// Raises:
+    ///     PmoError: detached, no heap, or damaged heap metadata.
     #[pyo3(signature = (type_num = None))]
     fn blocks(&self, type_num: Option<u32>) -> PyResult<Vec<(u64, u64, u32)>> {
         let heap = Heap::open(self.live()?.as_slice()).map_err(|e| self.heap_error(e))?;
@@ -349,8 +541,19 @@ impl PmoAttachment {
         Ok(out)
     }
 
-    /// Heap space: a dict of HeapStats (allocated/free bytes and blocks,
-    /// largest free, metadata, fragmentation).
+    /// The heap's space, after checking every invariant of the heap.
+    ///
+    /// Returns:
+    ///     dict: ``region_bytes`` (bytes the heap manages, header
+    ///     included), ``allocated_blocks`` (count, root included),
+    ///     ``allocated_bytes`` (payload bytes), ``free_blocks`` (count),
+    ///     ``free_bytes`` (payload bytes free blocks could hold),
+    ///     ``largest_free`` (bytes), ``metadata_bytes`` (heap and block
+    ///     headers, bytes), ``fragmentation`` (1 - largest free / all free,
+    ///     fraction 0-1).
+    ///
+    /// Raises:
+    ///     PmoError: detached, no heap, or a broken invariant.
     fn heap_stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let heap = Heap::open(self.live()?.as_slice()).map_err(|e| self.heap_error(e))?;
         let s = heap.check().map_err(|e| self.heap_error(e))?;

@@ -124,6 +124,7 @@ pub struct Column {
     field: Option<String>,
     show: Show,
     markup: Option<Markup>,
+    timing: bool,
 }
 
 impl fmt::Debug for Column {
@@ -149,6 +150,7 @@ impl Column {
             field: None,
             show: Show::All,
             markup: None,
+            timing: false,
         }
     }
 
@@ -221,6 +223,13 @@ impl Column {
     /// with a warning beside it).
     pub fn markup(mut self, f: impl Fn(&Value) -> Option<Html> + 'static) -> Self {
         self.markup = Some(Arc::new(f));
+        self
+    }
+
+    /// A timing: a figure that differs from run to run, left out of
+    /// [`Columns::deterministic`] tables.
+    pub fn timing(mut self) -> Self {
+        self.timing = true;
         self
     }
 
@@ -343,6 +352,32 @@ impl Columns {
         self.columns
             .iter()
             .filter(move |c| c.show == Show::All || c.show == output)
+    }
+
+    /// The same table without its [`Column::timing`] columns: what the
+    /// same options give on any machine.
+    pub fn deterministic(mut self) -> Self {
+        self.columns.retain(|c| !c.timing);
+        self
+    }
+
+    /// The terminal table as Markdown (the book's results pages): the
+    /// same columns and formats, text columns left-aligned and the others
+    /// right-aligned.
+    pub fn markdown<R: Serialize>(&self, rows: &[R]) -> Result<String, Error> {
+        let columns: Vec<&Column> = self.shown(Show::Terminal).collect();
+        let header: Vec<String> = columns.iter().map(|c| c.header.clone()).collect();
+        let left: Vec<bool> = columns.iter().map(|c| c.left).collect();
+        let cells: Vec<Vec<String>> = Self::values(rows)?
+            .iter()
+            .map(|row| {
+                columns
+                    .iter()
+                    .map(|c| c.format.apply(&c.value(row)))
+                    .collect()
+            })
+            .collect();
+        Ok(crate::markdown::table(&header, &left, &cells))
     }
 
     /// The terminal table, rendered.

@@ -24,7 +24,8 @@
 //!
 //! ```
 //! use nvmos_report::chart::{Axis, BarChart};
-//! use nvmos_report::page::{Cell, Html, HtmlTable, Page, STUDY_PAGES};
+//! use nvmos_report::page::{Cell, Html, HtmlTable, Page};
+//! use nvmos_report::OutputDir;
 //!
 //! let rows = [("buddy", 41.5), ("iBuddy", 97.25)];
 //! let mut table = HtmlTable::new(["allocator", "lifetime % of ideal"]);
@@ -39,14 +40,17 @@
 //!     .categories(rows.map(|r| r.0))
 //!     .series("lifetime", rows.map(|r| Some(r.1)).to_vec())
 //!     .render()?;
+//! let dir = tempfile::tempdir().unwrap();
+//! let out = OutputDir::create(dir.path(), &[])?;
 //! let mut page = Page::new("index.html", "nvmos evaluate", "Wear of page-frame allocators");
-//! page.nav(&STUDY_PAGES)
+//! page.nav(&out.nav("index.html"))
 //!     .summary_note(&Html::new().text("iBuddy lives ").number(97.25 / 41.5).text("× longer"))
 //!     .section("trace-t1", "t1")
 //!     .table(&table)
 //!     .chart(&chart);
 //! let html = page.render();
 //! assert!(html.contains("data-chart=\"lifetime\""));
+//! out.write("index.html", html.as_bytes())?;
 //! # Ok::<(), nvmos_report::Error>(())
 //! ```
 //!
@@ -57,8 +61,9 @@
 //!
 //! 1. **Skeleton.** Replace the `<!DOCTYPE…><style>…` preamble and the
 //!    closing `<script>` with `Page::new(file, title, heading)`, call
-//!    `.nav(&STUDY_PAGES)` (or the subset the command writes), and end
-//!    with `page.render()`. The style and the check script come with it.
+//!    `.nav(&out.nav(file))` (the study pages already in the output
+//!    folder: never a link to a page that is not there), and end with
+//!    `page.render()`. The style and the check script come with it.
 //! 2. **Summary.** Put the figures a reader wants first (the headline, the
 //!    seed's target met or missed, the summary across traces) in
 //!    `summary_note` / `summary_table`.
@@ -105,6 +110,7 @@ pub mod chart;
 pub mod columns;
 mod escape;
 mod format;
+pub mod markdown;
 mod output;
 pub mod page;
 mod table;

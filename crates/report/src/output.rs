@@ -129,6 +129,19 @@ impl OutputDir {
         Ok(path)
     }
 
+    /// The navigation bar for the study page `own` about to be written
+    /// here: the [`STUDY_PAGES`](crate::page::STUDY_PAGES) already in the
+    /// folder and `own`, in their usual order. A page links only to pages
+    /// that exist; one written later into the same folder is linked from
+    /// pages written after it (each command rewrites only its own page).
+    pub fn nav(&self, own: &str) -> Vec<crate::page::NavLink> {
+        crate::page::STUDY_PAGES
+            .iter()
+            .filter(|l| l.href == own || self.dir.join(l.href).is_file())
+            .copied()
+            .collect()
+    }
+
     /// Write `value` as pretty JSON.
     pub fn write_json<T: Serialize + ?Sized>(
         &self,
@@ -189,6 +202,19 @@ mod tests {
                 0o644
             );
         }
+    }
+
+    #[test]
+    fn nav_lists_the_study_pages_in_the_folder_and_its_own() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = OutputDir::create(dir.path(), &[]).unwrap();
+        let hrefs = |own| out.nav(own).iter().map(|l| l.href).collect::<Vec<_>>();
+        assert_eq!(hrefs("index.html"), ["index.html"]);
+        out.write("swap.html", b"x").unwrap();
+        out.write("results.json", b"{}").unwrap();
+        std::fs::create_dir(dir.path().join("pmo.html")).unwrap(); // not a page
+        assert_eq!(hrefs("index.html"), ["index.html", "swap.html"]);
+        assert_eq!(hrefs("banks.html"), ["banks.html", "swap.html"]);
     }
 
     #[test]

@@ -14,7 +14,11 @@ section.summary{background:#f6f8fa;border:1px solid #dde;padding:.5em 1em;margin
 table{border-collapse:collapse;margin:1em 0;font-size:13px}td,th{border:1px solid #ccc;padding:3px 6px;text-align:right}\
 th:first-child,td:first-child,td.text{text-align:left}th{background:#f3f3f3}\
 svg.chart{display:block;margin:1em 0;background:#fff;border:1px solid #eee;width:100%;max-width:760px;height:auto}\
-h2{margin-top:2em;border-bottom:1px solid #ddd}.note{color:#555;font-size:13px}.wide{overflow-x:auto;max-width:100%}\
+h2{margin-top:2em;border-bottom:1px solid #ddd}.note{color:#555;font-size:13px}\
+.table-wrap{overflow-x:auto;width:max-content;max-width:calc(50% + 50vw - 2.5em);margin:1em 0;\
+background:linear-gradient(90deg,#fff 30%,#fff0) left/3em 100% no-repeat local,linear-gradient(270deg,#fff 30%,#fff0) right/3em 100% no-repeat local,\
+radial-gradient(farthest-side at 0 50%,#0003,#0000) left/1em 100% no-repeat scroll,radial-gradient(farthest-side at 100% 50%,#0003,#0000) right/1em 100% no-repeat scroll #fff}\
+.table-wrap table{margin:0}\
 .met{color:#060}.missed{color:#a00}pre{font-size:12px;overflow-x:auto}";
 
 /// Marks each `svg.chart` `data-rendered="yes"` once the browser has laid
@@ -36,7 +40,9 @@ pub struct NavLink {
 }
 
 /// The study pages the CLI writes into one report folder, in seed order.
-/// Pass the ones that exist to [`Page::nav`].
+/// Each command writes one of them; pass [`Page::nav`] the ones that are
+/// in the folder being written ([`OutputDir::nav`](crate::OutputDir::nav)),
+/// never the whole list: a link to a page no command wrote is a dead end.
 pub const STUDY_PAGES: [NavLink; 5] = [
     NavLink {
         href: "index.html",
@@ -208,10 +214,13 @@ impl HtmlTable {
         self
     }
 
-    /// `<div class="wide"><table>…</table></div>` (wide tables scroll
-    /// inside the page instead of widening it).
+    /// `<div class="table-wrap"><table>…</table></div>`: a table wider
+    /// than the text column grows to the right up to the window's edge,
+    /// and one wider still scrolls sideways inside its own box, with a
+    /// shadow at the edge that has more (the page never widens, and no
+    /// column is cut off unseen).
     pub fn render(&self) -> String {
-        let mut out = String::from("<div class=\"wide\"><table><tr>");
+        let mut out = String::from("<div class=\"table-wrap\"><table><tr>");
         for h in &self.headings {
             let _ = write!(out, "<th>{}</th>", escape(h));
         }
@@ -268,7 +277,10 @@ impl Page {
         }
     }
 
-    /// The navigation bar between study pages.
+    /// The navigation bar between study pages: give it the pages that
+    /// exist beside this one ([`OutputDir::nav`](crate::OutputDir::nav)).
+    /// The page's own entry is shown unlinked; a bar with no other page is
+    /// not shown.
     pub fn nav(&mut self, links: &[NavLink]) -> &mut Self {
         self.nav = links.to_vec();
         self
@@ -332,7 +344,7 @@ impl Page {
             "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><title>{}</title><style>{STYLE}</style></head><body>",
             escape(&self.title)
         );
-        if !self.nav.is_empty() {
+        if self.nav.iter().any(|l| l.href != self.file) {
             out.push_str("<nav>");
             for l in &self.nav {
                 if l.href == self.file {
@@ -414,6 +426,43 @@ mod tests {
             html.find("<section class=\"summary\">") < html.find("<h2 id=\"s1\">"),
             "summary at the top"
         );
+    }
+
+    #[test]
+    fn every_table_scrolls_in_its_own_box() {
+        let mut t = HtmlTable::new((0..40).map(|i| format!("a long column heading {i}")));
+        t.row((0..40).map(|i| Cell::number(i as f64, &[])).collect());
+        let mut p = Page::new("index.html", "t", "t");
+        p.summary_table(&t).section("s", "s").table(&t);
+        let html = p.render();
+        assert_eq!(html.matches("<table>").count(), 2);
+        assert_eq!(
+            html.matches("<div class=\"table-wrap\"><table>").count(),
+            2,
+            "every table in a wrapper"
+        );
+        assert_eq!(
+            html.matches("</table></div>").count(),
+            2,
+            "closed right after it"
+        );
+        // The wrapper scrolls sideways and never grows past the window.
+        let rule = STYLE.split(".table-wrap{").nth(1).unwrap();
+        let rule = &rule[..rule.find('}').unwrap()];
+        assert!(rule.contains("overflow-x:auto"), "{rule}");
+        assert!(rule.contains("max-width:calc(50% + 50vw"), "{rule}");
+    }
+
+    #[test]
+    fn nav_shows_only_the_pages_given_and_not_a_lone_page() {
+        let mut p = Page::new("index.html", "t", "t");
+        p.nav(&STUDY_PAGES[..1]);
+        assert!(!p.render().contains("<nav>"), "a bar with only itself");
+        p.nav(&[STUDY_PAGES[0], STUDY_PAGES[2]]);
+        let html = p.render();
+        assert!(html.contains("<nav><span aria-current=\"page\">"));
+        assert!(html.contains("<a href=\"banks.html\">"));
+        assert!(!html.contains("pmo.html") && !html.contains("swap.html"));
     }
 
     #[test]

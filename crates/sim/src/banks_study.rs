@@ -54,7 +54,7 @@ pub struct BanksOptions {
     pub queue_depth: usize,
     /// Seed.
     pub seed: u64,
-    /// Run the timing model as it was before issue 18
+    /// Run the basic timing model
     /// ([`ControllerConfig::basic`]: blocking scheduler, writes queued with
     /// reads, no refresh) instead of the full model.
     #[serde(default)]

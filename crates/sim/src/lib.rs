@@ -51,6 +51,7 @@ pub mod horizon;
 pub mod levelling;
 pub mod power;
 pub mod replay;
+pub mod reproduce;
 pub mod study;
 pub mod swap_study;
 pub mod units;

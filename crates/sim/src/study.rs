@@ -1,5 +1,5 @@
 //! What every study shares: its shape, its progress reports, its scale
-//! (`--quick`) and its checks against the seeds and the issues' targets.
+//! (`--quick`) and its checks against the seeds and nvmos's own targets.
 //!
 //! Every study of this crate has one shape: an `Options` (serde, with a
 //! `Default` and a [`Scale`]d constructor), a
@@ -65,7 +65,7 @@ impl Bound {
     }
 }
 
-/// One figure of a study held against a target (an issue's) or a seed's
+/// One figure of a study held against a target (nvmos's own) or a seed's
 /// published figure: data in the study's result, rendered by the front
 /// ends, never a string assembled there.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -73,7 +73,7 @@ pub struct Check {
     /// What is checked, in words ("Adaptive-Buddy with migration within 5
     /// points of the optimum (light, seed-004)").
     pub what: String,
-    /// Where the target or figure comes from ("issue 5", "seed 004 Fig. 9").
+    /// Where the target or figure comes from ("nvmos target", "seed 004 Fig. 9").
     pub source: String,
     /// The measured figure.
     pub measured: f64,
@@ -166,7 +166,7 @@ mod tests {
             tolerance: 1.0,
         };
         assert!(w.met_by(9.0) && w.met_by(11.0) && !w.met_by(11.5));
-        let c = Check::new("x", "issue 5", 12.0, "x", Bound::AtMost(10.0)).seed(9.5);
+        let c = Check::new("x", "nvmos target", 12.0, "x", Bound::AtMost(10.0)).seed(9.5);
         assert!(!c.met);
         assert_eq!(c.seed_figure, Some(9.5));
     }

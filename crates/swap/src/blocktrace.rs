@@ -338,7 +338,7 @@ mod tests {
         assert!(e.contains(":1:"), "{e}");
     }
 
-    /// Issue 12: offsets are checked against the swap size, with no
+    /// Offsets are checked against the swap size, with no
     /// overflow, no huge allocation and no panic; an empty file is an error.
     #[test]
     fn requests_beyond_the_swap_area_are_refused_with_file_and_line() {

@@ -112,8 +112,8 @@ pub fn main(args: &PmoArgs) -> Result<()> {
     options.check()?;
     let result = crate::with_progress(options.steps(), |p| pmo::run(&options, p));
     let result = result?;
-    let html = page(&result, args.quick)?;
     let dir = OutputDir::create(&args.out, &[])?;
+    let html = page(&result, args.quick, &dir.nav("pmo.html"))?;
     dir.write_json("pmo.json", &result)?;
     let path = dir.write("pmo.html", html.as_bytes())?;
     if args.json {

@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use nvmos_pmo_bench::pmo::{PmoBench, WorkloadReport};
 use nvmos_report::chart::{Axis, BarChart, LineChart, Series};
 use nvmos_report::columns::{Column, Columns, Key};
-use nvmos_report::page::{Html, Page, STUDY_PAGES};
+use nvmos_report::page::{Html, NavLink, Page};
 use serde_json::Value;
 
 use crate::checks::{checks_table, checks_text};
@@ -212,13 +212,16 @@ fn indent(text: &str) -> String {
 /// session times and the speed-up by prediction depth. Numbers carry
 /// `data-workload`, `data-mode` and `data-field` naming where they are in
 /// `pmo.json`.
-pub fn page(r: &PmoBench, quick: bool) -> Result<String> {
+///
+/// `nav`: the study pages beside it in the report folder
+/// ([`OutputDir::nav`](nvmos_report::OutputDir::nav)).
+pub fn page(r: &PmoBench, quick: bool, nav: &[NavLink]) -> Result<String> {
     let mut page = Page::new(
         "pmo.html",
         "nvmos bench pmo",
         "nvmos bench pmo: persistent memory objects with DRAM as cache and per-page prediction (seed 001)",
     );
-    page.nav(&STUDY_PAGES);
+    page.nav(nav);
     page.summary_note(
         &Html::new()
             .text(&format!(

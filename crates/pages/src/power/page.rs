@@ -6,7 +6,7 @@
 use crate::Result;
 use nvmos_report::chart::{Axis, BarChart, LineChart, Series, State, StateMap};
 use nvmos_report::columns::{Column, Columns, Key};
-use nvmos_report::page::{Cell, Html, HtmlTable, Page, STUDY_PAGES};
+use nvmos_report::page::{Cell, Html, HtmlTable, NavLink, Page};
 use nvmos_sim::power::{find_row, PowerRow, PowerStudy, SeedTable2, SeedTable5};
 use nvmos_sim::units::format_frames;
 use nvmos_sim::AllocatorKind;
@@ -171,13 +171,16 @@ fn timelines(page: &mut Page, place: &str, rows: &[PowerRow]) -> Result<()> {
 }
 
 /// The page.
-pub fn html(study: &PowerStudy) -> Result<String> {
+///
+/// `nav`: the study pages beside it in the report folder
+/// ([`OutputDir::nav`](nvmos_report::OutputDir::nav)).
+pub fn html(study: &PowerStudy, nav: &[NavLink]) -> Result<String> {
     let mut page = Page::new(
         "power.html",
         "nvmos: memory power (seed 004)",
         "Memory power: Adaptive-Buddy and the bank-buddy allocators (seed 004)",
     );
-    page.nav(&STUDY_PAGES).summary_note(&Html::new().text(
+    page.nav(nav).summary_note(&Html::new().text(
         "Offline memory: share of banks with no allocated frame (they may be put in self-refresh or deep power-down, partial array self-refresh), time-weighted over the run. Optimum: the fewest banks that can hold what is allocated. Energy: background power of banks up and down, plus migration's copies; the workload's own accesses are the same for every allocator and left out.",
     ));
     let mut checks = HtmlTable::new(["check", "measured", "bound", "seed 004", "", "source"]);

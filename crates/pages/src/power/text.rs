@@ -95,7 +95,7 @@ pub fn tables(study: &PowerStudy) -> Result<String, nvmos_report::Error> {
         }
         out.push_str(&t.render());
     }
-    out.push_str("\nchecks (issue 5's targets, seed 004's figures):\n");
+    out.push_str("\nchecks (nvmos targets, seed 004's figures):\n");
     let mut t = TextTable::new(["", "check", "measured", "bound", "seed", "source"]);
     t.left(1).left(5);
     for c in &study.checks {

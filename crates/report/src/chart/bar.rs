@@ -240,7 +240,7 @@ impl BarChart {
                 colour: "#d62728".into(),
                 sample: Sample::Line {
                     dash: Some("5 4".into()),
-                    marker: false,
+                    marker: None,
                 },
             });
         }

@@ -36,10 +36,38 @@ use crate::escape;
 pub const WIDTH: f64 = 760.0;
 
 /// Series colours, in order; the first is near-black for the reference
-/// series (on the wear pages, "Linux (as recorded)").
-pub const PALETTE: [&str; 10] = [
+/// series (on the wear pages, "Linux (as recorded)"). Sixteen, so that a
+/// chart of every allocator gives each its own hue: the ten most distinct
+/// first, then six that sit near an earlier hue (grey near black, navy
+/// near blue…), placed where [`DASHES`] gives them a different dash from
+/// that neighbour.
+pub const PALETTE: [&str; 16] = [
     "#222222", "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
-    "#17becf", "#bcbd22",
+    "#17becf", "#bcbd22", "#8c8c8c", "#003f7f", "#e7298a", "#1b9e77", "#66a61e", "#5a2d82",
+];
+
+/// Dash patterns of line series, in turn: solid, dashed, dotted. The
+/// second channel beside colour: three is coprime to the sixteen colours,
+/// so no two of the first 48 series share (colour, dash), and neighbours
+/// in the legend always differ in both.
+pub const DASHES: [Option<&str>; 3] = [None, Some("7 3"), Some("2 2.5")];
+
+/// Marker shapes of line series, in turn (the third channel, which also
+/// survives a grey-scale print: (dash, shape) differ for the first 12).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Shape {
+    Circle,
+    Square,
+    Triangle,
+    Diamond,
+}
+
+/// The shapes, in the order series take them.
+pub const SHAPES: [Shape; 4] = [
+    Shape::Circle,
+    Shape::Square,
+    Shape::Triangle,
+    Shape::Diamond,
 ];
 
 /// A rendered chart: the SVG text, its viewBox, and the extent of what was
@@ -147,6 +175,16 @@ fn attr_name(name: &str) -> &str {
 /// The colour of series `i`, skipping none.
 pub(crate) fn colour(i: usize) -> &'static str {
     PALETTE[i % PALETTE.len()]
+}
+
+/// The dash pattern of line series `i` (`None`: solid).
+pub(crate) fn dash(i: usize) -> Option<&'static str> {
+    DASHES[i % DASHES.len()]
+}
+
+/// The marker shape of line series `i`.
+pub(crate) fn shape(i: usize) -> Shape {
+    SHAPES[i % SHAPES.len()]
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 
 use super::ticks::Resolved;
-use super::{Chart, Extent, Head, WIDTH};
+use super::{Chart, Extent, Head, Shape, WIDTH};
 use crate::escape;
 
 /// Estimated width of `s` at font size `size`: 0.6 em per character, a
@@ -187,14 +187,67 @@ impl Svg {
         );
     }
 
-    /// A circle; a data mark when `tip` is given.
-    pub fn circle(&mut self, cx: f64, cy: f64, r: f64, fill: &str, tip: Option<&str>) {
-        self.grow(cx - r, cy - r, cx + r, cy + r);
+    /// A marker of `shape` centred on (cx, cy), about `r` from centre to
+    /// edge, with a thin white outline so that markers drawn over each
+    /// other or over lines stay apart; a data mark when `tip` is given.
+    pub fn marker(
+        &mut self,
+        shape: Shape,
+        cx: f64,
+        cy: f64,
+        r: f64,
+        fill: &str,
+        tip: Option<&str>,
+    ) {
+        let r = match shape {
+            Shape::Circle => r,
+            // Squares and diamonds a little smaller, triangles a little
+            // larger, so that each shape looks as big as the circle.
+            Shape::Square => r * 0.9,
+            Shape::Triangle => r * 1.2,
+            Shape::Diamond => r * 1.15,
+        };
+        // The white outline (0.8 wide) reaches 0.4 beyond the shape.
+        let o = r + 0.4;
+        self.grow(cx - o, cy - o, cx + o, cy + o);
         let (class, title) = self.mark(tip);
-        let _ = write!(
-            self.out,
-            "<circle{class} cx=\"{cx:.2}\" cy=\"{cy:.2}\" r=\"{r}\" fill=\"{fill}\">{title}</circle>"
-        );
+        let paint = format!("fill=\"{fill}\" stroke=\"#fff\" stroke-width=\"0.8\"");
+        let _ = match shape {
+            Shape::Circle => write!(
+                self.out,
+                "<circle{class} cx=\"{cx:.2}\" cy=\"{cy:.2}\" r=\"{r:.2}\" {paint}>{title}</circle>"
+            ),
+            Shape::Square => write!(
+                self.out,
+                "<rect{class} x=\"{:.2}\" y=\"{:.2}\" width=\"{:.2}\" height=\"{:.2}\" {paint}>{title}</rect>",
+                cx - r,
+                cy - r,
+                2.0 * r,
+                2.0 * r
+            ),
+            Shape::Triangle => write!(
+                self.out,
+                "<polygon{class} points=\"{:.2},{:.2} {:.2},{:.2} {:.2},{:.2}\" {paint}>{title}</polygon>",
+                cx,
+                cy - r,
+                cx + r * 0.866,
+                cy + r * 0.5,
+                cx - r * 0.866,
+                cy + r * 0.5
+            ),
+            Shape::Diamond => write!(
+                self.out,
+                "<polygon{class} points=\"{:.2},{:.2} {:.2},{:.2} {:.2},{:.2} {:.2},{:.2}\" {paint}>{title}</polygon>",
+                cx,
+                cy - r,
+                cx + r,
+                cy,
+                cx,
+                cy + r,
+                cx - r,
+                cy
+            ),
+        };
     }
 
     /// Text with its baseline at `y`; `tip` (full text of a cut label)
@@ -361,14 +414,14 @@ impl Svg {
                     self.line(
                         cx,
                         cy - 4.0,
-                        cx + 18.0,
+                        cx + 20.0,
                         cy - 4.0,
                         &e.colour,
                         2.0,
                         dash.as_deref(),
                     );
-                    if *marker {
-                        self.circle(cx + 9.0, cy - 4.0, 3.0, &e.colour, None);
+                    if let Some(shape) = marker {
+                        self.marker(*shape, cx + 10.0, cy - 4.0, 3.2, &e.colour, None);
                     }
                 }
                 Sample::Swatch { outline } => {
@@ -405,8 +458,11 @@ pub struct Legend {
 }
 
 pub enum Sample {
-    /// A line (dashed if given), with a dot when the series has markers.
-    Line { dash: Option<String>, marker: bool },
+    /// A line (dashed if given), with the series' marker if it has one.
+    Line {
+        dash: Option<String>,
+        marker: Option<Shape>,
+    },
     /// A filled square; outlined when its colour is pale (white states).
     Swatch { outline: bool },
 }

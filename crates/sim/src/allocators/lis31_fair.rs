@@ -5,7 +5,7 @@ use nvmos_frames::{ConfigError, IBuddy, PcpPolicy, PerCpu};
 
 use super::{Caps, Info, Recipe, Setup};
 
-/// Issue 12's fair lazy policy (`PcpPolicy::LIS_31_FAIR`).
+/// The fair lazy policy (`PcpPolicy::LIS_31_FAIR`).
 pub struct Lis31Fair;
 
 impl Recipe for Lis31Fair {

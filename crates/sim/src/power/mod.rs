@@ -17,7 +17,7 @@
 //! page follows it, and its copies are charged to the energy.
 //!
 //! The study as a whole (workloads × machines, traces, the latency
-//! benchmark of Table 5, the checks against the seed and issue 5) is
+//! benchmark of Table 5, the checks against the seed and nvmos's targets) is
 //! [`PowerStudy`]: options in, plain data out, in the one study shape of
 //! [`crate::study`].
 

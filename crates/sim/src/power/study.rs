@@ -2,7 +2,7 @@
 //! seed 004's light and medium workloads on each machine size and every
 //! trace of a folder, through each allocator without and with migration;
 //! the latency benchmark of Table 5; and the checks against the seed's
-//! figures and issue 5's targets, as data.
+//! figures and nvmos's targets, as data.
 
 use std::path::{Path, PathBuf};
 
@@ -216,7 +216,7 @@ pub struct PowerStudy {
     pub traces: Vec<TraceResult>,
     /// The latency benchmark (timings of this machine; not deterministic).
     pub latency: Option<LatencyResult>,
-    /// Issue 5's targets and the seed's figures, held against ours.
+    /// nvmos's targets and the seed's figures, held against ours.
     pub checks: Vec<Check>,
 }
 
@@ -596,7 +596,7 @@ pub fn run(
     Ok(study)
 }
 
-/// Issue 5's targets and the seed's figures against ours.
+/// nvmos's targets and the seed's figures against ours.
 fn checks(study: &PowerStudy) -> Vec<Check> {
     let mut out = Vec::new();
     for s in &study.synthetic {
@@ -605,7 +605,7 @@ fn checks(study: &PowerStudy) -> Vec<Check> {
         if let Some(r) = find_row(&s.rows, AllocatorKind::Adaptive, true) {
             let mut c = Check::new(
                 format!("Adaptive-Buddy with migration within 5 points of the optimum ({w}, {m})"),
-                "issue 5; seed 004 Table 2",
+                "nvmos target; seed 004 Table 2",
                 r.points_off_optimum,
                 "points",
                 Bound::AtMost(5.0),
@@ -666,7 +666,7 @@ fn checks(study: &PowerStudy) -> Vec<Check> {
                         "Adaptive-Buddy worst-case allocation at most 10x its mean ({} pages)",
                         r.pages
                     ),
-                    "issue 5; seed 004 Table 5",
+                    "nvmos target; seed 004 Table 5",
                     r.worst_over_mean,
                     "x",
                     Bound::AtMost(10.0),

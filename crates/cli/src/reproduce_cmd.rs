@@ -1,0 +1,491 @@
+//! `nvmos reproduce`: the results pipeline. Runs every study the book
+//! publishes (`nvmos_sim::reproduce`), writes each results page's data
+//! (`data/<page>.json`) and Markdown (`nvmos_pages::results`), and, with
+//! `--install`, puts them into the book and README's table between its
+//! markers; with `--check`, holds the committed pages to their data and to
+//! a fresh run instead of writing anything.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use nvmos_pages::results::{self, Body, PageData, ResultsPage, Stamp};
+use nvmos_report::{write_atomic, OutputDir};
+use nvmos_sim::reproduce::{self, Options};
+use nvmos_sim::study::Scale;
+
+/// README's generated table lies between these two lines.
+pub const README_BEGIN: &str =
+    "<!-- nvmos reproduce: results table begins (generated; do not edit) -->";
+/// See [`README_BEGIN`].
+pub const README_END: &str = "<!-- nvmos reproduce: results table ends -->";
+
+/// `nvmos reproduce`.
+#[derive(clap::Args, Debug)]
+pub struct ReproduceArgs {
+    /// The small versions of the studies that have one (minutes in all;
+    /// their figures are not the seeds'); the wear study on the traces is
+    /// the same at both scales.
+    #[arg(long)]
+    pub quick: bool,
+    /// Folder written: `data/<page>.json`, `<page>.md`, `index.md` and
+    /// `readme-table.md`.
+    #[arg(long, default_value = "nvmos-results")]
+    pub out: PathBuf,
+    /// Folder of traces: every file in it is replayed.
+    #[arg(long, default_value = "traces")]
+    pub traces: PathBuf,
+    /// Alternating runs of every timing (at least 2; the book's are 5).
+    #[arg(long, default_value_t = 5)]
+    pub runs: u32,
+    /// Leave out the timings (only deterministic results).
+    #[arg(long)]
+    pub no_timings: bool,
+    /// Rows of the wear study replayed at once (threads); default: every
+    /// core. The deterministic results do not depend on it.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub jobs: Option<u32>,
+    /// Also install what was written into the book (`--docs`), its CLI
+    /// reference and README's results table (`--readme`).
+    #[arg(long, conflicts_with = "check")]
+    pub install: bool,
+    /// Write nothing: check that every committed results page renders
+    /// from its committed data, that the CLI reference and README's table
+    /// are current, and that a fresh run of the deterministic studies
+    /// (at `--quick` scale if given, no timings) gives the committed
+    /// figures. Exits 1 naming every difference.
+    #[arg(long)]
+    pub check: bool,
+    /// With `--check`: hold the pages to their data, README's table and
+    /// the CLI reference only, without running the studies (seconds).
+    #[arg(long, requires = "check")]
+    pub data_only: bool,
+    /// The book's folder (`src/results` and `src/reference` below it).
+    #[arg(long, default_value = "docs")]
+    pub docs: PathBuf,
+    /// The README whose results table is generated.
+    #[arg(long, default_value = "README.md")]
+    pub readme: PathBuf,
+}
+
+/// Run it.
+pub fn run(args: ReproduceArgs, cli: clap::Command) -> Result<()> {
+    let scale = crate::study::scale(args.quick);
+    let mut options = Options::new(scale, &args.traces);
+    options.runs = args.runs;
+    options.jobs = args.jobs.map(|j| j as usize);
+    if args.no_timings {
+        options.timings = None;
+    }
+    if args.check {
+        return check(&args, options, cli);
+    }
+    let stamp = stamp()?;
+    let run = crate::with_progress(0, |p| reproduce::run(&options, p))
+        .context("running the results pipeline")?;
+    let pages = data(results::pages(&run)?, &stamp);
+    write_pages(&args.out, &pages)?;
+    let table = readme_table(&pages)?;
+    OutputDir::create(&args.out, &[])?.write("readme-table.md", table.as_bytes())?;
+    if args.install {
+        let results_dir = args.docs.join("src/results");
+        write_pages(&results_dir, &pages)?;
+        let reference = args.docs.join("src/reference/cli.md");
+        write_atomic(&reference, cli_reference(cli).as_bytes(), &[])?;
+        let readme = read(&args.readme)?;
+        write_atomic(
+            &args.readme,
+            with_table(&readme, &table, &args.readme)?.as_bytes(),
+            &[],
+        )?;
+        println!(
+            "installed {} pages into {}, the CLI reference into {} and the table into {}",
+            pages.len(),
+            results_dir.display(),
+            reference.display(),
+            args.readme.display()
+        );
+    }
+    println!("{}", results::index(&pages));
+    println!("written to {}", args.out.display());
+    Ok(())
+}
+
+/// `dir/data/<page>.json`, `dir/<page>.md` and `dir/index.md`.
+fn write_pages(dir: &Path, pages: &[PageData]) -> Result<()> {
+    let data = OutputDir::create(&dir.join("data"), &[])?;
+    let out = OutputDir::create(dir, &[])?;
+    for d in pages {
+        data.write_json(&format!("{}.json", d.page.stem), d)?;
+        out.write(
+            &format!("{}.md", d.page.stem),
+            results::markdown(d).as_bytes(),
+        )?;
+    }
+    out.write("index.md", results::index(pages).as_bytes())?;
+    Ok(())
+}
+
+/// Every page with the run's stamp.
+fn data(pages: Vec<ResultsPage>, stamp: &Stamp) -> Vec<PageData> {
+    pages
+        .into_iter()
+        .map(|page| PageData {
+            stamp: stamp.clone(),
+            page,
+        })
+        .collect()
+}
+
+fn readme_table(pages: &[PageData]) -> Result<String> {
+    let evaluate = pages
+        .iter()
+        .find(|d| d.page.stem == "evaluate")
+        .context("the run has no wear page")?;
+    results::readme_table(evaluate).context("the wear page has no headline table")
+}
+
+/// Where README's table lies: the byte ranges of its two markers' lines'
+/// ends. Fails naming the file when a marker is missing or out of order.
+fn markers(readme: &str, path: &Path) -> Result<(usize, usize)> {
+    let (Some(begin), Some(end)) = (readme.find(README_BEGIN), readme.find(README_END)) else {
+        bail!(
+            "{}: no results table markers (a line `{README_BEGIN}` and, after it, `{README_END}`)",
+            path.display()
+        );
+    };
+    let start = begin + README_BEGIN.len() + 1;
+    if end < start {
+        bail!(
+            "{}: the results table's end marker comes before its beginning",
+            path.display()
+        );
+    }
+    Ok((start, end))
+}
+
+/// `readme` with the text between [`README_BEGIN`] and [`README_END`]
+/// replaced by `table`.
+fn with_table(readme: &str, table: &str, path: &Path) -> Result<String> {
+    let (start, end) = markers(readme, path)?;
+    Ok(format!("{}{}{}", &readme[..start], table, &readme[end..]))
+}
+
+/// The table between README's markers, as committed.
+fn table_in(readme: &str, path: &Path) -> Result<String> {
+    let (start, end) = markers(readme, path)?;
+    Ok(readme[start..end].to_string())
+}
+
+fn read(path: &Path) -> Result<String> {
+    std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))
+}
+
+/// `--check`: every difference between the committed book and what the
+/// pipeline gives, each named by file and line.
+fn check(args: &ReproduceArgs, mut options: Options, cli: clap::Command) -> Result<()> {
+    let results_dir = args.docs.join("src/results");
+    let mut problems = Vec::new();
+    let mut committed = Vec::new();
+    let data_dir = results_dir.join("data");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&data_dir)
+        .with_context(|| format!("reading {}", data_dir.display()))?
+        .map(|e| e.map(|e| e.path()))
+        .collect::<Result<_, _>>()
+        .with_context(|| format!("reading {}", data_dir.display()))?;
+    files.retain(|p| p.extension().is_some_and(|e| e == "json"));
+    files.sort();
+    if files.is_empty() {
+        bail!("{}: no results data to check", data_dir.display());
+    }
+    // 1. Every page is what its data renders to.
+    for file in &files {
+        let d: PageData = serde_json::from_str(&read(file)?)
+            .with_context(|| format!("{}: not a results page's data", file.display()))?;
+        let page = results_dir.join(format!("{}.md", d.page.stem));
+        compare(
+            &page,
+            &read(&page)?,
+            &results::markdown(&d),
+            "its data renders",
+            &mut problems,
+        );
+        committed.push(d);
+    }
+    let index = results_dir.join("index.md");
+    compare(
+        &index,
+        &read(&index)?,
+        &results::index(&committed),
+        "its data renders",
+        &mut problems,
+    );
+    // 2. README's table and the CLI reference are current.
+    let readme = read(&args.readme)?;
+    compare(
+        &args.readme,
+        &table_in(&readme, &args.readme)?,
+        &readme_table(&committed)?,
+        "the wear page's data renders",
+        &mut problems,
+    );
+    let reference = args.docs.join("src/reference/cli.md");
+    compare(
+        &reference,
+        &read(&reference)?,
+        &cli_reference(cli),
+        "the CLI's help renders",
+        &mut problems,
+    );
+    // 3. A fresh run gives every deterministic figure the pages hold.
+    if args.data_only {
+        println!(
+            "compared {} pages with their data, README's table and the CLI reference (no fresh run: --data-only)",
+            committed.len()
+        );
+        return verdict(&problems);
+    }
+    // Each committed page's study again, at the scale it was committed
+    // at; with --quick, the slow studies committed at full scale are left
+    // to a full check.
+    let mut not_rerun = Vec::new();
+    options.timings = None;
+    options.evaluate = false;
+    (
+        options.levelling,
+        options.banks,
+        options.power,
+        options.swap,
+    ) = (None, None, None, None);
+    for d in &committed {
+        let scale = d.page.scale;
+        let slow = args.quick
+            && scale == Some(Scale::Full)
+            && SLOW_AT_FULL_SCALE.contains(&d.page.stem.as_str());
+        if slow {
+            not_rerun.push(d.page.stem.clone());
+            continue;
+        }
+        match d.page.stem.as_str() {
+            "evaluate" => options.evaluate = true,
+            "levelling" => options.levelling = scale,
+            "banks" => options.banks = scale,
+            "power" => options.power = scale,
+            "swap" => options.swap = scale,
+            _ => {}
+        }
+    }
+    let run = crate::with_progress(0, |p| reproduce::run(&options, p))
+        .context("running the deterministic studies")?;
+    let fresh = results::pages(&run)?;
+    let mut compared = 0;
+    for d in &committed {
+        if not_rerun.contains(&d.page.stem) {
+            continue;
+        }
+        let Some(new) = fresh.iter().find(|p| p.stem == d.page.stem) else {
+            if d.page.sections.iter().any(|s| s.deterministic) {
+                problems.push(format!(
+                    "{}: the pipeline no longer makes this page",
+                    d.page.stem
+                ));
+            }
+            continue;
+        };
+        for s in d.page.sections.iter().filter(|s| s.deterministic) {
+            let page = results_dir.join(format!("{}.md", d.page.stem));
+            match new.sections.iter().find(|n| n.heading == s.heading) {
+                None => problems.push(format!(
+                    "{}: section `{}`: the pipeline no longer makes it",
+                    page.display(),
+                    s.heading
+                )),
+                Some(n) => {
+                    compared += 1;
+                    let what = format!("{}, section `{}`", page.display(), s.heading);
+                    compare(
+                        Path::new(&what),
+                        &section_text(s),
+                        &section_text(n),
+                        "a fresh run gives",
+                        &mut problems,
+                    );
+                }
+            }
+        }
+    }
+    println!(
+        "compared {} pages with their data, README's table, the CLI reference and {compared} deterministic sections with a fresh run{}",
+        committed.len(),
+        if not_rerun.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; not re-run with --quick: {} (committed at full scale, which takes many minutes)",
+                not_rerun.join(", ")
+            )
+        }
+    );
+    verdict(&problems)
+}
+
+/// Success, or every problem on standard error and a failure counting them.
+fn verdict(problems: &[String]) -> Result<()> {
+    if problems.is_empty() {
+        println!("the book's results are current");
+        return Ok(());
+    }
+    for p in problems {
+        eprintln!("{p}");
+    }
+    bail!(
+        "{} difference{} between the book and the pipeline",
+        problems.len(),
+        if problems.len() == 1 { "" } else { "s" }
+    )
+}
+
+/// A section's text and body, as compared.
+fn section_text(s: &results::Section) -> String {
+    let body = match &s.body {
+        Body::Table(t) | Body::Text(t) => t.clone(),
+        Body::Timing(t) => results::timing_table(t),
+    };
+    format!("{}\n{}", s.text, body)
+}
+
+/// Note the first differing line of `committed` and `expected`.
+fn compare(what: &Path, committed: &str, expected: &str, source: &str, problems: &mut Vec<String>) {
+    if committed == expected {
+        return;
+    }
+    let mut c = committed.lines();
+    let mut e = expected.lines();
+    let mut line = 1;
+    loop {
+        match (c.next(), e.next()) {
+            (Some(a), Some(b)) if a == b => line += 1,
+            (a, b) => {
+                problems.push(format!(
+                    "{}: line {line}: committed {:?}, but {source} {:?}",
+                    what.display(),
+                    a.unwrap_or("(end)"),
+                    b.unwrap_or("(end)")
+                ));
+                return;
+            }
+        }
+    }
+}
+
+/// The book's CLI reference: every command's long help, generated from
+/// the CLI's own definition.
+pub fn cli_reference(cli: clap::Command) -> String {
+    let mut out = String::from("# Command-line reference\n\n");
+    out.push_str("<!-- Generated from the CLI's definition by `nvmos reproduce --install`: do not edit. -->\n\n");
+    out.push_str("Every command of `nvmos`, as `nvmos help COMMAND` prints it.\n\n");
+    let mut cli = cli.term_width(100);
+    cli.build();
+    command_reference(&cli, &mut Vec::new(), &mut out);
+    out
+}
+
+fn command_reference(cmd: &clap::Command, path: &mut Vec<String>, out: &mut String) {
+    path.push(cmd.get_name().to_string());
+    let name = path.join(" ");
+    let level = "#".repeat((path.len() + 1).min(4));
+    let _ = writeln!(out, "{level} `{name}`\n");
+    let help = cmd.clone().bin_name(&name).render_long_help().to_string();
+    let _ = writeln!(out, "```text\n{}\n```\n", help.trim_end());
+    for sub in cmd
+        .get_subcommands()
+        .filter(|s| !s.is_hide_set() && s.get_name() != "help")
+    {
+        command_reference(sub, path, out);
+    }
+    path.pop();
+}
+
+/// The studies whose full versions take many minutes: `--check --quick`
+/// leaves their full-scale pages to a full check (`--check`).
+const SLOW_AT_FULL_SCALE: [&str; 2] = ["levelling", "power"];
+
+/// Where and when this run happens.
+fn stamp() -> Result<Stamp> {
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let cpu = cpuinfo
+        .lines()
+        .find_map(|l| l.strip_prefix("model name"))
+        .and_then(|l| l.split_once(':'))
+        .map_or("unknown processor".to_string(), |(_, m)| {
+            m.trim().to_string()
+        });
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map_or("unknown kernel".into(), |r| format!("Linux {}", r.trim()));
+    let load_average = std::fs::read_to_string("/proc/loadavg")
+        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "unknown".into());
+    let commit = std::process::Command::new("git")
+        .args(["describe", "--always", "--dirty", "--abbrev=12"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map_or("unknown (not a git checkout)".into(), |o| {
+            String::from_utf8_lossy(&o.stdout).trim().to_string()
+        });
+    let seconds = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .context("the clock is before 1970")?
+        .as_secs();
+    Ok(Stamp {
+        commit,
+        date: civil_date(seconds / 86_400),
+        cpu,
+        cores: std::thread::available_parallelism().map_or(1, |n| n.get() as u32),
+        kernel,
+        load_average,
+        command: "nvmos reproduce".into(),
+    })
+}
+
+/// `YYYY-MM-DD` of a day counted from 1970-01-01 (proleptic Gregorian).
+fn civil_date(days: u64) -> String {
+    // Howard Hinnant's days_from_civil, inverted: eras of 400 years.
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn civil_dates() {
+        assert_eq!(civil_date(0), "1970-01-01");
+        assert_eq!(civil_date(11_016), "2000-02-29");
+        assert_eq!(civil_date(20_784), "2026-11-27");
+    }
+
+    #[test]
+    fn the_table_goes_between_the_markers_and_nowhere_else() {
+        let readme = format!("intro\n{README_BEGIN}\nold\n{README_END}\nrest\n");
+        let new = with_table(&readme, "new\n", Path::new("README.md")).unwrap();
+        assert_eq!(
+            new,
+            format!("intro\n{README_BEGIN}\nnew\n{README_END}\nrest\n")
+        );
+        assert_eq!(table_in(&new, Path::new("README.md")).unwrap(), "new\n");
+        let err = with_table("no markers", "x", Path::new("README.md")).unwrap_err();
+        assert!(err
+            .to_string()
+            .contains("README.md: no results table markers"));
+    }
+}

@@ -1,0 +1,554 @@
+//! The book's results pages (`docs/src/results/`), rendered from the
+//! results pipeline ([`nvmos_sim::reproduce`]).
+//!
+//! A page is data first ([`PageData`]: the stamp and the sections, which
+//! the pipeline writes as JSON beside the page) and Markdown second
+//! ([`markdown`]), so a test can render the committed data again and find
+//! any hand edit of the page, and can compare the deterministic sections
+//! of a fresh run with the committed ones cell by cell.
+//!
+//! Every section says whether it is deterministic (the same options give
+//! the same text on any machine) or a timing; a timing is rendered as the
+//! median and the spread of its alternating runs and as a ratio to the
+//! baseline of the same runs, never as an absolute time alone.
+
+use std::fmt::Write as _;
+
+use nvmos_report::columns::{Column, Columns};
+use nvmos_report::markdown;
+use nvmos_sim::reproduce::{Reproduction, TimingTable};
+use nvmos_sim::study::Scale;
+use nvmos_sim::{AllocatorKind, Evaluation, StudyRow, TraceStudy};
+use serde::{Deserialize, Serialize};
+
+use crate::Result;
+
+/// Where and when a page's figures were produced.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Stamp {
+    /// The commit of the code that ran (`git describe --always --dirty`).
+    pub commit: String,
+    /// The day the run started (UTC, `YYYY-MM-DD`).
+    pub date: String,
+    /// The processor's model name.
+    pub cpu: String,
+    /// Online CPUs.
+    pub cores: u32,
+    /// The kernel (`uname -sr`).
+    pub kernel: String,
+    /// The 1, 5 and 15 minute load averages when the run started.
+    pub load_average: String,
+    /// The command that produced the page.
+    pub command: String,
+}
+
+impl Stamp {
+    /// One line for a page: machine, commit, date.
+    pub fn line(&self) -> String {
+        format!(
+            "Produced by `{}` on {} ({} cores, {}, load average {} at start), commit `{}`, {}.",
+            self.command,
+            self.cpu,
+            self.cores,
+            self.kernel,
+            self.load_average,
+            self.commit,
+            self.date
+        )
+    }
+}
+
+/// A page: what the pipeline writes to `data/<stem>.json`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PageData {
+    /// Where and when.
+    pub stamp: Stamp,
+    /// The page.
+    pub page: ResultsPage,
+}
+
+/// One results page.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ResultsPage {
+    /// The file's stem (`evaluate` for `evaluate.md`).
+    pub stem: String,
+    /// The page's title.
+    pub title: String,
+    /// What the page shows and how it was run, in words.
+    pub intro: String,
+    /// The scale its study ran at; `None` for a study with one size (the
+    /// wear study on the traces).
+    pub scale: Option<Scale>,
+    /// The sections, in order.
+    pub sections: Vec<Section>,
+}
+
+/// One section of a page.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Section {
+    /// Its heading.
+    pub heading: String,
+    /// Words before the body (may be empty).
+    pub text: String,
+    /// Whether the same options give the same body on any machine.
+    pub deterministic: bool,
+    /// What it shows.
+    pub body: Body,
+}
+
+/// A section's content.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Body {
+    /// A Markdown table, already rendered.
+    Table(String),
+    /// A study's terminal output, shown as it prints.
+    Text(String),
+    /// Timing samples, rendered by [`timing_table`].
+    Timing(TimingTable),
+}
+
+impl Section {
+    fn table(heading: impl Into<String>, text: impl Into<String>, table: String) -> Self {
+        Section {
+            heading: heading.into(),
+            text: text.into(),
+            deterministic: true,
+            body: Body::Table(table),
+        }
+    }
+
+    fn text(heading: impl Into<String>, text: impl Into<String>, output: String) -> Self {
+        Section {
+            heading: heading.into(),
+            text: text.into(),
+            deterministic: true,
+            body: Body::Text(output),
+        }
+    }
+}
+
+/// The allocators of the headline table, after the kernel's own placement.
+const HEADLINE: [AllocatorKind; 6] = [
+    AllocatorKind::Buddy,
+    AllocatorKind::Lbs31,
+    AllocatorKind::IBuddy,
+    AllocatorKind::Lis31,
+    AllocatorKind::M3,
+    AllocatorKind::Adaptive,
+];
+
+/// What a page says of its scale.
+fn scale_words(scale: Scale) -> &'static str {
+    match scale {
+        Scale::Full => "the full study",
+        Scale::Quick => "the quick study (`--quick`: a small version, not the seed's figures)",
+    }
+}
+
+/// A page of one study's terminal output.
+fn study_page(
+    stem: &str,
+    title: &str,
+    scale: Scale,
+    intro: &str,
+    heading: &str,
+    output: String,
+) -> ResultsPage {
+    ResultsPage {
+        stem: stem.into(),
+        title: title.into(),
+        intro: format!("{intro}, {}.", scale_words(scale)),
+        scale: Some(scale),
+        sections: vec![Section::text(heading, "", output)],
+    }
+}
+
+/// Every page of a run, in the order the book lists them.
+pub fn pages(r: &Reproduction) -> Result<Vec<ResultsPage>> {
+    let o = &r.options;
+    let mut pages = Vec::new();
+    if let Some(e) = &r.evaluation {
+        pages.push(evaluate_page(e)?);
+    }
+    if let (Some(l), Some(scale)) = (&r.levelling, o.levelling) {
+        pages.push(study_page(
+            "levelling",
+            "Wear levelling beneath the allocators",
+            scale,
+            "`nvmos study levelling` on the shipped traces: lifetime as a percentage of the ideal under no levelling, Start-Gap, randomised Start-Gap and Security Refresh, and Start-Gap held against its paper",
+            "Lifetime under each scheme",
+            crate::levelling::render(l),
+        ));
+    }
+    if let (Some(b), Some(scale)) = (&r.banks, o.banks) {
+        pages.push(study_page(
+            "banks",
+            "Banks and placement",
+            scale,
+            "`nvmos study banks`: STREAM-like kernels on 1, 2 and 4 cores over frames placed by Linux's buddy, at random and by M³, through the DDR timing model",
+            "Row-buffer conflicts and run time",
+            crate::banks::text(b)?,
+        ));
+    }
+    if let (Some(p), Some(scale)) = (&r.power, o.power) {
+        pages.push(study_page(
+            "power",
+            "Memory power",
+            scale,
+            "`nvmos study power --no-latency`: memory that can be powered down against the optimum, energy and migration for Linux's buddy, the Bank-Buddies and Adaptive-Buddy. The timed allocation-latency table is left to `nvmos study power`, since it depends on the machine",
+            "Banks offline, energy and migration",
+            crate::power::tables(p)?,
+        ));
+    }
+    if let (Some(sw), Some(scale)) = (&r.swap, o.swap) {
+        pages.push(study_page(
+            "swap",
+            "SCM as a paging device",
+            scale,
+            "`nvmos study swap`: swap request patterns, swap-in and swap-out time on SCM and NAND devices, congestion control, the per-fault breakdown and device lifetime",
+            "The paging study",
+            crate::swap::tables(sw),
+        ));
+    }
+    if let (Some(timings), Some(scale)) = (&r.timings, o.timings) {
+        pages.push(ResultsPage {
+            stem: "timings".into(),
+            title: "Timings".into(),
+            scale: Some(scale),
+            intro: format!(
+                "Every table was taken in {} alternating runs: each run times every row once, baseline included, so a row and its baseline share the machine's state. Each row gives the median and the range of its samples and, more telling on a shared machine, the median and range of its per-run ratio to the baseline. The allocation benchmark ran at {}.",
+                timings.runs,
+                scale_words(scale)
+            ),
+            sections: timings
+                .tables
+                .iter()
+                .map(|t| Section {
+                    heading: t.title.clone(),
+                    text: String::new(),
+                    deterministic: false,
+                    body: Body::Timing(t.clone()),
+                })
+                .collect(),
+        });
+    }
+    Ok(pages)
+}
+
+/// The wear page: per trace, every allocator's wear table (its timing
+/// column left out) and, for traces with sampled writes, the
+/// write-weighted table.
+fn evaluate_page(e: &Evaluation) -> Result<ResultsPage> {
+    let mut sections = vec![Section::table(
+        "Lifetime at a glance",
+        "Lifetime as a percentage of the ideal (every frame worn evenly), one full-page write per allocated frame per allocation.",
+        headline(e)?,
+    )];
+    for t in &e.traces {
+        let first = t.rows.first();
+        let text = format!(
+            "{} events over {:.2} s on {} frames and {} CPUs{}. {}",
+            t.events,
+            t.duration_ns as f64 / 1e9,
+            first.map_or(0, |r| r.wear.frames),
+            t.machine.cpus,
+            if t.inferred {
+                " (inferred from the trace)"
+            } else {
+                ""
+            },
+            first.map_or(String::new(), |r| crate::events_read(&r.stats.accounting)),
+        );
+        let mut table = crate::evaluate::wear_columns(false)
+            .deterministic()
+            .markdown(&crate::evaluate::wear_rows_of(t))?;
+        if let Some(writes) = write_weighted(t)? {
+            table.push_str("\nWrite-weighted, from the sampled writes:\n\n");
+            table.push_str(&writes);
+        }
+        sections.push(Section::table(format!("`{}`", t.trace), text, table));
+    }
+    Ok(ResultsPage {
+        stem: "evaluate".into(),
+        title: "Wear on the shipped traces".into(),
+        scale: None,
+        intro: "`nvmos evaluate` on every trace in `traces/`: the kernel's own placement (`AS_RECORDED`) and every allocator of the registry, replayed on the recorded machine. Flags (`!!`) mark rows whose figures are not the trace's.".into(),
+        sections,
+    })
+}
+
+/// The write-weighted table of a trace recorded with sampled writes.
+fn write_weighted(t: &TraceStudy) -> Result<Option<String>> {
+    let rows: Vec<&StudyRow> = t.rows.iter().filter(|r| r.writes.is_some()).collect();
+    if rows.is_empty() {
+        return Ok(None);
+    }
+    let w = |h: &str, p: &str| Column::number(h, format!("writes.{p}"));
+    Columns::new([
+        Column::text("allocator", "allocator"),
+        Column::number("writes attributed", "stats.writes.attributed"),
+        Column::number("writes to refused blocks", "stats.writes.of_refused"),
+        w("max", "wear.max"),
+        w("max/mean", "wear.max_over_mean"),
+        w("lifetime % of ideal", "wear.lifetime_pct_of_ideal"),
+        w("Pearson r (allocations, writes)", "correlation.pearson"),
+        w("Spearman ρ", "correlation.spearman"),
+    ])
+    .markdown(&rows)
+    .map(Some)
+}
+
+/// The headline: every trace's lifetime (% of ideal) under the kernel's
+/// placement and the allocators of [`HEADLINE`].
+fn headline(e: &Evaluation) -> Result<String> {
+    let names: Vec<&str> = std::iter::once("AS_RECORDED")
+        .chain(HEADLINE.iter().map(|k| k.name()))
+        .collect();
+    let mut header = vec!["trace".to_string()];
+    header.extend(names.iter().map(|n| match *n {
+        "AS_RECORDED" => "Linux (as recorded)".to_string(),
+        n => n.to_string(),
+    }));
+    let left: Vec<bool> = (0..header.len()).map(|i| i == 0).collect();
+    let rows: Vec<Vec<String>> = e
+        .traces
+        .iter()
+        .map(|t| {
+            let mut row = vec![t.trace.clone()];
+            row.extend(names.iter().enumerate().map(|(i, n)| {
+                // The kernel's own placement is every trace's first row.
+                let found = match i {
+                    0 => t.rows.first(),
+                    _ => t.rows.iter().find(|r| r.allocator == *n),
+                };
+                found.map_or("-".into(), |r| {
+                    let pct = r.wear.lifetime_pct_of_ideal;
+                    if pct.is_finite() {
+                        format!("{} %", nvmos_report::format_value(pct))
+                    } else {
+                        "-".into()
+                    }
+                })
+            }));
+            row
+        })
+        .collect();
+    Ok(markdown::table(&header, &left, &rows))
+}
+
+/// A timing table: per row the median and range of its samples and of
+/// its per-run ratio to the baseline.
+pub fn timing_table(t: &TimingTable) -> String {
+    let baseline = t.rows.iter().find(|r| r.label == t.baseline);
+    let header = [
+        "row".to_string(),
+        format!("median ({})", t.unit),
+        "range".to_string(),
+        format!("ratio to {} (median)", t.baseline),
+        "ratio range".to_string(),
+    ];
+    let rows: Vec<Vec<String>> = t
+        .rows
+        .iter()
+        .map(|r| {
+            let (lo, mid, hi) = spread(&r.samples);
+            let ratios: Vec<f64> = match baseline {
+                Some(b) => r
+                    .samples
+                    .iter()
+                    .zip(&b.samples)
+                    .map(|(x, b)| x / b)
+                    .collect(),
+                None => Vec::new(),
+            };
+            let (rlo, rmid, rhi) = spread(&ratios);
+            vec![
+                r.label.clone(),
+                fmt(mid),
+                format!("{}–{}", fmt(lo), fmt(hi)),
+                if ratios.is_empty() {
+                    "no baseline".into()
+                } else {
+                    format!("{:.2}×", rmid)
+                },
+                if ratios.is_empty() {
+                    "-".into()
+                } else {
+                    format!("{:.2}–{:.2}", rlo, rhi)
+                },
+            ]
+        })
+        .collect();
+    let mut out = markdown::table(&header, &[true, false, false, false, false], &rows);
+    let better = if t.higher_is_better {
+        "higher is better"
+    } else {
+        "lower is better"
+    };
+    let _ = writeln!(
+        out,
+        "\n{} samples a row ({better}; a ratio below 1 means {} than the baseline).",
+        t.rows.first().map_or(0, |r| r.samples.len()),
+        if t.higher_is_better {
+            "slower"
+        } else {
+            "faster"
+        }
+    );
+    out
+}
+
+fn fmt(x: f64) -> String {
+    if x.is_finite() {
+        nvmos_report::format_value(x)
+    } else {
+        "-".into()
+    }
+}
+
+/// Smallest, median and largest; NaN for none.
+fn spread(samples: &[f64]) -> (f64, f64, f64) {
+    let lo = samples.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = samples.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    match nvmos_measure::stats::median(samples) {
+        Some(mid) => (lo, mid, hi),
+        None => (f64::NAN, f64::NAN, f64::NAN),
+    }
+}
+
+/// A results page as Markdown: title, stamp, intro, then each section.
+pub fn markdown(data: &PageData) -> String {
+    let p = &data.page;
+    let mut out = String::new();
+    let _ = writeln!(out, "# {}\n", p.title);
+    let _ = writeln!(
+        out,
+        "<!-- Generated by `nvmos reproduce` from data/{}.json: do not edit; run the pipeline again. -->\n",
+        p.stem
+    );
+    let _ = writeln!(out, "*{}*\n", data.stamp.line());
+    let _ = writeln!(out, "{}\n", p.intro);
+    for s in &p.sections {
+        let _ = writeln!(out, "## {}\n", s.heading);
+        if !s.text.is_empty() {
+            let _ = writeln!(out, "{}\n", s.text);
+        }
+        match &s.body {
+            Body::Table(t) => out.push_str(t),
+            Body::Text(t) => {
+                let _ = write!(out, "```text\n{}", t);
+                if !t.ends_with('\n') {
+                    out.push('\n');
+                }
+                out.push_str("```\n");
+            }
+            Body::Timing(t) => out.push_str(&timing_table(t)),
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// The pages in the order the book lists them; a page of another name
+/// comes after them.
+pub const PAGE_ORDER: [&str; 6] = ["evaluate", "levelling", "banks", "power", "swap", "timings"];
+
+/// `results/index.md`: what each page holds and where it came from, in
+/// [`PAGE_ORDER`].
+pub fn index(pages: &[PageData]) -> String {
+    let mut pages: Vec<&PageData> = pages.iter().collect();
+    pages.sort_by_key(|d| {
+        let stem = d.page.stem.as_str();
+        (
+            PAGE_ORDER
+                .iter()
+                .position(|&p| p == stem)
+                .unwrap_or(PAGE_ORDER.len()),
+            stem.to_string(),
+        )
+    });
+    let mut out = String::from("# Results\n\n");
+    out.push_str(
+        "<!-- Generated by `nvmos reproduce`: do not edit; run the pipeline again. -->\n\n",
+    );
+    out.push_str("Every figure in these pages was produced by `nvmos reproduce` (see [Reproducing the results](../reproducing.md)) and is held by a test: the deterministic ones exactly, against a fresh run; the timings against the data the page was rendered from.\n\n");
+    let header = [
+        "page".to_string(),
+        "scale".into(),
+        "commit".into(),
+        "date".into(),
+        "machine".into(),
+    ];
+    let rows: Vec<Vec<String>> = pages
+        .iter()
+        .map(|d| {
+            vec![
+                format!("[{}]({}.md)", d.page.title, d.page.stem),
+                match d.page.scale {
+                    None => "one size".into(),
+                    Some(Scale::Full) => "full".into(),
+                    Some(Scale::Quick) => "quick".into(),
+                },
+                format!("`{}`", d.stamp.commit),
+                d.stamp.date.clone(),
+                format!("{}, {} cores", d.stamp.cpu, d.stamp.cores),
+            ]
+        })
+        .collect();
+    out.push_str(&markdown::table(&header, &[true; 5], &rows));
+    out
+}
+
+/// README's results table: the headline of the wear page and its stamp.
+/// `None` if the page has no headline section.
+pub fn readme_table(evaluate: &PageData) -> Option<String> {
+    let s = evaluate.page.sections.first()?;
+    let Body::Table(table) = &s.body else {
+        return None;
+    };
+    Some(format!(
+        "{}\n{}\n*{}*\n",
+        s.text,
+        table,
+        evaluate.stamp.line()
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nvmos_sim::reproduce::TimingRow;
+
+    #[test]
+    fn timing_ratios_are_taken_run_by_run() {
+        let t = TimingTable {
+            id: "x".into(),
+            title: "x".into(),
+            unit: "ns".into(),
+            higher_is_better: false,
+            baseline: "base".into(),
+            rows: vec![
+                TimingRow {
+                    label: "base".into(),
+                    samples: vec![10.0, 20.0, 40.0],
+                },
+                TimingRow {
+                    label: "fast".into(),
+                    samples: vec![5.0, 10.0, 40.0],
+                },
+            ],
+        };
+        let md = timing_table(&t);
+        // Run by run 0.5, 0.5, 1.0: median 0.5; the medians' ratio would
+        // be 10/20 = 0.5 too, but the range shows the third run.
+        assert!(
+            md.contains("| fast | 10 | 5–40 | 0.50× | 0.50–1.00 |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| base | 20 | 10–40 | 1.00× | 1.00–1.00 |"),
+            "{md}"
+        );
+    }
+}
