@@ -41,6 +41,16 @@ pub struct ReproduceArgs {
     /// Leave out the timings (only deterministic results).
     #[arg(long)]
     pub no_timings: bool,
+    /// Run only these pages' studies (evaluate, levelling, banks, power,
+    /// swap, timings); `--install` then replaces only those pages and
+    /// keeps the others, and README's table only with `evaluate`.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        value_name = "PAGE",
+        conflicts_with = "check"
+    )]
+    pub only: Vec<String>,
     /// Rows of the wear study replayed at once (threads); default: every
     /// core. The deterministic results do not depend on it.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
@@ -80,30 +90,62 @@ pub fn run(args: ReproduceArgs, cli: clap::Command) -> Result<()> {
     if args.check {
         return check(&args, options, cli);
     }
+    if !args.only.is_empty() {
+        if let Some(bad) = args
+            .only
+            .iter()
+            .find(|p| !results::PAGE_ORDER.contains(&p.as_str()))
+        {
+            bail!(
+                "--only {bad}: no such page (pages: {})",
+                results::PAGE_ORDER.join(", ")
+            );
+        }
+        let has = |p: &str| args.only.iter().any(|o| o == p);
+        let at = |p: &str| if has(p) { Some(scale) } else { None };
+        options.evaluate = has("evaluate");
+        (
+            options.levelling,
+            options.banks,
+            options.power,
+            options.swap,
+        ) = (at("levelling"), at("banks"), at("power"), at("swap"));
+        if !has("timings") || args.no_timings {
+            options.timings = None;
+        }
+    }
     let stamp = stamp()?;
     let run = crate::with_progress(0, |p| reproduce::run(&options, p))
         .context("running the results pipeline")?;
     let pages = data(results::pages(&run)?, &stamp);
     write_pages(&args.out, &pages)?;
-    let table = readme_table(&pages)?;
-    OutputDir::create(&args.out, &[])?.write("readme-table.md", table.as_bytes())?;
+    let table = readme_table(&pages).ok();
+    if let Some(table) = &table {
+        OutputDir::create(&args.out, &[])?.write("readme-table.md", table.as_bytes())?;
+    }
     if args.install {
         let results_dir = args.docs.join("src/results");
         write_pages(&results_dir, &pages)?;
         let reference = args.docs.join("src/reference/cli.md");
         write_atomic(&reference, cli_reference(cli).as_bytes(), &[])?;
-        let readme = read(&args.readme)?;
-        write_atomic(
-            &args.readme,
-            with_table(&readme, &table, &args.readme)?.as_bytes(),
-            &[],
-        )?;
+        if let Some(table) = &table {
+            let readme = read(&args.readme)?;
+            write_atomic(
+                &args.readme,
+                with_table(&readme, table, &args.readme)?.as_bytes(),
+                &[],
+            )?;
+        }
         println!(
-            "installed {} pages into {}, the CLI reference into {} and the table into {}",
+            "installed {} pages into {} and the CLI reference into {}{}",
             pages.len(),
             results_dir.display(),
             reference.display(),
-            args.readme.display()
+            if table.is_some() {
+                format!("; the table into {}", args.readme.display())
+            } else {
+                String::new()
+            }
         );
     }
     println!("{}", results::index(&pages));
@@ -122,8 +164,29 @@ fn write_pages(dir: &Path, pages: &[PageData]) -> Result<()> {
             results::markdown(d).as_bytes(),
         )?;
     }
-    out.write("index.md", results::index(pages).as_bytes())?;
+    // The index lists every page of the folder, those of earlier runs
+    // (`--only`) included.
+    let all = committed_pages(&dir.join("data"))?;
+    out.write("index.md", results::index(&all).as_bytes())?;
     Ok(())
+}
+
+/// Every page's data in `data_dir`, by file name.
+fn committed_pages(data_dir: &Path) -> Result<Vec<PageData>> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(data_dir)
+        .with_context(|| format!("reading {}", data_dir.display()))?
+        .map(|e| e.map(|e| e.path()))
+        .collect::<Result<_, _>>()
+        .with_context(|| format!("reading {}", data_dir.display()))?;
+    files.retain(|p| p.extension().is_some_and(|e| e == "json"));
+    files.sort();
+    files
+        .iter()
+        .map(|file| {
+            serde_json::from_str(&read(file)?)
+                .with_context(|| format!("{}: not a results page's data", file.display()))
+        })
+        .collect()
 }
 
 /// Every page with the run's stamp.
@@ -186,31 +249,21 @@ fn read(path: &Path) -> Result<String> {
 fn check(args: &ReproduceArgs, mut options: Options, cli: clap::Command) -> Result<()> {
     let results_dir = args.docs.join("src/results");
     let mut problems = Vec::new();
-    let mut committed = Vec::new();
     let data_dir = results_dir.join("data");
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&data_dir)
-        .with_context(|| format!("reading {}", data_dir.display()))?
-        .map(|e| e.map(|e| e.path()))
-        .collect::<Result<_, _>>()
-        .with_context(|| format!("reading {}", data_dir.display()))?;
-    files.retain(|p| p.extension().is_some_and(|e| e == "json"));
-    files.sort();
-    if files.is_empty() {
+    let committed = committed_pages(&data_dir)?;
+    if committed.is_empty() {
         bail!("{}: no results data to check", data_dir.display());
     }
     // 1. Every page is what its data renders to.
-    for file in &files {
-        let d: PageData = serde_json::from_str(&read(file)?)
-            .with_context(|| format!("{}: not a results page's data", file.display()))?;
+    for d in &committed {
         let page = results_dir.join(format!("{}.md", d.page.stem));
         compare(
             &page,
             &read(&page)?,
-            &results::markdown(&d),
+            &results::markdown(d),
             "its data renders",
             &mut problems,
         );
-        committed.push(d);
     }
     let index = results_dir.join("index.md");
     compare(
