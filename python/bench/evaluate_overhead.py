@@ -1,5 +1,5 @@
 """Python overhead of `nvmos.evaluate` against the CLI's `nvmos evaluate` on
-the shipped traces (4 traces x 10 rows), in alternating runs: wall seconds
+every shipped trace through every allocator, in alternating runs: wall seconds
 and CPU seconds (the CLI's from getrusage of the child, Python's from
 process_time), medians and their ratio.
 

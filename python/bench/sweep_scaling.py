@@ -4,8 +4,8 @@ local (process pool) and on a real local Ray cluster (started here on
 
     .venv/bin/python python/bench/sweep_scaling.py [CELLS_GRID_TRACES...]
 
-Every run sweeps the same grid (default: the four shipped traces x
-buddy, iBuddy, LiS-31 x 256MiB, 1GiB = 24 cells) into a fresh folder.
+Every run sweeps the same grid (default: every shipped trace
+x buddy, iBuddy, LiS-31 x 256MiB, 1GiB) into a fresh folder.
 Overhead per cell = (wall time at 1 worker - the cells' own compute time,
 as measured inside the workers) / cells, so it counts scheduling, the
 trace handed over, result gathering and the Parquet writes; Ray's
