@@ -28,26 +28,24 @@ pub fn ticks() -> u64 {
 /// CPU seconds the calling thread has run: what a benchmark on a shared
 /// machine reports beside wall time (time spent descheduled is left out).
 pub fn thread_cpu_seconds() -> f64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes the struct we pass; this clock always
-    // exists on Linux.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
+    clock_seconds(libc::CLOCK_THREAD_CPUTIME_ID)
 }
 
 /// CPU seconds the whole process has run, every thread included: the cost
 /// of work spread over a thread pool.
 pub fn process_cpu_seconds() -> f64 {
+    clock_seconds(libc::CLOCK_PROCESS_CPUTIME_ID)
+}
+
+/// The seconds of a CPU-time clock.
+fn clock_seconds(clock: libc::clockid_t) -> f64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
     };
-    // SAFETY: clock_gettime writes the struct we pass; this clock always
-    // exists on Linux.
-    unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
+    // SAFETY: clock_gettime writes the struct we pass; both CPU-time
+    // clocks always exist on Linux.
+    unsafe { libc::clock_gettime(clock, &mut ts) };
     ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
 }
 

@@ -367,6 +367,25 @@ pub fn text(evaluation: &Evaluation) -> Result<String> {
     Ok(out)
 }
 
+/// The write-weighted table's columns, one definition for the terminal
+/// and the book's results page: each row's sampled writes under its
+/// placement, and their per-frame correlation with its allocations.
+pub fn write_columns() -> Columns {
+    let w = |h: &str, p: &str| Column::number(h, format!("writes.{p}"));
+    Columns::new([
+        Column::text("write-weighted", "allocator"),
+        Column::number("attributed", "stats.writes.attributed"),
+        Column::number("refused", "stats.writes.of_refused"),
+        w("max", "wear.max"),
+        w("max/mean", "wear.max_over_mean"),
+        w("life %", "wear.lifetime_pct_of_ideal"),
+        w("years@1e7", "wear.lifetime_years.1"),
+        w("pearson", "correlation.pearson"),
+        w("spearman", "correlation.spearman"),
+        w("frames", "correlation.frames"),
+    ])
+}
+
 /// Write-weighted wear beside the table above, for traces recorded with
 /// `record --writes`: each frame's sampled writes (one per sample in which
 /// it was written) under each row's placement, and how they correlate per
@@ -382,19 +401,7 @@ fn write_table(trace: &TraceStudy, out: &mut String) -> Result<()> {
         a.write_samples, a.writes_not_live
     )
     .unwrap();
-    let w = |h: &str, p: &str| Column::number(h, format!("writes.{p}"));
-    let table = Columns::new([
-        Column::text("write-weighted", "allocator"),
-        Column::number("attributed", "stats.writes.attributed"),
-        Column::number("refused", "stats.writes.of_refused"),
-        w("max", "wear.max"),
-        w("max/mean", "wear.max_over_mean"),
-        w("life %", "wear.lifetime_pct_of_ideal"),
-        w("years@1e7", "wear.lifetime_years.1"),
-        w("pearson", "correlation.pearson"),
-        w("spearman", "correlation.spearman"),
-        w("frames", "correlation.frames"),
-    ]);
+    let table = write_columns();
     let rows: Vec<&StudyRow> = trace.rows.iter().filter(|r| r.writes.is_some()).collect();
     out.push_str(&table.text(&rows)?);
     Ok(())

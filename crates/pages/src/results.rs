@@ -14,7 +14,6 @@
 
 use std::fmt::Write as _;
 
-use nvmos_report::columns::{Column, Columns};
 use nvmos_report::markdown;
 use nvmos_sim::reproduce::{Reproduction, TimingTable};
 use nvmos_sim::study::Scale;
@@ -284,19 +283,7 @@ fn write_weighted(t: &TraceStudy) -> Result<Option<String>> {
     if rows.is_empty() {
         return Ok(None);
     }
-    let w = |h: &str, p: &str| Column::number(h, format!("writes.{p}"));
-    Columns::new([
-        Column::text("allocator", "allocator"),
-        Column::number("writes attributed", "stats.writes.attributed"),
-        Column::number("writes to refused blocks", "stats.writes.of_refused"),
-        w("max", "wear.max"),
-        w("max/mean", "wear.max_over_mean"),
-        w("lifetime % of ideal", "wear.lifetime_pct_of_ideal"),
-        w("Pearson r (allocations, writes)", "correlation.pearson"),
-        w("Spearman ρ", "correlation.spearman"),
-    ])
-    .markdown(&rows)
-    .map(Some)
+    crate::evaluate::write_columns().markdown(&rows).map(Some)
 }
 
 /// The headline: every trace's lifetime (% of ideal) under the kernel's

@@ -474,3 +474,59 @@ fn largest_nvt(traces: &[PathBuf]) -> Option<PathBuf> {
         .max_by_key(|p| std::fs::metadata(p).map_or(0, |m| m.len()))
         .cloned()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn table(id: &str) -> TimingTable {
+        TimingTable {
+            id: id.into(),
+            title: id.into(),
+            unit: "ns".into(),
+            higher_is_better: false,
+            baseline: "base".into(),
+            rows: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn each_run_adds_one_sample_to_its_row_of_its_table() {
+        let mut t = TimingRuns::default();
+        for run in 0..3 {
+            t.push(table("a"), "base", run as f64);
+            t.push(table("a"), "x", 10.0 + run as f64);
+            t.push(table("b"), "base", 20.0);
+        }
+        assert_eq!(t.tables.len(), 2);
+        let a = &t.tables[0];
+        assert_eq!(a.rows.len(), 2);
+        assert_eq!(a.rows[0].samples, vec![0.0, 1.0, 2.0]);
+        assert_eq!(a.rows[1].samples, vec![10.0, 11.0, 12.0]);
+        assert_eq!(t.tables[1].rows[0].samples.len(), 3);
+    }
+
+    #[test]
+    fn impossible_options_are_refused_by_name() {
+        let mut o = Options::new(Scale::Quick, "no-such-folder");
+        o.runs = 1;
+        let e = run(&o, &mut |_| {}).unwrap_err();
+        assert!(e.to_string().contains("runs = 1"), "{e}");
+        o.runs = 5;
+        o.jobs = Some(0);
+        assert!(run(&o, &mut |_| {})
+            .unwrap_err()
+            .to_string()
+            .contains("jobs = 0"));
+        o.jobs = None;
+        let e = run(&o, &mut |_| {}).unwrap_err();
+        assert!(e.to_string().contains("no-such-folder"), "{e}");
+        let empty =
+            std::env::temp_dir().join(format!("nvmos-reproduce-empty-{}", std::process::id()));
+        std::fs::create_dir_all(&empty).unwrap();
+        o.traces = empty.clone();
+        let e = run(&o, &mut |_| {}).unwrap_err();
+        std::fs::remove_dir(&empty).unwrap();
+        assert!(e.to_string().contains("no traces in"), "{e}");
+    }
+}
