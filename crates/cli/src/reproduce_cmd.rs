@@ -436,10 +436,17 @@ fn compare(what: &Path, committed: &str, expected: &str, source: &str, problems:
 pub fn cli_reference(cli: clap::Command) -> String {
     let mut out = String::from("# Command-line reference\n\n");
     out.push_str("<!-- Generated from the CLI's definition by `nvmos reproduce --install`: do not edit. -->\n\n");
-    out.push_str("Every command of `nvmos`, as `nvmos help COMMAND` prints it.\n\n");
+    out.push_str("Every command of `nvmos`, as `nvmos help COMMAND` prints it; `<checkout>` stands for the folder nvmos was built in.\n\n");
     let mut cli = cli.term_width(100);
     cli.build();
     command_reference(&cli, &mut Vec::new(), &mut out);
+    // Some defaults are paths into the checkout the binary was built from
+    // (the kernel series, the workloads): the same reference for every
+    // checkout.
+    let checkout = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let checkout = std::fs::canonicalize(&checkout).unwrap_or(checkout);
+    let mut out = out.replace(&format!("{}/crates/kernel/../../", checkout.display()), "<checkout>/");
+    out = out.replace(&format!("{}/", checkout.display()), "<checkout>/");
     out
 }
 

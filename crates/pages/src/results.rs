@@ -241,7 +241,7 @@ pub fn pages(r: &Reproduction) -> Result<Vec<ResultsPage>> {
 fn evaluate_page(e: &Evaluation) -> Result<ResultsPage> {
     let mut sections = vec![Section::table(
         "Lifetime at a glance",
-        "Lifetime as a percentage of the ideal (every frame worn evenly), one full-page write per allocated frame per allocation.",
+        "Lifetime in percent of the ideal (every frame worn evenly: 100), one full-page write per allocated frame per allocation: how long the memory lasts under each placement; higher is better.",
         headline(e)?,
     )];
     for t in &e.traces {
@@ -312,7 +312,7 @@ fn headline(e: &Evaluation) -> Result<String> {
                 found.map_or("-".into(), |r| {
                     let pct = r.wear.lifetime_pct_of_ideal;
                     if pct.is_finite() {
-                        format!("{} %", nvmos_report::format_value(pct))
+                        nvmos_report::format_value(pct)
                     } else {
                         "-".into()
                     }
