@@ -495,7 +495,7 @@ pub fn readme_table(evaluate: &PageData) -> Option<String> {
         return None;
     };
     Some(format!(
-        "{}\n{}\n*{}*\n",
+        "{}\n\n{}\n*{}*\n",
         s.text,
         table,
         evaluate.stamp.line()
