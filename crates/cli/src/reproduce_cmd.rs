@@ -445,7 +445,10 @@ pub fn cli_reference(cli: clap::Command) -> String {
     // checkout.
     let checkout = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let checkout = std::fs::canonicalize(&checkout).unwrap_or(checkout);
-    let mut out = out.replace(&format!("{}/crates/kernel/../../", checkout.display()), "<checkout>/");
+    let mut out = out.replace(
+        &format!("{}/crates/kernel/../../", checkout.display()),
+        "<checkout>/",
+    );
     out = out.replace(&format!("{}/", checkout.display()), "<checkout>/");
     out
 }
