@@ -345,8 +345,19 @@ fn check(args: &ReproduceArgs, mut options: Options, cli: clap::Command) -> Resu
             }
             continue;
         };
+        let page = results_dir.join(format!("{}.md", d.page.stem));
+        // A section the run makes that the page lacks (a trace added to
+        // the folder) is a difference too.
+        for n in new.sections.iter().filter(|n| n.deterministic) {
+            if !d.page.sections.iter().any(|s| s.heading == n.heading) {
+                problems.push(format!(
+                    "{}: section `{}`: made by the pipeline, missing from the page",
+                    page.display(),
+                    n.heading
+                ));
+            }
+        }
         for s in d.page.sections.iter().filter(|s| s.deterministic) {
-            let page = results_dir.join(format!("{}.md", d.page.stem));
             match new.sections.iter().find(|n| n.heading == s.heading) {
                 None => problems.push(format!(
                     "{}: section `{}`: the pipeline no longer makes it",
