@@ -258,7 +258,7 @@ fn check(args: &ReproduceArgs, mut options: Options, cli: clap::Command) -> Resu
     for d in &committed {
         let page = results_dir.join(format!("{}.md", d.page.stem));
         compare(
-            &page,
+            &page.display(),
             &read(&page)?,
             &results::markdown(d),
             "its data renders",
@@ -267,7 +267,7 @@ fn check(args: &ReproduceArgs, mut options: Options, cli: clap::Command) -> Resu
     }
     let index = results_dir.join("index.md");
     compare(
-        &index,
+        &index.display(),
         &read(&index)?,
         &results::index(&committed),
         "its data renders",
@@ -276,7 +276,7 @@ fn check(args: &ReproduceArgs, mut options: Options, cli: clap::Command) -> Resu
     // 2. README's table and the CLI reference are current.
     let readme = read(&args.readme)?;
     compare(
-        &args.readme,
+        &args.readme.display(),
         &table_in(&readme, &args.readme)?,
         &readme_table(&committed)?,
         "the wear page's data renders",
@@ -284,7 +284,7 @@ fn check(args: &ReproduceArgs, mut options: Options, cli: clap::Command) -> Resu
     );
     let reference = args.docs.join("src/reference/cli.md");
     compare(
-        &reference,
+        &reference.display(),
         &read(&reference)?,
         &cli_reference(cli),
         "the CLI's help renders",
@@ -368,7 +368,7 @@ fn check(args: &ReproduceArgs, mut options: Options, cli: clap::Command) -> Resu
                     compared += 1;
                     let what = format!("{}, section `{}`", page.display(), s.heading);
                     compare(
-                        Path::new(&what),
+                        &what,
                         &section_text(s),
                         &section_text(n),
                         "a fresh run gives",
@@ -419,7 +419,13 @@ fn section_text(s: &results::Section) -> String {
 }
 
 /// Note the first differing line of `committed` and `expected`.
-fn compare(what: &Path, committed: &str, expected: &str, source: &str, problems: &mut Vec<String>) {
+fn compare(
+    what: &dyn std::fmt::Display,
+    committed: &str,
+    expected: &str,
+    source: &str,
+    problems: &mut Vec<String>,
+) {
     if committed == expected {
         return;
     }
@@ -431,8 +437,7 @@ fn compare(what: &Path, committed: &str, expected: &str, source: &str, problems:
             (Some(a), Some(b)) if a == b => line += 1,
             (a, b) => {
                 problems.push(format!(
-                    "{}: line {line}: committed {:?}, but {source} {:?}",
-                    what.display(),
+                    "{what}: line {line}: committed {:?}, but {source} {:?}",
                     a.unwrap_or("(end)"),
                     b.unwrap_or("(end)")
                 ));

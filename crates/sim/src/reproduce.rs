@@ -26,7 +26,7 @@ use crate::banks_study::{Banks, BanksOutput};
 use crate::bench_alloc::{self, BenchAllocOptions, BenchAllocator, Op, Pattern};
 use crate::evaluate::{self, study_allocator, Evaluation, StudyOptions};
 use crate::levelling::study::{LevellingStudy, Output as LevellingOutput};
-use crate::power::{PowerStudy, PowerStudyError};
+use crate::power::PowerStudy;
 use crate::study::{Progress, Scale, Study};
 use crate::swap_study::{Swap, SwapStudy};
 
@@ -267,10 +267,7 @@ pub fn run(options: &Options, progress: &mut dyn FnMut(Progress)) -> Result<Repr
             let mut o = PowerStudy::options(scale);
             o.traces = Some(options.traces.clone());
             o.latency = None;
-            Some(
-                PowerStudy::run(&o, &mut |_| {})
-                    .map_err(|e: PowerStudyError| study_error("power")(e))?,
-            )
+            Some(PowerStudy::run(&o, &mut |_| {}).map_err(study_error("power"))?)
         }
         None => None,
     };
