@@ -3,6 +3,7 @@
  * Adaptive-Buddy (seed 004): see adaptive_core.h.
  */
 #include "adaptive_core.h"
+#include "ibuddy_core.h"
 
 #define AD_ORDERS (AD_MAX_ORDER + 1)
 
@@ -390,12 +391,78 @@ u64 ad_alloc(struct ad_core *c, unsigned int order, int kernel)
 	return c->start + i;
 }
 
-void ad_free(struct ad_core *c, u64 pfn, unsigned int order)
+u64 ad_free_block_of(const struct ad_core *c, u64 pfn, unsigned int *order)
 {
-	u32 i = (u32)(pfn - c->start), b = ad_index_bank(c, i), lo, hi;
-	u32 slot = c->banks[b].home;
+	unsigned int o;
+
+	if (pfn < c->start || pfn >= c->end)
+		return AD_NONE;
+	for (o = 0; o <= AD_MAX_ORDER; o++) {
+		u64 head = pfn & ~((1ULL << o) - 1);
+
+		if (head < c->start)
+			break;
+		if (c->state[head - c->start] > o) {
+			/* A free block starting at head; it holds pfn when long enough. */
+			if (pfn - head < (1ULL << (c->state[head - c->start] - 1))) {
+				*order = c->state[head - c->start] - 1;
+				return head;
+			}
+		}
+	}
+	return AD_NONE;
+}
+
+/* Why freeing (pfn, order) would be wrong, or IB_FREE_OK. */
+static int ad_check_free(const struct ad_core *c, u64 pfn, unsigned int order)
+{
+	u64 n = 1ULL << order, p;
+	unsigned int o;
+	u32 b;
+
+	if (order > AD_MAX_ORDER || (pfn & (n - 1)) || pfn < c->start ||
+	    pfn >= c->end || c->end - pfn < n)
+		return IB_FREE_OUTSIDE;
+	b = ad_bank_of(c, pfn);
+	if (ad_bank_of(c, pfn + n - 1) != b)
+		return IB_FREE_OUTSIDE;
+	/* A free block starting inside the block, or one holding its first frame. */
+	for (p = pfn; p < pfn + n; p++)
+		if (c->state[p - c->start])
+			return IB_FREE_DOUBLE;
+	if (ad_free_block_of(c, pfn, &o) != AD_NONE)
+		return IB_FREE_DOUBLE;
+	return IB_FREE_OK;
+}
+
+void ad_take_block(struct ad_core *c, u64 pfn, unsigned int order)
+{
+	u32 i = (u32)(pfn - c->start), b = ad_index_bank(c, i);
 	u64 n = 1ULL << order;
 
+	ad_take(c, ad_list(c, c->banks[b].home, order), i, order);
+	c->banks[b].free -= n;
+	c->stats.taken_frames += n;
+	if (c->banks[b].role == AD_OFFLINE)
+		ad_set_role(c, b, AD_KERNEL);
+}
+
+u64 ad_nr_free_blocks(const struct ad_core *c, unsigned int order)
+{
+	return order > AD_MAX_ORDER ? 0 : READ_ONCE(c->nr_blocks[order]);
+}
+
+int ad_free(struct ad_core *c, u64 pfn, unsigned int order)
+{
+	u32 i, b, lo, hi, slot;
+	u64 n = 1ULL << order;
+	int bad = ad_check_free(c, pfn, order);
+
+	if (bad)
+		return bad;
+	i = (u32)(pfn - c->start);
+	b = ad_index_bank(c, i);
+	slot = c->banks[b].home;
 	ad_bank_range(c, b, &lo, &hi);
 	while (order < AD_MAX_ORDER) {
 		u64 bpfn = (c->start + i) ^ (1ULL << order);
@@ -417,6 +484,7 @@ void ad_free(struct ad_core *c, u64 pfn, unsigned int order)
 	c->stats.free_frames += n;
 	if (ad_bank_empty(c, b))
 		ad_set_role(c, b, AD_OFFLINE);
+	return IB_FREE_OK;
 }
 
 int ad_free_block_at(const struct ad_core *c, u64 pfn)

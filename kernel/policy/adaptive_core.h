@@ -33,6 +33,7 @@
 
 #ifdef __KERNEL__
 #include <linux/types.h>
+#include <linux/compiler.h>
 #else
 #include "ibuddy_shim.h"
 #endif
@@ -67,6 +68,7 @@ struct ad_stats {
 	u64 free_frames;
 	u64 bank_adds;			/* offline banks taken into a pool */
 	u64 bank_releases;		/* banks gone offline */
+	u64 taken_frames;		/* free frames taken out by ad_take_block */
 };
 
 /*
@@ -103,8 +105,25 @@ void ad_seed(struct ad_core *c, u64 pfn, unsigned int order);
 void ad_seed_done(struct ad_core *c);
 /* Allocate 2^order frames for a kernel (unmovable/reclaimable) or user request; AD_NONE when none. */
 u64 ad_alloc(struct ad_core *c, unsigned int order, int kernel);
-/* Free a block allocated from this core (or seeded as in use). */
-void ad_free(struct ad_core *c, u64 pfn, unsigned int order);
+/*
+ * Free a block allocated from this core (or seeded as in use): IB_FREE_OK,
+ * or what was wrong with it (ibuddy_core.h's enum ib_free_result), the
+ * core left unchanged.
+ */
+int ad_free(struct ad_core *c, u64 pfn, unsigned int order);
+/*
+ * The first frame of the free block that holds pfn, and its order in
+ * *order; AD_NONE when pfn is not free in the core.
+ */
+u64 ad_free_block_of(const struct ad_core *c, u64 pfn, unsigned int *order);
+/*
+ * Take the free block (pfn, order) that ad_free_block_of found out of the
+ * core, for a caller that hands it elsewhere; its bank counts the frames
+ * as in use (an offline bank joins the kernel pool).
+ */
+void ad_take_block(struct ad_core *c, u64 pfn, unsigned int order);
+/* Free blocks of exactly order on every list (a snapshot for lock-free readers). */
+u64 ad_nr_free_blocks(const struct ad_core *c, unsigned int order);
 /* Order + 1 when pfn starts a free block, else 0. */
 int ad_free_block_at(const struct ad_core *c, u64 pfn);
 /* Highest order with a free block, -1 when nothing is free. */

@@ -306,17 +306,24 @@ u64 ib_alloc(struct ib_space *s, unsigned int order)
 	return pfn;
 }
 
-void ib_free(struct ib_space *s, u64 pfn, unsigned int order)
+enum ib_free_result ib_free(struct ib_space *s, u64 pfn, unsigned int order)
 {
 	unsigned int level;
 	u64 p, b;
 
+	/* Check everything before touching anything: a bad free changes nothing. */
+	if (order > IB_MAX_ORDER || (pfn & ((1ull << order) - 1)) ||
+	    pfn < s->start || pfn >= s->end || s->end - pfn < (1ull << order))
+		return IB_FREE_OUTSIDE;
+	for (p = pfn; p < pfn + (1ull << order); p++)
+		if (ib_get(&s->level[0], p))
+			return IB_FREE_DOUBLE;
 	if (order == 0) {
 		ib_push_back(s, (u32)(pfn - s->start));
 		ib_set(&s->level[0], pfn);
 		ib_coalesce_up(s, pfn, 0);
 		s->stats.free_single++;
-		return;
+		return IB_FREE_OK;
 	}
 	/* Split: every frame of the block goes on the free list. */
 	for (p = pfn; p < pfn + (1ull << order); p++) {
@@ -329,16 +336,42 @@ void ib_free(struct ib_space *s, u64 pfn, unsigned int order)
 	ib_coalesce_up(s, pfn, order);
 	s->stats.free_blocks++;
 	s->stats.free_block_frames += 1ull << order;
+	return IB_FREE_OK;
+}
+
+int ib_take_frame(struct ib_space *s, u64 pfn)
+{
+	if (pfn < s->start || pfn >= s->end || !ib_get(&s->level[0], pfn))
+		return 0;
+	ib_unlink(s, (u32)(pfn - s->start));
+	ib_test_and_clear(&s->level[0], pfn);
+	ib_uncoalesce_up(s, pfn, 1);
+	s->stats.taken_frames++;
+	return 1;
 }
 
 int ib_frame_free(const struct ib_space *s, u64 pfn)
 {
-	return ib_get(&s->level[0], pfn);
+	return pfn >= s->start && pfn < s->end && ib_get(&s->level[0], pfn);
 }
 
 u64 ib_nr_free(const struct ib_space *s)
 {
 	return s->level[0].count;
+}
+
+u64 ib_nr_free_blocks(const struct ib_space *s, unsigned int order)
+{
+	u64 here, above;
+
+	if (order > IB_MAX_ORDER)
+		return 0;
+	here = READ_ONCE(s->level[order].count);
+	if (order == IB_MAX_ORDER)
+		return here;
+	/* Each free block of order + 1 accounts for two set bits here. */
+	above = 2 * READ_ONCE(s->level[order + 1].count);
+	return here > above ? here - above : 0;
 }
 
 void ib_lazy_init(struct ib_lazy *l, u32 cap)

@@ -19,6 +19,7 @@
 
 #ifdef __KERNEL__
 #include <linux/types.h>
+#include <linux/compiler.h>
 #else
 #include "ibuddy_shim.h"
 #endif
@@ -49,6 +50,7 @@ struct ib_stats {
 	u64 free_block_frames;
 	u64 coalesces;		/* bits set at orders >= 1 by frees climbing the bitmap */
 	u64 alloc_failed;	/* requests this space could not serve */
+	u64 taken_frames;	/* free frames taken out by ib_take_frame */
 };
 
 /*
@@ -91,12 +93,31 @@ void ib_seed(struct ib_space *s, u64 pfn, unsigned int order);
 void ib_seed_done(struct ib_space *s);
 /* Allocate an aligned block of 2^order frames; IB_NIL-like ~0 when none. */
 u64 ib_alloc(struct ib_space *s, unsigned int order);
+/*
+ * What ib_free and ad_free found wrong with a free: nothing (IB_FREE_OK),
+ * a block not aligned to its order, larger than IB_MAX_ORDER or not wholly
+ * inside the space (IB_FREE_OUTSIDE), or a frame of it already free
+ * (IB_FREE_DOUBLE). A refused free leaves the space exactly as it was.
+ */
+enum ib_free_result { IB_FREE_OK, IB_FREE_OUTSIDE, IB_FREE_DOUBLE };
 /* Free an aligned block of 2^order frames allocated from this space. */
-void ib_free(struct ib_space *s, u64 pfn, unsigned int order);
-/* Whether frame pfn is free in this space. */
+enum ib_free_result ib_free(struct ib_space *s, u64 pfn, unsigned int order);
+/*
+ * Take frame pfn out of the space when it is free there (for a caller that
+ * hands it elsewhere, e.g. back to Linux's buddy lists); 1 when taken.
+ */
+int ib_take_frame(struct ib_space *s, u64 pfn);
+/* Whether frame pfn is free in this space (0 outside it). */
 int ib_frame_free(const struct ib_space *s, u64 pfn);
 /* Free frames. */
 u64 ib_nr_free(const struct ib_space *s);
+/*
+ * Wholly free aligned blocks of exactly `order` that are not half of a
+ * wholly free block of order + 1: what a buddy free list of that order
+ * would hold, for /proc/buddyinfo and the OOM report. Lock-free readers get
+ * a snapshot.
+ */
+u64 ib_nr_free_blocks(const struct ib_space *s, unsigned int order);
 
 #define IB_NONE (~(u64)0)
 

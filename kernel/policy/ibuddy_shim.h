@@ -6,4 +6,5 @@
 typedef uint8_t u8;
 typedef uint32_t u32;
 typedef uint64_t u64;
+#define READ_ONCE(x) (*(const volatile __typeof__(x) *)&(x))
 #endif

@@ -24,7 +24,9 @@ extern "C" {
     fn ib_harness_next_level(h: *const Harness) -> c_int;
     fn ib_harness_coalesces(h: *const Harness) -> u64;
     fn ib_alloc(s: *mut c_void, order: c_uint) -> u64;
-    fn ib_free(s: *mut c_void, pfn: u64, order: c_uint);
+    fn ib_free(s: *mut c_void, pfn: u64, order: c_uint) -> c_int;
+    fn ib_take_frame(s: *mut c_void, pfn: u64) -> c_int;
+    fn ib_nr_free_blocks(s: *const c_void, order: c_uint) -> u64;
     fn ib_nr_free(s: *const c_void) -> u64;
     fn ib_frame_free(s: *const c_void, pfn: u64) -> c_int;
     fn ib_lazy_take(l: *mut c_void, pfn: *mut u64) -> c_int;
@@ -63,6 +65,28 @@ pub enum CoreError {
         /// Its order.
         order: u8,
     },
+}
+
+/// What a core said about a free (`enum ib_free_result`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CoreFree {
+    /// Taken.
+    Ok,
+    /// Misaligned, too large, or not wholly inside the space: refused.
+    Outside,
+    /// A frame of the block is already free: refused.
+    Double,
+}
+
+impl CoreFree {
+    fn from_c(v: c_int) -> CoreFree {
+        match v {
+            0 => CoreFree::Ok,
+            1 => CoreFree::Outside,
+            2 => CoreFree::Double,
+            other => panic!("ib_free_result {other} is not in ibuddy_core.h"),
+        }
+    }
 }
 
 /// One iBuddy space over `[start, end)`, all free, with a bypass list of
@@ -134,9 +158,39 @@ impl CoreSpace {
             if order == 0 && ib_lazy_put(ib_harness_lazy(self.h.as_ptr()), pfn) != 0 {
                 return Ok(());
             }
-            ib_free(self.space(), pfn, c_uint::from(order));
+            let verdict = ib_free(self.space(), pfn, c_uint::from(order));
+            assert_eq!(verdict, 0, "the core refused a free the harness tracked as live");
         }
         Ok(())
+    }
+
+    /// Free a block straight into the space, without the harness's own
+    /// bookkeeping: what the core says about it. A refused free must
+    /// leave the space as it was.
+    pub fn free_raw(&mut self, pfn: u64, order: u8) -> CoreFree {
+        // SAFETY: the core checks the block itself; that is what is tested.
+        let v = unsafe { ib_free(self.space(), pfn, c_uint::from(order)) };
+        if v == 0 {
+            self.live.remove(&pfn);
+        }
+        CoreFree::from_c(v)
+    }
+
+    /// Take a free frame out of the space, as the kernel does before
+    /// handing it back to Linux's buddy lists; whether it was free there.
+    pub fn take_frame(&mut self, pfn: u64) -> bool {
+        // SAFETY: live harness; the core checks the pfn.
+        let taken = unsafe { ib_take_frame(self.space(), pfn) != 0 };
+        if taken {
+            self.live.insert(pfn, 0);
+        }
+        taken
+    }
+
+    /// Maximal free blocks of exactly `order`, as buddyinfo counts them.
+    pub fn free_blocks(&self, order: u8) -> u64 {
+        // SAFETY: live harness.
+        unsafe { ib_nr_free_blocks(self.space(), c_uint::from(order)) }
     }
 
     /// Free frames in the space (not counting the bypass list).
@@ -194,6 +248,8 @@ pub struct AdaptiveStats {
     pub bank_adds: u64,
     /// Banks gone offline.
     pub bank_releases: u64,
+    /// Free frames taken out of the core (handed back to Linux).
+    pub taken_frames: u64,
 }
 
 extern "C" {
@@ -210,7 +266,10 @@ extern "C" {
     fn ad_harness_bank(h: *const AdHarness, b: u32, free: *mut u64, role: *mut c_int);
     fn ad_harness_stats(h: *const AdHarness) -> *const AdaptiveStats;
     fn ad_alloc(c: *mut c_void, order: c_uint, kernel: c_int) -> u64;
-    fn ad_free(c: *mut c_void, pfn: u64, order: c_uint);
+    fn ad_free(c: *mut c_void, pfn: u64, order: c_uint) -> c_int;
+    fn ad_free_block_of(c: *const c_void, pfn: u64, order: *mut c_uint) -> u64;
+    fn ad_take_block(c: *mut c_void, pfn: u64, order: c_uint);
+    fn ad_nr_free_blocks(c: *const c_void, order: c_uint) -> u64;
     fn ad_max_free_order(c: *const c_void) -> c_int;
 }
 
@@ -307,8 +366,43 @@ impl CoreAdaptive {
         }
         self.live.remove(&pfn);
         // SAFETY: the block was handed out by this core and not freed.
-        unsafe { ad_free(self.core(), pfn, c_uint::from(order)) };
+        let verdict = unsafe { ad_free(self.core(), pfn, c_uint::from(order)) };
+        assert_eq!(verdict, 0, "the core refused a free the harness tracked as live");
         Ok(())
+    }
+
+    /// Free a block straight into the core, without the harness's own
+    /// bookkeeping: what the core says about it.
+    pub fn free_raw(&mut self, pfn: u64, order: u8) -> CoreFree {
+        // SAFETY: the core checks the block itself; that is what is tested.
+        let v = unsafe { ad_free(self.core(), pfn, c_uint::from(order)) };
+        if v == 0 {
+            self.live.remove(&pfn);
+        }
+        CoreFree::from_c(v)
+    }
+
+    /// The free block holding `pfn`: its first frame and order.
+    pub fn free_block_of(&self, pfn: u64) -> Option<(u64, u8)> {
+        let mut order: c_uint = 0;
+        // SAFETY: live harness; the core checks the pfn.
+        let head = unsafe { ad_free_block_of(self.core(), pfn, &mut order) };
+        (head != u64::MAX).then_some((head, order as u8))
+    }
+
+    /// Take the free block holding `pfn` out of the core; it becomes live.
+    pub fn take_block_of(&mut self, pfn: u64) -> Option<(u64, u8)> {
+        let (head, order) = self.free_block_of(pfn)?;
+        // SAFETY: (head, order) is a free block of this core.
+        unsafe { ad_take_block(self.core(), head, c_uint::from(order)) };
+        self.live.insert(head, order);
+        Some((head, order))
+    }
+
+    /// Free blocks of exactly `order`.
+    pub fn free_blocks(&self, order: u8) -> u64 {
+        // SAFETY: live harness.
+        unsafe { ad_nr_free_blocks(self.core(), c_uint::from(order)) }
     }
 
     /// Free a single frame of the range given as in use at creation, as
@@ -316,7 +410,8 @@ impl CoreAdaptive {
     /// each such frame once.
     pub fn free_seeded(&mut self, pfn: u64) {
         // SAFETY: a frame of the core's range that is in use.
-        unsafe { ad_free(self.core(), pfn, 0) };
+        let verdict = unsafe { ad_free(self.core(), pfn, 0) };
+        assert_eq!(verdict, 0, "the core refused freeing seeded frame {pfn}");
     }
 
     /// Every bank's free frames and role, in bank order.
