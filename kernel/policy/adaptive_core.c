@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Adaptive-Buddy (seed 004): see adaptive_core.h.
+ * Adaptive-Buddy (Panwar and Gopinath): see adaptive_core.h.
  */
 #include "adaptive_core.h"
 #include "ibuddy_core.h"

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * Adaptive-Buddy (seed 004) as a pure data structure: one range of frames
+ * Adaptive-Buddy (Ashish Panwar and K. Gopinath, "Towards Practical Page
+ * Placement for a Green Memory Manager") as a pure data structure: one range of frames
  * cut into banks (PASR segments: contiguous, power-of-two sized, aligned),
  * a buddy system per bank (blocks never straddle a bank edge), and the
  * banks in use merged into two memory pools, one for kernel pages
@@ -15,12 +16,12 @@
  * an offline bank has room, the request falls back to the other pool, as
  * Linux falls back between migratetypes. No migration.
  *
- * This is nvmos-frames' BankBuddy with BankPolicy::Adaptive (the
- * reference) step for step, so the user-space differential test
- * (crates/kernel/tests/differential.rs) checks it frame by frame. Two
+ * This is the nvmos project's user-space BankBuddy with
+ * BankPolicy::Adaptive (the reference) step for step, so a differential
+ * test checks it frame by frame. Two
  * differences, for the kernel: a bank only partly inside the range (one
  * crossing a zone edge) is always in use and starts in the kernel pool
- * (seed 004: "keep memory banks that cross zone boundary in-use"); and
+ * (the paper: "keep memory banks that cross zone boundary in-use"); and
  * frames are handed to the core free (ad_seed) rather than all being free
  * at the start: after ad_seed_done a bank with any frame not seeded is in
  * the kernel pool (at activation only the kernel has allocated memory).
@@ -103,7 +104,10 @@ void ad_init(struct ad_core *c, u64 start, u64 end, u64 bank_frames, void *mem);
 void ad_seed(struct ad_core *c, u64 pfn, unsigned int order);
 /* Banks not whole or not all free join the kernel pool. */
 void ad_seed_done(struct ad_core *c);
-/* Allocate 2^order frames for a kernel (unmovable/reclaimable) or user request; AD_NONE when none. */
+/*
+ * Allocate 2^order frames for a kernel (unmovable/reclaimable) or user
+ * request; AD_NONE when none.
+ */
 u64 ad_alloc(struct ad_core *c, unsigned int order, int kernel);
 /*
  * Free a block allocated from this core (or seeded as in use): IB_FREE_OK,

@@ -1,13 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * iBuddy (seed 000): individual frame management with a dual-meaning
- * bitmap, frames reused least recently freed first, splitting and
- * coalescing only for multi-frame requests; and the bypass lazy list.
+ * iBuddy (Choi, NVRAMOS 2011): individual frame management with a
+ * dual-meaning bitmap, frames reused least recently freed first, splitting
+ * and coalescing only for multi-frame requests; and the bypass lazy list.
  *
- * The reference is nvmos-frames' IBuddy (crates/frames/src/ibuddy.rs) with
- * one buddy space, and PerCpu with PcpPolicy::Bypass: the same request
- * sequence gets the same frames from both (the differential test checks
- * it). See ibuddy_core.h for the interface and the invariants.
+ * The reference is the nvmos project's user-space IBuddy with one buddy
+ * space, and PerCpu with PcpPolicy::Bypass: the same request sequence
+ * gets the same frames from both (the differential test checks it). See ibuddy_core.h for the interface and the invariants.
  */
 #include "ibuddy_core.h"
 
@@ -43,9 +42,12 @@ void ib_space_init(struct ib_space *s, u64 start, u64 end, void *mem)
 	s->next = (u32 *)p;
 	s->prev = s->next + n;
 	p += ((2 * n * sizeof(u32)) + 7) & ~7ull;
-	for (i = 0; i < n; i++)
-		s->next[i] = s->prev[i] = IB_NIL;
-	s->head = s->tail = IB_NIL;
+	for (i = 0; i < n; i++) {
+		s->next[i] = IB_NIL;
+		s->prev[i] = IB_NIL;
+	}
+	s->head = IB_NIL;
+	s->tail = IB_NIL;
 	for (k = 0; k <= IB_MAX_ORDER; k++) {
 		struct ib_level *l = &s->level[k];
 
@@ -125,13 +127,14 @@ static inline void ib_unlink(struct ib_space *s, u32 i)
 		s->tail = s->prev[i];
 	else
 		s->prev[s->next[i]] = s->prev[i];
-	s->next[i] = s->prev[i] = IB_NIL;
+	s->next[i] = IB_NIL;
+	s->prev[i] = IB_NIL;
 }
 
 /*
  * The block of order `from` at pfn has just become free: mark its
  * ancestors free while their other halves are, and raise the next
- * allocation level (seed 000, Algorithm 2, lines 13-14).
+ * allocation level (the iBuddy talk's Algorithm 2, lines 13-14).
  */
 static void ib_coalesce_up(struct ib_space *s, u64 pfn, unsigned int from)
 {
@@ -398,4 +401,59 @@ int ib_lazy_put(struct ib_lazy *l, u64 pfn)
 	l->pfn[(l->head + l->len) % IB_LAZY_MAX] = pfn;
 	l->len++;
 	return 1;
+}
+
+void ib_staged_init(struct ib_staged *st, u32 batch)
+{
+	st->batch = batch < 1 ? 1 : batch > IB_LAZY_MAX ? IB_LAZY_MAX : batch;
+	st->head = 0;
+	st->len = 0;
+	st->npending = 0;
+}
+
+int ib_staged_take(struct ib_staged *st, u64 *pfn)
+{
+	if (!st->len)
+		return 0;
+	*pfn = st->list[st->head];
+	st->head = (st->head + 1) % IB_LAZY_MAX;
+	st->len--;
+	return 1;
+}
+
+void ib_staged_stage(struct ib_staged *st, u64 pfn)
+{
+	st->list[(st->head + st->len) % IB_LAZY_MAX] = pfn;
+	st->len++;
+}
+
+u32 ib_staged_room(const struct ib_staged *st)
+{
+	return st->batch > st->len ? st->batch - st->len : 0;
+}
+
+int ib_staged_gather(struct ib_staged *st, u64 pfn)
+{
+	st->pending[st->npending++] = pfn;
+	return st->npending >= st->batch;
+}
+
+u32 ib_staged_flush(struct ib_staged *st, u64 *out)
+{
+	u32 n = st->npending, i;
+
+	for (i = 0; i < n; i++)
+		out[i] = st->pending[i];
+	st->npending = 0;
+	return n;
+}
+
+u32 ib_staged_unstage(struct ib_staged *st, u64 *out)
+{
+	u32 n = 0;
+	u64 pfn;
+
+	while (ib_staged_take(st, &pfn))
+		out[n++] = pfn;
+	return n;
 }

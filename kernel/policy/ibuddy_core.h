@@ -1,15 +1,16 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * iBuddy (seed 000) as a pure data structure: one buddy space of
+ * iBuddy (Jongmoo Choi, "Operating System Supports for SCM as Main Memory
+ * Systems (Focusing on iBuddy)", NVRAMOS 2011) as a pure data structure: one buddy space of
  * individually managed frames, a free list in the order frames were freed
  * (least recently freed first), a dual-meaning bitmap per order, and the
  * bypass lazy list of lazy iBuddy (LiS-1, LiS-31).
  *
  * The file knows nothing of struct page, zones or locks: it works on pfns
  * and on memory its caller hands it, so the same ibuddy_core.c is built
- * into mm/ of the kernel and, against a small shim, into the user-space
- * differential test that checks it frame by frame against nvmos-frames'
- * IBuddy and PerCpu (crates/kernel/tests/differential.rs).
+ * into mm/ of the kernel and, against a small shim, into a user-space
+ * differential test that checks it frame by frame against the nvmos
+ * project's reference allocators (its IBuddy and PerCpu).
  *
  * Locking is the caller's: in the kernel a space is protected by its
  * zone->lock and a lazy list by disabled interrupts on its CPU.
@@ -120,6 +121,45 @@ u64 ib_nr_free(const struct ib_space *s);
 u64 ib_nr_free_blocks(const struct ib_space *s, unsigned int order);
 
 #define IB_NONE (~(u64)0)
+
+/*
+ * The fair lazy list of one CPU (lis31-fair; the nvmos reference's
+ * PcpPolicy::Staged with one CPU): allocations come from a staging list
+ * refilled `batch` frames at a time from the front of the space (its
+ * least recently freed frames), and frees are gathered `batch` at a time
+ * and given back to the space together, in the order freed. A freed frame
+ * is never handed out again before it went round the space, so iBuddy's
+ * reuse order, and its even wear, are kept, while the space's lock is
+ * taken once per `batch` allocations and once per `batch` frees.
+ *
+ * The caller composes the steps (it owns the space's lock): an allocation
+ * takes the oldest staged frame; on an empty list it stages up to `batch`
+ * frames from ib_alloc(s, 0) and, when that found none and frees are
+ * gathered, gives them back (ib_staged_flush) and stages again. A free is
+ * gathered; when ib_staged_gather says the gathering is full, the caller
+ * gives it back.
+ */
+struct ib_staged {
+	u32 batch;
+	u32 head, len;		/* ring of staged frames, oldest first */
+	u32 npending;		/* gathered frees, in the order freed */
+	u64 list[IB_LAZY_MAX];
+	u64 pending[IB_LAZY_MAX];
+};
+
+void ib_staged_init(struct ib_staged *st, u32 batch);
+/* Take the oldest staged frame: 1 and *pfn, or 0 when none is staged. */
+int ib_staged_take(struct ib_staged *st, u64 *pfn);
+/* Stage a frame taken from the space (a refill); the list has room. */
+void ib_staged_stage(struct ib_staged *st, u64 pfn);
+/* Frames a refill stages: batch minus those still staged. */
+u32 ib_staged_room(const struct ib_staged *st);
+/* Gather a free: 1 when the gathering is now full and must be given back. */
+int ib_staged_gather(struct ib_staged *st, u64 pfn);
+/* Move the gathered frees to out (IB_LAZY_MAX entries), in the order freed; their count. */
+u32 ib_staged_flush(struct ib_staged *st, u64 *out);
+/* Move the staged frames to out (IB_LAZY_MAX entries), oldest first; their count. */
+u32 ib_staged_unstage(struct ib_staged *st, u64 *out);
 
 void ib_lazy_init(struct ib_lazy *l, u32 cap);
 /* Take the oldest frame off the list: 1 and *pfn, or 0 when empty. */

@@ -8,7 +8,7 @@ use anyhow::{bail, Result};
 use clap::{Args, Subcommand};
 use nvmos_kernel::kbuild::{self, BuildOptions};
 use nvmos_kernel::run::{self, Accel, Policy, RunOptions};
-use nvmos_kernel::{study, Progress};
+use nvmos_kernel::{check, study, Progress};
 
 use crate::units::{parse_memory, FRAME_BYTES};
 use nvmos_pages::kernel as pages;
@@ -25,13 +25,77 @@ pub enum KernelCommand {
     /// Every policy × workload in the kernel: in-kernel wear, pinned
     /// banks, replay against reality.
     Study(StudyArgs),
+    /// The series under mm's own checks, on the debug kernel: every
+    /// policy × workload traced with no kernel report, then a guest per
+    /// policy (5 GiB: two zones; 4 vCPUs) testing compaction, THP, CMA,
+    /// memory offlining, soft-offline, CPU offlining under load,
+    /// stress-ng and the KUnit suite. Exits non-zero on any failure.
+    Check(CheckArgs),
+    /// Boot every policy with kunit.enable=1 and report the series' KUnit
+    /// suite (nvmos_policy) case by case.
+    Test(TestArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct CheckArgs {
+    /// Policies, comma-separated.
+    #[arg(
+        long,
+        default_value = "buddy,ibuddy,lis1,lis31,lis31-fair,adaptive",
+        value_delimiter = ','
+    )]
+    policies: Vec<String>,
+    /// Workloads traced under each policy, comma-separated; `none` for none.
+    #[arg(
+        long,
+        default_value = "memstress,filejob,sortjob,compilejob",
+        value_delimiter = ','
+    )]
+    workloads: Vec<String>,
+    /// Skip the mm guest (compaction, THP, CMA, offlining, stress, KUnit).
+    #[arg(long)]
+    no_mm: bool,
+    /// Skip stress-ng in the mm guest.
+    #[arg(long)]
+    no_stress: bool,
+    /// The mm guest's memory (more than 4 GiB gives it a Normal zone).
+    #[arg(long, default_value = "5GiB")]
+    mm_mem: String,
+    /// The mm guest's vCPUs.
+    #[arg(long, default_value_t = 4)]
+    mm_cpus: u32,
+    /// Check the plain kernel instead of the debug one.
+    #[arg(long)]
+    plain: bool,
+    /// Also write the items as JSON here.
+    #[arg(long)]
+    json: Option<PathBuf>,
+    #[command(flatten)]
+    guest: GuestArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct TestArgs {
+    /// Policies, comma-separated.
+    #[arg(
+        long,
+        default_value = "buddy,ibuddy,lis1,lis31,lis31-fair,adaptive",
+        value_delimiter = ','
+    )]
+    policies: Vec<String>,
+    #[command(flatten)]
+    guest: GuestArgs,
 }
 
 #[derive(Args, Debug)]
 pub struct BuildArgs {
-    /// Run checkpatch.pl on the series instead of building.
+    /// Run checkpatch.pl --strict on the series instead of building.
     #[arg(long)]
     check: bool,
+    /// Build the series one patch more at a time (each patch must build
+    /// on top of the ones before it), then the whole series.
+    #[arg(long, conflicts_with = "check")]
+    each_patch: bool,
     #[command(flatten)]
     common: Common,
 }
@@ -50,6 +114,11 @@ pub struct Common {
     /// make -j.
     #[arg(long, default_value_t = 2)]
     jobs: u32,
+    /// The debug kernel: the same series with DEBUG_VM, PROVE_LOCKING,
+    /// LOCK_STAT, DEBUG_PAGEALLOC, DEBUG_LIST, PAGE_OWNER, KASAN and
+    /// KFENCE (kernel/config-debug), cached apart from the plain one.
+    #[arg(long)]
+    debug: bool,
 }
 
 impl Common {
@@ -59,6 +128,11 @@ impl Common {
             cache: self.cache.clone().unwrap_or_else(kbuild::default_cache),
             source: self.source.clone(),
             jobs: self.jobs,
+            flavour: if self.debug {
+                kbuild::Flavour::Debug
+            } else {
+                kbuild::Flavour::Plain
+            },
         }
     }
 }
@@ -144,7 +218,7 @@ pub struct StudyArgs {
     /// Policies, comma-separated.
     #[arg(
         long,
-        default_value = "buddy,ibuddy,lis1,lis31,adaptive",
+        default_value = "buddy,ibuddy,lis1,lis31,lis31-fair,adaptive",
         value_delimiter = ','
     )]
     policies: Vec<String>,
@@ -178,7 +252,64 @@ pub fn run(cmd: KernelCommand) -> Result<()> {
         KernelCommand::Build(a) => build(&a),
         KernelCommand::Run(a) => run_one(&a),
         KernelCommand::Study(a) => run_study(&a),
+        KernelCommand::Check(a) => run_check(&a),
+        KernelCommand::Test(a) => run_test(&a),
     }
+}
+
+fn policies(names: &[String]) -> Result<Vec<Policy>> {
+    Ok(names
+        .iter()
+        .map(|p| Policy::parse(p))
+        .collect::<Result<Vec<_>, _>>()?)
+}
+
+fn mib(text: &str, what: &str) -> Result<u64> {
+    let bytes = parse_memory(text).map_err(anyhow::Error::msg)? * FRAME_BYTES;
+    if !bytes.is_multiple_of(1 << 20) {
+        bail!("{what} {text}: a whole number of MiB");
+    }
+    Ok(bytes >> 20)
+}
+
+fn finish_check(c: &check::Check) -> Result<()> {
+    print!("{}", pages::mm_check_text(c));
+    let failed = c.failures();
+    if !failed.is_empty() {
+        bail!("{} of {} checks failed", failed.len(), c.items.len());
+    }
+    Ok(())
+}
+
+fn run_check(a: &CheckArgs) -> Result<()> {
+    let mut opts = check::Options::new(a.guest.run_options(Policy::Buddy, Vec::new())?);
+    opts.policies = policies(&a.policies)?;
+    opts.workloads = a
+        .workloads
+        .iter()
+        .filter(|w| w.as_str() != "none")
+        .cloned()
+        .collect();
+    opts.mm = !a.no_mm;
+    opts.stress = !a.no_stress;
+    opts.mm_mem_mib = mib(&a.mm_mem, "--mm-mem")?;
+    opts.mm_cpus = a.mm_cpus;
+    opts.plain = a.plain;
+    let c = check::check(&opts, &mut progress)?;
+    if let Some(path) = &a.json {
+        let mut out = nvmos_trace::Output::create(path, &[])?;
+        serde_json::to_writer_pretty(&mut out, &c)?;
+        out.commit()?;
+    }
+    finish_check(&c)
+}
+
+fn run_test(a: &TestArgs) -> Result<()> {
+    let mut opts = check::Options::new(a.guest.run_options(Policy::Buddy, Vec::new())?);
+    opts.policies = policies(&a.policies)?;
+    opts.plain = !a.guest.common.debug;
+    let c = check::kunit(&opts, &mut progress)?;
+    finish_check(&c)
 }
 
 fn build(a: &BuildArgs) -> Result<()> {
@@ -189,6 +320,12 @@ fn build(a: &BuildArgs) -> Result<()> {
         let errors: u32 = results.iter().map(|r| r.errors).sum();
         if errors > 0 {
             bail!("checkpatch found {errors} errors");
+        }
+        return Ok(());
+    }
+    if a.each_patch {
+        for built in kbuild::build_each_patch(&opts, &mut progress)? {
+            print!("{}", pages::built_text(&built));
         }
         return Ok(());
     }
@@ -206,13 +343,6 @@ fn run_one(a: &RunArgs) -> Result<()> {
         println!("{}", serde_json::to_string_pretty(&r)?);
     }
     print!("{}", pages::run_text(&r, &a.output, opts.bank_mib));
-    if !r.problems.is_empty() {
-        bail!(
-            "the guest's console reports problems ({}):\n{}",
-            r.console_log.display(),
-            r.problems.join("\n")
-        );
-    }
     if r.workload_status != 0 {
         bail!(
             "the workload exited with {} in the guest",

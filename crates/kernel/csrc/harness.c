@@ -7,6 +7,7 @@
 struct ib_harness {
 	struct ib_space space;
 	struct ib_lazy lazy;
+	struct ib_staged staged;
 	void *mem;
 };
 
@@ -28,7 +29,20 @@ struct ib_harness *ib_harness_new(u64 start, u64 end, u32 cap)
 		ib_seed(&h->space, pfn, 0);
 	ib_seed_done(&h->space);
 	ib_lazy_init(&h->lazy, cap);
+	ib_staged_init(&h->staged, IB_LAZY_MAX);
 	return h;
+}
+
+/* Make the harness's CPU list a staged (lis31-fair) list of batch frames. */
+void ib_harness_stage(struct ib_harness *h, u32 batch)
+{
+	ib_lazy_init(&h->lazy, 0);
+	ib_staged_init(&h->staged, batch);
+}
+
+struct ib_staged *ib_harness_staged(struct ib_harness *h)
+{
+	return &h->staged;
 }
 
 void ib_harness_drop(struct ib_harness *h)

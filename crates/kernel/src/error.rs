@@ -64,6 +64,16 @@ pub enum KernelError {
         /// The guest's console log.
         log: PathBuf,
     },
+    /// The guest's kernel reported a problem on its console (an oops, a
+    /// BUG or WARNING, a lockdep splat, a KASAN or KFENCE report, a bad
+    /// page, a bad free the policy caught): the run's output is not kept.
+    #[error("the guest kernel reported {} problem line(s) (console: {log}):\n{}", problems.len(), problems.join("\n"))]
+    GuestProblems {
+        /// The console lines, each with the line before and after it.
+        problems: Vec<String>,
+        /// The guest's console log.
+        log: PathBuf,
+    },
     /// What the guest wrote could not be read.
     #[error("guest output {path}: {what}")]
     GuestOutput {

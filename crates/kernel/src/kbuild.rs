@@ -4,15 +4,18 @@
 //! Cache layout under [`BuildOptions::cache`]:
 //!
 //! - `linux-<version>/src`: the source package unpacked once, never changed;
-//! - `linux-<version>/work`: a hard-linked copy the series is applied to
-//!   and built in. The patches applied are kept in `work/.nvmos-applied`
-//!   and reversed before the next series goes on, so a change to the
-//!   policy code rebuilds only what it touches;
-//! - `linux-<version>/out/<hash>/bzImage`: one kernel per series + config
-//!   hash, written to a temporary folder and renamed when complete.
+//! - `linux-<version>/work` (the plain flavour) and `work-debug` (the
+//!   debug flavour, [`Flavour::Debug`]): hard-linked copies the series is
+//!   applied to and built in, one per flavour so that switching between
+//!   them rebuilds nothing. The patches applied are kept in
+//!   `.nvmos-applied` and reversed before the next series goes on, so a
+//!   change to the policy code rebuilds only what it touches;
+//! - `linux-<version>/out/<hash>/bzImage`: one kernel per flavour + series
+//!   + config hash, written to a temporary folder and renamed when complete.
 //!
 //! A lock file serializes builds of one cache between processes.
 
+use std::collections::BTreeMap;
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -27,8 +30,9 @@ use crate::{KernelError, Progress, Result};
 pub const SOURCE_PACKAGE: &str = "linux-source-6.12";
 /// Its version the series was made and tested on (`dpkg-query -W`).
 pub const PINNED_VERSION: &str = "6.12.117-1~deb12u1";
-/// The policy cores in `kernel/policy/` the build copies into `mm/`: the
-/// same files the differential test compiles for user space.
+/// The policy cores in `kernel/policy/`: the files the differential tests
+/// compile for user space, which the series adds to `mm/` verbatim
+/// ([`Series::check_cores`] holds the two to each other).
 pub const CORE_FILES: [&str; 4] = [
     "ibuddy_core.c",
     "ibuddy_core.h",
@@ -37,6 +41,46 @@ pub const CORE_FILES: [&str; 4] = [
 ];
 /// Where the package puts its tarball.
 pub const SOURCE_TARBALL: &str = "/usr/src/linux-source-6.12.tar.xz";
+
+/// Which kernel of the series: the plain one the studies measure, or the
+/// same series with mm's debugging checks (`kernel/config-debug` merged
+/// after `kernel/config`).
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Flavour {
+    /// `kernel/config` alone.
+    #[default]
+    Plain,
+    /// Plus `kernel/config-debug`: DEBUG_VM, PROVE_LOCKING, LOCK_STAT,
+    /// DEBUG_PAGEALLOC, DEBUG_LIST, PAGE_OWNER, KASAN, KFENCE.
+    Debug,
+}
+
+impl Flavour {
+    /// `plain` or `debug`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Flavour::Plain => "plain",
+            Flavour::Debug => "debug",
+        }
+    }
+
+    /// Options for the kernel command line this flavour wants at boot:
+    /// the debug checks that are off unless asked for.
+    pub fn cmdline(self) -> &'static [&'static str] {
+        match self {
+            Flavour::Plain => &[],
+            Flavour::Debug => &["debug_pagealloc=on", "page_owner=on"],
+        }
+    }
+
+    fn work_dir(self) -> &'static str {
+        match self {
+            Flavour::Plain => "work",
+            Flavour::Debug => "work-debug",
+        }
+    }
+}
 
 /// Where and how to build.
 #[derive(Clone, Debug)]
@@ -49,6 +93,8 @@ pub struct BuildOptions {
     pub source: PathBuf,
     /// `make -j`.
     pub jobs: u32,
+    /// Plain or debug kernel.
+    pub flavour: Flavour,
 }
 
 impl BuildOptions {
@@ -59,6 +105,7 @@ impl BuildOptions {
             cache: default_cache(),
             source: PathBuf::from(SOURCE_TARBALL),
             jobs: 2,
+            flavour: Flavour::Plain,
         }
     }
 }
@@ -79,6 +126,8 @@ pub struct Built {
     pub bzimage: PathBuf,
     /// Hash of source version, config, patches and policy core.
     pub hash: String,
+    /// Plain or debug.
+    pub flavour: Flavour,
     /// Whether it came from the cache.
     pub cached: bool,
     /// Wall-clock seconds this call took.
@@ -91,25 +140,36 @@ pub struct Built {
     pub log: PathBuf,
 }
 
+/// The cover letter `git format-patch --cover-letter` writes: no change.
+pub const COVER_LETTER: &str = "0000-cover-letter.patch";
+
 /// The files of the series, in the order they are applied.
 #[derive(Clone, Debug)]
 pub struct Series {
-    /// `patches/*.patch`, sorted by name.
+    /// `patches/*.patch` but the cover letter, sorted by name.
     pub patches: Vec<PathBuf>,
-    /// The policy cores in `policy/` ([`CORE_FILES`]), copied into `mm/`.
+    /// The policy cores in `policy/` ([`CORE_FILES`]), which the patches
+    /// add to `mm/`.
     pub core: Vec<PathBuf>,
-    /// The config fragment.
-    pub config: PathBuf,
+    /// The config fragments, merged in order: `config`, then for the
+    /// debug flavour `config-debug`.
+    pub configs: Vec<PathBuf>,
+    /// Which flavour the fragments make.
+    pub flavour: Flavour,
+    /// A prefix of the series ([`Series::prefix`]): Kconfig symbols a
+    /// later patch adds are not asked for.
+    pub partial: bool,
 }
 
 impl Series {
-    /// Read the series from `kernel_dir`.
-    pub fn load(kernel_dir: &Path) -> Result<Series> {
+    /// Read the series from `kernel_dir`, with the config of `flavour`.
+    pub fn load(kernel_dir: &Path, flavour: Flavour) -> Result<Series> {
         let pdir = kernel_dir.join("patches");
         let mut patches: Vec<PathBuf> = fs::read_dir(&pdir)
             .map_err(|e| KernelError::io("reading the series folder", &pdir, e))?
             .filter_map(|e| e.ok().map(|e| e.path()))
             .filter(|p| p.extension().is_some_and(|x| x == "patch"))
+            .filter(|p| p.file_name().is_some_and(|n| n != COVER_LETTER))
             .collect();
         patches.sort();
         if patches.is_empty() {
@@ -122,24 +182,72 @@ impl Series {
             .iter()
             .map(|f| kernel_dir.join("policy").join(f))
             .collect();
+        let mut configs = vec![kernel_dir.join("config")];
+        if flavour == Flavour::Debug {
+            configs.push(kernel_dir.join("config-debug"));
+        }
         Ok(Series {
             patches,
             core,
-            config: kernel_dir.join("config"),
+            configs,
+            flavour,
+            partial: false,
         })
     }
 
     fn files(&self) -> impl Iterator<Item = &PathBuf> {
-        self.patches
-            .iter()
-            .chain(&self.core)
-            .chain(std::iter::once(&self.config))
+        self.patches.iter().chain(&self.configs)
     }
 
-    /// Hash of `version` and every file's name and contents.
+    /// The first `n` patches only (a build test of each patch on its own).
+    pub fn prefix(&self, n: usize) -> Series {
+        Series {
+            patches: self.patches[..n.min(self.patches.len())].to_vec(),
+            partial: n < self.patches.len(),
+            ..self.clone()
+        }
+    }
+
+    /// Fail unless every file of `policy/` is what the series adds to
+    /// `mm/`, byte for byte: the differential tests test the kernel's code.
+    pub fn check_cores(&self) -> Result<()> {
+        let texts = self
+            .patches
+            .iter()
+            .map(|p| fs::read_to_string(p).map_err(|e| KernelError::io("reading", p, e)))
+            .collect::<Result<Vec<_>>>()?;
+        let added = files_added(&texts.iter().map(String::as_str).collect::<Vec<_>>())
+            .map_err(|e| KernelError::Option(format!("reading the series: {e}")))?;
+        for core in &self.core {
+            let name = core.file_name().unwrap_or_default().to_string_lossy();
+            let want = fs::read_to_string(core).map_err(|e| KernelError::io("reading", core, e))?;
+            match added.get(&format!("mm/{name}")) {
+                Some(got) if *got == want => {}
+                Some(_) => {
+                    return Err(KernelError::Option(format!(
+                        "{} differs from the mm/{name} the series adds",
+                        core.display()
+                    )))
+                }
+                None => {
+                    return Err(KernelError::Option(format!(
+                        "no patch of the series adds mm/{name} ({})",
+                        core.display()
+                    )))
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Hash of `version`, the flavour and every file's name and contents.
     pub fn hash(&self, version: &str) -> Result<String> {
         let mut h = Sha256::new();
         h.update(version.as_bytes());
+        if self.flavour != Flavour::Plain {
+            // The plain kernel's hash stays what it was before flavours.
+            h.update(self.flavour.name().as_bytes());
+        }
         for f in self.files() {
             let bytes = fs::read(f).map_err(|e| KernelError::io("reading", f, e))?;
             h.update(f.file_name().unwrap_or_default().as_encoded_bytes());
@@ -148,6 +256,86 @@ impl Series {
         }
         Ok(hex(&h.finalize()[..12]))
     }
+}
+
+/// The files a series of unified diffs creates (`--- /dev/null`), by path,
+/// with their contents after every patch: later patches' hunks on a
+/// created file are applied too (their context checked). A hunk that does
+/// not apply is an error naming the file.
+pub fn files_added(patches: &[&str]) -> std::result::Result<BTreeMap<String, String>, String> {
+    let mut files: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for patch in patches {
+        let lines: Vec<&str> = patch.lines().collect();
+        let mut i = 0;
+        while i < lines.len() {
+            let Some(old) = lines[i].strip_prefix("--- ") else {
+                i += 1;
+                continue;
+            };
+            let Some(new) = lines.get(i + 1).and_then(|l| l.strip_prefix("+++ b/")) else {
+                i += 1;
+                continue;
+            };
+            let path = new.split('\t').next().unwrap_or(new).to_owned();
+            let created = old.starts_with("/dev/null") || old.starts_with("a/dev/null");
+            i += 2;
+            if created {
+                files.insert(path.clone(), Vec::new());
+            }
+            let Some(content) = files.get_mut(&path) else {
+                continue;
+            };
+            // Hunks: "@@ -a,b +c,d @@", then ' ', '-', '+' lines.
+            let mut out: Vec<String> = Vec::new();
+            let mut at = 0usize;
+            while i < lines.len() && lines[i].starts_with("@@") {
+                let start: usize = lines[i]
+                    .split_whitespace()
+                    .nth(1)
+                    .and_then(|r| r.trim_start_matches('-').split(',').next())
+                    .and_then(|n| n.parse().ok())
+                    .ok_or_else(|| format!("{path}: bad hunk header {:?}", lines[i]))?;
+                let begin = start.saturating_sub(1).max(at);
+                out.extend(content[at..begin.min(content.len())].iter().cloned());
+                at = begin;
+                i += 1;
+                while i < lines.len() {
+                    let l = lines[i];
+                    if let Some(t) = l.strip_prefix('+') {
+                        out.push(t.to_owned());
+                    } else if let Some(t) = l.strip_prefix('-').or_else(|| l.strip_prefix(' ')) {
+                        if content.get(at).map(String::as_str) != Some(t) {
+                            return Err(format!(
+                                "{path}: a hunk does not apply at line {}",
+                                at + 1
+                            ));
+                        }
+                        if l.starts_with(' ') {
+                            out.push(t.to_owned());
+                        }
+                        at += 1;
+                    } else if l.is_empty() && content.get(at).is_some_and(String::is_empty) {
+                        // An empty context line whose space was stripped.
+                        out.push(String::new());
+                        at += 1;
+                    } else if !l.starts_with("\\") {
+                        break;
+                    }
+                    i += 1;
+                }
+            }
+            out.extend(content[at.min(content.len())..].iter().cloned());
+            *content = out;
+        }
+    }
+    Ok(files
+        .into_iter()
+        .map(|(p, ls)| {
+            let mut text = ls.join("\n");
+            text.push('\n');
+            (p, text)
+        })
+        .collect())
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -292,12 +480,12 @@ fn ensure_source(opts: &BuildOptions, vdir: &Path, log: &Path) -> Result<PathBuf
 
 /// The work tree: a hard-linked copy of `src` (patch(1) and the build
 /// write new files, so `src` stays pristine).
-fn ensure_work(vdir: &Path, src: &Path, log: &Path) -> Result<(PathBuf, bool)> {
-    let work = vdir.join("work");
+fn ensure_work(vdir: &Path, src: &Path, flavour: Flavour, log: &Path) -> Result<(PathBuf, bool)> {
+    let work = vdir.join(flavour.work_dir());
     if work.join("Makefile").is_file() {
         return Ok((work, false));
     }
-    let tmp = vdir.join("work.tmp");
+    let tmp = vdir.join(format!("{}.tmp", flavour.work_dir()));
     let _ = fs::remove_dir_all(&tmp);
     run_logged(
         "copying the source into the work tree",
@@ -333,6 +521,8 @@ fn revert_series(work: &Path, log: &Path) -> Result<()> {
             log,
         )?;
     }
+    // Copies of the policy cores not made by a patch would make the next
+    // series' patches refuse to create them.
     for f in CORE_FILES {
         let _ = fs::remove_file(work.join("mm").join(f));
     }
@@ -354,16 +544,16 @@ fn apply_series(series: &Series, work: &Path, log: &Path) -> Result<()> {
         let name = p.file_name().unwrap_or_default();
         fs::copy(p, dir.join(name)).map_err(|e| KernelError::io("copying", p, e))?;
     }
-    for f in &series.core {
-        let to = work.join("mm").join(f.file_name().unwrap_or_default());
-        fs::copy(f, &to).map_err(|e| KernelError::io("copying the policy core", f, e))?;
-    }
     Ok(())
 }
 
-/// `make tinyconfig`, merge the fragment, and check every option it sets
-/// stuck (Kconfig drops options whose dependencies are missing).
-fn configure(series: &Series, work: &Path, log: &Path) -> Result<()> {
+/// `make tinyconfig`, merge the fragments, and check every option they
+/// set stuck (Kconfig drops options whose dependencies are missing). A
+/// later fragment overrides an earlier one, so an option is checked
+/// against the last fragment that names it. `partial`: a prefix of the
+/// series, whose tree may not define every symbol yet (see
+/// [`check_config`]).
+fn configure(series: &Series, work: &Path, log: &Path, partial: bool) -> Result<()> {
     run_logged(
         "make tinyconfig",
         Command::new("make").arg("tinyconfig"),
@@ -371,10 +561,10 @@ fn configure(series: &Series, work: &Path, log: &Path) -> Result<()> {
         log,
     )?;
     run_logged(
-        "merging the config fragment",
+        "merging the config fragments",
         Command::new("scripts/kconfig/merge_config.sh")
             .args(["-m", ".config"])
-            .arg(&series.config),
+            .args(&series.configs),
         work,
         log,
     )?;
@@ -384,35 +574,82 @@ fn configure(series: &Series, work: &Path, log: &Path) -> Result<()> {
         work,
         log,
     )?;
-    let frag = fs::read_to_string(&series.config)
-        .map_err(|e| KernelError::io("reading", &series.config, e))?;
+    check_config(series, work, partial)
+}
+
+/// Check the work tree's `.config` has every option of the fragments. A
+/// tree changes under a kept `.config` (another prefix of the series, a
+/// patch adding a Kconfig symbol), and `make` then quietly drops what no
+/// longer fits, so this runs before every build. With `partial`, an
+/// option whose symbol no Kconfig file of the tree defines is not asked
+/// for: a later patch adds it.
+fn check_config(series: &Series, work: &Path, partial: bool) -> Result<()> {
     let cfg_path = work.join(".config");
     let cfg =
         fs::read_to_string(&cfg_path).map_err(|e| KernelError::io("reading", &cfg_path, e))?;
-    for line in frag.lines().map(str::trim) {
-        let wanted = if line.starts_with("CONFIG_") {
-            line.to_owned()
-        } else if let Some(opt) = line
-            .strip_prefix("# ")
-            .and_then(|l| l.strip_suffix(" is not set"))
-        {
-            // Off may also mean absent.
-            if cfg.lines().any(|l| l.starts_with(&format!("{opt}="))) {
-                return Err(KernelError::Option(format!(
-                    "{}: {opt} is set though the fragment turns it off",
-                    series.config.display()
-                )));
+    let mut wanted_by: Vec<(String, String, PathBuf)> = Vec::new();
+    for path in &series.configs {
+        let frag = fs::read_to_string(path).map_err(|e| KernelError::io("reading", path, e))?;
+        for line in frag.lines().map(str::trim) {
+            let opt = if let Some(o) = line
+                .strip_prefix("# ")
+                .and_then(|l| l.strip_suffix(" is not set"))
+            {
+                o
+            } else if line.starts_with("CONFIG_") {
+                line.split('=').next().unwrap_or(line)
+            } else {
+                continue;
+            };
+            wanted_by.retain(|(o, _, _)| o != opt);
+            wanted_by.push((opt.to_owned(), line.to_owned(), path.clone()));
+        }
+    }
+    for (opt, line, path) in &wanted_by {
+        if let Err(e) = check_option(&cfg, line, path) {
+            let name = opt.strip_prefix("CONFIG_").unwrap_or(opt);
+            if partial && !kconfig_defines(work, name)? {
+                continue;
             }
-            continue;
-        } else {
-            continue;
-        };
-        if !cfg.lines().any(|l| l == wanted) {
+            return Err(e);
+        }
+    }
+    Ok(())
+}
+
+/// Whether a `Kconfig*` file of the tree defines `config NAME`.
+fn kconfig_defines(work: &Path, name: &str) -> Result<bool> {
+    let status = Command::new("grep")
+        .args(["-rqx", "--include=Kconfig*", "-e"])
+        .arg(format!("\\(menu\\)\\?config {name}"))
+        .arg(".")
+        .current_dir(work)
+        .stdin(Stdio::null())
+        .status()
+        .map_err(|e| KernelError::io("running grep in", work, e))?;
+    Ok(status.success())
+}
+
+/// Whether the final `.config` has what the fragment line asks.
+fn check_option(cfg: &str, line: &str, fragment: &Path) -> Result<()> {
+    if let Some(opt) = line
+        .strip_prefix("# ")
+        .and_then(|l| l.strip_suffix(" is not set"))
+    {
+        // Off may also mean absent.
+        if cfg.lines().any(|l| l.starts_with(&format!("{opt}="))) {
             return Err(KernelError::Option(format!(
-                "{}: `{wanted}` did not survive olddefconfig (a dependency is missing)",
-                series.config.display()
+                "{}: {opt} is set though the fragment turns it off",
+                fragment.display()
             )));
         }
+        return Ok(());
+    }
+    if !cfg.lines().any(|l| l == line) {
+        return Err(KernelError::Option(format!(
+            "{}: `{line}` did not survive olddefconfig (a dependency is missing)",
+            fragment.display()
+        )));
     }
     Ok(())
 }
@@ -420,8 +657,49 @@ fn configure(series: &Series, work: &Path, log: &Path) -> Result<()> {
 /// Build the kernel of the series in `opts.kernel_dir`, or find it in the
 /// cache.
 pub fn build(opts: &BuildOptions, progress: &mut dyn FnMut(Progress)) -> Result<Built> {
+    let series = Series::load(&opts.kernel_dir, opts.flavour)?;
+    series.check_cores()?;
+    build_series(opts, &series, progress)
+}
+
+/// Build the series one patch more at a time: the first patch alone, the
+/// first two, ... up to the whole series, each a kernel of its own in the
+/// cache (a bisectable series builds at every step). Stops at the first
+/// prefix that fails, naming its last patch.
+pub fn build_each_patch(
+    opts: &BuildOptions,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<Vec<Built>> {
+    let series = Series::load(&opts.kernel_dir, opts.flavour)?;
+    series.check_cores()?;
+    let mut built = Vec::new();
+    for n in 1..=series.patches.len() {
+        let prefix = series.prefix(n);
+        let last = prefix.patches[n - 1].clone();
+        progress(Progress::Step(format!(
+            "patch {n}/{}: {}",
+            series.patches.len(),
+            last.display()
+        )));
+        match build_series(opts, &prefix, progress) {
+            Ok(b) => built.push(b),
+            Err(e) => {
+                return Err(KernelError::Option(format!(
+                    "the series does not build up to {}: {e}",
+                    last.display()
+                )))
+            }
+        }
+    }
+    Ok(built)
+}
+
+fn build_series(
+    opts: &BuildOptions,
+    series: &Series,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<Built> {
     let started = Instant::now();
-    let series = Series::load(&opts.kernel_dir)?;
     if !opts.source.is_file() {
         return Err(KernelError::SourceMissing {
             path: opts.source.clone(),
@@ -435,6 +713,7 @@ pub fn build(opts: &BuildOptions, progress: &mut dyn FnMut(Progress)) -> Result<
     let done = |cached, cold| Built {
         bzimage: bzimage.clone(),
         hash: hash.clone(),
+        flavour: opts.flavour,
         cached,
         cold,
         seconds: started.elapsed().as_secs_f64(),
@@ -464,21 +743,28 @@ pub fn build(opts: &BuildOptions, progress: &mut dyn FnMut(Progress)) -> Result<
     let log = vdir.join(format!("build-{hash}.log"));
     let _ = fs::remove_file(&log);
     progress(Progress::Step(format!(
-        "building kernel {hash} ({SOURCE_PACKAGE} {version}); log {}",
+        "building the {} kernel {hash} ({SOURCE_PACKAGE} {version}); log {}",
+        opts.flavour.name(),
         log.display()
     )));
     let src = ensure_source(opts, &vdir, &log)?;
-    let (work, cold) = ensure_work(&vdir, &src, &log)?;
+    let (work, cold) = ensure_work(&vdir, &src, opts.flavour, &log)?;
     revert_series(&work, &log)?;
-    apply_series(&series, &work, &log)?;
+    apply_series(series, &work, &log)?;
     let cfg_hash = {
-        let bytes =
-            fs::read(&series.config).map_err(|e| KernelError::io("reading", &series.config, e))?;
-        hex(&Sha256::digest(&bytes)[..12])
+        let mut h = Sha256::new();
+        for c in &series.configs {
+            h.update(fs::read(c).map_err(|e| KernelError::io("reading", c, e))?);
+        }
+        hex(&h.finalize()[..12])
     };
     let stamp = work.join(".nvmos-config");
-    if fs::read_to_string(&stamp).ok().as_deref() != Some(cfg_hash.as_str()) {
-        configure(&series, &work, &log)?;
+    let partial = series.partial;
+    let configured = fs::read_to_string(&stamp).ok().as_deref() == Some(cfg_hash.as_str())
+        && check_config(series, &work, partial).is_ok();
+    if !configured {
+        let _ = fs::remove_file(&stamp);
+        configure(series, &work, &log, partial)?;
         fs::write(&stamp, &cfg_hash).map_err(|e| KernelError::io("writing", &stamp, e))?;
     }
     run_logged(
@@ -516,7 +802,7 @@ pub struct CheckResult {
 /// Run the kernel's `checkpatch.pl` on every patch of the series and, as
 /// files, on the policy core.
 pub fn check(opts: &BuildOptions, progress: &mut dyn FnMut(Progress)) -> Result<Vec<CheckResult>> {
-    let series = Series::load(&opts.kernel_dir)?;
+    let series = Series::load(&opts.kernel_dir, Flavour::Plain)?;
     if !opts.source.is_file() {
         return Err(KernelError::SourceMissing {
             path: opts.source.clone(),
@@ -540,7 +826,7 @@ pub fn check(opts: &BuildOptions, progress: &mut dyn FnMut(Progress)) -> Result<
         progress(Progress::Step(format!("checkpatch {}", file.display())));
         let mut cmd = Command::new("perl");
         cmd.arg(&script)
-            .args(["--no-tree", "--terse", "--show-types"]);
+            .args(["--no-tree", "--strict", "--terse", "--show-types"]);
         if as_file {
             cmd.arg("-f");
         }
@@ -575,4 +861,42 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
         .map_err(|e| KernelError::io("writing", path, e))?;
     out.commit()?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn new_files_are_read_back_from_a_series() {
+        let first = "\
+--- a/mm/Makefile\t2026-01-01
++++ b/mm/Makefile\t2026-01-01
+@@ -1,1 +1,2 @@
+ obj-y += a.o
++obj-y += b.o
+--- /dev/null\t1970-01-01
++++ b/mm/b.c\t2026-01-01
+@@ -0,0 +1,4 @@
++int b;
++
++int c;
++int d;
+";
+        let second = "\
+diff --git a/mm/b.c b/mm/b.c
+--- a/mm/b.c
++++ b/mm/b.c
+@@ -2,3 +2,3 @@
+ 
+-int c;
++long c;
+ int d;
+";
+        let added = files_added(&[first, second]).unwrap();
+        assert_eq!(added.len(), 1, "{added:?}");
+        assert_eq!(added["mm/b.c"], "int b;\n\nlong c;\nint d;\n");
+        let bad = second.replace(" int d;", " int e;");
+        assert!(files_added(&[first, &bad]).unwrap_err().contains("mm/b.c"));
+    }
 }

@@ -14,7 +14,7 @@
 //!   with a busybox initramfs and the static workloads of
 //!   `traces/workloads`, records `kmem:mm_page_alloc/free` in the guest
 //!   and brings the trace out as `.nvt` with the guest's machine header,
-//!   plus the policy's counters from `/proc/nvmos_policy`. A watchdog ends
+//!   plus the policy's counters from `nvmos_policy` in debugfs. A watchdog ends
 //!   a guest that stops responding.
 //! - [`study`]: every policy × workload, in-kernel wear, pinned banks
 //!   (`adaptive` against `buddy`; split into memblock's, the trace
@@ -22,6 +22,10 @@
 //!   replay of the `buddy` trace through nvmos' models against what the
 //!   kernel actually did; with [`study::Options::keep`] the study so far
 //!   and each run's trace are written as runs finish.
+//! - [`check`]: the series under mm's own checks: every policy and
+//!   workload on the debug kernel, and a guest per policy that tests
+//!   compaction, THP, CMA, memory offlining, soft-offline, CPU offlining,
+//!   stress-ng and the in-kernel KUnit suite.
 //! - [`policy_core`]: the kernel's C policy cores compiled for user space,
 //!   for the differential tests against `nvmos-frames`.
 //!
@@ -41,6 +45,7 @@
 //! ```
 #![warn(missing_docs)]
 
+pub mod check;
 mod cpio;
 mod error;
 pub mod kbuild;

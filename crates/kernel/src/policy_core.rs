@@ -31,6 +31,14 @@ extern "C" {
     fn ib_frame_free(s: *const c_void, pfn: u64) -> c_int;
     fn ib_lazy_take(l: *mut c_void, pfn: *mut u64) -> c_int;
     fn ib_lazy_put(l: *mut c_void, pfn: u64) -> c_int;
+    fn ib_harness_stage(h: *mut Harness, batch: u32);
+    fn ib_harness_staged(h: *mut Harness) -> *mut c_void;
+    fn ib_staged_take(st: *mut c_void, pfn: *mut u64) -> c_int;
+    fn ib_staged_stage(st: *mut c_void, pfn: u64);
+    fn ib_staged_room(st: *const c_void) -> u32;
+    fn ib_staged_gather(st: *mut c_void, pfn: u64) -> c_int;
+    fn ib_staged_flush(st: *mut c_void, out: *mut u64) -> u32;
+    fn ib_staged_unstage(st: *mut c_void, out: *mut u64) -> u32;
 }
 
 /// Largest order the core coalesces (`IB_MAX_ORDER`).
@@ -95,6 +103,8 @@ pub struct CoreSpace {
     h: NonNull<Harness>,
     /// Blocks handed out and not freed, by first frame: their order.
     live: HashMap<u64, u8>,
+    /// A staged (lis31-fair) list instead of a bypass list.
+    staged: bool,
 }
 
 // SAFETY: the harness is plain memory owned by this value alone.
@@ -115,7 +125,89 @@ impl CoreSpace {
         Ok(CoreSpace {
             h,
             live: HashMap::new(),
+            staged: false,
         })
+    }
+
+    /// A space over `[start, end)` with every frame free and a staged
+    /// (lis31-fair) list of `batch` frames, composed as the kernel's
+    /// `nvmos_alloc_lazy`/`nvmos_free_lazy` compose it under `lis31-fair`.
+    pub fn new_staged(start: u64, end: u64, batch: u32) -> Result<CoreSpace, CoreError> {
+        if batch == 0 || batch > CORE_LAZY_MAX {
+            return Err(CoreError::BadCap(batch));
+        }
+        let mut core = CoreSpace::new(start, end, 0)?;
+        // SAFETY: live harness.
+        unsafe { ib_harness_stage(core.h.as_ptr(), batch) };
+        core.staged = true;
+        Ok(core)
+    }
+
+    fn staged_list(&self) -> *mut c_void {
+        // SAFETY: `h` is live until drop.
+        unsafe { ib_harness_staged(self.h.as_ptr()) }
+    }
+
+    /// Stage up to the list's room from the front of the space.
+    fn refill(&mut self) {
+        // SAFETY: live harness pointers.
+        unsafe {
+            let st = self.staged_list();
+            for _ in 0..ib_staged_room(st) {
+                let p = ib_alloc(self.space(), 0);
+                if p == u64::MAX {
+                    break;
+                }
+                ib_staged_stage(st, p);
+            }
+        }
+    }
+
+    /// Give the gathered frees back to the space, in the order freed.
+    fn flush(&mut self) {
+        let mut out = [0u64; CORE_LAZY_MAX as usize];
+        // SAFETY: live harness; `out` has IB_LAZY_MAX entries.
+        unsafe {
+            let n = ib_staged_flush(self.staged_list(), out.as_mut_ptr());
+            for &p in &out[..n as usize] {
+                let verdict = ib_free(self.space(), p, 0);
+                assert_eq!(verdict, 0, "the space refused a gathered free of {p:#x}");
+            }
+        }
+    }
+
+    /// Give the staged frames (oldest first), then the gathered frees,
+    /// back to the space: what `drain_all_pages()` does to a CPU's list
+    /// before the kernel retries a failed allocation.
+    fn drain_staged(&mut self) {
+        let mut out = [0u64; CORE_LAZY_MAX as usize];
+        // SAFETY: live harness; `out` has IB_LAZY_MAX entries.
+        unsafe {
+            let n = ib_staged_unstage(self.staged_list(), out.as_mut_ptr());
+            for &p in &out[..n as usize] {
+                let verdict = ib_free(self.space(), p, 0);
+                assert_eq!(verdict, 0, "the space refused a staged frame {p:#x}");
+            }
+        }
+        self.flush();
+    }
+
+    fn alloc_staged(&mut self) -> Option<u64> {
+        let mut pfn = 0u64;
+        // SAFETY: live harness pointers.
+        unsafe {
+            if ib_staged_take(self.staged_list(), &mut pfn) != 0 {
+                return Some(pfn);
+            }
+            self.refill();
+            if ib_staged_take(self.staged_list(), &mut pfn) != 0 {
+                return Some(pfn);
+            }
+            // The gathered frees may be all that is left.
+            self.flush();
+            self.refill();
+            (ib_staged_take(self.staged_list(), &mut pfn) != 0).then_some(pfn)
+        }
     }
 
     fn space(&self) -> *mut c_void {
@@ -131,8 +223,15 @@ impl CoreSpace {
             return Err(CoreError::BadOrder(order));
         }
         let mut pfn = 0u64;
+        if order == 0 && self.staged {
+            let got = self.alloc_staged();
+            if let Some(p) = got {
+                self.live.insert(p, 0);
+            }
+            return Ok(got);
+        }
         // SAFETY: the pointers come from the live harness.
-        let got = unsafe {
+        let mut got = unsafe {
             if order == 0 && ib_lazy_take(ib_harness_lazy(self.h.as_ptr()), &mut pfn) != 0 {
                 Some(pfn)
             } else {
@@ -140,6 +239,13 @@ impl CoreSpace {
                 (p != u64::MAX).then_some(p)
             }
         };
+        if got.is_none() && self.staged {
+            // The kernel drains the CPU lists and retries.
+            self.drain_staged();
+            // SAFETY: live harness.
+            let p = unsafe { ib_alloc(self.space(), c_uint::from(order)) };
+            got = (p != u64::MAX).then_some(p);
+        }
         if let Some(p) = got {
             self.live.insert(p, order);
         }
@@ -153,13 +259,23 @@ impl CoreSpace {
             return Err(CoreError::NotAllocated { pfn, order });
         }
         self.live.remove(&pfn);
+        if order == 0 && self.staged {
+            // SAFETY: live harness; the frame was handed out and not freed.
+            if unsafe { ib_staged_gather(self.staged_list(), pfn) } != 0 {
+                self.flush();
+            }
+            return Ok(());
+        }
         // SAFETY: the block was handed out by this space and not freed.
         unsafe {
             if order == 0 && ib_lazy_put(ib_harness_lazy(self.h.as_ptr()), pfn) != 0 {
                 return Ok(());
             }
             let verdict = ib_free(self.space(), pfn, c_uint::from(order));
-            assert_eq!(verdict, 0, "the core refused a free the harness tracked as live");
+            assert_eq!(
+                verdict, 0,
+                "the core refused a free the harness tracked as live"
+            );
         }
         Ok(())
     }
@@ -367,7 +483,10 @@ impl CoreAdaptive {
         self.live.remove(&pfn);
         // SAFETY: the block was handed out by this core and not freed.
         let verdict = unsafe { ad_free(self.core(), pfn, c_uint::from(order)) };
-        assert_eq!(verdict, 0, "the core refused a free the harness tracked as live");
+        assert_eq!(
+            verdict, 0,
+            "the core refused a free the harness tracked as live"
+        );
         Ok(())
     }
 

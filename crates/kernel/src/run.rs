@@ -37,17 +37,23 @@ pub enum Policy {
     Lis1,
     /// Lazy iBuddy with per-CPU bypass lists of 31 frames.
     Lis31,
+    /// The fair lazy iBuddy: per-CPU staged lists refilled 31 frames at a
+    /// time from the space's least recently freed end, frees given back
+    /// 31 at a time (nvmos-frames' `PcpPolicy::LIS_31_FAIR`).
+    #[serde(rename = "lis31-fair")]
+    Lis31Fair,
     /// Seed 004's Adaptive-Buddy: kernel and user pools of banks.
     Adaptive,
 }
 
 impl Policy {
     /// Every policy of the series.
-    pub const ALL: [Policy; 5] = [
+    pub const ALL: [Policy; 6] = [
         Policy::Buddy,
         Policy::IBuddy,
         Policy::Lis1,
         Policy::Lis31,
+        Policy::Lis31Fair,
         Policy::Adaptive,
     ];
 
@@ -58,6 +64,7 @@ impl Policy {
             Policy::IBuddy => "ibuddy",
             Policy::Lis1 => "lis1",
             Policy::Lis31 => "lis31",
+            Policy::Lis31Fair => "lis31-fair",
             Policy::Adaptive => "adaptive",
         }
     }
@@ -157,6 +164,9 @@ pub struct RunOptions {
     /// over [`RunOptions::share_host_root`] may need (numpy's baseline is
     /// x86-64-v2: `qemu64` has no SSSE3 and numpy dies with SIGILL).
     pub cpu_model: Option<String>,
+    /// More kernel command-line options (after the policy's and the
+    /// flavour's), e.g. `cma=64M`.
+    pub extra_cmdline: Vec<String>,
 }
 
 /// The virtio-9p mount tag of [`RunOptions::share_host_root`].
@@ -195,11 +205,12 @@ impl RunOptions {
             files: Vec::new(),
             share_host_root: false,
             cpu_model: None,
+            extra_cmdline: Vec::new(),
         }
     }
 }
 
-/// One bank of the guest in one zone, from `/proc/nvmos_policy`.
+/// One bank of the guest in one zone, from `nvmos_policy` in debugfs.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct Bank {
     /// Bank number (pfn / frames per bank).
@@ -216,7 +227,7 @@ pub struct Bank {
     pub pool: String,
 }
 
-/// The policy's counters in `/proc/nvmos_policy`.
+/// The policy's counters in `nvmos_policy` in debugfs.
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct Counters {
     /// The policy the guest reports it runs.
@@ -321,18 +332,21 @@ pub struct Run {
     pub event_count: u64,
     /// What the trace reader skipped or remapped, and events lost.
     pub counts: SourceCounts,
-    /// `/proc/nvmos_policy` before the workload.
+    /// `nvmos_policy` in debugfs before the workload.
     pub counters_before: Counters,
-    /// `/proc/nvmos_policy` after the trace buffers were sized (they
+    /// `nvmos_policy` in debugfs after the trace buffers were sized (they
     /// are allocated through the page-frame policy, as kernel pages,
     /// between `counters_before` and this).
     pub counters_traced: Counters,
-    /// `/proc/nvmos_policy` after it.
+    /// `nvmos_policy` in debugfs after it.
     pub counters: Counters,
     /// `/proc/kpageflags` right after `counters`, summed per bank.
     pub page_flags: PageFlagBanks,
-    /// Lines of the console with an oops, BUG or WARNING: empty on a clean run.
-    pub problems: Vec<String>,
+    /// `zone->lock` acquisitions during the workload, from `/proc/lock_stat`
+    /// (the debug kernel's CONFIG_LOCK_STAT); `None` on the plain kernel.
+    pub zone_lock_acquisitions: Option<u64>,
+    /// Order-0 allocations in the trace.
+    pub order0_allocations: u64,
     /// The guest's console log.
     pub console_log: PathBuf,
     /// The `.nvt` written, if asked.
@@ -476,24 +490,30 @@ mount -t sysfs sys /sys
 mount -t devtmpfs dev /dev 2>/dev/null
 mount -t tmpfs -o size=75% tmp /tmp
 mount -t tracefs nodev /sys/kernel/tracing
+mount -t debugfs nodev /sys/kernel/debug
 (while :; do sleep 5; echo nvmos-heartbeat; done) &
 T=/sys/kernel/tracing
-cat /proc/nvmos_policy > /tmp/.counters-before
+P=/sys/kernel/debug/nvmos_policy
+cat $P > /tmp/.counters-before
 echo 0 > $T/tracing_on
 echo {buffer} > $T/buffer_size_kb
 echo 0 > $T/options/overwrite
 echo > $T/trace
-cat /proc/nvmos_policy > /tmp/.counters-traced
+cat $P > /tmp/.counters-traced
 for e in mm_page_alloc mm_page_free mm_page_free_batched; do echo 1 > $T/events/kmem/$e/enable; done
+# The debug kernel counts lock acquisitions (CONFIG_LOCK_STAT): from zero, during the workload only.
+if [ -e /proc/lock_stat ]; then echo 0 > /proc/lock_stat; echo 1 > /proc/sys/kernel/lock_stat; fi
 echo nvmos-guest-start
 echo 1 > $T/tracing_on
 cd /tmp
 {cmd}
 status=$?
 echo 0 > $T/tracing_on
+: > /tmp/.lockstat
+if [ -e /proc/lock_stat ]; then echo 0 > /proc/sys/kernel/lock_stat; grep -F 'zone->lock' /proc/lock_stat > /tmp/.lockstat; fi
 cd /
 echo nvmos-workload-exit $status
-cat /proc/nvmos_policy > /tmp/.counters-end
+cat $P > /tmp/.counters-end
 dd if=/proc/kpageflags of=/dev/vda bs=1M seek={kpf_mib} 2> /dev/null
 wc -c < /proc/kpageflags > /tmp/.kpageflags
 {{
@@ -508,6 +528,7 @@ echo "==nvmos:counters_traced=="; cat /tmp/.counters-traced
 echo "==nvmos:counters=="; cat /tmp/.counters-end
 echo "==nvmos:kpageflags=="; cat /tmp/.kpageflags
 echo "==nvmos:stats=="; for c in $T/per_cpu/cpu*; do cat $c/stats; done
+echo "==nvmos:lock_stat=="; cat /tmp/.lockstat
 echo "==nvmos:trace=="; cat $T/trace
 echo "==nvmos:end=="
 }} > /dev/vda
@@ -620,7 +641,7 @@ impl PageFlagBanks {
 /// end, as a guest wrote them to its data disk.
 #[derive(Clone, Debug)]
 pub struct GuestCounters {
-    /// `/proc/nvmos_policy` before the trace buffers were sized.
+    /// `nvmos_policy` in debugfs before the trace buffers were sized.
     pub before: Counters,
     /// After they were sized, before the workload.
     pub traced: Counters,
@@ -698,28 +719,102 @@ fn guest_counters(
     })
 }
 
+/// `zone->lock`'s acquisitions in `/proc/lock_stat`'s line for it (the
+/// eighth figure: con-bounces, contentions, four wait times, acq-bounces,
+/// acquisitions); `None` when the kernel has no lock statistics (no line).
+fn zone_lock_acquisitions(text: &str) -> std::result::Result<Option<u64>, String> {
+    let Some(line) = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("&zone->lock:"))
+    else {
+        return Ok(None);
+    };
+    let figures: Vec<&str> = line
+        .split_once(':')
+        .map(|(_, r)| r.split_whitespace().collect())
+        .unwrap_or_default();
+    figures
+        .get(7)
+        .and_then(|f| f.parse().ok())
+        .map(Some)
+        .ok_or_else(|| format!("no acquisitions figure in {line:?}"))
+}
+
 /// The byte count `wc -c` reports.
 fn wc_bytes(report: &str) -> Option<u64> {
     report.trim().parse().ok()
 }
 
-/// Console lines that mean the kernel is not well.
-const PROBLEMS: [&str; 9] = [
+/// Console lines that mean the kernel is not well: an oops, `BUG:` (KASAN,
+/// KFENCE, sleeping in atomic context, bad page state and more begin so),
+/// `WARNING:` (lockdep's splats, `WARN_ON`), a `VM_BUG_ON` (`kernel BUG
+/// at`), a bad page, a free the policy refused, a boot parameter it could
+/// not take.
+pub const PROBLEMS: [&str; 14] = [
     "Oops",
     "BUG:",
+    "BUG at",
     "WARNING:",
     "Kernel panic",
     "Call Trace:",
     "general protection fault",
+    "Bad page",
+    "KASAN",
+    "KFENCE",
+    "UBSAN",
     "nvmos: unknown",
     "nvmos: bad",
     "page allocation failure",
 ];
 
+/// The console's problem lines (see [`PROBLEMS`]), each with a line of
+/// context on either side, in order; empty on a clean run.
+pub fn console_problems(console: &str) -> Vec<String> {
+    let lines: Vec<&str> = console.lines().collect();
+    let mut out = Vec::new();
+    let mut last_shown = None;
+    for (i, l) in lines.iter().enumerate() {
+        if !PROBLEMS.iter().any(|p| l.contains(p)) {
+            continue;
+        }
+        let from = i
+            .saturating_sub(1)
+            .max(last_shown.map_or(0, |s: usize| s + 1));
+        let to = (i + 1).min(lines.len() - 1);
+        for line in &lines[from..=to] {
+            out.push((*line).to_owned());
+        }
+        last_shown = Some(to);
+    }
+    out
+}
+
 struct Guest {
     accel: &'static str,
     boot_s: f64,
     console: String,
+}
+
+/// The guest kernel's command line: console, the policy, the flavour's
+/// debug options, then [`RunOptions::extra_cmdline`].
+fn cmdline(opts: &RunOptions) -> String {
+    let mut line = format!(
+        "console=ttyS0 panic=-1 reboot=t nvmos_policy={} nvmos_bank_mib={}",
+        opts.policy.name(),
+        opts.bank_mib
+    );
+    for o in opts
+        .build
+        .flavour
+        .cmdline()
+        .iter()
+        .copied()
+        .chain(opts.extra_cmdline.iter().map(String::as_str))
+    {
+        line.push(' ');
+        line.push_str(o);
+    }
+    line
 }
 
 /// Boot once; return the console when QEMU exited by itself.
@@ -752,14 +847,7 @@ fn boot(
         .arg(kernel)
         .arg("-initrd")
         .arg(dir.join("initramfs.cpio"))
-        .args([
-            "-append",
-            &format!(
-                "console=ttyS0 panic=-1 reboot=t nvmos_policy={} nvmos_bank_mib={}",
-                opts.policy.name(),
-                opts.bank_mib
-            ),
-        ])
+        .args(["-append", &cmdline(opts)])
         .arg("-serial")
         .arg(format!("file:{}", console.display()))
         .arg("-drive")
@@ -1076,12 +1164,15 @@ pub fn run(opts: &RunOptions, progress: &mut dyn FnMut(Progress)) -> Result<Run>
         ));
     }
     let guest = boot_guest(opts, progress)?;
-    let problems: Vec<String> = guest
-        .console
-        .lines()
-        .filter(|l| PROBLEMS.iter().any(|p| l.contains(p)))
-        .map(str::to_owned)
-        .collect();
+    // A kernel that reported a problem gives no trace: its events are not
+    // the workload's under a healthy policy.
+    let problems = console_problems(&guest.console);
+    if !problems.is_empty() {
+        return Err(KernelError::GuestProblems {
+            problems,
+            log: guest.console_log,
+        });
+    }
     let GuestRun {
         kernel,
         accel,
@@ -1147,6 +1238,11 @@ pub fn run(opts: &RunOptions, progress: &mut dyn FnMut(Progress)) -> Result<Run>
         });
     }
     let lost = lost_events(&text("stats")?);
+    let zone_lock_acquisitions = match sec.get("lock_stat") {
+        Some(b) => zone_lock_acquisitions(&String::from_utf8_lossy(b))
+            .map_err(|e| parse_err("lock_stat", e))?,
+        None => None,
+    };
     let trace = sec.get("trace").ok_or_else(|| KernelError::GuestOutput {
         path: disk.clone(),
         what: "no trace section".to_owned(),
@@ -1180,7 +1276,11 @@ pub fn run(opts: &RunOptions, progress: &mut dyn FnMut(Progress)) -> Result<Run>
         counters_traced,
         counters,
         page_flags,
-        problems,
+        zone_lock_acquisitions,
+        order0_allocations: events
+            .iter()
+            .filter(|e| matches!(e.op, nvmos_trace::Op::Alloc(_)) && e.order.get() == 0)
+            .count() as u64,
         console_log: console,
         output,
         events,
@@ -1267,6 +1367,14 @@ mod tests {
         assert!(PageFlagBanks::parse(&bytes[..13], 4).is_err());
         assert_eq!(wc_bytes("4194304\n"), Some(4_194_304));
         assert_eq!(wc_bytes("wc: can't open\n"), None);
+    }
+
+    #[test]
+    fn zone_lock_acquisitions_come_from_lock_stat() {
+        let line = "                     &zone->lock:           12             14           0.10           3.20          20.50           1.46             33           5012           0.05          10.00        1000.00           0.20\n";
+        assert_eq!(zone_lock_acquisitions(line), Ok(Some(5012)));
+        assert_eq!(zone_lock_acquisitions(""), Ok(None));
+        assert!(zone_lock_acquisitions("&zone->lock: 1 2").is_err());
     }
 
     #[test]

@@ -107,8 +107,6 @@ pub struct RunRow {
     pub console_log: std::path::PathBuf,
     /// The run's trace, when the study keeps them.
     pub trace: Option<std::path::PathBuf>,
-    /// Console lines with an oops, BUG or WARNING.
-    pub problems: Vec<String>,
 }
 
 /// Replay of the `buddy` trace through a model against the kernel policy it models.
@@ -160,8 +158,8 @@ pub struct Study {
 }
 
 /// Why a finished study is incomplete: some runs failed (the study went
-/// on without them), or some runs' kernels reported problems or lost
-/// trace events (their figures are not the workload's).
+/// on without them; a run whose kernel reported a problem fails), or
+/// some runs lost trace events (their figures are not the workload's).
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 pub enum Incomplete {
     /// Runs that failed, `policy workload run N: why` each.
@@ -172,8 +170,8 @@ pub enum Incomplete {
         /// Runs planned.
         planned: usize,
     },
-    /// Runs with kernel problems or lost events, `policy workload run N` each.
-    #[error("{} runs had kernel problems or lost events: {}", runs.len(), runs.join(", "))]
+    /// Runs that lost trace events, `policy workload run N` each.
+    #[error("{} runs lost trace events: {}", runs.len(), runs.join(", "))]
     Unclean {
         /// The runs.
         runs: Vec<String>,
@@ -181,8 +179,9 @@ pub enum Incomplete {
 }
 
 impl Study {
-    /// `None` when every planned run finished with no kernel problem and
-    /// no lost event; else what is missing or suspect (failed runs first).
+    /// `None` when every planned run finished (a kernel problem fails the
+    /// run) with no lost event; else what is missing or suspect (failed
+    /// runs first).
     pub fn incomplete(&self) -> Option<Incomplete> {
         if !self.failed.is_empty() {
             let runs = self.failed.iter().map(|f| {
@@ -202,7 +201,7 @@ impl Study {
         let unclean: Vec<String> = self
             .runs
             .iter()
-            .filter(|r| !r.problems.is_empty() || r.lost_events > 0)
+            .filter(|r| r.lost_events > 0)
             .map(|r| format!("{} {} run {}", r.policy.name(), r.workload, r.run))
             .collect();
         (!unclean.is_empty()).then_some(Incomplete::Unclean { runs: unclean })
@@ -266,6 +265,7 @@ fn model_of(policy: Policy) -> Option<AllocatorKind> {
         Policy::IBuddy => Some(AllocatorKind::IBuddy),
         Policy::Lis1 => Some(AllocatorKind::Lis1),
         Policy::Lis31 => Some(AllocatorKind::Lis31),
+        Policy::Lis31Fair => Some(AllocatorKind::Lis31Fair),
         Policy::Adaptive => Some(AllocatorKind::Adaptive),
     }
 }
@@ -424,7 +424,6 @@ fn one_run(
             trace: run.output.clone(),
             counter_delta,
             counters: run.counters,
-            problems: run.problems,
         },
         predicted,
     ))

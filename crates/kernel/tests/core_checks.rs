@@ -27,14 +27,22 @@ fn ibuddy_core_refuses_double_and_outside_frees_without_a_change() {
     // A frame that is free already, and a block with one free frame in it.
     let free_one = (start..end).find(|&p| s.frame_free(p)).unwrap();
     assert_eq!(s.free_raw(free_one, 0), CoreFree::Double);
-    assert_eq!(s.free_raw(b & !7, 3), CoreFree::Double, "half of it is free");
+    assert_eq!(
+        s.free_raw(b & !7, 3),
+        CoreFree::Double,
+        "half of it is free"
+    );
     // Outside the space, misaligned, past its end, too large.
     assert_eq!(s.free_raw(start - 1, 0), CoreFree::Outside);
     assert_eq!(s.free_raw(end, 0), CoreFree::Outside);
     assert_eq!(s.free_raw(b + 1, 2), CoreFree::Outside);
     assert_eq!(s.free_raw(end - 2, 2), CoreFree::Outside);
     assert_eq!(s.free_raw(start, 11), CoreFree::Outside);
-    assert_eq!(ib_state(&s, start, end), before, "a refused free changed the space");
+    assert_eq!(
+        ib_state(&s, start, end),
+        before,
+        "a refused free changed the space"
+    );
     // The real frees are taken, and a second free of each is refused.
     assert_eq!(s.free_raw(a, 0), CoreFree::Ok);
     assert_eq!(s.free_raw(b, 2), CoreFree::Ok);
@@ -91,7 +99,11 @@ fn adaptive_core_refuses_double_and_outside_frees_and_hands_blocks_out() {
     let p = c.alloc(0, false).unwrap().unwrap();
     let before = snapshot(&c);
     assert_eq!(c.free_raw(p ^ 1, 0), CoreFree::Double, "its buddy is free");
-    assert_eq!(c.free_raw(p & !1023, 10), CoreFree::Double, "most of it is free");
+    assert_eq!(
+        c.free_raw(p & !1023, 10),
+        CoreFree::Double,
+        "most of it is free"
+    );
     assert_eq!(c.free_raw(4 * BANK, 0), CoreFree::Outside);
     assert_eq!(c.free_raw(p | 1, 1), CoreFree::Outside, "misaligned");
     assert_eq!(c.free_raw(0, 11), CoreFree::Outside);
@@ -103,7 +115,11 @@ fn adaptive_core_refuses_double_and_outside_frees_and_hands_blocks_out() {
     assert_eq!(c.free_block_of(5), Some((0, 10)));
     assert_eq!(c.take_block_of(5), Some((0, 10)));
     assert_eq!(c.free_block_of(5), None);
-    assert_eq!(c.banks()[0], (0, BankRole::Kernel), "its bank is in use now");
+    assert_eq!(
+        c.banks()[0],
+        (0, BankRole::Kernel),
+        "its bank is in use now"
+    );
     assert_eq!(c.free_blocks(10), 3);
     assert_eq!(c.stats().taken_frames, 1024);
     // Handed back, the bank empties and goes offline.

@@ -105,6 +105,20 @@ fn lazy_core_chooses_the_same_frames_as_nvmos_lis1_and_lis31() {
 }
 
 #[test]
+fn staged_core_chooses_the_same_frames_as_nvmos_lis31_fair() {
+    // The kernel's lis31-fair is one CPU's list per zone: nvmos'
+    // LIS_31_FAIR over one space, served for one CPU (a gathering of 31).
+    assert_eq!(PcpPolicy::LIS_31_FAIR, PcpPolicy::Staged { batch: 31 });
+    for seed in 20..24 {
+        let inner = IBuddy::<Lock>::with_spaces(&[Zone::new(START, END)], 1, 1).unwrap();
+        let reference = PerCpu::<_, Lock>::new(inner, PcpPolicy::LIS_31_FAIR).unwrap();
+        let mut core = CoreSpace::new_staged(START, END, 31).unwrap();
+        let n = compare(&reference, &mut core, END - START, seed, 20_000);
+        assert!(n > 5_000);
+    }
+}
+
+#[test]
 fn a_whole_space_coalesces_back_to_its_largest_blocks() {
     // Allocate every frame singly, free them in a shuffled order: the
     // bitmap must climb back to order 10 blocks, as the Rust model does.

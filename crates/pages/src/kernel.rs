@@ -38,6 +38,33 @@ pub fn check_text(results: &[CheckResult]) -> String {
     out
 }
 
+/// `kernel check` and `kernel test`: one line per item, failures first
+/// in full, then a count.
+pub fn mm_check_text(c: &nvmos_kernel::check::Check) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{} kernel {}: {} items in {:.0} s",
+        c.flavour.name(),
+        c.kernel,
+        c.items.len(),
+        c.seconds
+    );
+    for i in &c.items {
+        let _ = writeln!(
+            out,
+            "{:<4} {:<8} {:<40} {}",
+            if i.passed { "ok" } else { "FAIL" },
+            i.policy.name(),
+            i.name,
+            i.detail
+        );
+    }
+    let failed = c.failures().len();
+    let _ = writeln!(out, "{} passed, {failed} failed", c.items.len() - failed);
+    out
+}
+
 /// `kernel build`: the kernel built (or found in the cache) and how long.
 pub fn built_text(built: &Built) -> String {
     format!(
@@ -87,6 +114,18 @@ pub fn run_text(r: &Run, output: &Path, bank_mib: u64) -> String {
     let mut table = vec![vec!["counter".into(), "after".into(), "workload".into()]];
     table.extend(rows);
     out.push_str(&align(&table));
+    if let Some(n) = r.zone_lock_acquisitions {
+        let _ = writeln!(
+            out,
+            "zone->lock acquisitions during the workload: {n} ({:.1} per 1,000 order-0 allocations, {} of them)",
+            if r.order0_allocations > 0 {
+                1000.0 * n as f64 / r.order0_allocations as f64
+            } else {
+                f64::NAN
+            },
+            r.order0_allocations
+        );
+    }
     let _ = writeln!(
         out,
         "banks of {} MiB: {} in use, {} pinned by kernel pages, of {}",
@@ -143,8 +182,6 @@ fn run_columns() -> Columns {
         Column::number("used banks", "used_banks").format(Format::Plain),
         Column::figure("pinned banks", "")
             .with(|r| format!("{}/{}", r["pinned_banks"], r["banks"])),
-        Column::figure("problems", "problems")
-            .with(|v| v.as_array().map_or(0, Vec::len).to_string()),
     ])
     .key(Key::constant("data-list", "runs"))
     .key(Key::index("data-row"))
