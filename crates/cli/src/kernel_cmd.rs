@@ -58,6 +58,9 @@ pub struct CheckArgs {
     /// Skip stress-ng in the mm guest.
     #[arg(long)]
     no_stress: bool,
+    /// How long stress-ng runs in the mm guest, seconds.
+    #[arg(long, default_value_t = 20)]
+    stress_seconds: u32,
     /// The mm guest's memory (more than 4 GiB gives it a Normal zone).
     #[arg(long, default_value = "5GiB")]
     mm_mem: String,
@@ -292,6 +295,7 @@ fn run_check(a: &CheckArgs) -> Result<()> {
         .collect();
     opts.mm = !a.no_mm;
     opts.stress = !a.no_stress;
+    opts.stress_s = a.stress_seconds;
     opts.mm_mem_mib = mib(&a.mm_mem, "--mm-mem")?;
     opts.mm_cpus = a.mm_cpus;
     opts.plain = a.plain;

@@ -76,6 +76,10 @@ pub struct ReproduceArgs {
     /// The README whose results table is generated.
     #[arg(long, default_value = "README.md")]
     pub readme: PathBuf,
+    /// Write only the CLI reference (`<docs>/src/reference/cli.md`),
+    /// running no study: after a change to the command line.
+    #[arg(long, conflicts_with_all = ["check", "install"])]
+    pub reference_only: bool,
 }
 
 /// Run it.
@@ -89,6 +93,12 @@ pub fn run(args: ReproduceArgs, cli: clap::Command) -> Result<()> {
     }
     if args.check {
         return check(&args, options, cli);
+    }
+    if args.reference_only {
+        let reference = args.docs.join("src/reference/cli.md");
+        write_atomic(&reference, cli_reference(cli).as_bytes(), &[])?;
+        println!("wrote the CLI reference into {}", reference.display());
+        return Ok(());
     }
     if !args.only.is_empty() {
         if let Some(bad) = args

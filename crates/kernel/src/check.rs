@@ -43,6 +43,8 @@ pub struct Options {
     pub mm: bool,
     /// Run `stress-ng` in the mm guest (needs `stress-ng` on the host).
     pub stress: bool,
+    /// How long stress-ng runs, seconds.
+    pub stress_s: u32,
     /// The mm guest's memory, MiB (more than 4 GiB gives it a Normal zone).
     pub mm_mem_mib: u64,
     /// The mm guest's vCPUs.
@@ -64,6 +66,7 @@ impl Options {
                 .collect(),
             mm: true,
             stress: true,
+            stress_s: 20,
             mm_mem_mib: 5120,
             mm_cpus: 4,
             plain: false,
@@ -123,8 +126,10 @@ pub const MM_CHECKS: [&str; 9] = [
 ];
 
 /// The mm guest's `/init` for `policy` (busybox sh). `stress` adds the
-/// `stress` check (stress-ng in a chroot of the host's root).
-pub fn mm_init_script(policy: Policy, stress: bool) -> String {
+/// `stress` check (stress-ng for `stress_s` seconds in a chroot of the
+/// host's root); 0 leaves it out.
+pub fn mm_init_script(policy: Policy, stress_s: u32) -> String {
+    let stress = stress_s > 0;
     let nvmos = policy != Policy::Buddy;
     let lazy = matches!(policy, Policy::Lis1 | Policy::Lis31 | Policy::Lis31Fair);
     format!(
@@ -268,7 +273,7 @@ if [ {stress} = true ]; then
   mount -t sysfs sys /mnt/sys
   mount --bind /dev /mnt/dev
   mount -t tmpfs -o size=512M tmp /mnt/tmp
-  chroot /mnt stress-ng --vm 2 --vm-bytes 128M --brk 1 --mmap 1 --mmap-bytes 64M --fork 2 --fault 1 --timeout 20s --temp-path /tmp --metrics-brief > /tmp/stress.out 2>&1
+  chroot /mnt stress-ng --vm 2 --vm-bytes 128M --brk 1 --mmap 1 --mmap-bytes 64M --fork 2 --fault 1 --timeout {stress_s}s --temp-path /tmp --metrics-brief > /tmp/stress.out 2>&1
   st=$?
   if [ $st -eq 0 ]; then verdict stress ok "$(tail -n 8 /tmp/stress.out | tr '\n' ' ')"; else verdict stress fail "status=$st $(tail -n 8 /tmp/stress.out | tr '\n' ' ')"; fi
   counts_add_up counts_add_up_after_stress
@@ -287,6 +292,7 @@ echo nvmos-guest-done
 reboot -f
 "#,
         stress = stress,
+        stress_s = stress_s,
         tag = run::HOST_ROOT_TAG,
     )
 }
@@ -354,7 +360,10 @@ fn mm_guest(opts: &Options, policy: Policy, progress: &mut dyn FnMut(Progress)) 
     o.policy = policy;
     o.mem_mib = opts.mm_mem_mib;
     o.cpus = opts.mm_cpus;
-    o.init = Some(mm_init_script(policy, opts.stress));
+    o.init = Some(mm_init_script(
+        policy,
+        if opts.stress { opts.stress_s.max(1) } else { 0 },
+    ));
     o.command = vec!["mmcheck".to_owned()];
     o.share_host_root = opts.stress;
     o.extra_cmdline
@@ -663,7 +672,7 @@ not ok 1 nvmos_policy
     #[test]
     fn the_mm_script_reports_every_check_it_lists() {
         for policy in Policy::ALL {
-            let s = mm_init_script(policy, true);
+            let s = mm_init_script(policy, 20);
             for name in MM_CHECKS.iter().chain(&["stress"]) {
                 assert!(
                     s.contains(&format!("verdict {name} "))

@@ -30,11 +30,15 @@ fn assert_all_passed(c: &Check) {
     assert!(failed.is_empty(), "failed:\n{}", failed.join("\n"));
 }
 
+/// Every policy on the plain kernel, in the two-zone, 4-vCPU guest: each
+/// mm check and the KUnit suite (booted with `kunit.enable=1`).
 #[test]
-fn the_kunit_suite_passes_under_every_policy() {
+fn the_rest_of_mm_and_the_kunit_suite_work_under_every_policy() {
     let mut opts = Options::new(template());
     opts.plain = true;
-    let c = check::kunit(&opts, &mut |_| {}).unwrap();
+    opts.workloads.clear();
+    opts.stress = false;
+    let c = check::check(&opts, &mut |_| {}).unwrap();
     assert_all_passed(&c);
     for policy in Policy::ALL {
         let cases = c
@@ -43,18 +47,7 @@ fn the_kunit_suite_passes_under_every_policy() {
             .filter(|i| i.policy == policy && i.name.starts_with("kunit nvmos_policy."))
             .count();
         assert!(cases >= 8, "{}: {cases} KUnit cases", policy.name());
-    }
-}
-
-#[test]
-fn the_rest_of_mm_works_under_every_policy() {
-    let mut opts = Options::new(template());
-    opts.plain = true;
-    opts.workloads.clear();
-    let c = check::check(&opts, &mut |_| {}).unwrap();
-    assert_all_passed(&c);
-    for policy in Policy::ALL {
-        for name in check::MM_CHECKS.iter().chain(&["stress"]) {
+        for name in check::MM_CHECKS {
             assert!(
                 c.items
                     .iter()
@@ -66,11 +59,17 @@ fn the_rest_of_mm_works_under_every_policy() {
     }
 }
 
+/// The debug kernel (KASAN, lockdep, DEBUG_VM, DEBUG_PAGEALLOC, ...) for
+/// one policy: the mm guest, stress-ng included, with no kernel report.
+/// (`nvmos kernel check` runs every policy and workload.)
 #[test]
 fn the_debug_kernel_reports_nothing_for_the_staged_policy() {
     let mut opts = Options::new(template());
     opts.policies = vec![Policy::Lis31Fair];
-    opts.workloads = vec!["memstress".to_owned()];
+    opts.workloads.clear();
+    opts.mm_mem_mib = 2048;
+    opts.mm_cpus = 2;
+    opts.stress_s = 10;
     let c = check::check(&opts, &mut |_| {}).unwrap();
     assert_eq!(c.flavour, nvmos_kernel::kbuild::Flavour::Debug);
     assert_all_passed(&c);
