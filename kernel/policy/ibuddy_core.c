@@ -6,7 +6,8 @@
  *
  * The reference is the nvmos project's user-space IBuddy with one buddy
  * space, and PerCpu with PcpPolicy::Bypass: the same request sequence
- * gets the same frames from both (the differential test checks it). See ibuddy_core.h for the interface and the invariants.
+ * gets the same frames from both (the differential test checks it).
+ * See ibuddy_core.h for the interface and the invariants.
  */
 #include "ibuddy_core.h"
 
