@@ -9,15 +9,13 @@
  *   mmcheck hold MIB SECONDS touch MIB of anonymous memory and keep it for
  *                            SECONDS (movable pages for CMA and offlining
  *                            to migrate)
- *   mmcheck softoffline any|space
- *                            soft-offline a free frame from the middle of
+ *   mmcheck softoffline      soft-offline a free frame from the middle of
  *                            memory through sysfs; holds when the frame is
- *                            then marked HWPOISON. `space` takes only a
- *                            free frame that is not PageBuddy (under an
- *                            nvmos policy: one its space holds; CMA frames
- *                            stay on the buddy lists). Prints whether the
- *                            frame was on a buddy free list before
- *                            (held_by buddy) or not (held_by space).
+ *                            then marked HWPOISON. A free frame is one
+ *                            /proc/kpageflags marks KPF_BUDDY: the kernel
+ *                            sets it for a frame on a buddy free list and,
+ *                            through is_free_buddy_page(), for a frame an
+ *                            nvmos space holds.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -105,7 +103,7 @@ static int hold(long mib, long seconds)
 	return 0;
 }
 
-static int softoffline(int space_only)
+static int softoffline(void)
 {
 	uint64_t total, pfn, flags, count;
 	struct stat st;
@@ -134,7 +132,7 @@ static int softoffline(int space_only)
 	}
 	for (pfn = total / 4; pfn < total && tries < 1024; pfn += 97) {
 		char buf[64];
-		int fd, buddy;
+		int fd;
 		ssize_t n;
 
 		if (read_u64_at("/proc/kpageflags", pfn, &flags) ||
@@ -143,12 +141,9 @@ static int softoffline(int space_only)
 				(unsigned long long)pfn, strerror(errno));
 			return 2;
 		}
-		if (count != 0 || (flags & bad))
-			continue;
-		if (space_only && (flags & (1ULL << KPF_BUDDY)))
+		if (count != 0 || (flags & bad) || !(flags & (1ULL << KPF_BUDDY)))
 			continue;
 		tries++;
-		buddy = !!(flags & (1ULL << KPF_BUDDY));
 		fd = open("/sys/devices/system/memory/soft_offline_page", O_WRONLY);
 		if (fd < 0) {
 			perror("mmcheck: /sys/devices/system/memory/soft_offline_page");
@@ -167,9 +162,8 @@ static int softoffline(int space_only)
 		}
 		if (read_u64_at("/proc/kpageflags", pfn, &flags))
 			return 2;
-		printf("soft_offline_pfn %#llx\nheld_by %s\nhwpoison %d\nrefused_before %d\n",
-		       (unsigned long long)pfn, buddy ? "buddy" : "space",
-		       !!(flags & (1ULL << KPF_HWPOISON)), refused);
+		printf("soft_offline_pfn %#llx\nhwpoison %d\nrefused_before %d\n",
+		       (unsigned long long)pfn, !!(flags & (1ULL << KPF_HWPOISON)), refused);
 		return flags & (1ULL << KPF_HWPOISON) ? 0 : 1;
 	}
 	fprintf(stderr, "mmcheck: no free frame soft-offlined after %d tries\n", tries);
@@ -182,9 +176,8 @@ int main(int argc, char **argv)
 		return thp(atol(argv[2]));
 	if (argc == 4 && !strcmp(argv[1], "hold"))
 		return hold(atol(argv[2]), atol(argv[3]));
-	if (argc == 3 && !strcmp(argv[1], "softoffline") &&
-	    (!strcmp(argv[2], "any") || !strcmp(argv[2], "space")))
-		return softoffline(!strcmp(argv[2], "space"));
-	fprintf(stderr, "usage: mmcheck thp MIB | hold MIB SECONDS | softoffline any|space\n");
+	if (argc == 2 && !strcmp(argv[1], "softoffline"))
+		return softoffline();
+	fprintf(stderr, "usage: mmcheck thp MIB | hold MIB SECONDS | softoffline\n");
 	return 2;
 }
