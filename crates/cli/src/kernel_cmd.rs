@@ -36,15 +36,28 @@ pub enum KernelCommand {
     Test(TestArgs),
 }
 
+/// The policies a multi-guest command boots.
 #[derive(Args, Debug)]
-pub struct CheckArgs {
+pub struct PolicyArgs {
     /// Policies, comma-separated.
     #[arg(
-        long,
+        long = "policies",
+        value_name = "POLICIES",
         default_value = "buddy,ibuddy,lis1,lis31,lis31-fair,adaptive",
-        value_delimiter = ','
+        value_delimiter = ',',
+        value_parser = parse_policy
     )]
-    policies: Vec<String>,
+    list: Vec<Policy>,
+}
+
+fn parse_policy(name: &str) -> Result<Policy, String> {
+    Policy::parse(name).map_err(|e| e.to_string())
+}
+
+#[derive(Args, Debug)]
+pub struct CheckArgs {
+    #[command(flatten)]
+    policies: PolicyArgs,
     /// Workloads traced under each policy, comma-separated; `none` for none.
     #[arg(
         long,
@@ -79,13 +92,8 @@ pub struct CheckArgs {
 
 #[derive(Args, Debug)]
 pub struct TestArgs {
-    /// Policies, comma-separated.
-    #[arg(
-        long,
-        default_value = "buddy,ibuddy,lis1,lis31,lis31-fair,adaptive",
-        value_delimiter = ','
-    )]
-    policies: Vec<String>,
+    #[command(flatten)]
+    policies: PolicyArgs,
     #[command(flatten)]
     guest: GuestArgs,
 }
@@ -218,13 +226,8 @@ pub struct RunArgs {
 
 #[derive(Args, Debug)]
 pub struct StudyArgs {
-    /// Policies, comma-separated.
-    #[arg(
-        long,
-        default_value = "buddy,ibuddy,lis1,lis31,lis31-fair,adaptive",
-        value_delimiter = ','
-    )]
-    policies: Vec<String>,
+    #[command(flatten)]
+    policies: PolicyArgs,
     /// Workloads, comma-separated.
     #[arg(
         long,
@@ -260,13 +263,6 @@ pub fn run(cmd: KernelCommand) -> Result<()> {
     }
 }
 
-fn policies(names: &[String]) -> Result<Vec<Policy>> {
-    Ok(names
-        .iter()
-        .map(|p| Policy::parse(p))
-        .collect::<Result<Vec<_>, _>>()?)
-}
-
 fn mib(text: &str, what: &str) -> Result<u64> {
     let bytes = parse_memory(text).map_err(anyhow::Error::msg)? * FRAME_BYTES;
     if !bytes.is_multiple_of(1 << 20) {
@@ -286,7 +282,7 @@ fn finish_check(c: &check::Check) -> Result<()> {
 
 fn run_check(a: &CheckArgs) -> Result<()> {
     let mut opts = check::Options::new(a.guest.run_options(Policy::Buddy, Vec::new())?);
-    opts.policies = policies(&a.policies)?;
+    opts.policies = a.policies.list.clone();
     opts.workloads = a
         .workloads
         .iter()
@@ -310,7 +306,7 @@ fn run_check(a: &CheckArgs) -> Result<()> {
 
 fn run_test(a: &TestArgs) -> Result<()> {
     let mut opts = check::Options::new(a.guest.run_options(Policy::Buddy, Vec::new())?);
-    opts.policies = policies(&a.policies)?;
+    opts.policies = a.policies.list.clone();
     opts.plain = !a.guest.common.debug;
     let c = check::kunit(&opts, &mut progress)?;
     finish_check(&c)
@@ -357,14 +353,9 @@ fn run_one(a: &RunArgs) -> Result<()> {
 }
 
 fn run_study(a: &StudyArgs) -> Result<()> {
-    let policies = a
-        .policies
-        .iter()
-        .map(|p| Policy::parse(p))
-        .collect::<Result<Vec<_>, _>>()?;
     let opts = study::Options {
         run: a.guest.run_options(Policy::Buddy, Vec::new())?,
-        policies,
+        policies: a.policies.list.clone(),
         workloads: a.workloads.clone(),
         runs: a.runs,
         keep: a.out.clone(),

@@ -6,7 +6,10 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 pub enum KernelError {
     /// A policy name the series does not know.
-    #[error("unknown policy {name:?}: the kernel series has buddy, ibuddy, lis1, lis31, adaptive")]
+    #[error(
+        "unknown policy {name:?}: the kernel series has {}",
+        crate::run::Policy::ALL.map(|p| p.name()).join(", ")
+    )]
     UnknownPolicy {
         /// The name given.
         name: String,

@@ -1388,8 +1388,12 @@ mod tests {
     fn policies_parse() {
         assert_eq!(Policy::parse("lis31").unwrap(), Policy::Lis31);
         assert_eq!(Policy::parse("adaptive").unwrap(), Policy::Adaptive);
+        assert_eq!(Policy::parse("lis31-fair").unwrap(), Policy::Lis31Fair);
         let e = Policy::parse("ibudy").unwrap_err().to_string();
         assert!(e.contains("ibudy") && e.contains("lis31"), "{e}");
+        for p in Policy::ALL {
+            assert!(e.contains(p.name()), "{e} lacks {}", p.name());
+        }
     }
 
     #[test]
