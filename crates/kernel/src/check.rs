@@ -74,6 +74,60 @@ impl Options {
     }
 }
 
+impl Options {
+    /// The kernel checked: debug unless [`Options::plain`].
+    fn flavour(&self) -> Flavour {
+        if self.plain {
+            Flavour::Plain
+        } else {
+            Flavour::Debug
+        }
+    }
+}
+
+/// What every boot of a check reports: its console's kernel reports (one
+/// item) and the KUnit suite's cases read off the console (one item each;
+/// one failed item when the suite printed nothing).
+fn boot_items(policy: Policy, guest: &run::GuestRun, seconds: f64) -> Vec<Item> {
+    let item = |name: String, passed: bool, detail: String, seconds: f64| Item {
+        policy,
+        name,
+        passed,
+        detail,
+        seconds,
+    };
+    let log = guest.console_log.display();
+    let problems = run::console_problems(&guest.console);
+    let mut items = vec![item(
+        "console".to_owned(),
+        problems.is_empty(),
+        if problems.is_empty() {
+            format!("no kernel report ({log})")
+        } else {
+            format!("{} ({log})", problems.join(" | "))
+        },
+        seconds,
+    )];
+    let cases: Vec<(String, bool)> = kunit_results(&guest.console)
+        .into_iter()
+        .filter(|(n, _)| n.starts_with("nvmos_policy."))
+        .collect();
+    if cases.is_empty() {
+        items.push(item(
+            "kunit nvmos_policy".to_owned(),
+            false,
+            format!("no KTAP result of the nvmos_policy suite on the console ({log})"),
+            0.0,
+        ));
+    }
+    items.extend(
+        cases
+            .into_iter()
+            .map(|(name, ok)| item(format!("kunit {name}"), ok, String::new(), 0.0)),
+    );
+    items
+}
+
 /// One check under one policy.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct Item {
@@ -387,19 +441,7 @@ fn mm_guest(opts: &Options, policy: Policy, progress: &mut dyn FnMut(Progress)) 
             )]
         }
     };
-    let seconds = started.elapsed().as_secs_f64();
-    let mut items = Vec::new();
-    let problems = run::console_problems(&guest.console);
-    items.push(item(
-        "console",
-        problems.is_empty(),
-        if problems.is_empty() {
-            format!("no kernel report ({})", guest.console_log.display())
-        } else {
-            format!("{} ({})", problems.join(" | "), guest.console_log.display())
-        },
-        seconds,
-    ));
+    let mut items = boot_items(policy, &guest, started.elapsed().as_secs_f64());
     let results = guest
         .sections
         .get("results")
@@ -421,22 +463,6 @@ fn mm_guest(opts: &Options, policy: Policy, progress: &mut dyn FnMut(Progress)) 
             ),
         });
     }
-    let kunit = kunit_results(&guest.console);
-    let cases: Vec<&(String, bool)> = kunit
-        .iter()
-        .filter(|(n, _)| n.starts_with("nvmos_policy."))
-        .collect();
-    if cases.is_empty() {
-        items.push(item(
-            "kunit nvmos_policy",
-            false,
-            "no KTAP result of the nvmos_policy suite on the console".to_owned(),
-            0.0,
-        ));
-    }
-    for (name, ok) in cases {
-        items.push(item(&format!("kunit {name}"), *ok, String::new(), 0.0));
-    }
     items
 }
 
@@ -452,11 +478,7 @@ pub fn check(opts: &Options, progress: &mut dyn FnMut(Progress)) -> Result<Check
         kbuild::require_tool("stress-ng", "apt-get install stress-ng")?;
     }
     let mut base = opts.run.clone();
-    base.build.flavour = if opts.plain {
-        Flavour::Plain
-    } else {
-        Flavour::Debug
-    };
+    base.build.flavour = opts.flavour();
     let built = kbuild::build(&base.build, progress)?;
     let opts = Options {
         run: base,
@@ -550,11 +572,7 @@ pub fn kunit(opts: &Options, progress: &mut dyn FnMut(Progress)) -> Result<Check
         return Err(KernelError::Option("no policy to test".to_owned()));
     }
     let mut base = opts.run.clone();
-    base.build.flavour = if opts.plain {
-        Flavour::Plain
-    } else {
-        Flavour::Debug
-    };
+    base.build.flavour = opts.flavour();
     let built = kbuild::build(&base.build, progress)?;
     let mut items = Vec::new();
     for (done, &policy) in opts.policies.iter().enumerate() {
@@ -569,49 +587,15 @@ pub fn kunit(opts: &Options, progress: &mut dyn FnMut(Progress)) -> Result<Check
         o.init = Some(BOOT_ONLY_INIT.to_owned());
         o.command = vec!["true".to_owned()];
         o.extra_cmdline.push("kunit.enable=1".to_owned());
-        let item = |name: String, passed: bool, detail: String, seconds: f64| Item {
-            policy,
-            name,
-            passed,
-            detail,
-            seconds,
-        };
-        let guest = match run::boot_guest(&o, progress) {
-            Ok(g) => g,
-            Err(e) => {
-                items.push(item(
-                    "kunit".to_owned(),
-                    false,
-                    e.to_string(),
-                    t.elapsed().as_secs_f64(),
-                ));
-                continue;
-            }
-        };
-        let problems = run::console_problems(&guest.console);
-        items.push(item(
-            "console".to_owned(),
-            problems.is_empty(),
-            problems.join(" | "),
-            t.elapsed().as_secs_f64(),
-        ));
-        let cases: Vec<(String, bool)> = kunit_results(&guest.console)
-            .into_iter()
-            .filter(|(n, _)| n.starts_with("nvmos_policy."))
-            .collect();
-        if cases.is_empty() {
-            items.push(item(
-                "kunit nvmos_policy".to_owned(),
-                false,
-                format!(
-                    "no KTAP result of the nvmos_policy suite on the console ({})",
-                    guest.console_log.display()
-                ),
-                0.0,
-            ));
-        }
-        for (name, ok) in cases {
-            items.push(item(format!("kunit {name}"), ok, String::new(), 0.0));
+        match run::boot_guest(&o, progress) {
+            Ok(guest) => items.extend(boot_items(policy, &guest, t.elapsed().as_secs_f64())),
+            Err(e) => items.push(Item {
+                policy,
+                name: "kunit".to_owned(),
+                passed: false,
+                detail: e.to_string(),
+                seconds: t.elapsed().as_secs_f64(),
+            }),
         }
     }
     Ok(Check {
