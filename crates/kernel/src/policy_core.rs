@@ -165,13 +165,21 @@ impl CoreSpace {
 
     /// Give the gathered frees back to the space, in the order freed.
     fn flush(&mut self) {
+        self.give_back(ib_staged_flush);
+    }
+
+    /// Move the frames `take` empties out of the staged list (at most
+    /// IB_LAZY_MAX) into the space, in order. They were handed to the list
+    /// by this space, so the space must take each.
+    fn give_back(&mut self, take: unsafe extern "C" fn(*mut c_void, *mut u64) -> u32) {
         let mut out = [0u64; CORE_LAZY_MAX as usize];
-        // SAFETY: live harness; `out` has IB_LAZY_MAX entries.
+        // SAFETY: live harness; `out` has IB_LAZY_MAX entries, the most
+        // either list holds.
         unsafe {
-            let n = ib_staged_flush(self.staged_list(), out.as_mut_ptr());
+            let n = take(self.staged_list(), out.as_mut_ptr());
             for &p in &out[..n as usize] {
                 let verdict = ib_free(self.space(), p, 0);
-                assert_eq!(verdict, 0, "the space refused a gathered free of {p:#x}");
+                assert_eq!(verdict, 0, "the space refused listed frame {p:#x}");
             }
         }
     }
@@ -180,15 +188,7 @@ impl CoreSpace {
     /// back to the space: what `drain_all_pages()` does to a CPU's list
     /// before the kernel retries a failed allocation.
     fn drain_staged(&mut self) {
-        let mut out = [0u64; CORE_LAZY_MAX as usize];
-        // SAFETY: live harness; `out` has IB_LAZY_MAX entries.
-        unsafe {
-            let n = ib_staged_unstage(self.staged_list(), out.as_mut_ptr());
-            for &p in &out[..n as usize] {
-                let verdict = ib_free(self.space(), p, 0);
-                assert_eq!(verdict, 0, "the space refused a staged frame {p:#x}");
-            }
-        }
+        self.give_back(ib_staged_unstage);
         self.flush();
     }
 
@@ -525,12 +525,14 @@ impl CoreAdaptive {
     }
 
     /// Free a single frame of the range given as in use at creation, as
-    /// the kernel frees boot-time memory into the core. The caller frees
-    /// each such frame once.
-    pub fn free_seeded(&mut self, pfn: u64) {
-        // SAFETY: a frame of the core's range that is in use.
-        let verdict = unsafe { ad_free(self.core(), pfn, 0) };
-        assert_eq!(verdict, 0, "the core refused freeing seeded frame {pfn}");
+    /// the kernel frees boot-time memory into the core. A frame that is
+    /// free already, or outside the range, is refused and changes nothing.
+    pub fn free_seeded(&mut self, pfn: u64) -> Result<(), CoreError> {
+        // SAFETY: the core checks the frame itself.
+        match unsafe { ad_free(self.core(), pfn, 0) } {
+            0 => Ok(()),
+            _ => Err(CoreError::NotAllocated { pfn, order: 0 }),
+        }
     }
 
     /// Every bank's free frames and role, in bank order.

@@ -292,8 +292,10 @@ fn adaptive_core_starts_from_a_zone_in_use_as_the_kernel_hands_it_over() {
         core.free(p, 0).unwrap();
     }
     for pfn in used {
-        core.free_seeded(pfn);
+        core.free_seeded(pfn).unwrap();
     }
+    assert!(core.free_seeded(2 * BANK + 100).is_err(), "freed twice");
+    assert!(core.free_seeded(8 * BANK).is_err(), "outside");
     assert_eq!(roles(&core)[2], Offline);
     // Bank 0 crosses the zone's edge: in use for good, though all free.
     assert_eq!(core.banks()[0], (BANK - 0x105, Kernel));
