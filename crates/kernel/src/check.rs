@@ -187,13 +187,7 @@ pub fn mm_init_script(policy: Policy, stress_s: u32) -> String {
     let nvmos = policy != Policy::Buddy;
     let lazy = matches!(policy, Policy::Lis1 | Policy::Lis31 | Policy::Lis31Fair);
     format!(
-        r#"#!/bin/busybox sh
-/bin/busybox --install -s /bin
-export PATH=/bin
-mount -t proc proc /proc
-mount -t sysfs sys /sys
-mount -t devtmpfs dev /dev 2>/dev/null
-mount -t tmpfs -o size=25% tmp /tmp
+        r#"{prelude}mount -t tmpfs -o size=25% tmp /tmp
 mount -t debugfs nodev /sys/kernel/debug
 (while :; do sleep 5; echo nvmos-heartbeat; done) &
 P=/sys/kernel/debug/nvmos_policy
@@ -346,6 +340,7 @@ sync
 echo nvmos-guest-done
 reboot -f
 "#,
+        prelude = run::GUEST_PRELUDE,
         stress = stress,
         stress_s = stress_s,
         tag = run::HOST_ROOT_TAG,
@@ -549,13 +544,9 @@ pub fn check(opts: &Options, progress: &mut dyn FnMut(Progress)) -> Result<Check
     })
 }
 
-/// A guest that only boots: KUnit runs before `/init`.
-const BOOT_ONLY_INIT: &str = r#"#!/bin/busybox sh
-/bin/busybox --install -s /bin
-export PATH=/bin
-mount -t proc proc /proc
-mount -t devtmpfs dev /dev 2>/dev/null
-echo nvmos-guest-start
+/// A guest that only boots (after [`run::GUEST_PRELUDE`]): KUnit runs
+/// before `/init`.
+const BOOT_ONLY_INIT: &str = r#"echo nvmos-guest-start
 echo "==nvmos:end==" > /dev/vda
 sync
 echo nvmos-guest-done
@@ -584,7 +575,7 @@ pub fn kunit(opts: &Options, progress: &mut dyn FnMut(Progress)) -> Result<Check
         let t = Instant::now();
         let mut o = base.clone();
         o.policy = policy;
-        o.init = Some(BOOT_ONLY_INIT.to_owned());
+        o.init = Some(format!("{}{BOOT_ONLY_INIT}", run::GUEST_PRELUDE));
         o.command = vec!["true".to_owned()];
         o.extra_cmdline.push("kunit.enable=1".to_owned());
         match run::boot_guest(&o, progress) {

@@ -478,17 +478,22 @@ fn shell_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', r"'\''"))
 }
 
-/// The guest's `/init`.
-fn init_script(opts: &RunOptions) -> String {
-    let cmd: Vec<String> = opts.command.iter().map(|a| shell_quote(a)).collect();
-    format!(
-        r#"#!/bin/busybox sh
+/// How every guest `/init` of nvmos starts (busybox sh): busybox's applets
+/// on PATH, proc, sysfs and devtmpfs mounted (`/dev/vda` is the data
+/// disk its report goes to).
+pub const GUEST_PRELUDE: &str = "#!/bin/busybox sh
 /bin/busybox --install -s /bin
 export PATH=/bin
 mount -t proc proc /proc
 mount -t sysfs sys /sys
 mount -t devtmpfs dev /dev 2>/dev/null
-mount -t tmpfs -o size=75% tmp /tmp
+";
+
+/// The guest's `/init`.
+fn init_script(opts: &RunOptions) -> String {
+    let cmd: Vec<String> = opts.command.iter().map(|a| shell_quote(a)).collect();
+    format!(
+        r#"{prelude}mount -t tmpfs -o size=75% tmp /tmp
 mount -t tracefs nodev /sys/kernel/tracing
 mount -t debugfs nodev /sys/kernel/debug
 (while :; do sleep 5; echo nvmos-heartbeat; done) &
@@ -536,6 +541,7 @@ sync
 echo nvmos-guest-done
 reboot -f
 "#,
+        prelude = GUEST_PRELUDE,
         buffer = opts.buffer_kb,
         cmd = cmd.join(" "),
         kpf_mib = KPAGEFLAGS_AT >> 20,
