@@ -3,7 +3,10 @@
 //! `--key-file` or a prompt on the terminal, never from the command line;
 //! a key given for a plain object is an error, never silently dropped.
 //! Every pool is checked against the state store (`--state-dir`) for
-//! rollback at open, and every commit recorded there.
+//! rollback at open, and every commit recorded there. A pool once
+//! protected by a store is refused without it, unless
+//! `--allow-missing-state` is given; every output then says so (a warning
+//! on standard error, a `state_missing` field in JSON).
 
 use std::io::{IsTerminal, Read, Write};
 use std::path::{Path, PathBuf};
@@ -33,6 +36,15 @@ pub struct PmoArgs {
     #[arg(long, value_name = "DIR", global = true)]
     state_dir: Option<PathBuf>,
 
+    /// Open a pool even when the state store that protects it is missing
+    /// (deleted or emptied, another pool's record, another HOME): nothing
+    /// read is then protected against rollback, and every output says so
+    /// (a warning on standard error; in JSON a `state_missing` field, an
+    /// array wrapped as {"state_missing": ..., "result": [...]}). `repair
+    /// --accept-rollback` binds the pool to the store in use instead.
+    #[arg(long, global = true)]
+    allow_missing_state: bool,
+
     /// Print results as JSON.
     #[arg(long, global = true)]
     json: bool,
@@ -55,7 +67,7 @@ enum PmoCommand {
     Create {
         /// The object's name.
         name: String,
-        /// Its size: 64KiB, 16MiB, ... or a number of 4 KiB pages.
+        /// Its size, with its unit: 64KiB, 16MiB, or 16frames (4 KiB pages).
         #[arg(long, value_parser = parse_pages)]
         size: u64,
         /// Store the object without encryption (integrity of the root and
@@ -154,7 +166,7 @@ enum PoolCommand {
         /// The new pool file (on a DAX file system or /dev/shm for
         /// persistent memory; any file system otherwise).
         path: PathBuf,
-        /// Its size: 64MiB, 1GiB, ... or a number of 4 KiB frames.
+        /// Its size, with its unit: 64MiB, 1GiB, or 16384frames (4 KiB frames).
         #[arg(long, value_parser = parse_pages)]
         size: u64,
     },
@@ -176,7 +188,11 @@ pub fn run(args: PmoArgs) -> Result<()> {
             ..PoolOptions::default()
         };
         let info = Pool::create_with(path, *size, opts)?.info();
-        return show(args.json, &info, || pages::pool_created_text(path, &info));
+        let out = Output {
+            json: args.json,
+            state_missing: None,
+        };
+        return show(&out, &info, || pages::pool_created_text(path, &info));
     }
     let path = args
         .pool
@@ -192,17 +208,19 @@ pub fn run(args: PmoArgs) -> Result<()> {
         | PmoCommand::Pool { .. } => Access::ReadOnly,
         _ => Access::ReadWrite,
     };
+    let accept = matches!(
+        args.command,
+        PmoCommand::Repair {
+            accept_rollback: true
+        }
+    );
     let opts = PoolOptions {
         state_dir: Some(state_dir(args.state_dir.as_deref())?),
-        // check reports a disagreement with the store instead of refusing.
-        // So does repair --accept-rollback, which then re-bases the store.
-        tolerate_state_mismatch: matches!(
-            args.command,
-            PmoCommand::Check
-                | PmoCommand::Repair {
-                    accept_rollback: true
-                }
-        ),
+        // check reports a disagreement with the store (a missing store
+        // included) instead of refusing. So does repair --accept-rollback,
+        // which then re-bases the store (or binds the pool to it anew).
+        tolerate_state_mismatch: accept || matches!(args.command, PmoCommand::Check),
+        allow_missing_state: args.allow_missing_state || accept,
         ..PoolOptions::default()
     };
     let pool = Pool::open_with(&path, access, opts).map_err(|e| match e {
@@ -210,17 +228,30 @@ pub fn run(args: PmoArgs) -> Result<()> {
             "{e}; if you restored the pool on purpose, accept it with `nvmos pmo --pool {} repair --accept-rollback`",
             path.display()
         ),
+        nvmos_pmo::PmoError::StateMissing { .. } => anyhow::anyhow!(
+            "{e}; point --state-dir (or HOME, XDG_STATE_HOME) at that store, or, if it is lost for good, bind the pool to the store in use with `nvmos pmo --pool {} repair --accept-rollback` (or open it unprotected with --allow-missing-state)",
+            path.display()
+        ),
         e => e.into(),
     })?;
+    let mut out = Output {
+        json: args.json,
+        state_missing: pool.state_missing(),
+    };
+    if let Some(why) = &out.state_missing {
+        if !accept {
+            eprintln!("warning: {why}");
+        }
+    }
     let key_file = args.key_file.as_deref();
     match &args.command {
         PmoCommand::Pool { .. } => {
             let info = pool.info();
-            show(args.json, &info, || pages::pool_text(&info))?;
+            show(&out, &info, || pages::pool_text(&info))?;
         }
         PmoCommand::Ls => {
             let objects = pool.list();
-            show(args.json, &objects, || pages::ls_text(&objects))?;
+            show(&out, &objects, || pages::ls_text(&objects))?;
         }
         PmoCommand::Create {
             name,
@@ -247,7 +278,7 @@ pub fn run(args: PmoArgs) -> Result<()> {
                 p_cost: 1,
             };
             let info = pool.pcreate_with(name, *size, key.as_deref(), kdf)?;
-            show(args.json, &info, || pages::created_text(&info))?;
+            show(&out, &info, || pages::created_text(&info))?;
         }
         PmoCommand::Write { name, file, wait } => {
             let key = key_for_object(&pool, key_file, name)?;
@@ -262,10 +293,8 @@ pub fn run(args: PmoArgs) -> Result<()> {
             }
             let epoch = tools::write_object(&pool, name, &bytes, file, key.as_deref(), *wait)?;
             if args.json {
-                println!(
-                    "{}",
-                    serde_json::json!({"name": name, "bytes": bytes.len(), "epoch": epoch})
-                );
+                let line = serde_json::json!({"name": name, "bytes": bytes.len(), "epoch": epoch});
+                println!("{}", out.mark(line));
             } else {
                 eprintln!("wrote {} bytes to {name} (epoch {epoch})", bytes.len());
             }
@@ -291,7 +320,7 @@ pub fn run(args: PmoArgs) -> Result<()> {
             for ((name, _, bytes), epoch) in items.iter().zip(epochs) {
                 let line = serde_json::json!({"name": name, "bytes": bytes.len(), "epoch": epoch});
                 if args.json {
-                    println!("{line}");
+                    println!("{}", out.mark(line));
                 } else {
                     eprintln!("wrote {} bytes to {name} (epoch {epoch})", bytes.len());
                 }
@@ -324,14 +353,14 @@ pub fn run(args: PmoArgs) -> Result<()> {
             };
             let rows = tools::info(&pool, name.as_deref(), *stats, key.as_deref())?;
             // Through a `Value`: the keys in the order the JSON always had.
-            show(args.json, &serde_json::to_value(&rows)?, || {
+            show(&out, &serde_json::to_value(&rows)?, || {
                 pages::info_text(&rows)
             })?;
         }
         PmoCommand::Verify { name } => {
             let key = key_for_object(&pool, key_file, name)?;
             let report = pool.verify(name, key.as_deref())?;
-            show(args.json, &report, || pages::verify_text(name, &report))?;
+            show(&out, &report, || pages::verify_text(name, &report))?;
             if !report.ok() {
                 bail!(
                     "object {name:?}: {} pages failed verification",
@@ -345,7 +374,7 @@ pub fn run(args: PmoArgs) -> Result<()> {
             if let Some(t) = &report.truncated {
                 bail!("{t}");
             }
-            show(args.json, &report, || pages::check_text(&report))?;
+            show(&out, &report, || pages::check_text(&report))?;
             if !report.ok() {
                 bail!(
                     "pool {}: {} damaged objects, {} state-store disagreements (see above)",
@@ -361,11 +390,11 @@ pub fn run(args: PmoArgs) -> Result<()> {
             } else {
                 None
             };
+            // Accepting binds the pool to the store in use.
+            out.state_missing = pool.state_missing();
             let r = pool.repair()?;
             let json = serde_json::json!({"accepted_rollback": accepted, "repair": r});
-            show(args.json, &json, || {
-                pages::repair_text(accepted.as_ref(), &r)
-            })?;
+            show(&out, &json, || pages::repair_text(accepted.as_ref(), &r))?;
         }
         PmoCommand::Destroy { name } => {
             let key = key_for_object(&pool, key_file, name)?;
@@ -373,16 +402,43 @@ pub fn run(args: PmoArgs) -> Result<()> {
             if !args.json {
                 println!("destroyed {name}");
             } else {
-                println!("{}", serde_json::json!({"destroyed": name}));
+                println!("{}", out.mark(serde_json::json!({"destroyed": name})));
             }
         }
     }
     Ok(())
 }
 
-/// Print `value` as pretty JSON when `json`, else the text `text` makes.
-fn show<T: serde::Serialize>(json: bool, value: &T, text: impl FnOnce() -> String) -> Result<()> {
-    if json {
+/// How results are printed: JSON or text, and whether the pool was opened
+/// without the state store it names (every JSON output then says so).
+struct Output {
+    json: bool,
+    state_missing: Option<String>,
+}
+
+impl Output {
+    /// `value` with the `state_missing` field when the store is missing:
+    /// added to an object, or an object made to hold it and the value.
+    fn mark(&self, value: serde_json::Value) -> serde_json::Value {
+        let Some(why) = &self.state_missing else {
+            return value;
+        };
+        match value {
+            serde_json::Value::Object(mut map) => {
+                map.insert("state_missing".into(), why.as_str().into());
+                serde_json::Value::Object(map)
+            }
+            other => serde_json::json!({"state_missing": why, "result": other}),
+        }
+    }
+}
+
+/// Print `value` as pretty JSON when `out.json`, else the text `text` makes.
+fn show<T: serde::Serialize>(out: &Output, value: &T, text: impl FnOnce() -> String) -> Result<()> {
+    if out.json && out.state_missing.is_some() {
+        let value = out.mark(serde_json::to_value(value)?);
+        println!("{}", serde_json::to_string_pretty(&value)?);
+    } else if out.json {
         println!("{}", serde_json::to_string_pretty(value)?);
     } else {
         print!("{}", text());

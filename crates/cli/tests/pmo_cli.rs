@@ -16,6 +16,16 @@ fn nvmos(dir: &Path, args: &[&str]) -> Output {
         .unwrap()
 }
 
+/// The library's open of the pool in `dir`, through the state store the
+/// CLI uses there.
+fn open_pool(dir: &Path) -> nvmos_pmo::Pool {
+    let opts = nvmos_pmo::PoolOptions {
+        state_dir: Some(dir.join("state/nvmos")),
+        ..nvmos_pmo::PoolOptions::default()
+    };
+    nvmos_pmo::Pool::open_with(&dir.join("pool"), nvmos_pmo::Access::ReadOnly, opts).unwrap()
+}
+
 fn ok(out: &Output) -> String {
     assert!(
         out.status.success(),
@@ -70,7 +80,7 @@ fn create_write_read_verify_ls_destroy() {
     ok(&nvmos(
         d,
         &[
-            "pmo", "--pool", "pool", "create", "plain", "--size", "2", "--plain",
+            "pmo", "--pool", "pool", "create", "plain", "--size", "2frames", "--plain",
         ],
     ));
     let read = nvmos(
@@ -192,13 +202,13 @@ fn bad_input_gives_clear_errors_and_changes_nothing() {
         ),
         (
             vec![
-                "pmo", "--pool", "pool", "create", "z", "--size", "0", "--plain",
+                "pmo", "--pool", "pool", "create", "z", "--size", "0frames", "--plain",
             ],
             "zero",
         ),
         (
             vec![
-                "pmo", "--pool", "pool", "create", "obj", "--size", "1", "--plain",
+                "pmo", "--pool", "pool", "create", "obj", "--size", "1frames", "--plain",
             ],
             "already exists",
         ),
@@ -269,7 +279,7 @@ fn verify_names_a_tampered_page() {
     setup(d);
     // Find page 2's frame from the library and flip one ciphertext bit.
     let frame = {
-        let pool = nvmos_pmo::Pool::open(&d.join("pool"), nvmos_pmo::Access::ReadOnly).unwrap();
+        let pool = open_pool(d);
         let h = pool
             .open_object("obj", nvmos_pmo::Perm::Read, Some(b"s3cret-key-1"))
             .unwrap();
@@ -324,13 +334,18 @@ fn plain_substitute_is_refused_with_the_key_and_by_the_state_store() {
     bytes[4096..4096 + 128].fill(0);
     std::fs::write(d.join("pool"), &bytes).unwrap();
     std::fs::write(d.join("evil"), b"attacker").unwrap();
-    // The attacker's nvmos, with its own state store.
-    let evil = ["--state-dir", "evil-state"];
+    // The attacker's nvmos, with its own state store (and told to go on
+    // without the victim's, which the pool names).
+    let evil = ["--state-dir", "evil-state", "--allow-missing-state"];
     ok(&nvmos(
         d,
         &args(
             &P,
-            &[&["create", "obj", "--size", "1", "--plain"][..], &evil].concat(),
+            &[
+                &["create", "obj", "--size", "1frames", "--plain"][..],
+                &evil,
+            ]
+            .concat(),
         ),
     ));
     ok(&nvmos(
@@ -344,9 +359,10 @@ fn plain_substitute_is_refused_with_the_key_and_by_the_state_store() {
             &[&["read", "obj", "--key-file", "key"][..], &evil].concat(),
         ),
     ));
-    assert_eq!(
-        e,
-        "error: object \"obj\" is not encrypted; it takes no key\n"
+    assert!(
+        e.starts_with("warning: pool pool is protected by state store ")
+            && e.ends_with("\nerror: object \"obj\" is not encrypted; it takes no key\n"),
+        "{e}"
     );
     let e = err(&nvmos(
         d,
@@ -366,11 +382,11 @@ fn plain_page_corruption_is_caught_by_verify_and_check() {
     setup(d);
     ok(&nvmos(
         d,
-        &args(&P, &["create", "pl", "--size", "5", "--plain"]),
+        &args(&P, &["create", "pl", "--size", "5frames", "--plain"]),
     ));
     ok(&nvmos(d, &args(&P, &["write", "pl", "data"])));
     let frame = {
-        let pool = nvmos_pmo::Pool::open(&d.join("pool"), nvmos_pmo::Access::ReadOnly).unwrap();
+        let pool = open_pool(d);
         let h = pool.open_object("pl", nvmos_pmo::Perm::Read, None).unwrap();
         h.page_location(1).unwrap().0.unwrap()
     };
@@ -434,7 +450,7 @@ fn check_and_repair_quarantine_a_damaged_object() {
     setup(d);
     ok(&nvmos(
         d,
-        &args(&P, &["create", "pl", "--size", "5", "--plain"]),
+        &args(&P, &["create", "pl", "--size", "5frames", "--plain"]),
     ));
     let mut bytes = std::fs::read(d.join("pool")).unwrap();
     // obj: pcreate (record 0, epoch 1), write (record 1, epoch 2).
@@ -474,7 +490,7 @@ fn key_rules_and_kdf_bounds() {
         &args(
             &P,
             &[
-                &["create", "x", "--size", "1", "--key-file", "k1"][..],
+                &["create", "x", "--size", "1frames", "--key-file", "k1"][..],
                 &FAST,
             ]
             .concat(),
@@ -489,7 +505,7 @@ fn key_rules_and_kdf_bounds() {
                 "create",
                 "x",
                 "--size",
-                "1",
+                "1frame",
                 "--key-file",
                 "key",
                 "--kdf-passes",
@@ -507,7 +523,7 @@ fn key_rules_and_kdf_bounds() {
         &args(
             &P,
             &[
-                &["create", "w", "--size", "1", "--key-file", "weak"][..],
+                &["create", "w", "--size", "1frames", "--key-file", "weak"][..],
                 &FAST,
             ]
             .concat(),
@@ -519,7 +535,15 @@ fn key_rules_and_kdf_bounds() {
         d,
         &args(
             &P,
-            &["create", "y", "--size", "1", "--plain", "--key-file", "key"],
+            &[
+                "create",
+                "y",
+                "--size",
+                "1frames",
+                "--plain",
+                "--key-file",
+                "key",
+            ],
         ),
     ));
     assert!(
@@ -868,4 +892,137 @@ fn psync_many_writes_objects_all_or_nothing() {
     assert!(e.contains("pairs"), "{e}");
     assert!(read("obj").starts_with("first object"));
     assert!(read("two").starts_with("second object"));
+}
+
+/// `nvmos` in `dir` with the state store under `state` (another HOME).
+fn nvmos_with_state(dir: &Path, state: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_nvmos"))
+        .current_dir(dir)
+        .env("XDG_STATE_HOME", state)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+/// A rolled-back copy of a pool, with its state store deleted or looked
+/// for under another HOME: every command, read-only ones included, is
+/// refused naming the pool and the store, never exit 0 with the old data.
+#[test]
+fn a_pool_without_its_state_store_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    setup(d);
+    let old = std::fs::read(d.join("pool")).unwrap();
+    std::fs::write(d.join("newer"), b"newer contents").unwrap();
+    ok(&nvmos(
+        d,
+        &args(&P, &["write", "obj", "newer", "--key-file", "key"]),
+    ));
+    std::fs::write(d.join("pool"), &old).unwrap();
+    let commands: [&[&str]; 6] = [
+        &["ls"],
+        &["check"],
+        &["info"],
+        &["read", "obj", "--key-file", "key"],
+        &["verify", "obj", "--key-file", "key"],
+        &["write", "obj", "data", "--key-file", "key"],
+    ];
+    let other_home = d.join("other-home");
+    for (state, why) in [
+        (other_home.clone(), "another HOME"),
+        (d.join("state"), "deleted"),
+    ] {
+        if why == "deleted" {
+            std::fs::remove_dir_all(d.join("state")).unwrap();
+        }
+        for c in commands {
+            let out = nvmos_with_state(d, &state, &args(&P, c));
+            let e = err(&out);
+            // check reports it (and fails); the others print nothing.
+            let text = if c == ["check"] {
+                String::from_utf8_lossy(&out.stdout).into_owned()
+            } else {
+                assert!(out.stdout.is_empty(), "{why}: {c:?} printed {out:?}");
+                e.clone()
+            };
+            assert!(
+                text.contains("pool pool is protected by state store")
+                    && text.contains(&state.join("nvmos").display().to_string()),
+                "{why}: {c:?}: {text}"
+            );
+        }
+    }
+    assert!(
+        std::fs::read(d.join("pool")).unwrap() == old,
+        "a refused command changed the pool"
+    );
+    // Opened anyway on request: every output says the pool is unprotected.
+    let allow = |c: &[&str]| {
+        let mut v = args(&P, c);
+        v.push("--allow-missing-state");
+        nvmos(d, &v)
+    };
+    let out = allow(&["ls", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&ok(&out)).unwrap();
+    assert!(
+        v["state_missing"]
+            .as_str()
+            .unwrap()
+            .contains("opened without it"),
+        "{v}"
+    );
+    assert_eq!(v["result"][0]["name"], "obj", "{v}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .starts_with("warning: pool pool is protected by state store"),
+        "{out:?}"
+    );
+    let out = allow(&["read", "obj", "--key-file", "key"]);
+    ok(&out);
+    assert!(String::from_utf8_lossy(&out.stderr).starts_with("warning: "));
+    let v: serde_json::Value =
+        serde_json::from_str(&ok(&allow(&["pool", "info", "--json"]))).unwrap();
+    assert!(v["state_missing"].is_string(), "{v}");
+    // Without the flag it is still refused; accepting binds the pool to the
+    // store in use, after which it opens (and rolls back no more).
+    err(&nvmos(d, &args(&P, &["ls"])));
+    let out = ok(&nvmos(d, &args(&P, &["repair", "--accept-rollback"])));
+    assert!(out.contains("state store: state store record "), "{out}");
+    ok(&nvmos(d, &args(&P, &["check"])));
+    ok(&nvmos(
+        d,
+        &args(&P, &["verify", "obj", "--key-file", "key"]),
+    ));
+}
+
+/// One flipped bit in the root pointer of an object's current directory
+/// record: check quarantines it, repair zeroes none of its frames, and
+/// with the bit restored the object reads back whole.
+#[test]
+fn repair_does_not_zero_a_quarantined_object() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let data = setup(d);
+    // obj: pcreate (record 0, epoch 1), write (record 1, epoch 2); the
+    // root frame is at byte 16 of the record.
+    let at = 4096 + 64 + 16;
+    let flip = |d: &Path| {
+        let mut bytes = std::fs::read(d.join("pool")).unwrap();
+        bytes[at] ^= 1;
+        std::fs::write(d.join("pool"), &bytes).unwrap();
+    };
+    flip(d);
+    let out = nvmos(d, &args(&P, &["check"]));
+    err(&out);
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("DAMAGED: quarantined"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    ok(&nvmos(d, &args(&P, &["repair"])));
+    flip(d);
+    let read = nvmos(d, &args(&P, &["read", "obj", "--key-file", "key"]));
+    ok(&read);
+    assert_eq!(&read.stdout[..data.len()], &data[..]);
 }

@@ -193,6 +193,9 @@ pub fn repair_text(accepted: Option<&AcceptReport>, r: &RepairReport) -> String 
         for l in &a.left {
             outln!(out, "state store: {l}");
         }
+        if let Some(b) = &a.rebound {
+            outln!(out, "state store: {b}");
+        }
         outln!(
             out,
             "accepted the restore: {} slots re-based, {} epochs back",
@@ -205,6 +208,9 @@ pub fn repair_text(accepted: Option<&AcceptReport>, r: &RepairReport) -> String 
     }
     for c in &r.records_cleared {
         outln!(out, "cleared {c}");
+    }
+    if let Some(why) = &r.scrub_skipped {
+        outln!(out, "no free frame zeroed: {why}");
     }
     outln!(
         out,

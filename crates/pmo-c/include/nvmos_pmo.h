@@ -121,6 +121,12 @@ enum NvmosPmoStatus
    * the operation is refused and nothing after the fault was committed.
    */
   NVMOS_PMO_STATUS_TRUNCATED = 23,
+  /**
+   * A handle that is not live: its attachment was detached or its pool
+   * closed already, or the value never came from this library. Nothing
+   * was done.
+   */
+  NVMOS_PMO_STATUS_STALE_HANDLE = 24,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L
@@ -223,14 +229,18 @@ typedef uint32_t NvmosPmoMode;
 #endif // __cplusplus
 
 /**
- * An attached object (opaque): its memory is mapped at the object's fixed
- * address until `nvmos_pmo_detach`.
+ * An attached object (opaque handle, as for pools): its memory is mapped
+ * at the object's fixed address until `nvmos_pmo_detach`; after that
+ * every call given it returns `NVMOS_PMO_STATUS_STALE_HANDLE`.
  */
 typedef struct NvmosPmoAttachment NvmosPmoAttachment;
 
 /**
- * An open pool (opaque). Attachments made from it stay valid after
- * `nvmos_pmo_pool_close`.
+ * An open pool (opaque handle: a value naming the pool in the library's
+ * table, not memory to read). Live from `nvmos_pmo_pool_create` or
+ * `nvmos_pmo_pool_open` until `nvmos_pmo_pool_close`; after that every
+ * call given it returns `NVMOS_PMO_STATUS_STALE_HANDLE`. Attachments made
+ * from it stay valid after the close.
  */
 typedef struct NvmosPmoPool NvmosPmoPool;
 
@@ -302,12 +312,11 @@ NvmosPmoStatus nvmos_pmo_pool_open(const char *path,
 
 /**
  * Close a pool handle (NULL is allowed and does nothing). Attachments
- * made from it stay valid until detached.
- *
- * # Safety
- * `pool` is NULL or a live handle, not used after this call.
+ * made from it stay valid until detached. The handle is stale afterwards:
+ * closing it again, or any call given it, returns
+ * `NVMOS_PMO_STATUS_STALE_HANDLE`.
  */
-void nvmos_pmo_pool_close(struct NvmosPmoPool *pool);
+NvmosPmoStatus nvmos_pmo_pool_close(struct NvmosPmoPool *pool);
 
 /**
  * The seed's `pcreate(name, size, key)`: a new object of `size` bytes
@@ -316,7 +325,7 @@ void nvmos_pmo_pool_close(struct NvmosPmoPool *pool);
  * `kdf` NULL means the default key-stretching cost.
  *
  * # Safety
- * `pool` is a live handle; `name` a NUL-terminated string; `key` NULL or
+ * `name` is a NUL-terminated string; `key` NULL or
  * valid for `key_len` bytes; `kdf` NULL or valid.
  */
 NvmosPmoStatus nvmos_pmo_pcreate(const struct NvmosPmoPool *pool,
@@ -364,7 +373,7 @@ NvmosPmoStatus nvmos_pmo_attach(const struct NvmosPmoPool *pool,
  * writable for a write attachment.
  *
  * # Safety
- * `a` is a live handle; `base` and `len` are writable.
+ * `base` and `len` are NULL or writable.
  */
 NvmosPmoStatus nvmos_pmo_base(const struct NvmosPmoAttachment *a, void **base, size_t *len);
 
@@ -372,7 +381,7 @@ NvmosPmoStatus nvmos_pmo_base(const struct NvmosPmoAttachment *a, void **base, s
  * Copy `len` bytes at byte `offset` of the object into `buf`.
  *
  * # Safety
- * `a` is a live handle; `buf` is writable for `len` bytes (NULL is
+ * `buf` is writable for `len` bytes (NULL is
  * refused even when `len` is 0).
  */
 NvmosPmoStatus nvmos_pmo_read(const struct NvmosPmoAttachment *a,
@@ -385,7 +394,7 @@ NvmosPmoStatus nvmos_pmo_read(const struct NvmosPmoAttachment *a,
  * attachment; psync makes them durable).
  *
  * # Safety
- * `a` is a live handle; `buf` is readable for `len` bytes.
+ * `buf` is readable for `len` bytes.
  */
 NvmosPmoStatus nvmos_pmo_write(struct NvmosPmoAttachment *a,
                                uint64_t offset,
@@ -398,7 +407,7 @@ NvmosPmoStatus nvmos_pmo_write(struct NvmosPmoAttachment *a,
  * committed. On failure nothing is committed and psync can be retried.
  *
  * # Safety
- * `a` is a live handle; `pages` NULL or writable.
+ * `pages` is NULL or writable.
  */
 NvmosPmoStatus nvmos_pmo_psync(const struct NvmosPmoAttachment *a, uint64_t *pages);
 
@@ -410,13 +419,15 @@ NvmosPmoStatus nvmos_pmo_psync(const struct NvmosPmoAttachment *a, uint64_t *pag
  * open of it), each at most once; a read-only one is
  * `NVMOS_PMO_STATUS_READ_ONLY`, one given twice, one of another pool or
  * another open, or more than the group limit (48) is
- * `NVMOS_PMO_STATUS_INVALID_ARGUMENT`, naming the object. `pages` may be
+ * `NVMOS_PMO_STATUS_INVALID_ARGUMENT`, naming the object (a `count` above
+ * the limit is refused before `attachments` is read). `pages` may be
  * NULL; otherwise it receives `count` numbers: the pages each attachment
  * committed. On failure nothing is committed and it can be retried.
  *
  * # Safety
- * `pool` is a live pool handle; `attachments` points to `count` live
- * attachment handles; `pages` is NULL or writable for `count` numbers.
+ * `attachments` points to `count` handles (live or not: each is checked)
+ * when `count` is at most the group limit; `pages` is NULL or writable
+ * for `count` numbers.
  */
 NvmosPmoStatus nvmos_pmo_psync_many(const struct NvmosPmoPool *pool,
                                     const struct NvmosPmoAttachment *const *attachments,
@@ -424,12 +435,12 @@ NvmosPmoStatus nvmos_pmo_psync_many(const struct NvmosPmoPool *pool,
                                     uint64_t *pages);
 
 /**
- * psync (write attachments), then unmap and free the handle, which is
- * gone even when the psync fails (the object then stays as at its last
- * successful psync).
- *
- * # Safety
- * `a` is a live handle, not used after this call.
+ * psync (write attachments), then unmap and end the handle, which is
+ * stale even when the psync fails (the object then stays as at its last
+ * successful psync). Calls on the attachment already running in other
+ * threads finish first; later ones, and a second detach, return
+ * `NVMOS_PMO_STATUS_STALE_HANDLE`. The memory `nvmos_pmo_base` gave is
+ * unmapped: the caller must not touch it any more.
  */
 NvmosPmoStatus nvmos_pmo_detach(struct NvmosPmoAttachment *a);
 
@@ -438,7 +449,7 @@ NvmosPmoStatus nvmos_pmo_detach(struct NvmosPmoAttachment *a);
  * hold).
  *
  * # Safety
- * `a` is a live handle; `id` is writable.
+ * `id` is NULL or writable.
  */
 NvmosPmoStatus nvmos_pmo_object_id(const struct NvmosPmoAttachment *a, uint64_t *id);
 
@@ -447,7 +458,7 @@ NvmosPmoStatus nvmos_pmo_object_id(const struct NvmosPmoAttachment *a, uint64_t 
  * object, into `*out`.
  *
  * # Safety
- * `a` is a live handle; `out` is writable (`ptr` is only compared, never
+ * `out` is NULL or writable (`ptr` is only compared, never
  * dereferenced).
  */
 NvmosPmoStatus nvmos_pmo_off(const struct NvmosPmoAttachment *a,
@@ -460,7 +471,7 @@ NvmosPmoStatus nvmos_pmo_off(const struct NvmosPmoAttachment *a,
  * object's offset (`WrongObject`), out of bounds and misaligned.
  *
  * # Safety
- * `a` is a live handle; `out` is writable.
+ * `out` is NULL or writable.
  */
 NvmosPmoStatus nvmos_pmo_resolve(const struct NvmosPmoAttachment *a,
                                  struct NvmosPmoOff off,

@@ -17,10 +17,15 @@
 //!   string for UTF-8, every enumeration value for range (`InvalidArgument`);
 //! - no panic crosses the boundary: one is caught and returned as `Panic`;
 //! - out-parameters are written only on success;
+//! - a handle is a number, never a pointer the library dereferences: an
+//!   index into a table with a generation, so a handle that was detached
+//!   or closed (or never was one) is refused with `StaleHandle`, however
+//!   often it is used, and a new handle never equals an old one;
 //! - handles may be used from several threads at once (the types behind
-//!   them are `Send + Sync`, tested), except that `nvmos_pmo_detach` and
-//!   `nvmos_pmo_pool_close` free theirs and must not race other calls on
-//!   it; psync is meant for a quiescent point, as `msync(2)` is.
+//!   them are `Send + Sync`, tested); `nvmos_pmo_detach` waits for calls
+//!   on its attachment already running in other threads, and calls made
+//!   after it began get `StaleHandle`; psync is meant for a quiescent
+//!   point, as `msync(2)` is.
 //!
 //! ```c
 //! NvmosPmoPool *pool;
@@ -63,8 +68,10 @@ use std::cell::RefCell;
 use std::ffi::{c_char, c_void, CStr, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
+use std::sync::{Arc, Mutex};
 
 use nvmos_pmo::attach::predict::PredictorKind;
+use nvmos_pmo::layout::MAX_GROUP;
 use nvmos_pmo::{
     Access, AttachError, Attachment, BackingErrorKind, KdfParams, Mode, POff, POffError, Perm,
     PmoError, Pool, PoolOptions,
@@ -127,6 +134,10 @@ pub enum NvmosPmoStatus {
     /// The pool file was truncated (by another process) while it was open:
     /// the operation is refused and nothing after the fault was committed.
     Truncated = 23,
+    /// A handle that is not live: its attachment was detached or its pool
+    /// closed already, or the value never came from this library. Nothing
+    /// was done.
+    StaleHandle = 24,
 }
 
 /// How a pool is opened (values of `nvmos_pmo_pool_open`'s `access`).
@@ -194,19 +205,185 @@ pub struct NvmosPmoOff {
     pub offset: u64,
 }
 
-/// An open pool (opaque). Attachments made from it stay valid after
-/// `nvmos_pmo_pool_close`.
+/// An open pool (opaque handle: a value naming the pool in the library's
+/// table, not memory to read). Live from `nvmos_pmo_pool_create` or
+/// `nvmos_pmo_pool_open` until `nvmos_pmo_pool_close`; after that every
+/// call given it returns `NVMOS_PMO_STATUS_STALE_HANDLE`. Attachments made
+/// from it stay valid after the close.
 pub struct NvmosPmoPool {
-    pool: Pool,
+    _opaque: [u8; 0],
 }
 
-/// An attached object (opaque): its memory is mapped at the object's fixed
-/// address until `nvmos_pmo_detach`.
+/// An attached object (opaque handle, as for pools): its memory is mapped
+/// at the object's fixed address until `nvmos_pmo_detach`; after that
+/// every call given it returns `NVMOS_PMO_STATUS_STALE_HANDLE`.
 pub struct NvmosPmoAttachment {
-    attachment: Attachment,
+    _opaque: [u8; 0],
+}
+
+/// What a live handle stands for.
+enum Entry {
+    Pool(Pool),
+    /// Shared with the calls running on it, so `nvmos_pmo_detach` can wait
+    /// for them to finish before it unmaps.
+    Attachment(Arc<Attachment>),
+}
+
+impl Entry {
+    fn kind(&self) -> Kind {
+        match self {
+            Entry::Pool(_) => Kind::Pool,
+            Entry::Attachment(_) => Kind::Attachment,
+        }
+    }
+}
+
+/// The kinds of handle, for messages.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Pool,
+    Attachment,
+}
+
+impl Kind {
+    fn name(self) -> &'static str {
+        match self {
+            Kind::Pool => "pool",
+            Kind::Attachment => "attachment",
+        }
+    }
+    fn with_article(self) -> &'static str {
+        match self {
+            Kind::Pool => "a pool",
+            Kind::Attachment => "an attachment",
+        }
+    }
+    /// What ends a handle of this kind.
+    fn ended(self) -> &'static str {
+        match self {
+            Kind::Pool => "closed",
+            Kind::Attachment => "detached",
+        }
+    }
+}
+
+/// One row of the handle table.
+struct Row {
+    /// The generation of the row's live handle, or of the next handle it
+    /// gives out when it is free. Only ever incremented, so no value is
+    /// handed out twice.
+    generation: u32,
+    entry: Option<Entry>,
+}
+
+/// Every live handle of the process. A handle's value is `generation << 32
+/// | index`, generation >= 1 (so never NULL). A handle is live while its
+/// row holds an entry with that generation; freeing a row increments its
+/// generation, and a row whose generation would wrap is retired (never
+/// reused), so a stale value can never name a later entry.
+struct Table {
+    rows: Vec<Row>,
+    /// Indexes of free rows that can still be reused.
+    free: Vec<u32>,
+}
+
+// A handle holds a 32-bit index and a 32-bit generation in a pointer.
+const _: () = assert!(usize::BITS == 64, "handles need 64-bit pointers");
+
+static TABLE: Mutex<Table> = Mutex::new(Table {
+    rows: Vec::new(),
+    free: Vec::new(),
+});
+
+fn table() -> std::sync::MutexGuard<'static, Table> {
+    // No code under the lock panics with the table half changed (each
+    // change is one assignment), so a poisoned lock holds a whole table.
+    TABLE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn encode(index: u32, generation: u32) -> usize {
+    ((generation as usize) << 32) | index as usize
+}
+
+fn decode(handle: usize) -> (usize, u32) {
+    (handle & 0xFFFF_FFFF, (handle >> 32) as u32)
+}
+
+impl Table {
+    /// A new handle for `entry`.
+    fn insert(&mut self, entry: Entry) -> Result<usize, Failure> {
+        let index = match self.free.pop() {
+            Some(i) => i,
+            None => {
+                let i = u32::try_from(self.rows.len()).map_err(|_| {
+                    Failure::new(
+                        NvmosPmoStatus::InvalidArgument,
+                        "no room for another handle: 2^32 handles are open or retired",
+                    )
+                })?;
+                self.rows.push(Row {
+                    generation: 1,
+                    entry: None,
+                });
+                i
+            }
+        };
+        let row = &mut self.rows[index as usize];
+        row.entry = Some(entry);
+        Ok(encode(index, row.generation))
+    }
+
+    /// The live entry `handle` names, if any.
+    fn get(&self, handle: usize) -> Option<&Entry> {
+        let (index, generation) = decode(handle);
+        let row = self.rows.get(index)?;
+        if row.generation != generation {
+            return None;
+        }
+        row.entry.as_ref()
+    }
+
+    /// Take `handle`'s entry out: the handle is stale from now on.
+    fn remove(&mut self, handle: usize) -> Option<Entry> {
+        self.get(handle)?;
+        let (index, _) = decode(handle);
+        let row = &mut self.rows[index];
+        let entry = row.entry.take();
+        // At the last generation the row is retired (not put on the free
+        // list): reusing it would repeat a handle value.
+        if let Some(g) = row.generation.checked_add(1) {
+            row.generation = g;
+            self.free.push(index as u32);
+        }
+        entry
+    }
+}
+
+/// Why `handle` (argument `what`, which should be a `want` handle) names
+/// no live entry of that kind: stale, or a handle of the other kind.
+fn not_live(table: &Table, handle: usize, what: &str, want: Kind) -> Failure {
+    match table.get(handle) {
+        Some(other) => Failure::new(
+            NvmosPmoStatus::InvalidArgument,
+            format!(
+                "argument {what} is {} handle, not {} handle",
+                other.kind().with_article(),
+                want.with_article()
+            ),
+        ),
+        None => Failure::new(
+            NvmosPmoStatus::StaleHandle,
+            format!(
+                "argument {what} is not a live {} handle (already {}, or not from this library)",
+                want.name(),
+                want.ended()
+            ),
+        ),
+    }
 }
 
 /// A failure on its way to C: the code and the full message.
+#[derive(Debug)]
 struct Failure {
     status: NvmosPmoStatus,
     message: String,
@@ -252,7 +429,7 @@ fn pmo_status(e: &PmoError) -> NvmosPmoStatus {
         PmoError::RolledBack { .. }
         | PmoError::PoolRolledBack { .. }
         | PmoError::ObjectRolledBack { .. } => S::RolledBack,
-        PmoError::State { .. } => S::State,
+        PmoError::State { .. } | PmoError::StateMissing { .. } => S::State,
         PmoError::Attach { source, .. } => attach_status(source),
         PmoError::DuplicateInGroup { .. }
         | PmoError::NotInGroupPool { .. }
@@ -386,24 +563,43 @@ fn options(state_dir: Option<&str>) -> PoolOptions {
     }
 }
 
-/// The pool behind a handle.
-///
-/// # Safety
-/// `pool` is NULL or a live handle from this library.
-unsafe fn pool_arg<'a>(pool: *const NvmosPmoPool) -> Result<&'a Pool, Failure> {
+/// The pool behind a handle (any value: it is looked up, never
+/// dereferenced). The clone keeps the pool open for the call even if
+/// another thread closes the handle meanwhile.
+fn pool_arg(pool: *const NvmosPmoPool) -> Result<Pool, Failure> {
     non_null(pool, "pool")?;
-    // SAFETY: non-null, and the caller promises a live handle.
-    Ok(unsafe { &(*pool).pool })
+    let t = table();
+    match t.get(pool as usize) {
+        Some(Entry::Pool(p)) => Ok(p.clone()),
+        _ => Err(not_live(&t, pool as usize, "pool", Kind::Pool)),
+    }
 }
 
-/// The attachment behind a handle.
-///
-/// # Safety
-/// `a` is NULL or a live handle from this library.
-unsafe fn attachment_arg<'a>(a: *const NvmosPmoAttachment) -> Result<&'a Attachment, Failure> {
+/// The attachment behind a handle (looked up as [`pool_arg`]'s). The
+/// clone makes a concurrent `nvmos_pmo_detach` wait for this call.
+fn attachment_arg(a: *const NvmosPmoAttachment) -> Result<Arc<Attachment>, Failure> {
     non_null(a, "attachment")?;
-    // SAFETY: non-null, and the caller promises a live handle.
-    Ok(unsafe { &(*a).attachment })
+    let t = table();
+    match t.get(a as usize) {
+        Some(Entry::Attachment(x)) => Ok(x.clone()),
+        _ => Err(not_live(&t, a as usize, "attachment", Kind::Attachment)),
+    }
+}
+
+/// Take the entry of `handle` (argument `what`, of kind `want`) out of the
+/// table: every later use of the handle is stale.
+fn remove_handle(handle: usize, what: &str, want: Kind) -> Result<Entry, Failure> {
+    let mut t = table();
+    match t.get(handle) {
+        Some(e) if e.kind() == want => {}
+        _ => return Err(not_live(&t, handle, what, want)),
+    }
+    Ok(t.remove(handle).expect("checked live just above"))
+}
+
+/// A new handle for `entry`.
+fn new_handle(entry: Entry) -> Result<usize, Failure> {
+    table().insert(entry)
 }
 
 /// The byte range `[offset, offset + len)` of an object of `size` bytes.
@@ -443,8 +639,9 @@ pub unsafe extern "C" fn nvmos_pmo_pool_create(
             Some(unsafe { str_arg(state_dir, "state_dir") }?)
         };
         let pool = Pool::create_with(Path::new(path), size, options(state))?;
+        let handle = new_handle(Entry::Pool(pool))?;
         // SAFETY: `out` is non-null and writable.
-        unsafe { *out = Box::into_raw(Box::new(NvmosPmoPool { pool })) };
+        unsafe { *out = handle as *mut NvmosPmoPool };
         Ok(())
     })
 }
@@ -482,28 +679,28 @@ pub unsafe extern "C" fn nvmos_pmo_pool_open(
             Some(unsafe { str_arg(state_dir, "state_dir") }?)
         };
         let pool = Pool::open_with(Path::new(path), access, options(state))?;
+        let handle = new_handle(Entry::Pool(pool))?;
         // SAFETY: `out` is non-null and writable.
-        unsafe { *out = Box::into_raw(Box::new(NvmosPmoPool { pool })) };
+        unsafe { *out = handle as *mut NvmosPmoPool };
         Ok(())
     })
 }
 
 /// Close a pool handle (NULL is allowed and does nothing). Attachments
-/// made from it stay valid until detached.
-///
-/// # Safety
-/// `pool` is NULL or a live handle, not used after this call.
+/// made from it stay valid until detached. The handle is stale afterwards:
+/// closing it again, or any call given it, returns
+/// `NVMOS_PMO_STATUS_STALE_HANDLE`.
 #[no_mangle]
-pub unsafe extern "C" fn nvmos_pmo_pool_close(pool: *mut NvmosPmoPool) {
-    if pool.is_null() {
-        return;
-    }
-    // Dropping a pool only unlocks and unmaps; a panic there is caught and
-    // dropped, as a void function has no way to report it.
-    let _ = catch_unwind(AssertUnwindSafe(|| {
-        // SAFETY: a live handle from Box::into_raw, given back once.
-        drop(unsafe { Box::from_raw(pool) });
-    }));
+pub extern "C" fn nvmos_pmo_pool_close(pool: *mut NvmosPmoPool) -> NvmosPmoStatus {
+    ffi(|| {
+        if pool.is_null() {
+            return Ok(());
+        }
+        // The pool itself closes (unlocks, unmaps) when the last call
+        // running on it in another thread and its last attachment are done.
+        drop(remove_handle(pool as usize, "pool", Kind::Pool)?);
+        Ok(())
+    })
 }
 
 /// The seed's `pcreate(name, size, key)`: a new object of `size` bytes
@@ -512,7 +709,7 @@ pub unsafe extern "C" fn nvmos_pmo_pool_close(pool: *mut NvmosPmoPool) {
 /// `kdf` NULL means the default key-stretching cost.
 ///
 /// # Safety
-/// `pool` is a live handle; `name` a NUL-terminated string; `key` NULL or
+/// `name` is a NUL-terminated string; `key` NULL or
 /// valid for `key_len` bytes; `kdf` NULL or valid.
 #[no_mangle]
 pub unsafe extern "C" fn nvmos_pmo_pcreate(
@@ -650,8 +847,10 @@ pub unsafe extern "C" fn nvmos_pmo_attach(
         };
         let mode = mode_arg(mode, depth)?;
         let attachment = pool.attach(name, perm, key, mode)?;
+        // On failure the attachment is dropped here, which detaches it.
+        let handle = new_handle(Entry::Attachment(Arc::new(attachment)))?;
         // SAFETY: `out` is non-null and writable.
-        unsafe { *out = Box::into_raw(Box::new(NvmosPmoAttachment { attachment })) };
+        unsafe { *out = handle as *mut NvmosPmoAttachment };
         Ok(())
     })
 }
@@ -661,7 +860,7 @@ pub unsafe extern "C" fn nvmos_pmo_attach(
 /// writable for a write attachment.
 ///
 /// # Safety
-/// `a` is a live handle; `base` and `len` are writable.
+/// `base` and `len` are NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn nvmos_pmo_base(
     a: *const NvmosPmoAttachment,
@@ -669,8 +868,7 @@ pub unsafe extern "C" fn nvmos_pmo_base(
     len: *mut usize,
 ) -> NvmosPmoStatus {
     ffi(|| {
-        // SAFETY: the caller's promise.
-        let a = unsafe { attachment_arg(a) }?;
+        let a = attachment_arg(a)?;
         non_null(base, "base")?;
         non_null(len, "len")?;
         // SAFETY: both non-null and writable.
@@ -685,7 +883,7 @@ pub unsafe extern "C" fn nvmos_pmo_base(
 /// Copy `len` bytes at byte `offset` of the object into `buf`.
 ///
 /// # Safety
-/// `a` is a live handle; `buf` is writable for `len` bytes (NULL is
+/// `buf` is writable for `len` bytes (NULL is
 /// refused even when `len` is 0).
 #[no_mangle]
 pub unsafe extern "C" fn nvmos_pmo_read(
@@ -695,8 +893,7 @@ pub unsafe extern "C" fn nvmos_pmo_read(
     len: usize,
 ) -> NvmosPmoStatus {
     ffi(|| {
-        // SAFETY: the caller's promise.
-        let a = unsafe { attachment_arg(a) }?;
+        let a = attachment_arg(a)?;
         non_null(buf, "buf")?;
         let start = range(offset, len, a.len())?;
         // SAFETY: `range` put the bytes inside the mapping; `buf` is
@@ -711,7 +908,7 @@ pub unsafe extern "C" fn nvmos_pmo_read(
 /// attachment; psync makes them durable).
 ///
 /// # Safety
-/// `a` is a live handle; `buf` is readable for `len` bytes.
+/// `buf` is readable for `len` bytes.
 #[no_mangle]
 pub unsafe extern "C" fn nvmos_pmo_write(
     a: *mut NvmosPmoAttachment,
@@ -720,8 +917,7 @@ pub unsafe extern "C" fn nvmos_pmo_write(
     len: usize,
 ) -> NvmosPmoStatus {
     ffi(|| {
-        // SAFETY: the caller's promise.
-        let a = unsafe { attachment_arg(a) }?;
+        let a = attachment_arg(a)?;
         non_null(buf, "buf")?;
         if a.perm() != Perm::Write {
             return Err(Failure::new(
@@ -741,15 +937,14 @@ pub unsafe extern "C" fn nvmos_pmo_write(
 /// committed. On failure nothing is committed and psync can be retried.
 ///
 /// # Safety
-/// `a` is a live handle; `pages` NULL or writable.
+/// `pages` is NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn nvmos_pmo_psync(
     a: *const NvmosPmoAttachment,
     pages: *mut u64,
 ) -> NvmosPmoStatus {
     ffi(|| {
-        // SAFETY: the caller's promise.
-        let a = unsafe { attachment_arg(a) }?;
+        let a = attachment_arg(a)?;
         let stats = a.psync()?;
         if !pages.is_null() {
             // SAFETY: non-null and writable.
@@ -766,13 +961,15 @@ pub unsafe extern "C" fn nvmos_pmo_psync(
 /// open of it), each at most once; a read-only one is
 /// `NVMOS_PMO_STATUS_READ_ONLY`, one given twice, one of another pool or
 /// another open, or more than the group limit (48) is
-/// `NVMOS_PMO_STATUS_INVALID_ARGUMENT`, naming the object. `pages` may be
+/// `NVMOS_PMO_STATUS_INVALID_ARGUMENT`, naming the object (a `count` above
+/// the limit is refused before `attachments` is read). `pages` may be
 /// NULL; otherwise it receives `count` numbers: the pages each attachment
 /// committed. On failure nothing is committed and it can be retried.
 ///
 /// # Safety
-/// `pool` is a live pool handle; `attachments` points to `count` live
-/// attachment handles; `pages` is NULL or writable for `count` numbers.
+/// `attachments` points to `count` handles (live or not: each is checked)
+/// when `count` is at most the group limit; `pages` is NULL or writable
+/// for `count` numbers.
 #[no_mangle]
 pub unsafe extern "C" fn nvmos_pmo_psync_many(
     pool: *const NvmosPmoPool,
@@ -781,8 +978,18 @@ pub unsafe extern "C" fn nvmos_pmo_psync_many(
     pages: *mut u64,
 ) -> NvmosPmoStatus {
     ffi(|| {
-        // SAFETY: the caller's promise.
-        let pool = unsafe { pool_arg(pool) }?;
+        let pool = pool_arg(pool)?;
+        // Before anything is read or allocated for `count` handles: no
+        // group holds more, and a count such as SIZE_MAX must be an error,
+        // not a read past the caller's array or a failed allocation.
+        if count > MAX_GROUP {
+            return Err(Failure::new(
+                NvmosPmoStatus::InvalidArgument,
+                format!(
+                    "argument count is {count}; one psync_many commits at most {MAX_GROUP} attachments"
+                ),
+            ));
+        }
         if count > 0 {
             non_null(attachments, "attachments")?;
         }
@@ -790,13 +997,13 @@ pub unsafe extern "C" fn nvmos_pmo_psync_many(
         for i in 0..count {
             // SAFETY: `attachments` holds `count` handles (caller's promise).
             let a = unsafe { *attachments.add(i) };
-            // SAFETY: NULL or a live handle.
-            atts.push(unsafe { attachment_arg(a) }.map_err(|mut f| {
+            atts.push(attachment_arg(a).map_err(|mut f| {
                 f.message = format!("{} (attachments[{i}])", f.message);
                 f
             })?);
         }
-        let stats = pool.psync_many(&atts)?;
+        let refs: Vec<&Attachment> = atts.iter().map(|a| &**a).collect();
+        let stats = pool.psync_many(&refs)?;
         if !pages.is_null() {
             for (i, s) in stats.iter().enumerate() {
                 // SAFETY: writable for `count` numbers.
@@ -807,19 +1014,33 @@ pub unsafe extern "C" fn nvmos_pmo_psync_many(
     })
 }
 
-/// psync (write attachments), then unmap and free the handle, which is
-/// gone even when the psync fails (the object then stays as at its last
-/// successful psync).
-///
-/// # Safety
-/// `a` is a live handle, not used after this call.
+/// psync (write attachments), then unmap and end the handle, which is
+/// stale even when the psync fails (the object then stays as at its last
+/// successful psync). Calls on the attachment already running in other
+/// threads finish first; later ones, and a second detach, return
+/// `NVMOS_PMO_STATUS_STALE_HANDLE`. The memory `nvmos_pmo_base` gave is
+/// unmapped: the caller must not touch it any more.
 #[no_mangle]
-pub unsafe extern "C" fn nvmos_pmo_detach(a: *mut NvmosPmoAttachment) -> NvmosPmoStatus {
+pub extern "C" fn nvmos_pmo_detach(a: *mut NvmosPmoAttachment) -> NvmosPmoStatus {
     ffi(|| {
         non_null(a, "attachment")?;
-        // SAFETY: a live handle from Box::into_raw, given back once.
-        let a = unsafe { Box::from_raw(a) };
-        a.attachment.detach()?;
+        let Entry::Attachment(mut shared) =
+            remove_handle(a as usize, "attachment", Kind::Attachment)?
+        else {
+            unreachable!("remove_handle checked the kind")
+        };
+        // No new call can reach the attachment (its handle is stale); the
+        // calls that did hold the other references and end soon.
+        let attachment = loop {
+            match Arc::try_unwrap(shared) {
+                Ok(x) => break x,
+                Err(again) => {
+                    shared = again;
+                    std::thread::sleep(std::time::Duration::from_micros(100));
+                }
+            }
+        };
+        attachment.detach()?;
         Ok(())
     })
 }
@@ -828,15 +1049,14 @@ pub unsafe extern "C" fn nvmos_pmo_detach(a: *mut NvmosPmoAttachment) -> NvmosPm
 /// hold).
 ///
 /// # Safety
-/// `a` is a live handle; `id` is writable.
+/// `id` is NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn nvmos_pmo_object_id(
     a: *const NvmosPmoAttachment,
     id: *mut u64,
 ) -> NvmosPmoStatus {
     ffi(|| {
-        // SAFETY: the caller's promise.
-        let a = unsafe { attachment_arg(a) }?;
+        let a = attachment_arg(a)?;
         non_null(id, "id")?;
         // SAFETY: non-null and writable.
         unsafe { *id = a.object_id() };
@@ -862,7 +1082,7 @@ impl From<POffError> for Failure {
 /// object, into `*out`.
 ///
 /// # Safety
-/// `a` is a live handle; `out` is writable (`ptr` is only compared, never
+/// `out` is NULL or writable (`ptr` is only compared, never
 /// dereferenced).
 #[no_mangle]
 pub unsafe extern "C" fn nvmos_pmo_off(
@@ -871,8 +1091,7 @@ pub unsafe extern "C" fn nvmos_pmo_off(
     out: *mut NvmosPmoOff,
 ) -> NvmosPmoStatus {
     ffi(|| {
-        // SAFETY: the caller's promise.
-        let a = unsafe { attachment_arg(a) }?;
+        let a = attachment_arg(a)?;
         non_null(out, "out")?;
         let p = a.poff_of(ptr.cast::<u8>())?;
         // SAFETY: non-null and writable.
@@ -891,7 +1110,7 @@ pub unsafe extern "C" fn nvmos_pmo_off(
 /// object's offset (`WrongObject`), out of bounds and misaligned.
 ///
 /// # Safety
-/// `a` is a live handle; `out` is writable.
+/// `out` is NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn nvmos_pmo_resolve(
     a: *const NvmosPmoAttachment,
@@ -901,8 +1120,7 @@ pub unsafe extern "C" fn nvmos_pmo_resolve(
     out: *mut *mut c_void,
 ) -> NvmosPmoStatus {
     ffi(|| {
-        // SAFETY: the caller's promise.
-        let a = unsafe { attachment_arg(a) }?;
+        let a = attachment_arg(a)?;
         non_null(out, "out")?;
         if !align.is_power_of_two() || align > 4096 {
             return Err(Failure::new(
@@ -938,7 +1156,7 @@ pub unsafe extern "C" fn nvmos_pmo_resolve(
 }
 
 /// Every status, for conversions from C's integers.
-const STATUSES: [NvmosPmoStatus; 24] = {
+const STATUSES: [NvmosPmoStatus; 25] = {
     use NvmosPmoStatus::*;
     [
         Ok,
@@ -965,6 +1183,7 @@ const STATUSES: [NvmosPmoStatus; 24] = {
         Panic,
         WrongObject,
         Truncated,
+        StaleHandle,
     ]
 };
 
@@ -1002,6 +1221,7 @@ impl NvmosPmoStatus {
             Panic => c"internal error (panic caught)",
             WrongObject => c"offset of another object",
             Truncated => c"the pool file was truncated while open",
+            StaleHandle => c"the handle was already detached or closed",
         }
     }
 }
@@ -1042,12 +1262,39 @@ mod tests {
         assert_eq!(ffi(|| Ok(())), NvmosPmoStatus::Ok);
     }
 
-    /// C may share handles between threads: what they wrap must allow it.
+    /// C may share handles between threads: what they name must allow it.
     #[test]
     fn handles_are_send_and_sync() {
         fn both<T: Send + Sync>() {}
-        both::<NvmosPmoPool>();
-        both::<NvmosPmoAttachment>();
+        both::<Pool>();
+        both::<Attachment>();
+    }
+
+    /// Handle values: never NULL, and a row freed and reused gives a new
+    /// value, so the old one stays stale; a row at the last generation is
+    /// retired rather than reused.
+    #[test]
+    fn handle_values_are_never_reused() {
+        let mut t = Table {
+            rows: Vec::new(),
+            free: Vec::new(),
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let pool = Pool::create(&dir.path().join("p"), 4 << 20).unwrap();
+        let h1 = t.insert(Entry::Pool(pool.clone())).unwrap();
+        assert_ne!(h1, 0);
+        assert!(t.remove(h1).is_some());
+        assert!(t.get(h1).is_none() && t.remove(h1).is_none());
+        let h2 = t.insert(Entry::Pool(pool.clone())).unwrap();
+        assert_eq!(decode(h2).0, decode(h1).0, "the row is reused");
+        assert_ne!(h2, h1);
+        assert!(t.get(h1).is_none() && t.get(h2).is_some());
+        t.rows[decode(h2).0].generation = u32::MAX;
+        let last = encode(decode(h2).0 as u32, u32::MAX);
+        assert!(t.remove(last).is_some());
+        assert!(t.free.is_empty(), "a row at u32::MAX is retired");
+        let h3 = t.insert(Entry::Pool(pool)).unwrap();
+        assert_ne!(decode(h3).0, decode(h2).0);
     }
 
     #[test]

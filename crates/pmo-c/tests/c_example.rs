@@ -242,7 +242,8 @@ fn phashmap_survives_restarts_and_refuses_a_wrong_key() {
 
 /// `examples/c/ptransfer.c`: two objects changed through their mappings
 /// and committed with `nvmos_pmo_psync_many`, over separate processes; a
-/// duplicate in the group is refused (the example checks that itself).
+/// duplicate in the group and a detached handle are refused (the example
+/// checks both itself).
 #[test]
 fn ptransfer_moves_between_two_objects_with_psync_many() {
     let dir = tempfile::tempdir().unwrap();

@@ -286,21 +286,21 @@ fn bytes_written_and_psynced_are_there_after_reopen() {
 
 #[test]
 fn strerror_names_every_code_and_last_error_is_per_thread() {
-    for code in 0..=23 {
-        let status = NvmosPmoStatus::from_code(code).expect("codes 0..=23 exist");
+    for code in 0..=24 {
+        let status = NvmosPmoStatus::from_code(code).expect("codes 0..=24 exist");
         assert_eq!(status as i32, code);
         // SAFETY: a static NUL-terminated string.
         let s = unsafe { CStr::from_ptr(nvmos_pmo_strerror(code)) };
         assert_ne!(s.to_str().unwrap(), "unknown status code", "code {code}");
     }
-    for code in [-1, 24, i32::MAX] {
+    for code in [-1, 25, i32::MAX] {
         assert!(NvmosPmoStatus::from_code(code).is_none());
         // SAFETY: as above.
         let s = unsafe { CStr::from_ptr(nvmos_pmo_strerror(code)) };
         assert_eq!(s.to_str().unwrap(), "unknown status code");
     }
-    // SAFETY: NULL is refused, not dereferenced.
-    assert_eq!(unsafe { nvmos_pmo_detach(null_mut()) }, S::NullArgument);
+    // NULL is refused.
+    assert_eq!(nvmos_pmo_detach(null_mut()), S::NullArgument);
     let here = last_error();
     assert_eq!(here, "argument attachment is NULL");
     std::thread::spawn(|| assert_eq!(last_error(), ""))
@@ -530,5 +530,159 @@ fn psync_many_commits_both_and_refuses_bad_groups_by_code() {
         assert_eq!(&back, b"BB");
         assert_eq!(nvmos_pmo_detach(r), S::Ok);
         nvmos_pmo_pool_close(f.pool);
+    }
+}
+
+/// A handle used after its detach or close (twice detached, psynced after
+/// detach, a pool closed twice, or a value that never was a handle) is
+/// refused with `StaleHandle` and a message naming the argument; nothing
+/// is read through it.
+#[test]
+fn stale_handles_are_refused_by_code_never_undefined_behaviour() {
+    let f = pool_with_object("obj");
+    let mut a = null_mut();
+    let mut byte = [0u8; 1];
+    // SAFETY: live or stale handles from this library, and valid buffers;
+    // stale handles are what is tested.
+    unsafe {
+        assert_eq!(
+            nvmos_pmo_attach(
+                f.pool,
+                c"obj".as_ptr(),
+                1,
+                KEY.as_ptr(),
+                KEY.len(),
+                1,
+                0,
+                &mut a
+            ),
+            S::Ok
+        );
+        assert_eq!(nvmos_pmo_write(a, 0, b"x".as_ptr().cast(), 1), S::Ok);
+        assert_eq!(nvmos_pmo_detach(a), S::Ok);
+        assert_eq!(nvmos_pmo_detach(a), S::StaleHandle);
+        assert_eq!(
+            last_error(),
+            "argument attachment is not a live attachment handle (already detached, or not from this library)"
+        );
+        assert_eq!(nvmos_pmo_psync(a, null_mut()), S::StaleHandle);
+        assert_eq!(
+            nvmos_pmo_read(a, 0, byte.as_mut_ptr().cast(), 1),
+            S::StaleHandle
+        );
+        let stale = [a as *const NvmosPmoAttachment];
+        assert_eq!(
+            nvmos_pmo_psync_many(f.pool, stale.as_ptr(), 1, null_mut()),
+            S::StaleHandle
+        );
+        assert!(
+            last_error().ends_with("(attachments[0])"),
+            "{}",
+            last_error()
+        );
+        // A pool handle where an attachment belongs.
+        assert_eq!(
+            nvmos_pmo_psync(f.pool.cast(), null_mut()),
+            S::InvalidArgument
+        );
+        assert_eq!(
+            last_error(),
+            "argument attachment is a pool handle, not an attachment handle"
+        );
+        // Values that were never handles are not dereferenced.
+        for bogus in [8usize, 0x1000, usize::MAX, &byte as *const _ as usize] {
+            assert_eq!(
+                nvmos_pmo_detach(bogus as *mut NvmosPmoAttachment),
+                S::StaleHandle
+            );
+            assert_eq!(
+                nvmos_pmo_pool_close(bogus as *mut NvmosPmoPool),
+                S::StaleHandle
+            );
+        }
+        assert_eq!(nvmos_pmo_pool_close(f.pool), S::Ok);
+        assert_eq!(nvmos_pmo_pool_close(f.pool), S::StaleHandle);
+        assert_eq!(
+            last_error(),
+            "argument pool is not a live pool handle (already closed, or not from this library)"
+        );
+        let mut b = null_mut();
+        assert_eq!(
+            nvmos_pmo_attach(
+                f.pool,
+                c"obj".as_ptr(),
+                0,
+                KEY.as_ptr(),
+                KEY.len(),
+                1,
+                0,
+                &mut b
+            ),
+            S::StaleHandle
+        );
+        assert!(b.is_null(), "no handle is written on failure");
+        assert_eq!(nvmos_pmo_pool_close(null_mut()), S::Ok);
+        // What was written before the first detach is there.
+        let mut pool = null_mut();
+        assert_eq!(
+            nvmos_pmo_pool_open(f.path.as_ptr(), 0, null(), &mut pool),
+            S::Ok
+        );
+        assert_eq!(
+            nvmos_pmo_attach(
+                pool,
+                c"obj".as_ptr(),
+                0,
+                KEY.as_ptr(),
+                KEY.len(),
+                1,
+                0,
+                &mut b
+            ),
+            S::Ok
+        );
+        assert_eq!(nvmos_pmo_read(b, 0, byte.as_mut_ptr().cast(), 1), S::Ok);
+        assert_eq!(&byte, b"x");
+        assert_eq!(nvmos_pmo_detach(b), S::Ok);
+        assert_eq!(nvmos_pmo_pool_close(pool), S::Ok);
+    }
+}
+
+/// A count no group can hold is refused before any handle is read: a
+/// clean status, not a caught panic.
+#[test]
+fn psync_many_with_an_impossible_count_is_invalid_argument() {
+    let f = pool_with_object("obj");
+    let mut a = null_mut();
+    // SAFETY: a live pool handle and a one-element array; the count is
+    // refused before the array is read.
+    unsafe {
+        assert_eq!(
+            nvmos_pmo_attach(
+                f.pool,
+                c"obj".as_ptr(),
+                1,
+                KEY.as_ptr(),
+                KEY.len(),
+                1,
+                0,
+                &mut a
+            ),
+            S::Ok
+        );
+        let one = [a as *const NvmosPmoAttachment];
+        for count in [usize::MAX, 1 << 40, 49] {
+            assert_eq!(
+                nvmos_pmo_psync_many(f.pool, one.as_ptr(), count, null_mut()),
+                S::InvalidArgument,
+                "count {count}"
+            );
+            assert_eq!(
+                last_error(),
+                format!("argument count is {count}; one psync_many commits at most 48 attachments")
+            );
+        }
+        assert_eq!(nvmos_pmo_detach(a), S::Ok);
+        assert_eq!(nvmos_pmo_pool_close(f.pool), S::Ok);
     }
 }

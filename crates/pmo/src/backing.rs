@@ -106,6 +106,7 @@ impl From<crate::PmoError> for BackingError {
             | E::PageCorrupt { .. }
             | E::Quarantined { .. }
             | E::PoolRolledBack { .. }
+            | E::StateMissing { .. }
             | E::ObjectRolledBack { .. }
             | E::Superseded { .. }
             | E::NotAPool { .. } => BackingErrorKind::Integrity,
@@ -167,17 +168,21 @@ pub trait PageBacking: Send + Sync {
     /// Whose pages these are, for the process-wide DRAM cache: a cache
     /// filled for one identity is never served for another, nor for a later
     /// committed version (e.g. after another process's psync). The default
-    /// (address-keyed, version 0) suits backings with no other identity.
+    /// (address-keyed, version 0, open 0) suits backings with no other
+    /// identity.
     fn cache_identity(&self) -> CacheIdentity {
         CacheIdentity {
             pool: 0,
             object: self.base_address() as u64,
             version: 0,
+            open: 0,
         }
     }
 }
 
-/// What the DRAM cache is keyed by: (pool id, object id = generation, committed version).
+/// What the DRAM cache is keyed by: (pool id, object id = generation,
+/// committed version, open). A cache is served only for an identity equal
+/// in all four.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 pub struct CacheIdentity {
     /// The pool's id.
@@ -187,4 +192,11 @@ pub struct CacheIdentity {
     pub object: u64,
     /// The committed version (epoch) the cached plaintext reflects.
     pub version: u64,
+    /// Which open of the pool file the pages are read through: unique in
+    /// the process for every [`Pool::open`](crate::Pool::open). Copies of
+    /// one pool file (`cp pool a; cp pool b`, or a restored backup) share
+    /// pool id, object ids and epochs while their bytes differ once either
+    /// is written; only the open tells them apart. 0 for backings that are
+    /// not pool objects.
+    pub open: u64,
 }

@@ -7,8 +7,11 @@
 //!   `HMAC(mac_key, "nvmos-pmo key check v2" ‖ object id ‖ KDF salt ‖ KDF
 //!   parameters)`, which tells a wrong key from a tampered root, binds the
 //!   cost parameters, and reveals nothing about either key. The cost
-//!   parameters are bounded ([`KdfParams::check`]) *before* Argon2 runs, so
-//!   a root cannot make a reader spin.
+//!   parameters are bounded ([`KdfParams::check`]) *before* Argon2 runs:
+//!   the verifier can only be checked after the expensive derivation, so
+//!   the bounds are what stop a forged root from making every reader pay
+//!   a huge cost (and then blame the key). An object is never created
+//!   beyond them, so a root beyond them was tampered with.
 //! - A page is sealed with AES-256-GCM (ring's, BoringSSL's AES-NI/VAES
 //!   and carry-less-multiply code: about 5× RustCrypto's `aes-gcm` per
 //!   core on this machine, which is what lets psync keep up with PMDK)
@@ -25,8 +28,8 @@
 //!   page index ‖ counter, so swapping pages, moving a page to another
 //!   object or putting back an older ciphertext breaks the tag.
 //! - Key material lives in [`Secret`] buffers: `mlock`ed (never swapped;
-//!   best effort, failures are counted by [`unlocked_secrets`]) and
-//!   zeroized on drop. ring's expanded AES key schedules cannot be
+//!   best effort: failures are counted by [`unlocked_secrets`], and the
+//!   first one in a process is reported on stderr) and zeroized on drop. ring's expanded AES key schedules cannot be
 //!   zeroized from outside ring (its `LessSafeKey` offers no hook); they
 //!   live as long as the object's keys in this process.
 //! - Plain objects get no secrecy: each page carries the first 16 bytes of
@@ -73,12 +76,17 @@ impl Default for KdfParams {
     }
 }
 
-/// Largest Argon2 memory cost accepted (KiB): 1 GiB.
-pub const MAX_KDF_MEMORY_KIB: u32 = 1 << 20;
+/// Largest Argon2 memory cost accepted (KiB): 256 MiB.
+pub const MAX_KDF_MEMORY_KIB: u32 = 256 << 10;
 /// Most Argon2 passes accepted.
 pub const MAX_KDF_PASSES: u32 = 16;
 /// Most Argon2 lanes accepted.
 pub const MAX_KDF_LANES: u32 = 16;
+/// Most Argon2 work accepted: memory (KiB) × passes, 256 MiB·passes.
+/// Argon2's time is proportional to this product, so it bounds what one
+/// attach can cost a reader, whatever a root says; it is about seven
+/// times the default's (19 MiB × 2) and admits RFC 9106's 64 MiB × 3.
+pub const MAX_KDF_WORK: u64 = 256 << 10;
 
 impl KdfParams {
     /// The cheapest parameters Argon2 accepts: for tests that derive keys
@@ -89,40 +97,99 @@ impl KdfParams {
         p_cost: 1,
     };
 
-    /// Whether the parameters lie within the bounds this build accepts
-    /// (memory 8·lanes KiB ..= 1 GiB, 1..=16 passes, 1..=16 lanes). Checked
-    /// before any key stretching, so a tampered root cannot make a reader
-    /// spin or exhaust memory.
+    /// Whether the parameters lie within the bounds the pool format
+    /// defines (memory 8·lanes KiB ..= 256 MiB, 1..=16 passes, 1..=16
+    /// lanes, memory × passes ..= 256 MiB·passes). Checked before any key
+    /// stretching, so a tampered root cannot make a reader spin or exhaust
+    /// memory.
     pub fn check(&self) -> std::result::Result<(), String> {
+        match self.out_of_bounds() {
+            Some((_, why)) => Err(why),
+            None => Ok(()),
+        }
+    }
+
+    /// The first bound [`KdfParams::check`] finds broken: the root field(s)
+    /// at fault (`m_cost`, `t_cost`, `p_cost`, or `m_cost × t_cost` for
+    /// the work) and what they hold against what is accepted.
+    pub fn out_of_bounds(&self) -> Option<(&'static str, String)> {
         if self.p_cost == 0 || self.p_cost > MAX_KDF_LANES {
-            return Err(format!(
-                "{} lanes (accepted: 1..={MAX_KDF_LANES})",
-                self.p_cost
+            return Some((
+                "p_cost",
+                format!("{} lanes (accepted: 1..={MAX_KDF_LANES})", self.p_cost),
             ));
         }
         if self.t_cost == 0 || self.t_cost > MAX_KDF_PASSES {
-            return Err(format!(
-                "{} passes (accepted: 1..={MAX_KDF_PASSES})",
-                self.t_cost
+            return Some((
+                "t_cost",
+                format!("{} passes (accepted: 1..={MAX_KDF_PASSES})", self.t_cost),
             ));
         }
         let min_m = 8 * self.p_cost;
         if self.m_cost < min_m || self.m_cost > MAX_KDF_MEMORY_KIB {
-            return Err(format!(
-                "memory {} KiB (accepted: {min_m}..={MAX_KDF_MEMORY_KIB} KiB)",
-                self.m_cost
+            return Some((
+                "m_cost",
+                format!(
+                    "memory {} KiB (accepted: {min_m}..={MAX_KDF_MEMORY_KIB} KiB)",
+                    self.m_cost
+                ),
             ));
         }
-        Ok(())
+        let work = u64::from(self.m_cost) * u64::from(self.t_cost);
+        if work > MAX_KDF_WORK {
+            return Some((
+                "m_cost × t_cost",
+                format!(
+                    "memory {} KiB × {} passes = {work} KiB·passes of work (accepted: at most {MAX_KDF_WORK})",
+                    self.m_cost, self.t_cost
+                ),
+            ));
+        }
+        None
     }
 }
 
 static UNLOCKED: AtomicU64 = AtomicU64::new(0);
 
 /// How many key buffers `mlock` refused in this process (RLIMIT_MEMLOCK):
-/// those keys could be swapped out. Reported by the CLI.
+/// those keys could be swapped out.
 pub fn unlocked_secrets() -> u64 {
     UNLOCKED.load(Ordering::Relaxed)
+}
+
+/// Memory holding secrets that `mlock` can refuse to lock.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Unlocked {
+    /// Key buffers ([`Secret`], [`KeyBytes`]).
+    Keys,
+    /// The DRAM cache's frames of decrypted pages.
+    Cache,
+}
+
+/// Report on stderr, once per process for each kind, that `mlock` refused
+/// to lock memory holding secrets (`error`: what it said), which may then
+/// be written to swap. Once, because every key and cache after the first
+/// is refused for the same reason (the limit), and a library must not
+/// flood its caller's stderr; the count stays in [`unlocked_secrets`].
+pub(crate) fn warn_unlocked(what: Unlocked, error: &std::io::Error) {
+    static KEYS: std::sync::Once = std::sync::Once::new();
+    static CACHE: std::sync::Once = std::sync::Once::new();
+    let (once, what) = match what {
+        Unlocked::Keys => (&KEYS, "key material"),
+        Unlocked::Cache => (&CACHE, "the DRAM cache of decrypted pages"),
+    };
+    once.call_once(|| {
+        eprintln!(
+            "nvmos-pmo: warning: could not lock {what} in memory (mlock: {error}); it may be written to swap. Raise RLIMIT_MEMLOCK (ulimit -l) to keep it in RAM. Reported once per process."
+        );
+    });
+}
+
+/// A key buffer `mlock` refused: counted, and reported once.
+fn key_unlocked() {
+    let error = std::io::Error::last_os_error();
+    UNLOCKED.fetch_add(1, Ordering::Relaxed);
+    warn_unlocked(Unlocked::Keys, &error);
 }
 
 /// `N` bytes of key material: on the heap, `mlock`ed, zeroized on drop.
@@ -138,7 +205,7 @@ impl<const N: usize> Secret<N> {
         // SAFETY: mlock of our own heap allocation of N bytes.
         let locked = unsafe { libc::mlock(bytes.as_ptr().cast(), N) } == 0;
         if !locked {
-            UNLOCKED.fetch_add(1, Ordering::Relaxed);
+            key_unlocked();
         }
         Secret { bytes, locked }
     }
@@ -183,7 +250,7 @@ impl KeyBytes {
         let locked = !bytes.is_empty()
             && unsafe { libc::mlock(bytes.as_ptr().cast(), bytes.capacity()) } == 0;
         if !locked && !bytes.is_empty() {
-            UNLOCKED.fetch_add(1, Ordering::Relaxed);
+            key_unlocked();
         }
         KeyBytes { bytes, locked }
     }
@@ -475,6 +542,20 @@ mod tests {
             ..KdfParams::default()
         };
         assert!(mem.check().unwrap_err().contains("memory"));
+        // The work bound: each field within its own bound, the product not.
+        let work = KdfParams {
+            m_cost: 64 << 10,
+            t_cost: 16,
+            p_cost: 1,
+        };
+        assert_eq!(work.out_of_bounds().unwrap().0, "m_cost × t_cost");
+        // RFC 9106's second recommendation (64 MiB, 3 passes) is accepted.
+        let rfc = KdfParams {
+            m_cost: 64 << 10,
+            t_cost: 3,
+            p_cost: 4,
+        };
+        assert_eq!(rfc.out_of_bounds(), None);
     }
 
     #[test]

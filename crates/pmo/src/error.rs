@@ -289,6 +289,21 @@ pub enum PmoError {
         /// Epoch the pool holds.
         pool_epoch: u64,
     },
+    /// The pool names the state store that protects it, and the store at
+    /// hand does not hold it: deleted, emptied, another pool's record in
+    /// its place, or another store (another HOME). Without it an older
+    /// copy of the pool cannot be told from the latest, so the open is
+    /// refused unless `PoolOptions::allow_missing_state` is set.
+    #[error("pool {path} is protected by state store {store_id:016x}, but {detail}: without it an older copy of the pool could not be told from the latest")]
+    StateMissing {
+        /// The pool file.
+        path: PathBuf,
+        /// The store's identity the pool names.
+        store_id: u64,
+        /// Where the store's record of the pool was looked for, and what
+        /// is wrong with it.
+        detail: String,
+    },
     /// The state store could not be read or written.
     #[error("state store {path}: {what}")]
     State {

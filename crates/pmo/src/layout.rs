@@ -1,7 +1,8 @@
 //! The pool file's layout. All integers little-endian; a frame is 4 KiB.
 //!
 //! ```text
-//! frame 0            pool header (magic, geometry, address plan, CRC);
+//! frame 0            pool header (magic, geometry, address plan, CRC),
+//!                    then the identity of its state store;
 //!                    at byte 512 the group commit record of psync_many
 //! frames 1..9        directory: 256 slots × two 64-byte records (shadow pair)
 //! frames 9..         data frames, handed out by the frame allocator:
@@ -17,13 +18,18 @@
 //! opening a pool rebuilds the allocator from it, so a crash cannot leak or
 //! double-allocate a frame.
 //!
-//! Format version 2 (this build) differs from version 1 in what makes it
-//! safe against an attacker holding the file: a directory record is
-//! written in three ordered steps (sequence word zeroed, body, sequence
-//! word) so a torn write is *provably* one ([`RecordState`]); a root names
-//! its pool id and slot; a table entry carries its session salt (64-byte
-//! entries) and, for plain objects, a page hash. Version-1 pools are
-//! refused with "unsupported pool format v1, this nvmos reads v2".
+//! Format version 3 (this build) differs from version 2 in one thing: the
+//! header and every root name the state store that protects the pool
+//! ([`crate::state`]; 0 = none), so a pool once protected is refused
+//! without that store, and an encrypted root carries the name under its
+//! MAC, out of an attacker's reach. Version 2 differed from version 1 in
+//! what makes it safe against an attacker holding the file: a directory
+//! record is written in three ordered steps (sequence word zeroed, body,
+//! sequence word) so a torn write is *provably* one ([`RecordState`]); a
+//! root names its pool id and slot; a table entry carries its session salt
+//! (64-byte entries) and, for plain objects, a page hash. Pools of any
+//! other version are refused with "unsupported pool format vN, this nvmos
+//! reads v3".
 
 use crate::crypto::KdfParams;
 
@@ -47,8 +53,8 @@ pub const ENTRY: usize = 64;
 pub const MAX_NAME: usize = 64;
 
 pub const POOL_MAGIC: &[u8; 8] = b"NVMOSPL1";
-pub const ROOT_MAGIC: &[u8; 8] = b"NVMOSRT2";
-pub const FORMAT_VERSION: u32 = 2;
+pub const ROOT_MAGIC: &[u8; 8] = b"NVMOSRT3";
+pub const FORMAT_VERSION: u32 = 3;
 
 fn u32_at(b: &[u8], o: usize) -> u32 {
     u32::from_le_bytes(b[o..o + 4].try_into().expect("4 bytes"))
@@ -72,13 +78,23 @@ pub struct Header {
     /// Its length.
     pub plan_len: u64,
     pub pool_id: u64,
+    /// The identity of the state store that protects the pool (0: none
+    /// yet). After the CRC'd part, in one aligned 8-byte word, so naming a
+    /// store in a live pool is one failure-atomic store; the authenticated
+    /// copy is in each root.
+    pub store_id: u64,
 }
 
+/// Byte offset of the header's CRC (of the bytes before it).
 const HEADER_CRC_AT: usize = 76;
+/// Byte offset of the header's store identity (8-byte aligned).
+pub const HEADER_STORE_AT: usize = 80;
+/// Bytes of the header.
+pub const HEADER_LEN: usize = 88;
 
 impl Header {
-    pub fn encode(&self) -> [u8; 80] {
-        let mut b = [0u8; 80];
+    pub fn encode(&self) -> [u8; HEADER_LEN] {
+        let mut b = [0u8; HEADER_LEN];
         b[..8].copy_from_slice(POOL_MAGIC);
         put32(&mut b, 8, FORMAT_VERSION);
         put32(&mut b, 12, PAGE as u32);
@@ -91,12 +107,13 @@ impl Header {
         put64(&mut b, 60, self.pool_id);
         let crc = crc32fast::hash(&b[..HEADER_CRC_AT]);
         put32(&mut b, HEADER_CRC_AT, crc);
+        put64(&mut b, HEADER_STORE_AT, self.store_id);
         b
     }
 
     /// Parse frame 0; the error says what is wrong.
     pub fn decode(b: &[u8]) -> Result<Header, String> {
-        if b.len() < 80 {
+        if b.len() < HEADER_LEN {
             return Err(format!("{} bytes, shorter than a pool header", b.len()));
         }
         if &b[..8] != POOL_MAGIC {
@@ -125,6 +142,7 @@ impl Header {
             plan_base: u64_at(b, 44),
             plan_len: u64_at(b, 52),
             pool_id: u64_at(b, 60),
+            store_id: u64_at(b, HEADER_STORE_AT),
         };
         if h.total_pages <= DATA_START {
             return Err(format!("{} pages leave no data frames", h.total_pages));
@@ -207,6 +225,27 @@ impl Record {
             RecordState::Valid(r) => Some(r),
             _ => None,
         }
+    }
+
+    /// The fields as written, checked or not (seq: the larger of the two
+    /// sequence fields), or `None` for an all-zero record: what a damaged
+    /// or incomplete record may still point at, to keep it reserved.
+    pub fn raw(b: &[u8]) -> Option<Record> {
+        if b.iter().all(|&x| x == 0) {
+            return None;
+        }
+        Some(Record {
+            seq: u64_at(b, 0).max(u64_at(b, 32)),
+            state: if u32_at(b, 8) == 2 {
+                SlotState::Destroyed
+            } else {
+                SlotState::Live
+            },
+            root_len: u32_at(b, 12),
+            root_pfn: u64_at(b, 16),
+            obj_id: u64_at(b, 24),
+            root_sha: b[40..56].try_into().expect("16 bytes"),
+        })
     }
 
     /// Classify a record's bytes (see [`RecordState`]).
@@ -435,6 +474,10 @@ pub struct Root {
     pub pool_id: u64,
     /// The directory slot whose record names this root.
     pub slot: u32,
+    /// The state store protecting the pool when this root was written (the
+    /// header's `store_id` then; 0 = none): under the key's MAC, so an
+    /// attacker cannot make an encrypted object's pool look unprotected.
+    pub store_id: u64,
     pub encrypted: bool,
     pub name: String,
     pub pages: u64,
@@ -446,7 +489,9 @@ pub struct Root {
     pub tables: Vec<(u64, [u8; 32])>,
 }
 
-pub const ROOT_FIXED: usize = 192;
+pub const ROOT_FIXED: usize = 200;
+/// Byte offset of the store identity in a root blob.
+const ROOT_STORE_AT: usize = 192;
 pub const ROOT_TABLE: usize = 40;
 pub const ROOT_MAC: usize = 32;
 /// Continuation frames a root can list in its first frame.
@@ -487,6 +532,7 @@ impl Root {
         put32(&mut b, 176, self.kdf.p_cost);
         put32(&mut b, 180, self.tables.len() as u32);
         put32(&mut b, 184, self.slot);
+        put64(&mut b, ROOT_STORE_AT, self.store_id);
         for (i, (pfn, sha)) in self.tables.iter().enumerate() {
             let o = ROOT_FIXED + i * ROOT_TABLE;
             put64(&mut b, o, *pfn);
@@ -507,6 +553,35 @@ impl Root {
         std::str::from_utf8(&blob[40..40 + n])
             .ok()
             .map(String::from)
+    }
+
+    /// The table pages a blob lists, read with no check but the magic and
+    /// the lengths (for keeping a damaged object's frames reserved): each
+    /// table's frame, SHA-256 and how many entries of it are in use.
+    pub fn peek_tables(blob: &[u8]) -> Option<Vec<(u64, [u8; 32], usize)>> {
+        if blob.len() < ROOT_FIXED || &blob[..8] != ROOT_MAGIC {
+            return None;
+        }
+        let n = u32_at(blob, 180) as usize;
+        if blob.len() < ROOT_FIXED + n.checked_mul(ROOT_TABLE)? {
+            return None;
+        }
+        let pages = u64_at(blob, 104) as usize;
+        Some(
+            (0..n)
+                .map(|i| {
+                    let o = ROOT_FIXED + i * ROOT_TABLE;
+                    let used = pages
+                        .saturating_sub(i * ENTRIES_PER_TABLE)
+                        .min(ENTRIES_PER_TABLE);
+                    (
+                        u64_at(blob, o),
+                        blob[o + 8..o + 40].try_into().expect("32"),
+                        used,
+                    )
+                })
+                .collect(),
+        )
     }
 
     /// Parse a blob (body and MAC); returns the root and its MAC. Checks
@@ -531,8 +606,14 @@ impl Root {
             p_cost: u32_at(blob, 176),
         };
         if u32_at(blob, 32) & 1 == 1 {
-            kdf.check()
-                .map_err(|e| format!("key derivation parameters out of bounds: {e}"))?;
+            // The format never writes a cost beyond these bounds
+            // (`pcreate` refuses it), and the verifier can only be checked
+            // after paying the cost, so this is where forgery is caught.
+            if let Some((field, why)) = kdf.out_of_bounds() {
+                return Err(format!(
+                    "key derivation field {field} out of the format's bounds: {why}; the root was tampered with"
+                ));
+            }
         }
         if u32_at(blob, 184) as usize >= SLOTS {
             return Err(format!("slot {} out of range", u32_at(blob, 184)));
@@ -558,6 +639,7 @@ impl Root {
                 epoch: u64_at(blob, 16),
                 pool_id: u64_at(blob, 24),
                 slot: u32_at(blob, 184),
+                store_id: u64_at(blob, ROOT_STORE_AT),
                 encrypted: u32_at(blob, 32) & 1 == 1,
                 name,
                 pages,
@@ -674,6 +756,7 @@ mod tests {
             obj_id: 7,
             pool_id: 11,
             slot: 3,
+            store_id: 0x5eed,
             epoch: 9,
             encrypted: true,
             name: "obj".into(),
@@ -753,6 +836,7 @@ mod tests {
             plan_base: 0x2000_4000_0000,
             plan_len: 1 << 30,
             pool_id: 5,
+            store_id: 0x5707e,
         };
         let b = h.encode();
         assert_eq!(Header::decode(&b).unwrap(), h);

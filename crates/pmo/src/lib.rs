@@ -23,8 +23,11 @@
 //!   key, bound to its pool and slot, carries an epoch the directory record
 //!   also holds; plain objects get per-page hashes (against accident).
 //!   **Freshness** beyond the file: an optional [`state`] store refuses
-//!   rolled-back pools and objects. **Availability**: damaged objects are
-//!   quarantined, the rest of the pool opens ([`Pool::check_report`],
+//!   rolled-back pools and objects, and objects it never saw created,
+//!   renamed or stripped of their encryption; a pool once protected names
+//!   its store and is refused without it
+//!   ([`PoolOptions::allow_missing_state`] opens it unprotected).
+//!   **Availability**: damaged objects are quarantined, the rest of the pool opens ([`Pool::check_report`],
 //!   [`Pool::repair`]); a restore made on purpose is accepted with
 //!   [`Pool::accept_rollback`]; a pool file truncated by another process
 //!   while open is an error naming pool and offset

@@ -82,6 +82,8 @@ pub(crate) struct Committed {
     pub epoch: u64,
     /// Which of the slot's two records is current.
     pub which: usize,
+    /// The state store identity the current root names (0: none).
+    pub store_id: u64,
     pub root_frames: Vec<u64>,
     pub root_body: Vec<u8>,
     pub root_mac: [u8; 32],
@@ -399,6 +401,7 @@ impl ObjectShared {
                     self.slot,
                     self.obj_id,
                     &self.name,
+                    self.encrypted,
                     epoch,
                     crate::state::Kind::Live,
                 )
@@ -522,6 +525,7 @@ impl ObjectShared {
             epoch: epoch + 1,
             pool_id: pool.pool_id(),
             slot: self.slot as u32,
+            store_id: pool.store_id(),
             encrypted: self.encrypted,
             name: self.name.clone(),
             pages: self.pages as u64,
@@ -557,6 +561,7 @@ impl ObjectShared {
         };
         Ok(Built {
             which: 1 - which,
+            store_id: root.store_id,
             record,
             root_frames,
             body,
@@ -572,6 +577,7 @@ impl ObjectShared {
         let mut c = self.committed.write();
         c.epoch = built.record.seq;
         c.which = built.which;
+        c.store_id = built.store_id;
         c.root_frames = built.root_frames;
         c.root_body = built.body;
         c.root_mac = built.mac;
@@ -587,6 +593,8 @@ impl ObjectShared {
 pub(crate) struct Built {
     /// The slot record to overwrite (the older one).
     pub which: usize,
+    /// The state store identity the new root names.
+    store_id: u64,
     /// The new record (its `seq` is the new epoch).
     pub record: crate::layout::Record,
     root_frames: Vec<u64>,
@@ -791,6 +799,7 @@ impl PageBacking for ObjectHandle {
             pool: self.pool.pool_id(),
             object: self.shared.obj_id,
             version: self.shared.committed.read().epoch,
+            open: self.pool.open_id(),
         }
     }
 }

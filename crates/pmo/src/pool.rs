@@ -3,7 +3,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use nvmos_frames::{FrameAllocator, IBuddy, Pfn, Request, Zone};
@@ -16,13 +16,13 @@ use crate::crypto::{sha256, KdfParams, ObjectKeys};
 use crate::error::{PmoError, Result};
 use crate::layout::{
     read_u64, record_offset, write_u64, Entry, GroupEntry, GroupRecord, GroupState, Header, Record,
-    RecordState, Root, SlotState, DATA_START, ENTRIES_PER_TABLE, ENTRY, GROUP_AT, MAX_GROUP,
-    MAX_NAME, MAX_ROOT_FRAMES, PAGE, SLOTS,
+    RecordState, Root, SlotState, DATA_START, ENTRIES_PER_TABLE, ENTRY, GROUP_AT, HEADER_LEN,
+    HEADER_STORE_AT, MAX_GROUP, MAX_NAME, MAX_ROOT_FRAMES, PAGE, RECORD, ROOT_MAGIC, SLOTS,
 };
 use crate::locks;
 use crate::medium::{CrashPoint, CrashStep, Durability, Medium};
 use crate::object::{Committed, ObjectHandle, ObjectShared, Perm, ZERO_PAGE};
-use crate::state::{Kind, SlotRecord, StateStore};
+use crate::state::{Kind, PoolState, SlotRecord, StateStore};
 
 /// How a pool is opened. Any number of opens of either kind may coexist
 /// (in one process or many): writers take a lock per object they write
@@ -58,6 +58,15 @@ pub struct PoolOptions {
     /// Open even when the state store disagrees with the pool (for `check`,
     /// which reports the disagreement instead of refusing).
     pub tolerate_state_mismatch: bool,
+    /// Open a pool that names a state store ([`crate::state`]) even when
+    /// that store is not at hand: deleted, emptied, holding another pool's
+    /// record, another store (another HOME), or no `state_dir` at all.
+    /// Such a pool is otherwise refused ([`PmoError::StateMissing`]), as
+    /// an older copy of it could not be told from the latest. The open is
+    /// then unprotected against rollback and says so
+    /// ([`Pool::state_missing`], and `state_missing` in [`PoolInfo`] and
+    /// [`CheckReport`]); nothing is recorded in any store meanwhile.
+    pub allow_missing_state: bool,
 }
 
 /// An object as `ls` shows it.
@@ -102,6 +111,11 @@ pub struct PoolInfo {
     pub plan_len: u64,
     /// The objects.
     pub objects: Vec<ObjectInfo>,
+    /// Set when the pool was opened without the state store it names
+    /// ([`PoolOptions::allow_missing_state`]): why, and that it is
+    /// unprotected against rollback.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state_missing: Option<String>,
 }
 
 /// What `verify` found.
@@ -162,15 +176,21 @@ pub struct CheckReport {
     pub frames_in_use: u64,
     /// Data frames free.
     pub frames_free: u64,
+    /// Set when the pool was opened without the state store it names
+    /// ([`PoolOptions::allow_missing_state`]): its freshness is unchecked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state_missing: Option<String>,
 }
 
 impl CheckReport {
-    /// No quarantined object and no state-store disagreement.
+    /// No quarantined object, no state-store disagreement, and the state
+    /// store the pool names at hand.
     pub fn ok(&self) -> bool {
         self.objects.iter().all(|o| o.ok)
             && self.state_mismatches.is_empty()
             && self.truncated.is_none()
             && self.group_record.is_none()
+            && self.state_missing.is_none()
     }
 }
 
@@ -190,6 +210,10 @@ pub struct AcceptReport {
     /// Quarantined slots whose store entry was left as it was (what
     /// cannot be verified is not accepted).
     pub left: Vec<String>,
+    /// Set when the pool was bound to the store anew (its record there was
+    /// missing or another pool's): the new record and identity.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rebound: Option<String>,
 }
 
 /// What [`Pool::repair`] did.
@@ -201,9 +225,14 @@ pub struct RepairReport {
     pub quarantined: Vec<String>,
     /// Incomplete or damaged stale directory records cleared.
     pub records_cleared: Vec<String>,
-    /// Free frames zeroed (so no freed root, table or page can be brought
-    /// back by restoring a directory record).
+    /// Free frames zeroed (so no freed root, table or page of a destroyed
+    /// object can be brought back by restoring a directory record).
     pub frames_scrubbed: u64,
+    /// Why no free frame was zeroed, when none was: a quarantined object
+    /// (or a damaged group commit record) may reference frames that cannot
+    /// all be found, and nothing it might hold is destroyed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scrub_skipped: Option<String>,
 }
 
 impl VerifyReport {
@@ -219,11 +248,18 @@ enum Slot {
         which: Option<usize>,
     },
     Live(Arc<ObjectShared>),
-    /// A live record whose root or tables do not load; `name` when known.
+    /// A live record whose root or tables do not load, or that conflicts
+    /// with another; `name` when known. `frames`: every frame either of
+    /// its records may reference (reserved: never handed out, never
+    /// scrubbed).
     Damaged {
         name: Option<String>,
         error: String,
         frames: Vec<u64>,
+        /// The object as loaded, when it loaded intact and was quarantined
+        /// for a conflict with another: still compared with the state
+        /// store, whose verdict may say which of the two is forged.
+        loaded: Option<Arc<ObjectShared>>,
     },
 }
 
@@ -253,6 +289,37 @@ pub(crate) struct PoolInner {
     /// Where the state store disagrees with the pool (empty when it agrees
     /// or there is no store); non-empty only with `tolerate_state_mismatch`.
     mismatches: Mutex<Vec<String>>,
+    /// The state store the pool names now (the header's; 0: none): what
+    /// new roots record.
+    store_id: AtomicU64,
+    /// Whether the store holds this pool's record under `store_id`: only
+    /// then are commits recorded there and attaches checked against it.
+    bound: AtomicBool,
+    /// Set when opened without the store the pool names
+    /// ([`PoolOptions::allow_missing_state`]).
+    state_missing: Mutex<Option<String>>,
+    /// This open's number, unique in the process ([`next_open_id`]): part
+    /// of the DRAM cache's key, so two copies of one pool file (same ids
+    /// and epochs, other bytes) never share cached plaintext.
+    open_id: u64,
+}
+
+/// A number no other open in this process has had. The DRAM cache is
+/// process-wide, so uniqueness within the process is what it needs; a
+/// counter cannot collide as random numbers could. Never 0 (the identity
+/// of backings that are not pool objects).
+fn next_open_id() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
+
+impl Drop for PoolInner {
+    fn drop(&mut self) {
+        // No attachment or handle of this open is left (each holds the
+        // open), so its cached plaintext can never be served again: zero it
+        // now rather than at exit.
+        crate::attach::cache::evict_open(self.open_id);
+    }
 }
 
 /// A pool of persistent memory objects. Cheap to clone (shared).
@@ -279,6 +346,17 @@ fn io<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> Pm
 
 /// Smallest pool: the header, the directory and 64 data frames.
 pub const MIN_POOL_SIZE: u64 = (DATA_START + 64) * PAGE as u64;
+
+/// A new identity for a state store's record of a pool: random, never 0
+/// (which means "no store").
+fn new_store_id() -> u64 {
+    loop {
+        let id: u64 = rand::rngs::OsRng.gen();
+        if id != 0 {
+            return id;
+        }
+    }
+}
 
 impl Pool {
     /// Create a pool file of `size` bytes (a multiple of 4096, at least
@@ -328,11 +406,47 @@ impl Pool {
             (2 * data * PAGE as u64 + SLOTS as u64 * (4 << 20)).next_multiple_of(1 << 30);
         let mut rng = rand::rngs::OsRng;
         let plan_base = 0x2000_0000_0000u64 + rng.gen_range(0..4096u64) * (1 << 30);
+        let pool_id: u64 = rng.gen();
+        // The state store's record first, then the pool that names it: a
+        // failed create leaves at most a record of no pool, never a pool
+        // naming a store that has no record of it (which no open accepts).
+        let store_id = match &opts.state_dir {
+            Some(dir) => {
+                let store = StateStore::open(dir)?;
+                let abs = match (folder.canonicalize(), path.file_name()) {
+                    (Ok(f), Some(name)) => f.join(name),
+                    _ => path.to_owned(),
+                };
+                // A new pool at a path the state store knew: the old pool
+                // there is gone (create never overwrites), so its record
+                // goes too.
+                for old in store.other_ids_at(&abs, pool_id) {
+                    store.forget(old)?;
+                }
+                let store_id = new_store_id();
+                store.update(
+                    pool_id,
+                    &abs,
+                    |st| {
+                        *st = PoolState {
+                            store_id,
+                            pool_id,
+                            path: abs.clone(),
+                            ..PoolState::default()
+                        }
+                    },
+                    &|| {},
+                )?;
+                store_id
+            }
+            None => 0,
+        };
         let header = Header {
             total_pages,
             plan_base,
             plan_len,
-            pool_id: rng.gen(),
+            pool_id,
+            store_id,
         };
         let medium = Medium::map(tmp.path(), file, size as usize, opts.crash)?;
         let h = header.encode();
@@ -357,16 +471,6 @@ impl Pool {
         if let Ok(d) = File::open(&folder) {
             let _ = d.sync_all();
         }
-        // A new pool at a path the state store knew: the old pool there is
-        // gone (create never overwrites), so its record goes too.
-        if let Some(dir) = &opts.state_dir {
-            let store = StateStore::open(dir)?;
-            let abs = path.canonicalize().unwrap_or_else(|_| path.to_owned());
-            for old in store.other_ids_at(&abs, header.pool_id) {
-                store.forget(old)?;
-            }
-            store.update(header.pool_id, &abs, |_| {}, &|| {})?;
-        }
         Pool::open_with(path, Access::ReadWrite, opts)
     }
 
@@ -388,7 +492,7 @@ impl Pool {
             .metadata()
             .map_err(io("reading metadata of", path))?
             .len();
-        let mut first = [0u8; 80];
+        let mut first = [0u8; HEADER_LEN];
         {
             use std::io::Read;
             let mut f = &file;
@@ -430,6 +534,7 @@ impl Pool {
         })?;
         let data = header.total_pages - DATA_START;
         let arenas = (data / ARENA_MIN).clamp(1, MAX_ARENAS);
+        let header_store = header.store_id;
         let inner = PoolInner {
             medium,
             file,
@@ -444,6 +549,10 @@ impl Pool {
             state,
             notes: Mutex::new(Vec::new()),
             mismatches: Mutex::new(Vec::new()),
+            open_id: next_open_id(),
+            store_id: AtomicU64::new(header_store),
+            bound: AtomicBool::new(false),
+            state_missing: Mutex::new(None),
         };
         // A truncation while loading turns whatever was read into its error.
         // Under the metadata lock: no group commit is half done meanwhile
@@ -451,8 +560,12 @@ impl Pool {
         {
             let _m = inner.meta()?;
             inner.medium.guarded(inner.load_directory())?;
+            // Under the metadata lock too: no pcreate or pdestroy, which
+            // write the state store on both sides of their record, is half
+            // done meanwhile.
+            let r = inner.check_freshness(&opts);
+            inner.medium.guarded(r)?;
         }
-        inner.check_freshness(opts.tolerate_state_mismatch)?;
         Ok(Pool {
             inner: Arc::new(inner),
         })
@@ -802,7 +915,16 @@ impl Pool {
             plan_base: inner.header.plan_base,
             plan_len: inner.header.plan_len,
             objects: inner.list(),
+            state_missing: self.state_missing(),
         }
+    }
+
+    /// Set when this open went ahead without the state store the pool
+    /// names ([`PoolOptions::allow_missing_state`]): which store, and why
+    /// it is missing. Everything this open reads is then unprotected
+    /// against rollback, and every report of it should say so.
+    pub fn state_missing(&self) -> Option<String> {
+        self.inner.state_missing.lock().clone()
     }
 
     /// Check object `name` in full: key, root MAC and epoch, every table
@@ -851,6 +973,7 @@ impl Pool {
                     name,
                     error,
                     frames,
+                    ..
                 } => {
                     in_use += frames.len() as u64;
                     objects.push(ObjectCheck {
@@ -926,6 +1049,7 @@ impl Pool {
             },
             frames_in_use: in_use,
             frames_free: inner.free_frames_in(&dir),
+            state_missing: inner.state_missing.lock().clone(),
         }
     }
 
@@ -933,7 +1057,12 @@ impl Pool {
     /// is, leave every quarantined one untouched (its frames stay
     /// reserved: nothing that cannot be verified is changed), clear
     /// incomplete and damaged *stale* directory records, and zero every
-    /// free frame. Needs the pool open for writing and nothing attached.
+    /// free frame that no record of any object references, current or
+    /// older. While any object is quarantined (or the group commit record
+    /// is damaged) no frame is zeroed: a damaged record may point at
+    /// frames that cannot all be found, and what cannot be found cannot
+    /// be shown to be free. Needs the pool open for writing and nothing
+    /// attached.
     pub fn repair(&self) -> Result<RepairReport> {
         let inner = &self.inner;
         inner.writable("repair")?;
@@ -955,12 +1084,22 @@ impl Pool {
                         });
                     }
                     report.salvaged.push(o.name.clone());
-                    o.frames()
+                    // The current version, and what the older record still
+                    // references (followed as far as it goes).
+                    let mut frames = o.frames();
+                    let older = record_offset(i, 1 - o.committed.read().which);
+                    if let Some(rec) = Record::raw(inner.medium.slice(older, RECORD)) {
+                        if rec.state == SlotState::Live {
+                            frames.extend(inner.record_claims(&[rec], false));
+                        }
+                    }
+                    frames
                 }
                 Slot::Damaged {
                     name,
                     error,
                     frames,
+                    ..
                 } => {
                     report.quarantined.push(format!(
                         "{} (slot {i}): {error}",
@@ -968,7 +1107,19 @@ impl Pool {
                     ));
                     frames.clone()
                 }
-                Slot::Free { .. } => Vec::new(),
+                // A free slot's records name a destroyed object's last
+                // version (scrubbed) or, when incomplete with a whole body,
+                // what may be a committed object whose sequence word was
+                // damaged (kept: see `whole_body`).
+                Slot::Free { .. } => {
+                    let recs: Vec<Record> = (0..2)
+                        .map(|w| inner.medium.slice(record_offset(i, w), RECORD))
+                        .filter(|b| Record::classify(b) == RecordState::Incomplete && whole_body(b))
+                        .filter_map(Record::raw)
+                        .filter(|r| r.state == SlotState::Live)
+                        .collect();
+                    inner.record_claims(&recs, false)
+                }
             };
             for f in frames {
                 if range.contains(&f) {
@@ -988,6 +1139,14 @@ impl Pool {
                 }
                 let off = record_offset(i, w);
                 let state = Record::classify(inner.medium.slice(off, crate::layout::RECORD));
+                // An incomplete record whose body is whole is a torn write
+                // of step 3 only, or a whole record whose sequence word was
+                // damaged to zero: the two cannot be told apart, so it is
+                // kept (it is not current either way, and the frames it
+                // names were kept out of the scrub above).
+                if state == RecordState::Incomplete && whole_body(inner.medium.slice(off, RECORD)) {
+                    continue;
+                }
                 if matches!(state, RecordState::Incomplete | RecordState::Corrupt { .. }) {
                     // Rewritten as a whole stale record (epoch n - 1, the
                     // current fields: if it ever became current the root's
@@ -1014,8 +1173,18 @@ impl Pool {
                 }
             }
         }
+        let quarantined = report.quarantined.len();
+        report.scrub_skipped = if quarantined > 0 {
+            Some(format!(
+                "{quarantined} quarantined objects may reference frames that cannot all be found: no free frame was zeroed"
+            ))
+        } else if matches!(inner.read_group(), GroupState::Corrupt { .. }) {
+            Some("the group commit record is damaged: the versions it names cannot be followed, so no free frame was zeroed".into())
+        } else {
+            None
+        };
         for (k, &u) in used.iter().enumerate() {
-            if !u {
+            if !u && report.scrub_skipped.is_none() {
                 let f = range.start + k as u64;
                 let frame = inner.frame_mut(f);
                 if frame.iter().any(|&b| b != 0) {
@@ -1036,9 +1205,13 @@ impl Pool {
     /// pool ids at this file's path are dropped. Needs the pool open for
     /// writing (no other process can commit meanwhile) and a state store;
     /// open it with [`PoolOptions::tolerate_state_mismatch`] (the open
-    /// itself would refuse the rollback). Nonce safety does not depend on
-    /// the store (every write attachment draws a fresh salt), so going
-    /// back in epochs here repeats no (key, nonce) pair.
+    /// itself would refuse the rollback). When the store holds no record
+    /// of this pool under the identity the pool names (lost, emptied,
+    /// another pool's, another store), a new record is made under a new
+    /// identity, which the pool then names ([`AcceptReport::rebound`]).
+    /// Nonce safety does not depend on the store (every write attachment
+    /// draws a fresh salt), so going back in epochs here repeats no (key,
+    /// nonce) pair.
     pub fn accept_rollback(&self) -> Result<AcceptReport> {
         self.inner.writable("accepting a rollback")?;
         self.inner
@@ -1063,11 +1236,30 @@ impl Pool {
             accepted: inner.mismatches.lock().clone(),
             ..AcceptReport::default()
         };
+        if let Some(m) = inner.state_missing.lock().clone() {
+            if !report.accepted.contains(&m) {
+                report.accepted.push(m);
+            }
+        }
         for old in store.other_ids_at(&abs, id) {
             store.forget(old)?;
             report.forgotten_ids.push(old);
         }
+        // The store's record of this pool, if it is one: a record of
+        // another pool (or none) is replaced by a new one, under a new
+        // identity the pool then names.
         let before = store.load(id)?;
+        let (before, store_id) = if before.store_id != 0 && before.pool_id == id {
+            let sid = before.store_id;
+            (before, sid)
+        } else {
+            let sid = new_store_id();
+            report.rebound = Some(format!(
+                "state store record {} created for the pool as it is, identity {sid:016x}",
+                store.file(id).display()
+            ));
+            (PoolState::default(), sid)
+        };
         let mut slots = std::collections::BTreeMap::new();
         {
             let dir = inner.dir.lock();
@@ -1077,6 +1269,7 @@ impl Pool {
                     Slot::Live(o) => Some(SlotRecord {
                         obj_id: o.obj_id,
                         name: o.name.clone(),
+                        encrypted: o.encrypted,
                         epoch: o.committed.read().epoch,
                         kind: Kind::Live,
                     }),
@@ -1120,9 +1313,21 @@ impl Pool {
                 }
             }
         }
-        store.update(id, &abs, |st| st.slots = slots, &|| {
-            inner.medium.crash_hook()
-        })?;
+        store.update(
+            id,
+            &abs,
+            |st| {
+                st.slots = slots;
+                st.store_id = store_id;
+                st.pool_id = id;
+            },
+            &|| inner.medium.crash_hook(),
+        )?;
+        // Then the pool names it. A crash in between leaves the pool naming
+        // its old identity, refused as before; accepting again completes it.
+        inner.name_store(store_id)?;
+        inner.bound.store(true, Ordering::Release);
+        *inner.state_missing.lock() = None;
         inner.mismatches.lock().clear();
         Ok(report)
     }
@@ -1537,6 +1742,7 @@ impl PoolInner {
             }
             dir[s] = slot;
         }
+        quarantine_clashes(&mut dir);
         drop(dir);
         // What settling a dead writer's group record did is reported by
         // `check` (this open's other refresh findings were seen at open).
@@ -1668,6 +1874,118 @@ impl PoolInner {
         used.iter().filter(|&&u| !u).count() as u64
     }
 
+    /// A root stored from frame `pfn` (its frame list, then the blob), with
+    /// `len` bytes of blob, or all its frames hold when `len` is `None`;
+    /// `None` when the frame list leaves the data area.
+    fn stored_root(&self, pfn: u64, len: Option<u32>) -> Option<(Vec<u64>, Vec<u8>)> {
+        let range = self.data_range();
+        if !range.contains(&pfn) {
+            return None;
+        }
+        let first = self.frame(pfn);
+        let n = read_u64(first, 0) as usize;
+        if n > MAX_ROOT_FRAMES - 1 {
+            return None;
+        }
+        let mut frames = vec![pfn];
+        for i in 0..n {
+            let f = read_u64(first, 8 + 8 * i);
+            if !range.contains(&f) {
+                return None;
+            }
+            frames.push(f);
+        }
+        let stored_len = match len {
+            Some(l) => 8 + 8 * n + l as usize,
+            None => frames.len() * PAGE,
+        };
+        if stored_len > frames.len() * PAGE {
+            return None;
+        }
+        let mut stored = Vec::with_capacity(frames.len() * PAGE);
+        for &f in &frames {
+            stored.extend_from_slice(self.frame(f));
+        }
+        stored.truncate(stored_len);
+        Some((frames, stored))
+    }
+
+    /// Every frame the records `recs` reference, followed as far as they go
+    /// and trusted no further than that (to keep a quarantined object's
+    /// frames reserved, and a live object's older version out of repair's
+    /// scrub): the root each names, its tables, and their entries' data
+    /// frames, all within the data area. A record whose root frame does not
+    /// hold the root it hashes may have had its root pointer damaged: with
+    /// `search`, the data frames are searched for a stored root matching
+    /// the record's hash and length (one pass for all such records; a root
+    /// is told by its magic, so a frame costs one word to rule out), so a
+    /// flipped root pointer does not leave the object's frames unreserved.
+    fn record_claims(&self, recs: &[Record], search: bool) -> Vec<u64> {
+        let range = self.data_range();
+        let matches = |stored: &[u8], rec: &Record| sha256(&[stored])[..16] == rec.root_sha;
+        let mut roots: Vec<(Vec<u64>, Vec<u8>)> = Vec::new();
+        let mut lost = Vec::new();
+        for rec in recs {
+            match self.stored_root(rec.root_pfn, Some(rec.root_len)) {
+                Some((frames, stored)) if matches(&stored, rec) => roots.push((frames, stored)),
+                _ => lost.push(rec),
+            }
+        }
+        if search && !lost.is_empty() {
+            for f in range.clone() {
+                let first = self.frame(f);
+                // The blob, and so its magic, starts in the first frame.
+                let at = match usize::try_from(read_u64(first, 0)) {
+                    Ok(n) if n < (PAGE - 8 - ROOT_MAGIC.len()) / 8 => 8 + 8 * n,
+                    _ => continue,
+                };
+                if &first[at..at + ROOT_MAGIC.len()] != ROOT_MAGIC {
+                    continue;
+                }
+                lost.retain(|rec| match self.stored_root(f, Some(rec.root_len)) {
+                    Some((frames, stored)) if matches(&stored, rec) => {
+                        roots.push((frames, stored));
+                        false
+                    }
+                    _ => true,
+                });
+                if lost.is_empty() {
+                    break;
+                }
+            }
+        }
+        // What the unmatched ones point at, unverified.
+        for rec in lost {
+            if range.contains(&rec.root_pfn) {
+                match self.stored_root(rec.root_pfn, None) {
+                    Some(r) => roots.push(r),
+                    None => roots.push((vec![rec.root_pfn], Vec::new())),
+                }
+            }
+        }
+        let mut out = Vec::new();
+        for (frames, stored) in roots {
+            out.extend_from_slice(&frames);
+            let blob = stored.get(8 * frames.len()..).unwrap_or(&[]);
+            for (pfn, _, used) in Root::peek_tables(blob).unwrap_or_default() {
+                if !range.contains(&pfn) {
+                    continue;
+                }
+                out.push(pfn);
+                let table = self.frame(pfn);
+                for k in 0..used {
+                    let e = Entry::decode(&table[k * ENTRY..(k + 1) * ENTRY]);
+                    if range.contains(&e.pfn) {
+                        out.push(e.pfn);
+                    }
+                }
+            }
+        }
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+
     /// Read and structurally check the root a record names, and its tables.
     fn load(
         &self,
@@ -1725,8 +2043,14 @@ impl PoolInner {
             ));
         }
         let blob = &stored[8 + 8 * n..];
-        let (root, mac) = Root::decode(blob)
-            .map_err(|e| (Root::peek_name(blob), format!("root: {e}"), held.clone()))?;
+        let (root, mac) = Root::decode(blob).map_err(|e| {
+            let path = self.medium.path.display();
+            (
+                Root::peek_name(blob),
+                format!("root in pool {path}: {e}"),
+                held.clone(),
+            )
+        })?;
         let name = Some(root.name.clone());
         if root.obj_id != rec.obj_id {
             return Err((name, "root belongs to another object".into(), held));
@@ -1793,8 +2117,28 @@ impl PoolInner {
         })
     }
 
-    /// A slot as its resolved records say, and the frames it claims.
+    /// A slot as its resolved records say, and the frames it claims (those
+    /// a conflict with another object is judged on). A quarantined slot
+    /// also keeps reserved whatever else either of its records references
+    /// ([`PoolInner::record_claims`]): its current version may be the one
+    /// a damaged record points at, and no frame of it may be handed out or
+    /// zeroed.
     fn slot_from_view(&self, s: usize, view: View) -> (Slot, Vec<u64>) {
+        let (mut slot, claims) = self.slot_from_view_loaded(s, view);
+        if let Slot::Damaged { frames, .. } = &mut slot {
+            let recs: Vec<Record> = (0..2)
+                .filter_map(|w| Record::raw(self.medium.slice(record_offset(s, w), RECORD)))
+                .filter(|r| r.state == SlotState::Live)
+                .collect();
+            frames.extend(self.record_claims(&recs, true));
+            frames.sort_unstable();
+            frames.dedup();
+        }
+        (slot, claims)
+    }
+
+    /// [`PoolInner::slot_from_view`] without the extra reservations.
+    fn slot_from_view_loaded(&self, s: usize, view: View) -> (Slot, Vec<u64>) {
         match view {
             View::Free { seq, which } => (Slot::Free { seq, which }, Vec::new()),
             View::Current(rec, which) if rec.state == SlotState::Destroyed => (
@@ -1815,6 +2159,7 @@ impl PoolInner {
                                 l.root.slot
                             ),
                             frames: frames.clone(),
+                            loaded: None,
                         },
                         frames,
                     )
@@ -1823,6 +2168,7 @@ impl PoolInner {
                     let committed = Committed {
                         epoch: rec.seq,
                         which,
+                        store_id: l.root.store_id,
                         root_frames: l.root_frames,
                         root_body: l.body,
                         root_mac: l.mac,
@@ -1838,6 +2184,7 @@ impl PoolInner {
                         name,
                         error,
                         frames: frames.clone(),
+                        loaded: None,
                     },
                     frames,
                 ),
@@ -1855,6 +2202,7 @@ impl PoolInner {
                         name,
                         error: reason,
                         frames: frames.clone(),
+                        loaded: None,
                     },
                     frames,
                 )
@@ -1946,12 +2294,14 @@ impl PoolInner {
                             name: Some(o.name.clone()),
                             error: format!("conflicting objects quarantined: {why}"),
                             frames,
+                            loaded: Some(o.clone()),
                         };
                     }
                     _ => {}
                 }
             }
         }
+        quarantine_clashes(&mut slots);
         // The allocator starts with every frame taken: an open hands out
         // only frames of the arenas it holds, and takes an arena (freeing
         // its unused frames here) when it first needs frames (`grow`).
@@ -1967,6 +2317,11 @@ impl PoolInner {
 
     pub(crate) fn pool_id(&self) -> u64 {
         self.header.pool_id
+    }
+
+    /// This open's number in the process (see `open_id`).
+    pub(crate) fn open_id(&self) -> u64 {
+        self.open_id
     }
 
     /// The group commit area as it is now. Read as a seqlock: the group
@@ -2212,6 +2567,7 @@ impl PoolInner {
                     SlotRecord {
                         obj_id: o.obj_id,
                         name: o.name.clone(),
+                        encrypted: o.encrypted,
                         epoch: b.record.seq,
                         kind: Kind::Live,
                     },
@@ -2229,17 +2585,48 @@ impl PoolInner {
         self.record_epochs(&recs)
     }
 
-    /// Record a group commit in the state store (no-op without one).
-    fn record_epochs(&self, recs: &[(usize, SlotRecord)]) -> Result<()> {
-        let Some(store) = &self.state else {
-            return Ok(());
-        };
-        let abs = self
-            .medium
+    /// The state store, when it holds this pool's record under the
+    /// identity the pool names (see [`PoolInner::check_freshness`]).
+    fn bound_store(&self) -> Option<&StateStore> {
+        self.state
+            .as_ref()
+            .filter(|_| self.bound.load(Ordering::Acquire))
+    }
+
+    /// The pool file's path as the state store records it.
+    fn abs_path(&self) -> PathBuf {
+        self.medium
             .path
             .canonicalize()
-            .unwrap_or_else(|_| self.medium.path.clone());
-        store.update_slots(self.header.pool_id, &abs, recs, &|| {
+            .unwrap_or_else(|_| self.medium.path.clone())
+    }
+
+    /// The state store this pool names, as new roots record it (0: none).
+    pub(crate) fn store_id(&self) -> u64 {
+        self.store_id.load(Ordering::Acquire)
+    }
+
+    /// Name state store identity `id` in the header: one aligned 8-byte
+    /// word, outside the CRC'd part, so a crash leaves the old or the new
+    /// identity. Caller holds the metadata lock (opens read it under it).
+    fn name_store(&self, id: u64) -> Result<()> {
+        if read_u64(self.medium.slice(HEADER_STORE_AT, 8), 0) != id {
+            self.medium
+                .slice_mut(HEADER_STORE_AT, 8)
+                .copy_from_slice(&id.to_le_bytes());
+            self.medium.persist(HEADER_STORE_AT, 8);
+            self.medium.drain()?;
+        }
+        self.store_id.store(id, Ordering::Release);
+        Ok(())
+    }
+
+    /// Record a group commit in the state store (no-op without one).
+    fn record_epochs(&self, recs: &[(usize, SlotRecord)]) -> Result<()> {
+        let Some(store) = self.bound_store() else {
+            return Ok(());
+        };
+        store.update_slots(self.header.pool_id, &self.abs_path(), recs, &|| {
             self.medium.crash_hook()
         })
     }
@@ -2250,24 +2637,21 @@ impl PoolInner {
         slot: usize,
         obj_id: u64,
         name: &str,
+        encrypted: bool,
         epoch: u64,
         kind: Kind,
     ) -> Result<()> {
-        let Some(store) = &self.state else {
+        let Some(store) = self.bound_store() else {
             return Ok(());
         };
-        let abs = self
-            .medium
-            .path
-            .canonicalize()
-            .unwrap_or_else(|_| self.medium.path.clone());
         store.update_slot(
             self.header.pool_id,
-            &abs,
+            &self.abs_path(),
             slot,
             SlotRecord {
                 obj_id,
                 name: name.to_string(),
+                encrypted,
                 epoch,
                 kind,
             },
@@ -2275,82 +2659,195 @@ impl PoolInner {
         )
     }
 
-    /// Compare the directory with the state store. Any slot behind the
-    /// store, an object missing or replaced, or a tombstone the store did
-    /// not expect refuses the open (unless tolerated, for `check`).
-    fn check_freshness(&self, tolerate: bool) -> Result<()> {
-        let Some(store) = &self.state else {
-            return Ok(());
+    /// At open, under the metadata lock: bind the pool to its state store
+    /// and compare the directory with it.
+    ///
+    /// A pool names the store that protects it (its header, and every root
+    /// written since, under the MAC for encrypted objects). The store must
+    /// hold this pool's record under one of those identities; otherwise
+    /// (deleted, emptied, another pool's record, another store) the open
+    /// is refused ([`PmoError::StateMissing`]) unless allowed
+    /// (`allow_missing_state`: the open goes on unprotected and says so)
+    /// or tolerated (`check`, `accept_rollback`: reported as a mismatch).
+    /// A pool naming no store is bound to the store by its first open for
+    /// writing: the store's record first (a snapshot of the directory as
+    /// it is), then the header.
+    ///
+    /// Bound, every slot is compared ([`PoolInner::slot_problem`]): any
+    /// slot behind the store, an object missing, replaced, renamed or
+    /// stored plain where the store knows it encrypted, an object the
+    /// store never saw created, or a tombstone it did not expect refuses
+    /// the open (unless tolerated).
+    fn check_freshness(&self, opts: &PoolOptions) -> Result<()> {
+        let pool_id = self.header.pool_id;
+        // The header's identity now (an open for writing may have named a
+        // store since this open read the header).
+        let header_id = read_u64(self.medium.slice(HEADER_STORE_AT, 8), 0);
+        self.store_id.store(header_id, Ordering::Release);
+        let mut named: Vec<u64> = Vec::new();
+        if header_id != 0 {
+            named.push(header_id);
+        }
+        for slot in self.dir.lock().iter() {
+            if let Slot::Live(o) = slot {
+                let id = o.committed.read().store_id;
+                if id != 0 && !named.contains(&id) {
+                    named.push(id);
+                }
+            }
+        }
+        let abs = self.abs_path();
+        let recorded = match &self.state {
+            Some(store) => store.load(pool_id)?,
+            None => PoolState::default(),
         };
-        let recorded = store.load(self.header.pool_id)?;
-        let abs = self
-            .medium
-            .path
-            .canonicalize()
-            .unwrap_or_else(|_| self.medium.path.clone());
+        // Bound: the store holds this pool under the identity its header
+        // names, or its header names none (zeroed) and no root names
+        // another.
+        let ours = recorded.store_id != 0 && recorded.pool_id == pool_id;
+        let bound = self.state.is_some()
+            && ours
+            && (header_id == recorded.store_id
+                || (header_id == 0 && named.iter().all(|&id| id == recorded.store_id)));
+        if !bound {
+            if let Some(&claimed) = named.first() {
+                let detail = self.missing_detail(&recorded, &abs);
+                return self.store_missing(opts, claimed, detail);
+            }
+            let Some(store) = &self.state else {
+                return Ok(());
+            };
+            // Not protected yet. A record of another pool id at this path:
+            // the pool id changed, or another pool was copied over it.
+            let others = store.other_ids_at(&abs, pool_id);
+            if let Some(old) = others.first() {
+                let problem = format!(
+                    "the state store knows this file as pool {old:016x}, its header now says {pool_id:016x} (pool id changed, or another pool copied over it)"
+                );
+                return self.report(opts, vec![problem], 0);
+            }
+            if self.access == Access::ReadWrite && !opts.allow_missing_state {
+                let id = new_store_id();
+                let slots = self.snapshot();
+                store.update(
+                    pool_id,
+                    &abs,
+                    |st| {
+                        *st = PoolState {
+                            store_id: id,
+                            pool_id,
+                            path: abs.clone(),
+                            slots,
+                        }
+                    },
+                    &|| self.medium.crash_hook(),
+                )?;
+                self.name_store(id)?;
+                self.bound.store(true, Ordering::Release);
+            }
+            return Ok(());
+        }
+        self.bound.store(true, Ordering::Release);
+        if header_id != recorded.store_id {
+            // The header names no store (zeroed) while the store holds the
+            // pool: the store decides, and the header is set right by the
+            // next open for writing.
+            self.notes.lock().push(format!(
+                "the pool's header names no state store, the store's record of it identity {:016x}: the store's record is used",
+                recorded.store_id
+            ));
+            if self.access == Access::ReadWrite {
+                self.name_store(recorded.store_id)?;
+            }
+        }
         let mut problems = Vec::new();
         let mut behind = 0u64;
-        if recorded.slots.is_empty() {
-            let others = store.other_ids_at(&abs, self.header.pool_id);
-            if !others.is_empty() {
-                problems.push(format!(
-                    "the state store knows this file as pool {:016x}, its header now says {:016x} (pool id changed, or another pool copied over it)",
-                    others[0], self.header.pool_id
-                ));
-            }
-        }
         {
             let dir = self.dir.lock();
-            for (&s, rec) in &recorded.slots {
-                let Some(slot) = dir.get(s) else { continue };
-                let (seq, obj, live) = match slot {
-                    Slot::Live(o) => (o.committed.read().epoch, Some(o.obj_id), true),
-                    Slot::Free { seq, .. } => (*seq, None, false),
-                    // Quarantined already, and reported as such.
-                    Slot::Damaged { .. } => continue,
-                };
-                let who = format!("object {:?} (slot {s})", rec.name);
-                // Another writer may have committed after the directory was
-                // read and before the store was: the medium now decides.
-                let seq = if seq < rec.epoch {
-                    seq.max(self.medium_seq(s))
-                } else {
-                    seq
-                };
-                if seq < rec.epoch && !(rec.kind == Kind::Destroying && seq + 1 == rec.epoch) {
-                    behind += rec.epoch - seq;
-                    if seq == 0 {
-                        problems.push(format!(
-                            "{who} missing: the state store has epoch {}, the slot is empty (records erased or directory restored)",
-                            rec.epoch
-                        ));
-                    } else {
-                        problems.push(format!(
-                            "{who} by {} epochs (state store has epoch {}, the pool {seq})",
-                            rec.epoch - seq,
-                            rec.epoch
-                        ));
-                    }
-                    continue;
-                }
-                match (rec.kind, live, obj) {
-                    (Kind::Live, true, Some(id)) if id != rec.obj_id => {
-                        problems.push(format!(
-                            "{who} was replaced by another object (id {id:016x}, epoch {seq}) the state store never saw created"
-                        ))
-                    }
-                    (Kind::Live, false, _) if seq > rec.epoch => problems.push(format!(
-                        "{who} was destroyed outside nvmos: its tombstone (epoch {seq}) is not in the state store (forged deletion?)"
-                    )),
-                    _ => {}
+            for (s, slot) in dir.iter().enumerate() {
+                if let Some(p) = self.slot_problem(s, recorded.slots.get(&s), slot) {
+                    behind += p.behind;
+                    problems.push(p.what);
                 }
             }
         }
+        self.report(opts, problems, behind)
+    }
+
+    /// What is wrong with the store's record of this pool (for
+    /// [`PmoError::StateMissing`]).
+    fn missing_detail(&self, recorded: &PoolState, abs: &Path) -> String {
+        let Some(store) = &self.state else {
+            return "no state store is in use (give the folder of the store that protects it)"
+                .into();
+        };
+        let pool_id = self.header.pool_id;
+        let file = store.file(pool_id);
+        if recorded.store_id == 0 {
+            let mut d = format!(
+                "the state store at {} has no record of it (the store was deleted or emptied, or it is another store: another HOME or XDG_STATE_HOME)",
+                file.display()
+            );
+            if let Some(old) = store.other_ids_at(abs, pool_id).first() {
+                d.push_str(&format!(
+                    "; the store knows this file as pool {old:016x}, its header now says {pool_id:016x} (pool id changed, or another pool copied over it)"
+                ));
+            }
+            d
+        } else if recorded.pool_id != pool_id {
+            format!(
+                "the state store's record at {} belongs to pool {:016x} (another pool's record in its place)",
+                file.display(),
+                recorded.pool_id
+            )
+        } else {
+            format!(
+                "the state store's record at {} holds identity {:016x} (the store was recreated, or the pool was bound to another store since)",
+                file.display(),
+                recorded.store_id
+            )
+        }
+    }
+
+    /// The store the pool names is not at hand: refused, or (allowed)
+    /// opened unprotected, or (tolerated) reported.
+    fn store_missing(&self, opts: &PoolOptions, claimed: u64, detail: String) -> Result<()> {
+        let path = self.medium.path.clone();
+        if opts.allow_missing_state {
+            *self.state_missing.lock() = Some(format!(
+                "pool {} is protected by state store {claimed:016x}, but {detail}: opened without it (allow_missing_state), so nothing read from it is protected against rollback",
+                path.display()
+            ));
+        }
+        if opts.tolerate_state_mismatch {
+            self.mismatches.lock().push(
+                PmoError::StateMissing {
+                    path,
+                    store_id: claimed,
+                    detail,
+                }
+                .to_string(),
+            );
+            return Ok(());
+        }
+        if opts.allow_missing_state {
+            return Ok(());
+        }
+        Err(PmoError::StateMissing {
+            path,
+            store_id: claimed,
+            detail,
+        })
+    }
+
+    /// Refuse the open for `problems` (a rollback when `behind` > 0), or
+    /// keep them for `check` when tolerated.
+    fn report(&self, opts: &PoolOptions, problems: Vec<String>, behind: u64) -> Result<()> {
         if problems.is_empty() {
             return Ok(());
         }
-        if tolerate {
-            *self.mismatches.lock() = problems;
+        if opts.tolerate_state_mismatch {
+            self.mismatches.lock().extend(problems);
             return Ok(());
         }
         let detail = problems.join("; ");
@@ -2365,28 +2862,155 @@ impl PoolInner {
         }
     }
 
-    /// At attach: the object is not older than the state store records
-    /// now (another process may have advanced the store since the open).
-    fn check_object_freshness(&self, o: &ObjectShared) -> Result<()> {
-        let Some(store) = &self.state else {
+    /// Every intact slot as the state store records it (binding a pool
+    /// that was unprotected: the pool as it is now is all there is to go
+    /// by).
+    fn snapshot(&self) -> std::collections::BTreeMap<usize, SlotRecord> {
+        self.dir
+            .lock()
+            .iter()
+            .enumerate()
+            .filter_map(|(i, slot)| match slot {
+                Slot::Live(o) => Some((
+                    i,
+                    SlotRecord {
+                        obj_id: o.obj_id,
+                        name: o.name.clone(),
+                        encrypted: o.encrypted,
+                        epoch: o.committed.read().epoch,
+                        kind: Kind::Live,
+                    },
+                )),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Whether slot `s` as this open sees it agrees with the state store's
+    /// record `rec` of it; `None` when it does (or the slot is quarantined,
+    /// which is reported as such).
+    fn slot_problem(&self, s: usize, rec: Option<&SlotRecord>, slot: &Slot) -> Option<Problem> {
+        let kind = |encrypted: bool| if encrypted { "encrypted" } else { "plain" };
+        let (seq, live) = match slot {
+            Slot::Live(o)
+            | Slot::Damaged {
+                loaded: Some(o), ..
+            } => (o.committed.read().epoch, Some(o)),
+            // Damaged records or roots: quarantined, and reported as such.
+            Slot::Damaged { .. } => return None,
+            Slot::Free { seq, .. } => (*seq, None),
+        };
+        let problem = |what: String| {
+            Some(Problem {
+                what,
+                behind: 0,
+                known: 0,
+            })
+        };
+        let Some(rec) = rec else {
+            // Every create records its intent before its record: an object
+            // the store never heard of did not come from nvmos.
+            return live.and_then(|o| {
+                problem(format!(
+                    "object {:?} (slot {s}, {}) is not in the state store: it was not created through nvmos (forged?)",
+                    o.name,
+                    kind(o.encrypted)
+                ))
+            });
+        };
+        let who = format!("object {:?} (slot {s})", rec.name);
+        // The last epoch the store knows was committed in the slot (an
+        // intent is not a commit yet).
+        let known = match rec.kind {
+            Kind::Creating | Kind::Destroying => rec.epoch - 1,
+            Kind::Live | Kind::Destroyed => rec.epoch,
+        };
+        // Another writer may have committed after the directory was read
+        // and before the store was: the medium now decides.
+        let seq = if seq < known {
+            seq.max(self.medium_seq(s))
+        } else {
+            seq
+        };
+        if seq < known {
+            let behind = known - seq;
+            let what = if seq == 0 {
+                format!(
+                    "{who} missing: the state store has epoch {known}, the slot is empty (records erased or directory restored)"
+                )
+            } else {
+                format!("{who} by {behind} epochs (state store has epoch {known}, the pool {seq})")
+            };
+            return Some(Problem {
+                what,
+                behind,
+                known,
+            });
+        }
+        match (rec.kind, live) {
+            (Kind::Creating, None) if seq >= rec.epoch => problem(format!(
+                "{who} was destroyed outside nvmos: its tombstone (epoch {seq}) is not in the state store (forged deletion?)"
+            )),
+            (Kind::Live, None) if seq > known => problem(format!(
+                "{who} was destroyed outside nvmos: its tombstone (epoch {seq}) is not in the state store (forged deletion?)"
+            )),
+            (Kind::Live, None) if seq == known => problem(format!(
+                "{who} is live at epoch {known} in the state store, but the slot holds a tombstone of that epoch (forged deletion?)"
+            )),
+            (_, None) => None,
+            (Kind::Creating | Kind::Live, Some(o)) => {
+                if o.obj_id != rec.obj_id {
+                    problem(format!(
+                        "{who} was replaced by another object (id {:016x}, epoch {seq}) the state store never saw created",
+                        o.obj_id
+                    ))
+                } else {
+                    identity(&who, rec, o).and_then(problem)
+                }
+            }
+            (Kind::Destroying, Some(o)) if o.obj_id == rec.obj_id && seq == known => {
+                identity(&who, rec, o).and_then(problem)
+            }
+            (Kind::Destroying | Kind::Destroyed, Some(o)) if o.obj_id == rec.obj_id => {
+                problem(format!(
+                    "{who} was destroyed (state store epoch {}), but the pool holds it live at epoch {seq}: brought back outside nvmos",
+                    rec.epoch
+                ))
+            }
+            (Kind::Destroying | Kind::Destroyed, Some(o)) => problem(format!(
+                "object {:?} (slot {s}) stands in a slot the state store has as destroyed (object {:?} at epoch {}), and the store never saw it created: a {} object forged outside nvmos",
+                o.name,
+                rec.name,
+                rec.epoch,
+                kind(o.encrypted)
+            )),
+        }
+    }
+
+    /// At attach: the object agrees with the state store as it is now
+    /// (another process may have advanced the store since the open): not
+    /// older than the store's epoch, and the object the store knows in its
+    /// slot, with its name and encryption (so no keyless read of an object
+    /// the store knows as encrypted).
+    fn check_object_freshness(&self, o: &Arc<ObjectShared>) -> Result<()> {
+        let Some(store) = self.bound_store() else {
             return Ok(());
         };
+        // Read before the medium (which never runs behind the store): a
+        // commit by another writer since this open's view is not a
+        // rollback.
         let st = store.load(self.header.pool_id)?;
-        if let Some(rec) = st.slots.get(&o.slot) {
-            // Read after the store (which never runs ahead of the medium):
-            // a commit by another writer since this open's view was taken
-            // is not a rollback.
-            let epoch = o.committed.read().epoch.max(self.medium_seq(o.slot));
-            if rec.obj_id == o.obj_id && rec.kind == Kind::Live && rec.epoch > epoch {
-                return Err(PmoError::ObjectRolledBack {
-                    name: o.name.clone(),
-                    epochs: rec.epoch - epoch,
-                    store_epoch: rec.epoch,
-                    pool_epoch: epoch,
-                });
-            }
+        let slot = Slot::Live(o.clone());
+        match self.slot_problem(o.slot, st.slots.get(&o.slot), &slot) {
+            None => Ok(()),
+            Some(p) if p.behind > 0 => Err(PmoError::ObjectRolledBack {
+                name: o.name.clone(),
+                epochs: p.behind,
+                store_epoch: p.known,
+                pool_epoch: p.known - p.behind,
+            }),
+            Some(p) => Err(self.inconsistent(format!("the state store disagrees: {}", p.what))),
         }
-        Ok(())
     }
 
     fn find(&self, name: &str) -> Result<Arc<ObjectShared>> {
@@ -2700,6 +3324,7 @@ impl PoolInner {
             epoch: seq + 1,
             pool_id: self.header.pool_id,
             slot: slot_index as u32,
+            store_id: self.store_id(),
             encrypted: key.is_some(),
             name: name.to_string(),
             pages,
@@ -2748,6 +3373,20 @@ impl PoolInner {
             self.free_frames(&new_frames);
             return Err(e);
         }
+        // Intent first: an object the state store has never heard of is a
+        // forged one.
+        let intent = self.record_epoch(
+            slot_index,
+            obj_id,
+            name,
+            key.is_some(),
+            seq + 1,
+            Kind::Creating,
+        );
+        if let Err(e) = intent {
+            self.free_frames(&new_frames);
+            return Err(e);
+        }
         // If the record write fails it may still have reached the medium:
         // the root's frames are then left allocated, not reused.
         let mut dir = self.dir.lock();
@@ -2755,6 +3394,7 @@ impl PoolInner {
         let committed = Committed {
             epoch: seq + 1,
             which,
+            store_id: root.store_id,
             root_frames,
             root_body: body,
             root_mac: mac,
@@ -2767,7 +3407,7 @@ impl PoolInner {
         }
         dir[slot_index] = Slot::Live(shared);
         drop(dir);
-        self.record_epoch(slot_index, obj_id, name, seq + 1, Kind::Live)?;
+        self.record_epoch(slot_index, obj_id, name, key.is_some(), seq + 1, Kind::Live)?;
         Ok(ObjectInfo {
             name: name.to_string(),
             size: pages * PAGE as u64,
@@ -2808,6 +3448,7 @@ impl PoolInner {
             shared.slot,
             shared.obj_id,
             name,
+            shared.encrypted,
             epoch + 1,
             Kind::Destroying,
         )?;
@@ -2837,7 +3478,44 @@ impl PoolInner {
         };
         drop(dir);
         self.free_frames(&shared.frames());
-        self.record_epoch(shared.slot, shared.obj_id, name, epoch + 1, Kind::Destroyed)
+        self.record_epoch(
+            shared.slot,
+            shared.obj_id,
+            name,
+            shared.encrypted,
+            epoch + 1,
+            Kind::Destroyed,
+        )
+    }
+}
+
+/// A slot that disagrees with the state store: what, and by how many
+/// epochs the pool is behind the store (`known`: the store's last
+/// committed epoch of the slot).
+struct Problem {
+    what: String,
+    behind: u64,
+    known: u64,
+}
+
+/// Whether live object `o` is the one the state store's record `rec` of
+/// its slot describes, in name and encryption (its id already matches).
+fn identity(who: &str, rec: &SlotRecord, o: &ObjectShared) -> Option<String> {
+    if rec.encrypted && !o.encrypted {
+        Some(format!(
+            "{who} is encrypted in the state store, but the pool holds it as a plain object: replaced outside nvmos (a forged plain root)"
+        ))
+    } else if !rec.encrypted && o.encrypted {
+        Some(format!(
+            "{who} is plain in the state store, but the pool holds it as an encrypted object: replaced outside nvmos"
+        ))
+    } else if o.name != rec.name {
+        Some(format!(
+            "{who} is named {:?} in the pool: relabelled outside nvmos",
+            o.name
+        ))
+    } else {
+        None
     }
 }
 
@@ -2910,6 +3588,65 @@ fn overlay_group(s: usize, view: View, group: &GroupState) -> View {
             },
         },
         _ => view,
+    }
+}
+
+/// Whether an incomplete record (sequence word 0) holds a whole record's
+/// body: with the body's sequence number as its word, it would be valid.
+fn whole_body(b: &[u8]) -> bool {
+    let mut whole = b.to_vec();
+    let seq = read_u64(&whole, 32);
+    write_u64(&mut whole, 0, seq);
+    seq != 0 && matches!(Record::classify(&whole), RecordState::Valid(_))
+}
+
+/// Quarantine intact objects that cannot both be right: two of one name
+/// (a forged object must not shadow a real one), or two whose address
+/// ranges overlap (each is attached at its fixed address). Neither can be
+/// trusted over the other, so both go; their frames stay reserved. (An
+/// intact object keeps its name against a quarantined one, as it keeps
+/// its frames.)
+fn quarantine_clashes(slots: &mut [Slot]) {
+    let mut why: std::collections::BTreeMap<usize, Vec<String>> = Default::default();
+    let live: Vec<(usize, &str, u64, u64)> = slots
+        .iter()
+        .enumerate()
+        .filter_map(|(i, s)| match s {
+            Slot::Live(o) => Some((i, o.name.as_str(), o.base, (o.pages * PAGE) as u64)),
+            _ => None,
+        })
+        .collect();
+    for (k, &(a, name_a, base_a, len_a)) in live.iter().enumerate() {
+        for &(b, name_b, base_b, len_b) in &live[k + 1..] {
+            if name_a == name_b {
+                why.entry(a)
+                    .or_default()
+                    .push(format!("the object in slot {b} has the same name"));
+                why.entry(b)
+                    .or_default()
+                    .push(format!("the object in slot {a} has the same name"));
+            }
+            if base_a < base_b.saturating_add(len_b) && base_b < base_a.saturating_add(len_a) {
+                for (me, other, other_name, base, len) in
+                    [(a, b, name_b, base_a, len_a), (b, a, name_a, base_b, len_b)]
+                {
+                    why.entry(me).or_default().push(format!(
+                        "its address range {base:#x}..{:#x} overlaps that of object {other_name:?} (slot {other})",
+                        base.saturating_add(len)
+                    ));
+                }
+            }
+        }
+    }
+    for (i, reasons) in why {
+        if let Slot::Live(o) = &slots[i] {
+            slots[i] = Slot::Damaged {
+                name: Some(o.name.clone()),
+                error: format!("conflicting objects quarantined: {}", reasons.join("; ")),
+                frames: o.frames(),
+                loaded: Some(o.clone()),
+            };
+        }
     }
 }
 

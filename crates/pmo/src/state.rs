@@ -3,12 +3,26 @@
 //! A pool file alone cannot tell that it was rolled back: an older copy
 //! (a backup, a VM snapshot, `cp`) is a perfectly valid pool. So every
 //! writer also records, per pool and per directory slot, the object id,
-//! name, epoch and state (live, being destroyed, destroyed) in a small
-//! file in a folder the user names (`--state-dir`, default
-//! [`default_dir`]), one JSON file per pool id. Opening a pool with a
-//! store compares the pool's directory with it; a slot whose epoch is
-//! lower than the store's, an object missing or replaced, or a tombstone
-//! the store never saw is refused, naming the object and the epochs.
+//! name, encryption (plain or sealed), epoch and state (being created,
+//! live, being destroyed, destroyed) in a small file in a folder the user
+//! names (`--state-dir`, default [`default_dir`]), one JSON file per pool
+//! id. Opening a pool with a store compares the pool's directory with it;
+//! a slot whose epoch is lower than the store's, an object missing,
+//! replaced, renamed or stored plain where the store knows it sealed, an
+//! object the store never saw created (a destroyed slot stays empty), or a
+//! tombstone the store never saw is refused, naming the object and the
+//! epochs.
+//!
+//! **The store's identity.** The store draws a random identity for each
+//! pool it protects ([`PoolState::store_id`]) and the pool records it, in
+//! its header and in every root (under the key's MAC for encrypted
+//! objects). A pool that names a store is refused when the store at hand
+//! does not hold that identity for it: the store was deleted or emptied,
+//! another pool's record took its place, or the store looked in is
+//! another one (another HOME). Without that check such a pool would open
+//! with nothing to compare, and an older copy of it would pass for the
+//! latest. Opening anyway is an explicit choice
+//! ([`crate::PoolOptions::allow_missing_state`]) that the open reports.
 //!
 //! Update protocol (crash-safe): take an `flock` on `<pool id>.lock`,
 //! read the file, change it, write `<pool id>.json.tmp`, `fsync` it,
@@ -17,7 +31,9 @@
 //! updated *after* the record flip it describes, so an honest crash leaves
 //! the pool at most one epoch ahead of the store, never behind; a destroy
 //! also writes its intent *before* the tombstone, so a tombstone the store
-//! does not expect is a forged deletion.
+//! does not expect is a forged deletion; a create writes its intent
+//! (`creating`) before its record too, so an object the store has never
+//! heard of is a forged one.
 //!
 //! **Group commit.** A psync changes one slot ([`StateStore::update_slot`]):
 //! the writer first publishes its slot record in a small pending file
@@ -66,6 +82,8 @@ pub fn default_dir() -> Option<PathBuf> {
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Kind {
+    /// A create is under way: the object will be live at `epoch`.
+    Creating,
     /// The object is live at `epoch`.
     Live,
     /// A destroy is under way: its tombstone will have `epoch`.
@@ -81,6 +99,8 @@ pub struct SlotRecord {
     pub obj_id: u64,
     /// Its name.
     pub name: String,
+    /// Sealed under a key (a keyless read of it is refused).
+    pub encrypted: bool,
     /// The epoch (directory record sequence number).
     pub epoch: u64,
     /// Live or destroyed.
@@ -90,6 +110,14 @@ pub struct SlotRecord {
 /// One pool's file.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PoolState {
+    /// The store's identity for this pool (random, never 0 once set): the
+    /// pool's header and roots name it (see the module text). 0: none.
+    #[serde(default)]
+    pub store_id: u64,
+    /// The pool this record belongs to (its header's id): a record copied
+    /// over another pool's file name is told apart.
+    #[serde(default)]
+    pub pool_id: u64,
     /// The pool file, as last seen (informational; used to notice a pool
     /// whose id changed).
     pub path: PathBuf,
@@ -133,7 +161,8 @@ impl StateStore {
         &self.dir
     }
 
-    fn file(&self, pool_id: u64) -> PathBuf {
+    /// The file that holds pool `pool_id`'s record.
+    pub fn file(&self, pool_id: u64) -> PathBuf {
         self.dir.join(format!("{pool_id:016x}.json"))
     }
 
@@ -362,15 +391,22 @@ impl StateStore {
     }
 }
 
-/// Whether `a` is a later record of a slot than `b`: a higher epoch, or
-/// at one epoch a destroy's completion over its intent.
+/// Whether `a` is a later record of a slot than `b`: a higher epoch; at
+/// one epoch a create's completion over its intent, or a destroy's; or
+/// the intent of a create retried after one that never reached its record
+/// (a new object id at the same epoch).
 fn newer(a: &SlotRecord, b: &SlotRecord) -> bool {
     let rank = |k: Kind| match k {
-        Kind::Live => 0,
-        Kind::Destroying => 1,
-        Kind::Destroyed => 2,
+        Kind::Creating => 0,
+        Kind::Live => 1,
+        Kind::Destroying => 2,
+        Kind::Destroyed => 3,
     };
     (a.epoch, rank(a.kind)) > (b.epoch, rank(b.kind))
+        || (a.epoch == b.epoch
+            && a.kind == Kind::Creating
+            && b.kind == Kind::Creating
+            && a.obj_id != b.obj_id)
 }
 
 #[cfg(test)]
@@ -391,6 +427,7 @@ mod tests {
                     SlotRecord {
                         obj_id: 9,
                         name: "A".into(),
+                        encrypted: true,
                         epoch: 4,
                         kind: Kind::Live,
                     },
@@ -417,6 +454,7 @@ mod tests {
         let rec = |epoch, kind| SlotRecord {
             obj_id: 9,
             name: "A".into(),
+            encrypted: false,
             epoch,
             kind,
         };
@@ -444,6 +482,24 @@ mod tests {
         s.update_slot(5, Path::new("/p"), 0, rec(5, Kind::Destroyed), &|| {})
             .unwrap();
         assert_eq!(s.load(5).unwrap().slots[&0].kind, Kind::Destroyed);
+        // A create's intent, then its completion; a retried create (a new
+        // object at the same epoch) replaces an intent that never landed.
+        s.update_slot(5, Path::new("/p"), 0, rec(6, Kind::Creating), &|| {})
+            .unwrap();
+        let retry = SlotRecord {
+            obj_id: 10,
+            ..rec(6, Kind::Creating)
+        };
+        s.update_slot(5, Path::new("/p"), 0, retry.clone(), &|| {})
+            .unwrap();
+        assert_eq!(s.load(5).unwrap().slots[&0], retry);
+        let live = SlotRecord {
+            kind: Kind::Live,
+            ..retry
+        };
+        s.update_slot(5, Path::new("/p"), 0, live.clone(), &|| {})
+            .unwrap();
+        assert_eq!(s.load(5).unwrap().slots[&0], live);
         // A whole-state update (accept_rollback) drops published records.
         s.update(5, Path::new("/p"), |st| st.slots.clear(), &|| {})
             .unwrap();

@@ -1,8 +1,9 @@
 //! The DRAM cache across processes: after another
 //! process psyncs an object, or destroys it and creates another at the
 //! same address under another key, a re-attach in DRAM-cache mode must
-//! never serve the old plaintext. The cache is keyed by (pool id, object
-//! id, committed version).
+//! never serve the old plaintext; nor may a copy of the pool file (same
+//! ids and epochs, other bytes) be served the other copy's. The cache is
+//! keyed by (pool id, object id, committed version, open of the pool).
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -89,4 +90,43 @@ fn dram_cache_never_serves_plaintext_across_versions_or_objects() {
         .attach("obj", Perm::Read, Some(KEY1), Mode::DramCache)
         .unwrap_err();
     assert!(matches!(e, PmoError::WrongKey { .. }), "{e}");
+}
+
+/// Two copies of one pool file that diverged after the copy hold the same
+/// pool id, object id and epoch but different bytes: reading one must never
+/// be served the other's plaintext from the DRAM cache.
+#[test]
+fn dram_cache_never_serves_one_copy_of_a_pool_for_another() {
+    let dir = tempfile::tempdir().unwrap();
+    let original = dir.path().join("pool");
+    {
+        let pool = Pool::create(&original, 4 << 20).unwrap();
+        pool.pcreate_with("obj", 2 * PAGE as u64, Some(KEY1), KdfParams::INSECURE_FAST)
+            .unwrap();
+    }
+    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+    std::fs::copy(&original, &a).unwrap();
+    std::fs::copy(&original, &b).unwrap();
+    // One psync in each copy: both reach the same epoch with other bytes.
+    for (path, byte) in [(&a, b'a'), (&b, b'b')] {
+        let pool = Pool::open(path, Access::ReadWrite).unwrap();
+        let h = pool.open_object("obj", Perm::Write, Some(KEY1)).unwrap();
+        h.write_at(0, &[byte; PAGE]).unwrap();
+        h.psync().unwrap();
+    }
+    // Each copy read twice, alternating, and one copy opened twice at
+    // once: every read returns that copy's own bytes.
+    for _ in 0..2 {
+        assert_eq!(first_byte(&a, KEY1).0, b'a');
+        assert_eq!(first_byte(&b, KEY1).0, b'b');
+    }
+    let pool_a = Pool::open(&a, Access::ReadOnly).unwrap();
+    let pool_b = Pool::open(&b, Access::ReadOnly).unwrap();
+    for (pool, byte) in [(&pool_a, b'a'), (&pool_b, b'b'), (&pool_a, b'a')] {
+        let att = pool
+            .attach("obj", Perm::Read, Some(KEY1), Mode::DramCache)
+            .unwrap();
+        assert_eq!(att.as_slice()[0], byte);
+        att.detach().unwrap();
+    }
 }

@@ -218,8 +218,8 @@ fn two_opens_in_threads_write_different_objects_at_once() {
 fn a_second_writer_of_one_object_is_busy_or_waits() {
     let (_d, path) = tmp_pool("busy");
     setup(&path);
-    let one = Pool::open(&path, Access::ReadWrite).unwrap();
-    let two = Pool::open(&path, Access::ReadWrite).unwrap();
+    let one = Pool::open_with(&path, Access::ReadWrite, with_state(&path)).unwrap();
+    let two = Pool::open_with(&path, Access::ReadWrite, with_state(&path)).unwrap();
     let w = one.open_object("a", Perm::Write, Some(KEY)).unwrap();
     let e = two.open_object("a", Perm::Write, Some(KEY)).unwrap_err();
     assert!(matches!(e, PmoError::ObjectBusy { .. }), "{e}");
@@ -273,8 +273,8 @@ fn a_second_writer_of_one_object_is_busy_or_waits() {
 fn a_reader_sees_its_version_or_is_told_it_was_superseded() {
     let (_d, path) = tmp_pool("reader");
     setup(&path);
-    let writer = Pool::open(&path, Access::ReadWrite).unwrap();
-    let reader = Pool::open(&path, Access::ReadOnly).unwrap();
+    let writer = Pool::open_with(&path, Access::ReadWrite, with_state(&path)).unwrap();
+    let reader = Pool::open_with(&path, Access::ReadOnly, with_state(&path)).unwrap();
     let r = reader.open_object("b", Perm::Read, None).unwrap();
     let mut superseded = 0;
     for g in 2..40 {
@@ -308,7 +308,7 @@ fn threads_share_one_attachment() {
     send_sync::<nvmos_pmo::ObjectHandle>();
     let (_d, path) = tmp_pool("attach");
     setup(&path);
-    let pool = Pool::open(&path, Access::ReadWrite).unwrap();
+    let pool = Pool::open_with(&path, Access::ReadWrite, with_state(&path)).unwrap();
     let a = match pool.attach("a", Perm::Write, Some(KEY), Mode::DecryptAtFault) {
         Ok(a) => a,
         Err(e) if std::env::var_os("CI").is_none() => {

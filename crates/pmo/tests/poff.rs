@@ -44,6 +44,7 @@ impl PageBacking for Relocated {
             pool: 0x9e3779b97f4a7c15,
             object: self.id,
             version: 0,
+            open: 0,
         }
     }
 }

@@ -301,8 +301,10 @@ out:
         }
     }
     st = nvmos_pmo_detach(a);
-    nvmos_pmo_pool_close(pool);
+    NvmosPmoStatus closed = nvmos_pmo_pool_close(pool);
     if (st)
         return fail("detach", st);
+    if (closed)
+        return fail("closing the pool", closed);
     return rc;
 }

@@ -145,6 +145,14 @@ int main(int argc, char **argv) {
         if (st)
             return fail("detaching", st);
     }
-    nvmos_pmo_pool_close(pool);
+    /* A handle ends with its detach: using it again is refused by code,
+     * never undefined behaviour. */
+    if (nvmos_pmo_psync(a[0], NULL) != NVMOS_PMO_STATUS_STALE_HANDLE) {
+        fputs("ptransfer: a detached handle was not refused\n", stderr);
+        code = 2;
+    }
+    st = nvmos_pmo_pool_close(pool);
+    if (st)
+        return fail("closing the pool", st);
     return code;
 }

@@ -1,18 +1,22 @@
 //! DRAM as PM cache (seed 001): a page is decrypted once into a DRAM frame,
-//! and every later fault on it, in this attachment or a later one in the same
-//! process, is served from that frame with no decryption. psync writes the
-//! new plaintext of the dirty pages back into the cache beside sealing them,
-//! so the cache always holds the committed state.
+//! and every later fault on it, in this attachment or a later one through
+//! the same open of the pool, is served from that frame with no
+//! decryption. psync writes the new plaintext of the dirty pages back into
+//! the cache beside sealing them, so the cache always holds the committed
+//! state.
 //!
 //! One `PageCache` per object, found in a process-wide registry by the
 //! object's identity (pool id, object id) and valid for one committed
-//! version ([`CacheIdentity`]): an attach of a later version (another
-//! process psynced meanwhile) or of another object at the same address
-//! (destroyed and re-created) gets a fresh, empty cache, so plaintext is
-//! never served across objects, generations or versions. A psync through
-//! the cache moves it to the new version. The pool calls [`evict`] when an
-//! object is destroyed; eviction zeroes the cached plaintext before the
-//! memory is returned.
+//! version through one open of the pool file ([`CacheIdentity`]): an
+//! attach of a later version (another process psynced meanwhile), of
+//! another object at the same address (destroyed and re-created) or
+//! through another open (perhaps of a copy of the pool file, whose ids and
+//! epochs are the same while its bytes differ) gets a fresh, empty cache,
+//! so plaintext is never served across objects, generations, versions or
+//! copies. A psync through the cache moves it to the new version. The pool
+//! calls [`evict`] when an object is destroyed and `evict_open` when an
+//! open is closed; eviction zeroes the cached plaintext before the memory
+//! is returned.
 //!
 //! Invariant that makes the unsynchronised page bytes sound: a cache page is
 //! written only (a) while it is `FILLING`, by the one thread that moved it
@@ -58,6 +62,9 @@ impl Drop for Frames {
 /// The DRAM cache of one object.
 pub struct PageCache {
     base: usize,
+    /// The open of the pool the pages were read through
+    /// ([`CacheIdentity::open`]); fixed for the cache's life.
+    open: u64,
     /// The committed version the cached pages reflect.
     version: AtomicU64,
     page_size: usize,
@@ -82,11 +89,12 @@ pub enum Lookup {
 impl PageCache {
     #[cfg(test)]
     fn new(pages: usize, page_size: usize) -> std::io::Result<PageCache> {
-        PageCache::new_at(0, 0, pages, page_size)
+        PageCache::new_at(0, 0, 0, pages, page_size)
     }
 
     fn new_at(
         base: usize,
+        open: u64,
         version: u64,
         pages: usize,
         page_size: usize,
@@ -112,8 +120,18 @@ impl PageCache {
             libc::madvise(ptr, len.max(page_size), libc::MADV_DONTFORK);
             libc::madvise(ptr, len.max(page_size), libc::MADV_DONTDUMP);
         }
+        // And out of swap: each frame is locked as it is first touched
+        // (MLOCK_ONFAULT, so untouched frames still cost nothing); munmap
+        // unlocks. Refused beyond RLIMIT_MEMLOCK: the cache works unlocked
+        // and the first refusal in the process is reported.
+        // SAFETY: mlock2 of our own mapping.
+        if unsafe { libc::mlock2(ptr, len.max(page_size), libc::MLOCK_ONFAULT) } != 0 {
+            let error = std::io::Error::last_os_error();
+            crate::crypto::warn_unlocked(crate::crypto::Unlocked::Cache, &error);
+        }
         Ok(PageCache {
             base,
+            open,
             version: AtomicU64::new(version),
             page_size,
             pages,
@@ -241,8 +259,9 @@ fn registry() -> &'static Registry {
 }
 
 /// The cache of object `id` at `base`, created empty if there is none, or
-/// if the one there holds another version or has another shape (the old
-/// one's plaintext is zeroed once its last attachment is gone).
+/// if the one there belongs to another open or version or has another
+/// shape (the old one's plaintext is zeroed once its last attachment is
+/// gone).
 pub(crate) fn cache_for(
     id: CacheIdentity,
     base: usize,
@@ -254,23 +273,27 @@ pub(crate) fn cache_for(
         if c.pages == pages
             && c.page_size == page_size
             && c.base == base
+            && c.open == id.open
             && c.version.load(Ordering::Acquire) == id.version
         {
             return Ok(c.clone());
         }
     }
-    let c = Arc::new(PageCache::new_at(base, id.version, pages, page_size)?);
+    let c = Arc::new(PageCache::new_at(
+        base, id.open, id.version, pages, page_size,
+    )?);
     map.insert((id.pool, id.object), c.clone());
     Ok(c)
 }
 
-/// The cache of object `id`, if one exists for its current version.
+/// The cache of object `id`, if one exists for its open and current
+/// version.
 pub fn lookup(id: CacheIdentity) -> Option<Arc<PageCache>> {
     registry()
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .get(&(id.pool, id.object))
-        .filter(|c| c.version.load(Ordering::Acquire) == id.version)
+        .filter(|c| c.open == id.open && c.version.load(Ordering::Acquire) == id.version)
         .cloned()
 }
 
@@ -282,6 +305,14 @@ pub fn evict(base: usize) -> bool {
     let before = map.len();
     map.retain(|_, c| c.base != base);
     map.len() != before
+}
+
+/// Drop the DRAM caches filled through pool open `open` (the open is
+/// closed: no identity can name it again). As [`evict`], their plaintext
+/// is zeroed once the last attachment using them is gone.
+pub(crate) fn evict_open(open: u64) {
+    let mut map = registry().lock().unwrap_or_else(|e| e.into_inner());
+    map.retain(|_, c| c.open != open);
 }
 
 #[cfg(test)]
