@@ -14,7 +14,8 @@ function returning a DataFrame lists its columns, with their units, in
 its docstring. Errors are ``NvmosError`` subclasses carrying the Rust
 error's message: ``TraceFileError`` (with ``path``, ``line``,
 ``offset``), ``OptionsError``, ``StudyError``, ``SweepError``,
-``PmoError``.
+``PmoError``; a sweep stopped by SIGINT or SIGTERM raises
+``SweepInterrupted`` (a ``KeyboardInterrupt``).
 
 Persistent memory objects (the PD-LOaPP talk's pcreate, attach, psync,
 detach and pdestroy) with a heap inside each:
@@ -54,12 +55,12 @@ from ._api import (
 )
 from ._nvmos import MappingOwner, PmoAttachment, PmoError, __version__
 from ._nvmos import PmoPool as Pool
-from ._sweep import TIMING_COLUMNS, Sweep, SweepError, sweep
+from ._sweep import TIMING_COLUMNS, Sweep, SweepError, SweepInterrupted, sweep
 
 __all__ = [
     "MappingOwner", "PmoAttachment", "PmoError", "Pool",
     "AS_RECORDED", "ENDURANCES", "EVALUATE_COLUMNS", "NvmosError", "OptionsError", "Result",
-    "StudyError", "Sweep", "SweepError", "TIMING_COLUMNS", "Trace", "TraceFileError", "Wear",
+    "StudyError", "Sweep", "SweepError", "SweepInterrupted", "TIMING_COLUMNS", "Trace", "TraceFileError", "Wear",
     "__version__", "allocators", "banks", "bench_alloc", "evaluate", "evaluation_frame", "machine_presets",
     "open_trace", "parse_memory", "power", "replay", "swap", "sweep", "trace_files", "wear",
 ]  # fmt: skip

@@ -4,11 +4,41 @@ runs (see ``nvmos._sweep`` for the grid format)."""
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from typing import Optional
 
 from ._api import NvmosError
-from ._sweep import SweepError, sweep
+from ._sweep import SweepError, SweepInterrupted, _Stop, sweep
+
+
+class _Signalled(KeyboardInterrupt):
+    """SIGINT or SIGTERM outside the sweep's run of cells (which has its
+    own handlers): while the grid loads, or the summary is written."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+_signalled: list = []
+
+
+def _raise(signum, frame):
+    # A repeat is the same request as the first: a Ctrl-C reaches both
+    # this process and `nvmos sweep`, which passes it on.
+    if _signalled or _Stop.stopped_by is not None:
+        return
+    _signalled.append(signum)
+    raise _Signalled(signum)
+
+
+def _ignore_repeats() -> None:
+    """Ignore SIGINT and SIGTERM from here to the exit: a repeat arriving
+    while the interpreter shuts down (when Python's own handlers are gone)
+    would otherwise end it by the signal, after its message."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 
 def main(argv: Optional[list] = None) -> int:
@@ -34,6 +64,10 @@ def main(argv: Optional[list] = None) -> int:
     args = p.parse_args(argv)
     if args.workers is not None and args.workers < 1:
         p.error("--workers: at least 1")
+    # SIGTERM's default would end the process without a word; both
+    # signals end it with one line and the status that says which.
+    signal.signal(signal.SIGINT, _raise)
+    signal.signal(signal.SIGTERM, _raise)
     try:
         result = sweep(
             args.grid,
@@ -46,6 +80,19 @@ def main(argv: Optional[list] = None) -> int:
             progress=not args.quiet,
             batch=args.batch,
         )
+    except SweepInterrupted as e:
+        _ignore_repeats()
+        print(f"nvmos sweep: {e}", file=sys.stderr)
+        return 128 + e.signal
+    except KeyboardInterrupt as e:
+        _ignore_repeats()
+        signum = e.signum if isinstance(e, _Signalled) else signal.SIGINT
+        print(
+            f"nvmos sweep: interrupted by {signal.Signals(signum).name} while no cell was running; "
+            "the cells that finished are kept in the output folder, and the same command again resumes",
+            file=sys.stderr,
+        )
+        return 128 + signum
     except SweepError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

@@ -28,6 +28,14 @@ Command line: ``python -m nvmos sweep GRID.toml [--out DIR] [--workers N]
 [--ray auto|ADDRESS] [--no-resume] [--retries N] [--batch N] [--quiet]``
 (what ``nvmos sweep`` runs).
 
+Each cell is saved the moment it finishes, as
+``sweep-cells/<cell_id>.parquet`` in the output folder (a temporary file,
+then a rename), and those files are folded into ``sweep.parquet``: so a
+sweep killed at any moment keeps every cell that finished. SIGINT
+(Ctrl-C) and SIGTERM stop a sweep within about 2 s: it stops its
+workers, folds what finished into ``sweep.parquet`` and raises
+``SweepInterrupted``; run it again to resume.
+
 Output columns: the cell's axes (``trace_path`` for ``traces``,
 ``allocator`` for ``allocators``, the others by their names), ``cell_id``,
 the study's own columns (for ``wear`` the columns of ``nvmos.replay``
@@ -46,7 +54,9 @@ import itertools
 import json
 import math
 import os
+import signal
 import socket
+import threading
 import time
 from collections import OrderedDict
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
@@ -89,6 +99,81 @@ class SweepError(NvmosError):
     message lists them. Also raised when Ray is missing or unreachable, or
     when an existing output cannot be read to resume.
     """
+
+
+class SweepInterrupted(KeyboardInterrupt):
+    """A sweep stopped by SIGINT (Ctrl-C) or SIGTERM.
+
+    Raised after the sweep stopped its workers and wrote the cells that
+    finished into ``sweep.parquet``; running the same sweep again resumes
+    from there. A ``KeyboardInterrupt``, so ``except Exception`` does not
+    swallow it. The message says which signal and how many cells finished.
+
+    Attributes:
+        signal (int): the signal that stopped it (``signal.SIGINT`` or
+            ``signal.SIGTERM``).
+        done (int): cells in the output, this run's and those kept from
+            before (count).
+        total (int): cells in the grid (count).
+        parquet (pathlib.Path): the Parquet file holding the finished cells.
+    """
+
+    def __init__(self, signum: int, done: int, total: int, parquet: Path, failed: int = 0):
+        name = signal.Signals(signum).name
+        failures = f" ({failed} failed)" if failed else ""
+        super().__init__(
+            f"interrupted by {name}: {done} of {total} cells finished{failures}, kept in {parquet}; "
+            "run the same sweep again to resume"
+        )
+        self.signal = signum
+        self.done = done
+        self.total = total
+        self.parquet = parquet
+
+
+class _Stop:
+    """SIGINT and SIGTERM while a sweep runs: each only notes the signal
+    (``signal``), and the backend, which looks at it several times a
+    second, stops its workers. A handler that raised instead could strike
+    anywhere, halfway through saving a cell. Installed only in the main
+    thread (the only one Python delivers signals to); the previous
+    handlers come back on exit."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    #: The signal that stopped a sweep in this process, if one did:
+    #: ``python -m nvmos`` takes one arriving after the sweep put the
+    #: previous handlers back as a repeat of it.
+    stopped_by: Optional[int] = None
+
+    def __init__(self):
+        self.signal: Optional[int] = None
+        self._previous: dict = {}
+
+    def _note(self, signum, frame) -> None:
+        # A repeated signal (Ctrl-C reaches both `nvmos sweep` and this
+        # process, and the CLI passes it on) is the same request.
+        if self.signal is None:
+            self.signal = signum
+            _Stop.stopped_by = signum
+
+    def install(self) -> None:
+        """Install the handlers, again after a library (Ray) put its own."""
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for sig in self.SIGNALS:
+            previous = signal.signal(sig, self._note)
+            self._previous.setdefault(sig, previous)
+
+    def __enter__(self) -> "_Stop":
+        self.install()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for sig, previous in self._previous.items():
+            # None: a handler not installed from Python, which cannot be
+            # put back; the default is the nearest.
+            signal.signal(sig, signal.SIG_DFL if previous is None else previous)
 
 
 class Grid:
@@ -365,6 +450,56 @@ def _write_text(text: str, path: Path) -> None:
     _write_atomic(path, lambda tmp: tmp.write_text(text))
 
 
+#: The folder, in the output folder, of the cells finished since the last
+#: fold into ``sweep.parquet``: one Parquet file per cell, its rows.
+CELLS_FOLDER = "sweep-cells"
+
+
+def _saved_rows(parquet: Path, cells_dir: Path) -> list[dict]:
+    """Every row a sweep into this output folder saved: ``sweep.parquet``'s
+    and the per-cell files', a cell's file replacing its rows in
+    ``sweep.parquet`` (the file is newer; a kill between a fold's write
+    and its removal of the files leaves both)."""
+    frames = {}
+    if parquet.exists():
+        try:
+            frames[parquet] = pd.read_parquet(parquet)
+        except Exception as e:  # noqa: BLE001 - a damaged file is the user's to look at
+            raise SweepError(f"{parquet}: cannot read it to resume ({e}); move it away or pass resume=False") from None
+    parts = sorted(cells_dir.glob("*.parquet")) if cells_dir.is_dir() else []
+    for part in parts:
+        try:
+            frames[part] = pd.read_parquet(part)
+        except Exception as e:  # noqa: BLE001 - as above
+            raise SweepError(
+                f"{part}: cannot read this finished cell to resume ({e}); move it away or pass resume=False"
+            ) from None
+    in_parts = {p.stem for p in parts}
+    rows: list[dict] = []
+    for path, df in frames.items():
+        if path == parquet and "cell_id" in df:
+            df = df[~df["cell_id"].isin(in_parts)]
+        rows.extend(df.to_dict("records"))
+    return [r for r in rows if "cell_id" in r]
+
+
+def _fold(rows: list[dict], order: dict[str, int], parquet: Path, cells_dir: Path) -> None:
+    """Write every row into ``sweep.parquet`` (atomically), then remove
+    the per-cell files, whose rows it now holds (or, for cells of another
+    grid or failed cells being run again, drops on purpose as resuming
+    does)."""
+    _write_parquet(_frame(rows, order), parquet)
+    if cells_dir.is_dir():
+        # Temporaries too: one is left only by a sweep killed mid-write,
+        # and the cell it held was not finished.
+        for part in [*cells_dir.glob("*.parquet"), *cells_dir.glob(".*.tmp")]:
+            part.unlink(missing_ok=True)
+        try:
+            cells_dir.rmdir()
+        except OSError:
+            pass  # something else put there: left alone
+
+
 class Sweep:
     """What a sweep did (``sweep`` returns it).
 
@@ -412,36 +547,87 @@ class Sweep:
 # Backends
 
 
-def _local(study, cells, options, workers, retries, on_rows, on_fail):
+#: Seconds between looks at a stop request while waiting for cells (s).
+_POLL_S = 0.2
+
+
+def _worker_signals() -> None:
+    """A local worker's signals: SIGINT (a terminal's Ctrl-C reaches the
+    whole process group) is the driver's to act on, so ignored here;
+    SIGTERM, with which the driver stops a worker, does its default and
+    ends the process (a forked worker inherits the driver's handler,
+    which would only note it)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def _stop_pool(pool: ProcessPoolExecutor) -> None:
+    """Stop a pool now: cancel its queued cells and end its workers,
+    running cells included (SIGTERM, then SIGKILL for one that lingers).
+    ``shutdown`` alone would wait for every running cell."""
+    terminate = getattr(pool, "terminate_workers", None)  # Python 3.14 on
+    if terminate is not None:
+        terminate()
+    else:
+        # CPython's own table of the pool's worker processes: before 3.14
+        # there is no public way to end them.
+        procs = list((getattr(pool, "_processes", None) or {}).values())
+        for p in procs:
+            p.terminate()
+        deadline = time.monotonic() + 1.0
+        for p in procs:
+            p.join(timeout=max(0.0, deadline - time.monotonic()))
+            if p.is_alive():
+                p.kill()
+                p.join(timeout=1.0)
+    pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _local(study, cells, options, workers, retries, on_rows, on_fail, stop):
     """A process pool of ``workers``; a worker that dies (killed, out of
     memory) breaks the pool: its unfinished cells go to a fresh pool, up
-    to ``retries`` more times each."""
+    to ``retries`` more times each. A stop request (``stop.signal``) ends
+    the workers at once, running cells included."""
     attempts = {c["cell_id"]: 0 for c in cells}
     todo = list(cells)
-    while todo:
-        with ProcessPoolExecutor(max_workers=workers) as pool:
+    while todo and stop.signal is None:
+        pool = ProcessPoolExecutor(max_workers=workers, initializer=_worker_signals)
+        finished = False
+        try:
             futures = {}
             for c in todo:
                 attempts[c["cell_id"]] += 1
                 futures[pool.submit(run_cell, study, c, options)] = c
             todo = []
             pending = set(futures)
-            while pending:
-                done, pending = wait(pending, timeout=1.0, return_when=FIRST_COMPLETED)
+            while pending and stop.signal is None:
+                done, pending = wait(pending, timeout=_POLL_S, return_when=FIRST_COMPLETED)
                 for f in done:
                     c = futures[f]
                     try:
                         on_rows(c, f.result(), attempts[c["cell_id"]])
                     except BrokenProcessPool as e:
+                        if stop.signal is not None:
+                            continue  # a worker ended by the stop: not a failure
                         if attempts[c["cell_id"]] <= retries:
                             todo.append(c)
                         else:
                             on_fail(c, f"worker died: {e}", attempts[c["cell_id"]])
                     except Exception as e:  # noqa: BLE001 - retried, then reported
+                        if stop.signal is not None:
+                            continue  # a worker ended by the stop: not a failure
                         if attempts[c["cell_id"]] <= retries:
                             todo.append(c)
                         else:
                             on_fail(c, f"{type(e).__name__}: {e}", attempts[c["cell_id"]])
+            finished = not pending
+        finally:
+            if finished:
+                pool.shutdown(wait=True)
+            else:
+                # Stopped, or on_rows raised: end the running cells rather
+                # than wait for every queued one.
+                _stop_pool(pool)
 
 
 def _ray_remote():
@@ -468,12 +654,13 @@ def _batches(study: str, cells: list[dict], batch: int) -> list[list[dict]]:
     return groups
 
 
-def _ray(study, cells, options, address, retries, on_rows, on_fail, workers_seen, workers=None, batch=1):
+def _ray(study, cells, options, address, retries, on_rows, on_fail, workers_seen, stop, workers=None, batch=1):
     """Each cell a Ray task; each trace put in the object store once and
     handed to every task as a reference (workers map it without a copy).
     Ray retries a task whose worker died (``max_retries``) or that raised
     (``retry_exceptions``); a cell failing past that is reported. With
-    ``workers``, at most that many cells are in flight at once."""
+    ``workers``, at most that many cells are in flight at once. A stop
+    request (``stop.signal``) cancels the tasks in flight."""
     try:
         import ray
     except ImportError:
@@ -492,6 +679,9 @@ def _ray(study, cells, options, address, retries, on_rows, on_fail, workers_seen
             raise SweepError(
                 f"cannot connect to {where}: {e} (start one with `ray start --head`, or give its address)"
             ) from None
+        # Ray's driver puts its own SIGTERM handler in; the sweep's stop
+        # comes first.
+        stop.install()
     cpus = int(ray.cluster_resources().get("CPU", 0))
     workers_seen.append(min(cpus, workers) if workers else cpus)
     try:
@@ -504,14 +694,14 @@ def _ray(study, cells, options, address, retries, on_rows, on_fail, workers_seen
         queue = _batches(study, cells, batch)
         limit = workers or len(queue)
         pending: list = []
-        while queue or pending:
+        while (queue or pending) and stop.signal is None:
             while queue and len(pending) < limit:
                 group = queue.pop(0)
                 data = refs.get(group[0].get("traces")) if study == "wear" else None
                 ref = remote.remote(study, group, options, data)
                 tasks[ref] = group
                 pending.append(ref)
-            done, pending = ray.wait(pending, num_returns=1, timeout=1.0)
+            done, pending = ray.wait(pending, num_returns=1, timeout=_POLL_S)
             if done and pending:
                 # Gather every cell already finished, not one per round trip.
                 more, pending = ray.wait(pending, num_returns=len(pending), timeout=0)
@@ -528,6 +718,9 @@ def _ray(study, cells, options, address, retries, on_rows, on_fail, workers_seen
                     continue
                 for c, rows in zip(group, results):
                     on_rows(c, rows, None)
+        if stop.signal is not None:
+            for ref in pending:
+                ray.cancel(ref, force=True)
     finally:
         if started_here:
             ray.shutdown()
@@ -584,9 +777,18 @@ def sweep(
     only adds rows) is an independent task. Writes ``sweep.parquet``
     (every row, failed cells included with their error) and
     ``sweep.html`` (charts of each metric against the first numeric axis
-    with several values, failures, the rows) into the output folder; the
-    Parquet file also every ``checkpoint_s`` seconds, so an interrupted
-    sweep resumes where it stopped.
+    with several values, failures, the rows) into the output folder.
+
+    Each cell is saved the moment it finishes, as
+    ``sweep-cells/<cell_id>.parquet`` (a temporary file, then a rename,
+    so never half written); every ``checkpoint_s`` seconds and at the end
+    those files are folded into ``sweep.parquet`` and removed. A sweep
+    killed at any moment therefore keeps every cell that finished, and
+    the next run resumes from there. While the sweep runs in the main
+    thread, SIGINT (Ctrl-C) and SIGTERM stop it within about 2 s: its
+    workers end (running cells are dropped and run again on resume), the
+    finished cells are folded into ``sweep.parquet``, and it raises
+    ``SweepInterrupted``.
 
     Args:
         grid (str | os.PathLike | dict | Grid): a TOML file (paths in it
@@ -610,8 +812,8 @@ def sweep(
         progress (bool | Callable[[int, int], object]): True: a tqdm bar
             when tqdm is installed; False: none; a callable: called as
             ``progress(done, total)`` in cells.
-        checkpoint_s (float): seconds between rewrites of the Parquet
-            file (s).
+        checkpoint_s (float): seconds between folds of the per-cell files
+            into the Parquet file (s).
         batch (int): with Ray, cells of one trace per task (fewer tasks and
             trace fetches, a coarser unit of retry).
 
@@ -631,11 +833,14 @@ def sweep(
         SweepError: after writing the output, when a cell failed; before
             running, when Ray is missing or unreachable or the existing
             output cannot be read to resume.
+        SweepInterrupted: after writing the finished cells, when SIGINT or
+            SIGTERM stopped the sweep (a ``KeyboardInterrupt``).
     """
     g = load_grid(grid)
     out = Path(output) if output is not None else g.output
     parquet = out / "sweep.parquet"
     html_path = out / "sweep.html"
+    cells_dir = out / CELLS_FOLDER
     if backend not in ("local", "ray"):
         raise OptionsError(f"backend: {backend!r} is not 'local' or 'ray'")
     if retries < 0:
@@ -645,16 +850,10 @@ def sweep(
     cells = g.cells()
     order = {c["cell_id"]: i for i, c in enumerate(cells)}
     kept: list[dict] = []
-    if resume and parquet.exists():
-        try:
-            old = pd.read_parquet(parquet)
-        except Exception as e:  # noqa: BLE001 - a damaged file is the user's to look at
-            raise SweepError(f"{parquet}: cannot read it to resume ({e}); move it away or pass resume=False") from None
-        ok = old[old["status"] == "ok"] if "status" in old else old.iloc[0:0]
+    if resume:
         # Keep only rows of this grid's cells (another grid's output is not
         # mixed in) that succeeded; failed cells run again.
-        ok = ok[ok["cell_id"].isin(order)]
-        kept = ok.to_dict("records")
+        kept = [r for r in _saved_rows(parquet, cells_dir) if r.get("status") == "ok" and r["cell_id"] in order]
     done_ids = {r["cell_id"] for r in kept}
     todo = [c for c in cells if c["cell_id"] not in done_ids]
     endurances = g.axes.get("endurance")
@@ -673,7 +872,7 @@ def sweep(
 
     def checkpoint(force: bool = False) -> None:
         if force or time.monotonic() - last_write[0] >= checkpoint_s:
-            _write_parquet(_frame(rows, order), parquet)
+            _fold(rows, order, parquet, cells_dir)
             last_write[0] = time.monotonic()
 
     def on_rows(cell: dict, cell_rows: list[dict], attempts: Optional[int]) -> None:
@@ -682,7 +881,10 @@ def sweep(
                 r["attempts"] = attempts
         if any(r.get("status") == "failed" for r in cell_rows):
             failed.append({"cell": cell, "error": cell_rows[0].get("error")})
-        rows.extend(_expand_endurance(cell_rows, endurances))
+        cell_rows = _expand_endurance(cell_rows, endurances)
+        # Saved before it counts as finished: a kill from here on keeps it.
+        _write_parquet(pd.DataFrame(cell_rows), cells_dir / f"{cell['cell_id']}.parquet")
+        rows.extend(cell_rows)
         finished[0] += 1
         if bar is not None:
             bar.update(1)
@@ -696,19 +898,26 @@ def sweep(
 
     start = time.perf_counter()
     workers_seen: list[int] = []
-    try:
-        if todo:
-            if backend == "local":
-                n = workers or os.cpu_count() or 1
-                workers_seen.append(n)
-                _local(g.study, todo, g.options, n, retries, on_rows, on_fail)
-            else:
-                _ray(g.study, todo, g.options, ray_address, retries, on_rows, on_fail, workers_seen, workers, batch)
-    finally:
-        if bar is not None:
-            bar.close()
-        if rows or not parquet.exists():
-            checkpoint(force=True)
+    with _Stop() as stop:
+        try:
+            if todo:
+                if backend == "local":
+                    n = workers or os.cpu_count() or 1
+                    workers_seen.append(n)
+                    _local(g.study, todo, g.options, n, retries, on_rows, on_fail, stop)
+                else:
+                    _ray(
+                        g.study, todo, g.options, ray_address, retries, on_rows, on_fail, workers_seen, stop,
+                        workers, batch,
+                    )  # fmt: skip
+        finally:
+            if bar is not None:
+                bar.close()
+            if rows or not parquet.exists():
+                checkpoint(force=True)
+    if stop.signal is not None:
+        done = len({r["cell_id"] for r in rows})
+        raise SweepInterrupted(stop.signal, done, len(cells), parquet, len(failed))
     seconds = time.perf_counter() - start
     frame = _frame(rows, order)
     _write_text(summary_html(frame, g, seconds, backend), html_path)

@@ -197,6 +197,28 @@ def test_cli_sweep_runs_the_python_engine(nvmos_bin, tmp_path):
     assert proc.returncode != 0 and "Python package nvmos is not installed" in proc.stderr
 
 
+def test_the_cli_checks_grids_against_the_engines_axes(nvmos_bin, tmp_path):
+    """`nvmos sweep` checks a grid before it looks for Python, from its own
+    copy of the engine's axes: a grid naming every axis and option the
+    engine takes gets past the check (to the missing interpreter), and an
+    unknown axis is a grid error naming the file."""
+    from nvmos._sweep import STUDY_AXES, WEAR_OPTIONS
+
+    env = dict(os.environ, NVMOS_PYTHON="/nonexistent/python3")
+    toml = tmp_path / "grid.toml"
+    for study, axes in STUDY_AXES.items():
+        lines = [f'study = "{study}"', "[axes]"]
+        lines += [f'{a} = ["{TRACES / "numpy.nvt"}"]' if a == "traces" else f"{a} = [1]" for a in axes]
+        if study == "wear":
+            lines += ["[options]"] + [f"{o} = 1" for o in WEAR_OPTIONS]
+        toml.write_text("\n".join(lines) + "\n")
+        proc = subprocess.run([str(nvmos_bin), "sweep", str(toml)], capture_output=True, text=True, env=env)
+        assert proc.returncode == 1 and "running /nonexistent/python3" in proc.stderr, (study, proc.stderr)
+    toml.write_text(f'[axes]\ntraces = ["{TRACES / "numpy.nvt"}"]\ncolour = [1]\n')
+    proc = subprocess.run([str(nvmos_bin), "sweep", str(toml)], capture_output=True, text=True, env=env)
+    assert proc.returncode == 1 and f"grid {toml}: `colour`" in proc.stderr, proc.stderr
+
+
 def test_ray_sweep_gives_the_local_rows(local_sweep, ray_cluster, tmp_path):
     _, local = local_sweep
     out = tmp_path / "ray"
