@@ -99,3 +99,46 @@ fn malformed_traces_name_file_line_and_field() {
         assert!(!err.contains("panicked"), "{err}");
     }
 }
+
+/// Events a recording lost (`# lost_events:`) are counted in every output
+/// of the study: the tables, the JSON and the HTML page.
+#[test]
+fn lost_events_of_a_recording_are_in_every_output() {
+    let dir = tmp("study-swap-lost");
+    let mut text = String::from("# nvmos swap trace 1\n# swap_bytes: 67108864\n# lost_events: 7\n");
+    for i in 0..64u64 {
+        let dir = if i % 3 == 0 { 'R' } else { 'W' };
+        text.push_str(&format!("{dir} {} {} 4096 x\n", i * 1000, 4096 * (1 + i)));
+    }
+    std::fs::write(dir.join("lossy.swt.zst"), text).unwrap();
+    let run = |json: bool| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_nvmos"));
+        cmd.args(["study", "swap", "--quick", "--traces"])
+            .arg(&dir)
+            .arg("--out")
+            .arg(dir.join("out"));
+        if json {
+            cmd.arg("--json");
+        }
+        let o = cmd.output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8(o.stdout).unwrap()
+    };
+    let tables = run(false);
+    assert!(
+        tables.contains("recorded lossy.swt.zst: swap-outs issued over")
+            && tables.contains("7 events lost while recording"),
+        "{tables}"
+    );
+    let v: serde_json::Value = serde_json::from_str(&run(true)).unwrap();
+    assert_eq!(v["recorded"][0]["lost_events"], 7);
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("out").join("swap.json")).unwrap())
+            .unwrap();
+    assert_eq!(json["recorded"][0]["lost_events"], 7);
+    let html = std::fs::read_to_string(dir.join("out").join("swap.html")).unwrap();
+    assert!(
+        html.contains("recorded lossy.swt.zst: 64 requests; 7 events lost while recording"),
+        "the page does not count the lost events"
+    );
+}

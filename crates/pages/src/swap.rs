@@ -55,6 +55,16 @@ fn histogram_table(
     align(&rows)
 }
 
+/// What a recorded trace lost, said the same way in every output.
+fn lost_text(r: &swap_study::Recorded) -> String {
+    match r.lost_events {
+        0 => "0 events lost while recording".to_owned(),
+        n => format!(
+            "{n} events lost while recording (the kernel dropped them: their requests are missing from every figure of this trace)"
+        ),
+    }
+}
+
 /// The seed's tables, the findings and the checks as terminal text.
 pub fn tables(s: &SwapStudy) -> String {
     let mut out = String::new();
@@ -110,8 +120,12 @@ pub fn tables(s: &SwapStudy) -> String {
     for r in &s.recorded {
         writeln!(
             out,
-            "  recorded {}: swap-outs issued over {:.3} s as recorded; {} reclaim throttles ({:.3} s)",
-            r.trace, r.recorded_write_span_s, r.throttles, r.throttle_s
+            "  recorded {}: swap-outs issued over {:.3} s as recorded; {} reclaim throttles ({:.3} s); {}",
+            r.trace,
+            r.recorded_write_span_s,
+            r.throttles,
+            r.throttle_s,
+            lost_text(r)
         )
         .unwrap();
     }
@@ -335,9 +349,17 @@ pub fn html(s: &SwapStudy, nav: &[NavLink]) -> Result<String> {
         );
     }
     page.summary_table(&checks_table(&s.checks));
-    page.section("about", "What runs").note(&Html::new().text(
+    let about = page.section("about", "What runs").note(&Html::new().text(
         "Modelled workloads run through the paging model (watermarks, kswapd, direct reclaim, LRU, swap cache, read-ahead, SSD slot policy); recorded traces are real Linux swap traffic from `nvmos record-swap`.",
     ));
+    for r in &s.recorded {
+        about.note(&Html::new().text(&format!(
+            "recorded {}: {} requests; {}.",
+            r.trace,
+            r.requests,
+            lost_text(r)
+        )));
+    }
     let ps = patterns(s);
     for (dir, pick) in [
         (

@@ -50,8 +50,9 @@ pub struct ReplayStats {
     #[serde(default)]
     pub outside: u64,
     /// How every event was classified: the same counts `trace info`
-    /// reports, from the same [`BlockTracker`]; `lost_events` from the
-    /// source, filled in by the caller that has it.
+    /// reports, from the same [`BlockTracker`]; the source's own counts
+    /// (lost events, out-of-order timestamps only it saw) added by the
+    /// caller that has it ([`Accounting::add_source_counts`]).
     #[serde(flatten)]
     pub accounting: Accounting,
     /// Nanoseconds the replay took, reading the trace included.
@@ -511,7 +512,8 @@ impl Engine {
         }
     }
 
-    /// The counts so far (`outside` and `lost_events` are the caller's).
+    /// The counts so far (`outside` and the source's counts are the
+    /// caller's).
     pub fn stats(&self) -> ReplayStats {
         let mut stats = self.stats.clone();
         stats.accounting = self.tracker.counts().clone();
@@ -785,7 +787,8 @@ impl Resolved {
         self.events.is_empty()
     }
 
-    /// How every event was classified (`lost_events` is the source's).
+    /// How every event was classified (the source's counts are the
+    /// caller's to add).
     pub fn accounting(&self) -> &Accounting {
         &self.accounting
     }
@@ -1138,7 +1141,7 @@ mod agreement {
         let mut source = nvmos_trace::open(&path).unwrap();
         let (stats, _) = replay(&alloc, &mut source, crate::WriteModel::default()).unwrap();
         let mut replayed = stats.accounting.clone();
-        replayed.lost_events = source.counts().lost_events;
+        replayed.add_source_counts(&source.counts());
         assert_eq!(replayed, info.accounting);
         assert_eq!(stats.flag(), None);
         let (recorded, _) = as_recorded(

@@ -156,6 +156,11 @@ pub struct Recorded {
     pub limit_bytes: u64,
     /// Requests.
     pub requests: u64,
+    /// Events the kernel lost while recording (its `# lost_events:`
+    /// header line): their requests are missing from every figure of
+    /// this trace.
+    #[serde(default)]
+    pub lost_events: u64,
     /// Patterns: whole trace, clean phase, aged phases.
     pub patterns: Vec<Pattern>,
     /// Replay per device (whole trace).
@@ -513,6 +518,7 @@ pub fn run(
                 .and_then(|v| v.parse().ok())
                 .unwrap_or(0),
             requests: t.requests.len() as u64,
+            lost_events: t.lost_events(),
             patterns,
             devices,
             recorded_write_span_s: span,

@@ -16,6 +16,21 @@
 //! (Linux's `mm_vmscan_throttled`, the successor of 2.6.32's congestion
 //! wait): time, µs slept, µs timeout, reason. The model writes the same
 //! format, so recorded and modelled traffic go through one analysis.
+//!
+//! `# lost_events: N` (written by the recorder) is how many events the
+//! kernel lost while recording: their requests are missing, and every
+//! output of the swap study counts them.
+//!
+//! # Damage
+//!
+//! A trace is written as one zstd frame with zstd's content checksum, and
+//! read only when it is whole and undamaged: a frame that is cut short,
+//! does not decode or fails its checksum is an error naming the file and
+//! the frame's byte offset. A frame without a checksum is refused too (a
+//! flipped bit in it would decode to other numbers without any error),
+//! with how to re-encode it. Every line ends with a newline, so a plain
+//! text trace cut inside its last record is refused as well; plain text
+//! has no other check.
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -90,18 +105,54 @@ impl SwapTrace {
 
 impl SwapTrace {
     /// Reads a trace, zstd-compressed or plain.
+    ///
+    /// A compressed trace must be whole and undamaged: every zstd frame
+    /// complete and carrying a content checksum, which must match
+    /// ([`SwapError::Damaged`], [`SwapError::NoChecksum`]). Plain text
+    /// has no checksum; there only a last line cut short is noticed.
     pub fn read(path: &Path) -> Result<SwapTrace, SwapError> {
-        let mut file = std::fs::File::open(path).map_err(|e| SwapError::io(path, e))?;
-        let mut magic = [0u8; 4];
-        let n = file.read(&mut magic).map_err(|e| SwapError::io(path, e))?;
-        drop(file);
-        let file = std::fs::File::open(path).map_err(|e| SwapError::io(path, e))?;
-        if n == 4 && magic == [0x28, 0xb5, 0x2f, 0xfd] {
-            let dec = zstd::Decoder::new(file).map_err(|e| SwapError::io(path, e))?;
-            Self::parse(BufReader::new(dec), path)
-        } else {
-            Self::parse(BufReader::new(file), path)
+        // The compressed file is held whole (the parsed trace is several
+        // times larger) so that its frames are checked for completeness
+        // and a checksum before a line is parsed.
+        let bytes = std::fs::read(path).map_err(|e| SwapError::io(path, e))?;
+        if !(bytes.starts_with(&ZSTD_MAGIC) || skippable_frame(&bytes)) {
+            return Self::parse(&bytes[..], path);
         }
+        let mut frames = Frames {
+            path,
+            data: &bytes,
+            frames: zstd_frames(&bytes, path)?.into_iter(),
+            current: None,
+            failed: None,
+        };
+        let parsed = Self::parse(BufReader::new(&mut frames), path);
+        if let Some(damage) = frames.failed.take() {
+            return Err(damage);
+        }
+        match parsed {
+            Ok(trace) => Ok(trace),
+            Err(e) => {
+                // A line that does not parse may be damage that the
+                // frame's checksum, checked only at the frame's end,
+                // shows: then that is the error to report.
+                if std::io::copy(&mut frames, &mut std::io::sink()).is_err() {
+                    if let Some(damage) = frames.failed.take() {
+                        return Err(damage);
+                    }
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// Events the recording lost (`# lost_events:`, checked to be a whole
+    /// number when the trace is parsed), 0 when the header does not say.
+    /// Their requests are missing from the trace.
+    pub fn lost_events(&self) -> u64 {
+        self.header
+            .get("lost_events")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
     }
 
     /// The swap size the trace was recorded with (`# swap_bytes:`), if
@@ -123,27 +174,48 @@ impl SwapTrace {
         // shows it out of range.
         let mut request_lines: Vec<u64> = Vec::new();
         let mut lines_read = 0u64;
-        for (i, line) in input.lines().enumerate() {
-            lines_read += 1;
-            let line_no = i as u64 + 1;
+        let mut input = input;
+        let mut buf = String::new();
+        loop {
+            buf.clear();
+            let line_no = lines_read + 1;
             let err = |message: String| SwapError::Parse {
                 path: path.to_owned(),
                 line: line_no,
                 message,
             };
-            let line = line.map_err(|e| err(format!("unreadable: {e}")))?;
-            if line_no == 1 && line.trim() != MAGIC {
+            match input.read_line(&mut buf) {
+                Ok(0) => break,
+                Ok(_) => {}
+                Err(e) => return Err(err(format!("unreadable: {e}"))),
+            }
+            lines_read += 1;
+            if line_no == 1 && buf.trim() != MAGIC {
                 return Err(err(format!("expected the header line `{MAGIC}`")));
             }
+            // Every line written ends with a newline: a last line without
+            // one is a record cut short (`W 2 8192 40` for `W 2 8192 4096`).
+            let Some(line) = buf.strip_suffix('\n') else {
+                return Err(err(
+                    "truncated: the last line ends without a newline, so the file was cut short"
+                        .into(),
+                ));
+            };
             let line = line.trim();
             if line.is_empty() {
                 continue;
             }
             if let Some(rest) = line.strip_prefix('#') {
                 if let Some((k, v)) = rest.split_once(':') {
-                    trace
-                        .header
-                        .insert(k.trim().to_owned(), v.trim().to_owned());
+                    let (k, v) = (k.trim(), v.trim());
+                    // Every output of a study counts the lost events, so
+                    // a value that is not a count is refused here.
+                    if k == "lost_events" && v.parse::<u64>().is_err() {
+                        return Err(err(format!(
+                            "header `lost_events`: '{v}' is not a whole number"
+                        )));
+                    }
+                    trace.header.insert(k.to_owned(), v.to_owned());
                 }
                 continue;
             }
@@ -282,15 +354,138 @@ impl SwapTrace {
         Ok(())
     }
 
-    /// Writes a zstd-compressed file: whole or not at all (a temporary
-    /// beside `path`, renamed when complete).
+    /// Writes a zstd-compressed file, one frame with a content checksum:
+    /// whole or not at all (a temporary beside `path`, renamed when
+    /// complete).
     pub fn write(&self, path: &Path) -> Result<(), SwapError> {
         let out = nvmos_trace::Output::create(path, &[])?;
         let mut enc = zstd::Encoder::new(out, 19).map_err(|e| SwapError::io(path, e))?;
+        // The content checksum is what lets a reader refuse a damaged
+        // file instead of analysing different numbers.
+        enc.include_checksum(true)
+            .map_err(|e| SwapError::io(path, e))?;
         self.write_text(&mut enc)
             .map_err(|e| SwapError::io(path, e))?;
         enc.finish().map_err(|e| SwapError::io(path, e))?.commit()?;
         Ok(())
+    }
+}
+
+/// The first bytes of a zstd frame (RFC 8878).
+const ZSTD_MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
+
+/// Whether `b` starts with a skippable frame's magic (0x184D2A50 to
+/// 0x184D2A5F, little-endian): metadata a decoder passes over.
+fn skippable_frame(b: &[u8]) -> bool {
+    b.len() >= 4 && b[0] & 0xf0 == 0x50 && b[1..4] == [0x2a, 0x4d, 0x18]
+}
+
+/// The zstd frames of `bytes` as (offset, length), checked before any is
+/// decoded: each is complete and has a content checksum; skippable frames
+/// are passed over; anything else is damage.
+fn zstd_frames(bytes: &[u8], path: &Path) -> Result<Vec<(usize, usize)>, SwapError> {
+    let mut frames = Vec::new();
+    let mut at = 0;
+    while at < bytes.len() {
+        let rest = &bytes[at..];
+        let damaged = |what: String| SwapError::Damaged {
+            path: path.to_owned(),
+            offset: at as u64,
+            what,
+        };
+        if skippable_frame(rest) {
+            let size = rest
+                .get(4..8)
+                .map(|s| u32::from_le_bytes(s.try_into().expect("4 bytes")) as usize);
+            match size {
+                Some(size) if size <= rest.len() - 8 => at += 8 + size,
+                _ => {
+                    return Err(damaged(
+                        "the file ends inside a skippable frame: it was cut short".into(),
+                    ))
+                }
+            }
+            continue;
+        }
+        if !rest.starts_with(&ZSTD_MAGIC) {
+            return Err(damaged(format!(
+                "expected a zstd frame (bytes 28 b5 2f fd), found {:02x?}",
+                &rest[..rest.len().min(4)]
+            )));
+        }
+        // The Frame_Header_Descriptor follows the magic; its bit 2 is the
+        // Content_Checksum_flag.
+        let Some(&descriptor) = rest.get(4) else {
+            return Err(damaged(
+                "the file ends inside a zstd frame header: it was cut short".into(),
+            ));
+        };
+        if descriptor & 0x04 == 0 {
+            return Err(SwapError::NoChecksum {
+                path: path.to_owned(),
+                offset: at as u64,
+            });
+        }
+        let len = zstd::zstd_safe::find_frame_compressed_size(rest).map_err(|code| {
+            damaged(format!(
+                "the zstd frame is incomplete or malformed ({}): the file was cut short or damaged",
+                zstd::zstd_safe::get_error_name(code)
+            ))
+        })?;
+        frames.push((at, len));
+        at += len;
+    }
+    Ok(frames)
+}
+
+/// The decompressed text of checked frames, one after the other. The
+/// first frame that fails to decode (its content checksum included,
+/// checked at its end) is kept in `failed` as a [`SwapError::Damaged`]
+/// naming its offset, and ends the text with an error.
+struct Frames<'a> {
+    path: &'a Path,
+    data: &'a [u8],
+    frames: std::vec::IntoIter<(usize, usize)>,
+    current: Option<(usize, zstd::stream::read::Decoder<'static, &'a [u8]>)>,
+    failed: Option<SwapError>,
+}
+
+impl Read for Frames<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if self.failed.is_some() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                "damaged zstd data",
+            ));
+        }
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        loop {
+            if self.current.is_none() {
+                let Some((at, len)) = self.frames.next() else {
+                    return Ok(0);
+                };
+                let frame = &self.data[at..at + len];
+                let decoder = zstd::stream::read::Decoder::with_buffer(frame)?.single_frame();
+                self.current = Some((at, decoder));
+            }
+            let (at, decoder) = self.current.as_mut().expect("set above");
+            match decoder.read(buf) {
+                Ok(0) => self.current = None,
+                Ok(n) => return Ok(n),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    let what = format!("the zstd frame does not decode: {e}");
+                    self.failed = Some(SwapError::Damaged {
+                        path: self.path.to_owned(),
+                        offset: *at as u64,
+                        what: what.clone(),
+                    });
+                    return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, what));
+                }
+            }
+        }
     }
 }
 
@@ -374,7 +569,9 @@ mod tests {
         let e = SwapTrace::read(&empty).unwrap_err().to_string();
         assert!(e.contains("empty.swt.zst:1: the file is empty"), "{e}");
         let zst = dir.path().join("zero.swt.zst");
-        std::fs::write(&zst, zstd::encode_all(&b""[..], 3).unwrap()).unwrap();
+        let mut enc = zstd::Encoder::new(Vec::new(), 3).unwrap();
+        enc.include_checksum(true).unwrap();
+        std::fs::write(&zst, enc.finish().unwrap()).unwrap();
         let e = SwapTrace::read(&zst).unwrap_err().to_string();
         assert!(e.contains("the file is empty"), "{e}");
     }

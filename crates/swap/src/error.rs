@@ -2,7 +2,7 @@
 //!
 //! Every variant names what it is about: the device and field of a bad
 //! preset, the setting of a bad configuration, the file and line of a
-//! malformed trace.
+//! malformed trace, the file and byte offset of damaged compressed data.
 
 use std::path::PathBuf;
 
@@ -50,6 +50,29 @@ pub enum SwapError {
         line: u64,
         /// What is wrong, naming the field.
         message: String,
+    },
+
+    /// A compressed trace whose zstd data is damaged or cut short: a
+    /// frame that is incomplete, does not decode, or fails its content
+    /// checksum, or bytes that are not a frame.
+    #[error("{}: damaged at offset {offset}: {what}", path.display())]
+    Damaged {
+        /// The file.
+        path: PathBuf,
+        /// Byte offset in the (compressed) file of the frame at fault.
+        offset: u64,
+        /// What is wrong.
+        what: String,
+    },
+
+    /// A zstd frame without a content checksum: damage to it would decode
+    /// to a different trace without any error, so it is not read.
+    #[error("{}: the zstd frame at offset {offset} has no content checksum, so damage to it would go unnoticed; re-encode it with one: `zstd -dc FILE | zstd -19 -o NEW.swt.zst` (the zstd tool writes a checksum unless told --no-check)", path.display())]
+    NoChecksum {
+        /// The file.
+        path: PathBuf,
+        /// Byte offset of the frame.
+        offset: u64,
     },
 
     /// Reading or writing a file failed.

@@ -29,7 +29,10 @@
 //! - **Free** of anything else: frames allocated before the recording
 //!   began — [`Accounting::frees_before_recording`].
 //! - A timestamp earlier than the previous event's:
-//!   [`Accounting::time_reversals`] (the event is still used).
+//!   [`Accounting::time_reversals`] (the event is still used); a source
+//!   that saw the timestamps before they became times relative to the
+//!   first event adds the reversals those hide
+//!   ([`Accounting::add_source_counts`]).
 //! - A sampled **write** ([`Op::Write`], `nvmos record --writes`): counted
 //!   in [`Accounting::write_samples`]; it lands on the live block that
 //!   holds its frame (at its head or inside it), or, when none does, is
@@ -41,6 +44,7 @@ use nvmos_frames::{MigrateType, Order, MAX_ORDER};
 use rustc_hash::FxHashMap;
 
 use crate::event::{Event, Op};
+use crate::source::SourceCounts;
 use crate::table::ZeroTable;
 
 /// Counts of everything a trace holds beyond clean allocate-then-free
@@ -67,7 +71,7 @@ pub struct Accounting {
     /// first.
     pub allocs_of_live_pfn: u64,
     /// Events whose timestamp is earlier than the event before
-    /// (out-of-order per-CPU buffers).
+    /// (out-of-order per-CPU buffers), over the whole trace (not per CPU).
     pub time_reversals: u64,
     /// Sampled write events read (included in `events_read`; 0 for traces
     /// recorded without `--writes`).
@@ -92,6 +96,17 @@ impl Accounting {
             + self.time_reversals
             + self.writes_not_live
             > 0
+    }
+
+    /// Takes what the source reported beside its events (call it once the
+    /// source has ended): the events it knows the kernel lost, and
+    /// out-of-order timestamps the events' times cannot show
+    /// ([`SourceCounts::time_reversals`]). The times only ever hide
+    /// reversals (an early timestamp is clamped to 0), never invent them,
+    /// so the larger of the two counts is the right one.
+    pub fn add_source_counts(&mut self, counts: &SourceCounts) {
+        self.lost_events = counts.lost_events;
+        self.time_reversals = self.time_reversals.max(counts.time_reversals);
     }
 
     /// The counts as (name, value) pairs, in the order they are printed.
@@ -431,8 +446,8 @@ impl BlockTracker {
         BlockTracker::default()
     }
 
-    /// The counts so far. `lost_events` is the caller's to fill from the
-    /// source ([`Accounting::lost_events`]).
+    /// The counts so far. The source's own counts are the caller's to add
+    /// ([`Accounting::add_source_counts`]).
     pub fn counts(&self) -> &Accounting {
         &self.counts
     }

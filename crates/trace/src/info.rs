@@ -146,6 +146,8 @@ impl Accumulator {
         counts: SourceCounts,
     ) -> TraceInfo {
         let touched = self.events > 0;
+        let mut accounting = self.tracker.counts().clone();
+        accounting.add_source_counts(&counts);
         TraceInfo {
             format,
             header,
@@ -166,10 +168,7 @@ impl Accumulator {
             pfn_min: touched.then_some(self.pfn_min),
             pfn_max: touched.then_some(self.pfn_max),
             frames_allocated: self.frames_allocated,
-            accounting: Accounting {
-                lost_events: counts.lost_events,
-                ..self.tracker.counts().clone()
-            },
+            accounting,
             live_at_end: self.tracker.live_blocks(),
             counts,
         }

@@ -26,7 +26,9 @@
 //! 0. **time**: zigzag varints of `(time_ns - previous) / unit`, the first
 //!    against the block's first time. `unit` is the gcd of the block's
 //!    time deltas: 1000 for ftrace's microsecond timestamps, so a delta of a
-//!    few microseconds is one byte.
+//!    few microseconds is one byte. Steps are below 2^63 ns and times
+//!    never wrap around 2^64: a reader refuses a unit of 0 or of 2^63 and
+//!    more, and a time outside `0..2^64`.
 //! 1. **cpu**: varints.
 //! 2. **op**: one byte, 0 free, 1 + migratetype number for an allocation,
 //!    4 a sampled write (version 2 only).
@@ -86,6 +88,10 @@ const TRAILER_TAG: u8 = b'T';
 /// Largest header, block or trailer body a reader accepts (a block of
 /// `MAX_BLOCK_EVENTS` compresses to far less).
 const MAX_BODY: u32 = 256 << 20;
+/// The largest step between two events' times the format holds, ns
+/// (2^63 - 1, some 292 years): a step is stored as a signed 64-bit
+/// number of time units, and decoding never wraps around.
+const MAX_TIME_STEP: u64 = i64::MAX as u64;
 
 /// What the writer wrote.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -210,6 +216,16 @@ impl<W: Write> NvtWriter<W> {
                 event.cpu,
                 MAX_CPUS - 1
             )));
+        }
+        // Only steps within a block are stored (a block's times start from
+        // its first event's), and a reader refuses one that wraps around.
+        if let Some(last) = self.pending.last() {
+            if event.time_ns.abs_diff(last.time_ns) > MAX_TIME_STEP {
+                return Err(self.bad_event(format!(
+                    "time {} ns is 2^63 ns or more from the event before's {} ns",
+                    event.time_ns, last.time_ns
+                )));
+            }
         }
         if event.op == Op::Write {
             if self.version < VERSION {
@@ -501,6 +517,9 @@ impl<R: Read + Seek> NvtReader<R> {
         }
         let header: TraceHeader = serde_json::from_slice(&trailer[5..5 + len])
             .map_err(|e| corrupt(trailer_offset + 5, format!("trailer header: {e}")))?;
+        check_header(&header).map_err(|(field, what)| {
+            corrupt(trailer_offset + 5, format!("header field `{field}` {what}"))
+        })?;
         input.seek(SeekFrom::Start(data_start)).map_err(io)?;
 
         Ok(NvtReader {
@@ -616,6 +635,14 @@ impl<R: Read + Seek> NvtReader<R> {
         let n = n as usize;
         let first_time = u64::from_le_bytes(body[4..12].try_into().expect("8 bytes"));
         let unit = u64::from_le_bytes(body[12..20].try_into().expect("8 bytes"));
+        // The writer's unit divides time steps below 2^63 and is 1 when
+        // they are all 0: anything else would decode to times that are
+        // all the same or wrap around.
+        if unit == 0 || unit > MAX_TIME_STEP {
+            return Err(bad(format!(
+                "field `unit`: a time unit of {unit} ns (a unit is 1 to 2^63 - 1)"
+            )));
+        }
         let mut pos = 20;
         // Largest encoded size per column: varints of u64, u32, bytes.
         let max_raw = [n * 10, n * 5, n, n * 10, n];
@@ -689,7 +716,17 @@ impl<R: Read + Seek> NvtReader<R> {
             else {
                 return Err(bad(format!("event {i}: a varint column ends early")));
             };
-            time = time.wrapping_add((unzigzag(dt) as u64).wrapping_mul(c.unit));
+            // A time outside 0..2^64 is forged, not wrapped around.
+            time = unzigzag(dt)
+                .checked_mul(c.unit as i64)
+                .and_then(|step| time.checked_add_signed(step))
+                .ok_or_else(|| {
+                    bad(format!(
+                        "event {i}: its time runs outside 0 to 2^64 - 1 ns (from {time}, {} units of {})",
+                        unzigzag(dt),
+                        c.unit
+                    ))
+                })?;
             if cpu >= u64::from(MAX_CPUS) {
                 return Err(bad(format!("event {i}: cpu {cpu} out of range")));
             }
@@ -843,6 +880,85 @@ impl<R: Read + Seek> EventSource for NvtReader<R> {
     fn counts(&self) -> SourceCounts {
         self.header.counts.clone()
     }
+}
+
+/// Checks that a header describes a possible machine (checksums only show
+/// that the file is as written, not that what was written makes sense):
+/// the field at fault and what is wrong with it.
+///
+/// At least one CPU, at most [`MAX_CPUS`]; a page size that is a power of
+/// two; zones ascending and apart, each inside the 52-bit frame space with
+/// no more frames present than spanned; RAM ranges `[start, end)` not
+/// empty, ascending and apart, inside the frame space.
+fn check_header(header: &TraceHeader) -> Result<(), (String, String)> {
+    let Some(m) = &header.machine else {
+        return Ok(());
+    };
+    let fault = |field: String, what: String| Err((field, what));
+    if m.cpus == 0 || m.cpus > MAX_CPUS {
+        return fault(
+            "machine.cpus".into(),
+            format!("is {}: a machine has 1 to {MAX_CPUS} CPUs", m.cpus),
+        );
+    }
+    if !m.page_size.is_power_of_two() {
+        return fault(
+            "machine.page_size".into(),
+            format!("is {}: a page size is a power of two", m.page_size),
+        );
+    }
+    let mut end_before: Option<(usize, u64)> = None;
+    for (i, z) in m.zones.iter().enumerate() {
+        let field = |name: &str| format!("machine.zones[{i}].{name}");
+        let Some(end) = z.start_pfn.checked_add(z.spanned).filter(|&e| e <= MAX_PFN) else {
+            return fault(
+                field("spanned"),
+                format!(
+                    "is {}: from start_pfn {:#x} the zone would end beyond the 52-bit frame space",
+                    z.spanned, z.start_pfn
+                ),
+            );
+        };
+        if z.present > z.spanned {
+            return fault(
+                field("present"),
+                format!(
+                    "is {}: more frames present than the {} spanned",
+                    z.present, z.spanned
+                ),
+            );
+        }
+        if let Some((j, before)) = end_before.filter(|&(_, e)| z.start_pfn < e) {
+            return fault(
+                field("start_pfn"),
+                format!(
+                    "is {:#x}: inside zone {j}, which ends at {before:#x} (zones are ascending and do not overlap)",
+                    z.start_pfn
+                ),
+            );
+        }
+        end_before = Some((i, end));
+    }
+    let mut end_before = 0;
+    for (i, &(start, end)) in m.ram.iter().enumerate() {
+        let field = format!("machine.ram[{i}]");
+        if start >= end || end > MAX_PFN {
+            return fault(
+                field,
+                format!("is [{start:#x}, {end:#x}): not a range of frames inside the 52-bit frame space"),
+            );
+        }
+        if start < end_before {
+            return fault(
+                field,
+                format!(
+                    "is [{start:#x}, {end:#x}): it starts before the range before it ends at {end_before:#x} (ranges are ascending and do not overlap)"
+                ),
+            );
+        }
+        end_before = end;
+    }
+    Ok(())
 }
 
 /// Reads as much of `buf` as the input has; returns how much.

@@ -63,6 +63,15 @@ pub struct SourceCounts {
     /// Events whose timestamp is earlier than the first event's; their
     /// `time_ns` is 0.
     pub early_timestamps: u64,
+    /// Events stamped earlier than the event before them, counted on the
+    /// timestamps as printed (text traces; for `.nvt`, as
+    /// counted when it was converted or recorded; 0 in older files). The
+    /// events' `time_ns` cannot show them all: an event stamped before the
+    /// first has time 0, and after another event at time 0 that is no
+    /// step back. [`Accounting::time_reversals`](crate::Accounting::time_reversals)
+    /// takes this count where it is the larger.
+    #[serde(default)]
+    pub time_reversals: u64,
 }
 
 impl SourceCounts {
@@ -79,6 +88,7 @@ impl SourceCounts {
         }
         self.lost_events += other.lost_events;
         self.early_timestamps += other.early_timestamps;
+        self.time_reversals += other.time_reversals;
     }
 
     /// Lines of other events, all names together.

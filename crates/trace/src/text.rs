@@ -40,9 +40,14 @@
 //! - **Timestamps** `secs.frac` (microseconds by default, up to nanosecond
 //!   digits) or a bare integer (`trace_clock` counters, taken as ns) become
 //!   `time_ns` relative to the first line of our events; an earlier
-//!   timestamp (out-of-order CPU buffers) becomes 0 and is counted.
+//!   timestamp (out-of-order CPU buffers) becomes 0 and is counted in
+//!   `early_timestamps`. Every event stamped earlier than the event before
+//!   it is counted in `time_reversals`, on the timestamps as printed: a
+//!   time of 0 cannot show that it went back from another 0.
 //! - **Lost events**: `CPU:N [LOST n EVENTS]` lines are added to
-//!   `lost_events`.
+//!   `lost_events`, and so are the events the `trace` file's
+//!   `# entries-in-buffer/entries-written: IN/WRITTEN` header line says
+//!   the ring buffer overwrote before they were read (`WRITTEN - IN`).
 //! - **Other events** are counted by name in `skipped`; `#` comment lines
 //!   and blank lines are ignored. Any other line is an error.
 //!
@@ -88,6 +93,8 @@ pub struct TextReader<R> {
 struct LineState {
     line_no: u64,
     first_ts: Option<u64>,
+    /// The timestamp of the last event yielded, as printed.
+    last_ts: Option<u64>,
     counts: SourceCounts,
     /// Per CPU, the pfns of the last `RECENT_FREES` `mm_page_free`s, newest
     /// at the back.
@@ -109,6 +116,7 @@ impl<R: BufRead> TextReader<R> {
             state: LineState {
                 line_no: 0,
                 first_ts: None,
+                last_ts: None,
                 counts: SourceCounts::default(),
                 recent_frees: Vec::new(),
                 reference: false,
@@ -282,6 +290,12 @@ impl LineState {
             }
             Kind::Alloc => {}
         }
+        // Counted on the timestamps as printed: the yielded times cannot
+        // show all of these (see the module documentation).
+        if self.last_ts.is_some_and(|last| ts_ns < last) {
+            self.counts.time_reversals += 1;
+        }
+        self.last_ts = Some(ts_ns);
         Ok(Some(Event {
             time_ns,
             cpu,
@@ -401,7 +415,8 @@ enum Kind {
 enum Scanned<'a> {
     /// Blank, or a comment.
     Nothing,
-    /// `CPU:N [LOST n EVENTS]`: that many events lost.
+    /// `CPU:N [LOST n EVENTS]`, or the ring buffer's overwritten entries
+    /// from `# entries-in-buffer/entries-written:`: that many events lost.
     Lost(u64),
     /// An event line of another event, by its name as printed.
     Other(&'a str),
@@ -432,13 +447,36 @@ pub(crate) fn event_token(line: &str) -> Option<&str> {
     split_line(line).ok().map(|h| h.event)
 }
 
+/// The `trace` file's header line with the ring buffer's entry counts:
+/// `# entries-in-buffer/entries-written: 8604/99999   #P:2`. The kernel
+/// prints the entries still in the buffer and all entries written; the
+/// difference was overwritten before anyone read it.
+const ENTRIES: &str = "entries-in-buffer/entries-written:";
+
+/// The entries lost from what follows [`ENTRIES`]: `IN/WRITTEN ...`, or
+/// `None` when it does not read (or says more are in the buffer than
+/// were written).
+fn entries_lost(counts: &str) -> Option<u64> {
+    let (in_buffer, written) = counts.split_ascii_whitespace().next()?.split_once('/')?;
+    let (in_buffer, written) = (in_buffer.parse::<u64>().ok()?, written.parse::<u64>().ok()?);
+    written.checked_sub(in_buffer)
+}
+
 /// The reference scanner: straightforward `str` handling of any line
 /// (lossily decoded when it is not UTF-8). Every error a text trace can
 /// raise about a line's shape comes from here.
 fn scan_reference(line: &str) -> Result<Scanned<'_>, String> {
     let line = line.trim_end_matches(['\n', '\r']);
     let trimmed = line.trim_start();
-    if trimmed.is_empty() || trimmed.starts_with('#') {
+    if trimmed.starts_with('#') {
+        if let Some((_, counts)) = trimmed.split_once(ENTRIES) {
+            return entries_lost(counts).map(Scanned::Lost).ok_or_else(|| {
+                format!("cannot read `{ENTRIES} IN/WRITTEN` (entries written at least as many as in the buffer) in {trimmed:?}")
+            });
+        }
+        return Ok(Scanned::Nothing);
+    }
+    if trimmed.is_empty() {
         return Ok(Scanned::Nothing);
     }
     if trimmed.starts_with("CPU:") && trimmed.contains("[LOST ") {
@@ -724,6 +762,8 @@ fn scan_fast(line: &[u8]) -> Option<Scanned<'_>> {
         .unwrap_or(end);
     let trimmed = &line[start..end];
     match trimmed.first() {
+        // The ring buffer's entry counts are read by the reference scanner.
+        Some(b'#') if memchr::memmem::find(trimmed, ENTRIES.as_bytes()).is_some() => return None,
         None | Some(b'#') => return Some(Scanned::Nothing),
         _ if trimmed.starts_with(b"CPU:") => return None,
         _ => {}
@@ -1066,6 +1106,7 @@ mod agreement {
         // reference scanner.
         for line in [
             "CPU:1 [LOST 42 EVENTS]\n",
+            "# entries-in-buffer/entries-written: 8604/99999   #P:2\n",
             " é-1 [000] ..... 1.0: mm_page_free: page=0 pfn=0x10 order=0\n",
             " a-1 [000] ..... 1.0: mm_page_free: page=0 pfn=10 order=0\n",
         ] {

@@ -176,7 +176,8 @@ fn sample(n: usize) -> Vec<Event> {
 
 fn event_strategy() -> impl Strategy<Value = Event> {
     (
-        any::<u64>(),
+        // Any order of times; `.nvt` holds steps below 2^63 ns.
+        0u64..(1 << 62),
         0u32..nvmos_trace::MAX_CPUS,
         0u8..4,
         0u64..(nvmos_trace::MAX_PFN - 1024),
@@ -553,4 +554,253 @@ fn trace_info_counts_writes_apart() {
     assert_eq!(info.accounting.write_samples, 4);
     // Writes have no CPU: the per-CPU counts are the allocator's events.
     assert_eq!(info.cpus.values().sum::<u64>(), 16);
+}
+
+// ---- damage that must not pass unnoticed ----
+
+/// One ftrace line of an order-0 allocation (`op` "alloc") or free.
+fn line(cpu: u32, ts: &str, op: &str, pfn: u64) -> String {
+    match op {
+        "alloc" => format!(
+            " a-1 [{cpu:03}] ..... {ts}: mm_page_alloc: page=00000000deadbeef pfn={pfn:#x} order=0 migratetype=1 gfp_flags=GFP_USER\n"
+        ),
+        _ => format!(" a-1 [{cpu:03}] ..... {ts}: mm_page_free: page=00000000deadbeef pfn={pfn:#x} order=0\n"),
+    }
+}
+
+fn text_info(text: &str) -> Result<TraceInfo, TraceError> {
+    let mut fast = TextReader::new(text.as_bytes(), "t.txt", Format::Ftrace);
+    let info = TraceInfo::from_source(&mut fast);
+    // The reference scanner tells the same story.
+    let mut reference =
+        TextReader::new(text.as_bytes(), "t.txt", Format::Ftrace).reference_scanner();
+    let again = TraceInfo::from_source(&mut reference);
+    assert_eq!(
+        format!("{info:?}"),
+        format!("{again:?}"),
+        "the two scanners disagree"
+    );
+    info
+}
+
+/// ftrace's `trace` file says how many events the ring buffer overwrote
+/// before they were read: entries written minus entries still in it.
+#[test]
+fn entries_written_beyond_the_buffer_are_lost_events() {
+    let body = line(0, "10.000001", "alloc", 0x100) + &line(1, "10.000002", "free", 0x100);
+    let text = format!(
+        "# tracer: nop\n#\n# entries-in-buffer/entries-written: 8604/99999   #P:2\n#\n{body}"
+    );
+    let info = text_info(&text).unwrap();
+    assert_eq!(info.counts.lost_events, 99999 - 8604);
+    assert_eq!(info.accounting.lost_events, 99999 - 8604);
+    // With `[LOST n EVENTS]` lines as well, both are counted.
+    let text =
+        format!("# entries-in-buffer/entries-written: 10/15   #P:2\nCPU:1 [LOST 3 EVENTS]\n{body}");
+    assert_eq!(text_info(&text).unwrap().accounting.lost_events, 5 + 3);
+    // Nothing overwritten.
+    let text = format!("# entries-in-buffer/entries-written: 2/2   #P:2\n{body}");
+    assert_eq!(text_info(&text).unwrap().accounting.lost_events, 0);
+    // A line that cannot be read is an error naming it, not 0 lost.
+    for bad in [
+        "# entries-in-buffer/entries-written: 20/15   #P:2",
+        "# entries-in-buffer/entries-written: 20/x   #P:2",
+        "# entries-in-buffer/entries-written: 20",
+    ] {
+        let text = format!("# tracer: nop\n{bad}\n{body}");
+        let err = text_info(&text).unwrap_err().to_string();
+        assert!(
+            err.starts_with("t.txt:2: ") && err.contains("entries-in-buffer"),
+            "{bad}: {err}"
+        );
+    }
+}
+
+/// Every event stamped earlier than the event before it is out of order,
+/// also one stamped before the first event (whose time becomes 0, as the
+/// event before may have), in text and in `.nvt` converted from it.
+#[test]
+fn backwards_timestamps_are_counted_in_text_and_nvt() {
+    // 5, 2 (back), 9, 3 (back), 4, 4: two reversals; four stamped
+    // before the first event, whose times become 0.
+    let text = [
+        line(0, "10.000005", "alloc", 0x100),
+        line(1, "10.000002", "alloc", 0x200),
+        line(0, "10.000009", "free", 0x100),
+        line(1, "10.000003", "free", 0x200),
+        line(1, "10.000004", "alloc", 0x300),
+        line(1, "10.000004", "free", 0x300),
+    ]
+    .concat();
+    let info = text_info(&text).unwrap();
+    assert_eq!(info.accounting.time_reversals, 2);
+    assert_eq!(info.counts.early_timestamps, 4);
+
+    let dir = tempfile::tempdir().unwrap();
+    let txt = dir.path().join("back.txt");
+    std::fs::write(&txt, &text).unwrap();
+    let nvt = dir.path().join("back.nvt");
+    nvmos_trace::convert::convert(&txt, &nvt, 3, &mut |_| {}).unwrap();
+    let mut source = open(&nvt).unwrap();
+    let info = TraceInfo::from_source(&mut *source).unwrap();
+    assert_eq!(info.accounting.time_reversals, 2);
+
+    // An `.nvt` written with times going back (no source counts).
+    let mut events = sample(6);
+    events[2].time_ns = 500;
+    events[4].time_ns = 0;
+    let bytes = write(&events);
+    let mut reader = NvtReader::new(Cursor::new(&bytes), "t.nvt").unwrap();
+    let info = TraceInfo::from_source(&mut reader).unwrap();
+    assert_eq!(info.accounting.time_reversals, 2);
+}
+
+/// The offset of the trailer's header JSON in a written `.nvt`.
+fn trailer_header_offset(bytes: &[u8]) -> u64 {
+    let n = bytes.len();
+    u64::from_le_bytes(bytes[n - 16..n - 8].try_into().unwrap()) + 5
+}
+
+fn machine() -> nvmos_trace::MachineInfo {
+    nvmos_trace::MachineInfo {
+        page_size: 4096,
+        memory_bytes: 1 << 30,
+        cpus: 2,
+        zones: vec![
+            nvmos_trace::ZoneInfo {
+                node: 0,
+                name: "DMA32".into(),
+                start_pfn: 1,
+                spanned: 0xfffff,
+                present: 0x80000,
+            },
+            nvmos_trace::ZoneInfo {
+                node: 0,
+                name: "Normal".into(),
+                start_pfn: 0x100000,
+                spanned: 0x40000,
+                present: 0x40000,
+            },
+        ],
+        kernel: "6.1".into(),
+        ram: vec![(1, 0x9f), (0x100, 0xc0000), (0x100000, 0x140000)],
+    }
+}
+
+/// A header that describes no possible machine is refused when the file
+/// is opened, naming the file, the header's offset and the field.
+#[test]
+fn crafted_headers_are_refused_naming_offset_and_field() {
+    let with = |m: nvmos_trace::MachineInfo| -> Vec<u8> {
+        let h = TraceHeader {
+            machine: Some(m),
+            ..header()
+        };
+        let mut w = NvtWriter::new(Vec::new(), "t.nvt", h).unwrap();
+        for e in sample(10) {
+            w.push(e).unwrap();
+        }
+        w.finish().unwrap().0
+    };
+    // The realistic machine reads.
+    assert_eq!(read(&with(machine())).unwrap().len(), 10);
+    type Edit = fn(&mut nvmos_trace::MachineInfo);
+    let cases: [(Edit, &str); 10] = [
+        (|m| m.cpus = 0, "machine.cpus"),
+        (|m| m.page_size = 0, "machine.page_size"),
+        (|m| m.page_size = 4097, "machine.page_size"),
+        (
+            |m| m.zones[1].spanned = u64::MAX - 0x1000,
+            "machine.zones[1].spanned",
+        ),
+        (
+            |m| m.zones[1].start_pfn = nvmos_trace::MAX_PFN,
+            "machine.zones[1]",
+        ),
+        (
+            |m| m.zones[1].start_pfn = 0x80000,
+            "machine.zones[1].start_pfn",
+        ),
+        (|m| m.zones.swap(0, 1), "machine.zones[1].start_pfn"),
+        (
+            |m| m.zones[0].present = 0x100000,
+            "machine.zones[0].present",
+        ),
+        (|m| m.ram[1] = (0x200, 0x100), "machine.ram[1]"),
+        (|m| m.ram[2] = (0xbff00, 0x140000), "machine.ram[2]"),
+    ];
+    for (i, (edit, field)) in cases.into_iter().enumerate() {
+        let mut m = machine();
+        edit(&mut m);
+        let bytes = with(m);
+        let err = read(&bytes).unwrap_err();
+        let text = err.to_string();
+        let at = format!("offset {}", trailer_header_offset(&bytes));
+        assert!(
+            matches!(err, TraceError::Corrupt { .. })
+                && text.starts_with("t.nvt: ")
+                && text.contains(&at)
+                && text.contains(&format!("`{field}")),
+            "case {i}: {text} (expected {at} and `{field}`)"
+        );
+    }
+}
+
+/// Rewrites field bytes of the first block of `bytes` (offset `at` in its
+/// body) and fixes the block's checksum, as a forger would.
+fn forge_first_block(bytes: &[u8], at: usize, value: u64) -> (Vec<u8>, u64) {
+    let json = u32::from_le_bytes(bytes[12..16].try_into().unwrap()) as usize;
+    let block = 16 + json + 4;
+    let len = u32::from_le_bytes(bytes[block + 1..block + 5].try_into().unwrap()) as usize;
+    let mut b = bytes.to_vec();
+    b[block + 5 + at..block + 5 + at + 8].copy_from_slice(&value.to_le_bytes());
+    let crc = crc32fast::hash(&b[block..block + 5 + len]);
+    b[block + 5 + len..block + 5 + len + 4].copy_from_slice(&crc.to_le_bytes());
+    (b, block as u64)
+}
+
+/// A block's time unit of 0 (every time the same) or beyond any delta the
+/// writer stores, or times that run past 2^64, are refused.
+#[test]
+fn crafted_time_units_and_times_are_refused() {
+    let bytes = write(&sample(50));
+    assert_eq!(read(&bytes).unwrap(), sample(50));
+    for unit in [0, u64::MAX, 1 << 63] {
+        // Body: events u32, first time u64, unit u64.
+        let (forged, block) = forge_first_block(&bytes, 12, unit);
+        let err = read(&forged).unwrap_err().to_string();
+        assert!(
+            err.starts_with("t.nvt: ")
+                && err.contains(&format!("offset {block}"))
+                && err.contains("`unit`"),
+            "unit {unit}: {err}"
+        );
+    }
+    // A first time so late that the events' times pass 2^64.
+    let (forged, block) = forge_first_block(&bytes, 4, u64::MAX - 5);
+    let err = read(&forged).unwrap_err().to_string();
+    assert!(
+        err.contains(&format!("offset {block}")) && err.contains("time"),
+        "{err}"
+    );
+}
+
+/// The shipped traces describe possible machines: their headers pass the
+/// checks, and their times decode within the format's bounds.
+#[test]
+fn shipped_traces_pass_the_header_and_time_checks() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../traces");
+    let mut seen = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "nvt") {
+            let mut reader =
+                NvtReader::open(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            assert!(reader.header().unwrap().machine.is_some());
+            // The first block's times.
+            reader.next().unwrap().unwrap();
+            seen += 1;
+        }
+    }
+    assert!(seen >= 4, "{seen} traces in {}", dir.display());
 }
