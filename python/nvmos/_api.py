@@ -87,28 +87,31 @@ def machine_presets() -> list[str]:
     return list(_nvmos.machine_presets())
 
 
-def parse_memory(memory: Union[str, int]) -> int:
+def parse_memory(memory: str) -> int:
     """A memory size as the CLI's ``--memory`` reads it.
 
     Args:
-        memory (str | int): a size with a binary unit (``"4GiB"``,
+        memory (str): a size with its unit: binary (``"4GiB"``,
             ``"512MiB"``, ``"64KiB"``, ``"8192B"``; a whole number of 4 KiB
-            frames), a string of digits (a frame count), or a positive int
-            (a frame count).
+            frames), decimal (``"4GB"`` is 4·10^9 bytes, rounded down to
+            whole frames), or frames spelled out (``"4096frames"``). A bare
+            number, a string of digits or an int, is refused: 4 could mean
+            bytes, GiB or frames, and each reading gives a plausible result.
 
     Returns:
         int: the size in 4 KiB frames.
 
     Raises:
-        OptionsError: not a size, an unknown unit, zero, a negative count,
-            or bytes that are not a whole number of frames.
+        OptionsError: not a size, no unit, an unknown unit, zero, or bytes
+            that are not a whole number of frames.
     """
-    if isinstance(memory, bool) or not isinstance(memory, (str, int, np.integer)):
-        raise OptionsError(f"memory: {memory!r} is neither a size like '4GiB' nor a frame count")
-    if isinstance(memory, (int, np.integer)):
-        if memory <= 0:
-            raise OptionsError(f"memory: {memory} frames: give a positive frame count")
-        return int(memory)
+    if isinstance(memory, bool) or isinstance(memory, (int, np.integer)):
+        raise OptionsError(
+            f"memory: {memory!r} has no unit: write '{memory}frames' for 4 KiB frames, "
+            f"or a size such as '{memory}GiB' or '{memory}GB'"
+        )
+    if not isinstance(memory, str):
+        raise OptionsError(f"memory: {memory!r} is not a size like '4GiB' or '4096frames'")
     return _nvmos.parse_memory(memory)
 
 
@@ -235,8 +238,8 @@ def _study_options(memory, cpus, writes_per_alloc: int, heat_buckets: int) -> st
         raise OptionsError(f"cpus: {cpus!r} is not a whole number")
     if cpus is not None and cpus < 1:
         raise OptionsError(f"cpus: {cpus}: an allocator serves at least one CPU")
-    if not isinstance(writes_per_alloc, (int, np.integer)) or writes_per_alloc < 1:
-        raise OptionsError(f"writes_per_alloc: {writes_per_alloc!r}: at least 1")
+    if not isinstance(writes_per_alloc, (int, np.integer)) or not 1 <= writes_per_alloc <= 256:
+        raise OptionsError(f"writes_per_alloc: {writes_per_alloc!r}: 1 to 256 writes per allocation")
     if not isinstance(heat_buckets, (int, np.integer)) or heat_buckets < 1:
         raise OptionsError(f"heat_buckets: {heat_buckets!r}: at least 1")
     return json.dumps(
@@ -405,7 +408,7 @@ def evaluation_frame(raw: dict) -> pd.DataFrame:
 def replay(
     trace: Union[TraceLike, Sequence[TraceLike]],
     allocators: Optional[Sequence[str]] = None,
-    memory: Union[None, str, int] = None,
+    memory: Optional[str] = None,
     cpus: Optional[int] = None,
     *,
     writes_per_alloc: int = 1,
@@ -426,9 +429,9 @@ def replay(
             without a copy), or a list of these.
         allocators (str | list[str] | None): allocator names
             (``allocators()``); None: every one, in the CLI's order.
-        memory (str | int | None): memory the allocators manage as one
-            zone: a size (``"4GiB"``) or a count of 4 KiB frames; None:
-            the recorded machine's zones.
+        memory (str | None): memory the allocators manage as one zone:
+            a size with its unit (``"4GiB"``, ``"4GB"``, ``"4096frames"``;
+            see ``parse_memory``); None: the recorded machine's zones.
         cpus (int | None): CPUs the allocators serve (at least 1); None:
             the recorded machine's.
         writes_per_alloc (int): full-page writes each frame of an
@@ -496,7 +499,7 @@ def trace_files(folder: PathLike) -> list[Path]:
 def evaluate(
     traces_dir: PathLike = "traces",
     allocators: Optional[Sequence[str]] = None,
-    memory: Union[None, str, int] = None,
+    memory: Optional[str] = None,
     cpus: Optional[int] = None,
     *,
     writes_per_alloc: int = 1,
@@ -513,7 +516,7 @@ def evaluate(
             ``trace_files``).
         allocators (str | list[str] | None): allocator names; None: every
             one.
-        memory (str | int | None): as for ``replay``.
+        memory (str | None): as for ``replay``.
         cpus (int | None): as for ``replay``.
         writes_per_alloc (int): as for ``replay`` (writes).
         heat_buckets (int): as for ``replay``.
@@ -609,7 +612,7 @@ class Wear:
 def wear(
     trace: TraceLike,
     allocator: str,
-    memory: Union[None, str, int] = None,
+    memory: Optional[str] = None,
     cpus: Optional[int] = None,
     *,
     writes_per_alloc: int = 1,
@@ -622,7 +625,7 @@ def wear(
             :class:`Trace`, or ``(name, data)`` with the trace file's bytes.
         allocator (str): an allocator name, or ``AS_RECORDED`` for the
             kernel's own placement.
-        memory (str | int | None): as for ``replay``.
+        memory (str | None): as for ``replay``.
         cpus (int | None): as for ``replay``.
         writes_per_alloc (int): as for ``replay`` (writes).
         heat_buckets (int): slices of the heat map in ``row``.
@@ -1089,7 +1092,7 @@ def bench_alloc(
     allocators: Optional[Sequence[str]] = None,
     threads: Optional[Sequence[int]] = None,
     patterns: Optional[Sequence[str]] = None,
-    memory: Optional[Union[str, int]] = None,
+    memory: Optional[str] = None,
     rounds: Optional[int] = None,
     repeat: Optional[int] = None,
     mixed_ops: Optional[int] = None,
@@ -1117,8 +1120,8 @@ def bench_alloc(
             ``"rand"`` (bulk with the frames shuffled across threads before
             they are freed), ``"mixed"`` (random allocations and frees with
             a Linux-like order mix).
-        memory (str | int | None): memory each allocator manages (a size or
-            4 KiB frames).
+        memory (str | None): memory each allocator manages (a size with
+            its unit, as ``parse_memory`` reads it).
         rounds (int | None): rounds per cell; the median round is kept.
         repeat (int | None): alloc/free pairs per thread of the
             ``repeat`` pattern (count).
@@ -1248,8 +1251,8 @@ _POWER_COLUMN_DOCS = {
 
 @_with_columns(_POWER_COLUMN_DOCS)
 def power(
-    sizes: Optional[Sequence[Union[str, int]]] = None,
-    bank: Optional[Union[str, int]] = None,
+    sizes: Optional[Sequence[str]] = None,
+    bank: Optional[str] = None,
     workloads: Optional[Sequence[str]] = None,
     epochs: Optional[int] = None,
     kernel_percent: Optional[float] = None,
@@ -1261,7 +1264,7 @@ def power(
     migrate_every_ms: Optional[int] = None,
     latency: bool = True,
     latency_pages: Optional[Sequence[int]] = None,
-    latency_memory: Optional[Union[str, int]] = None,
+    latency_memory: Optional[str] = None,
     latency_rounds: Optional[int] = None,
     quick: bool = False,
     *,
@@ -1274,10 +1277,10 @@ def power(
     full study), as the CLI does.
 
     Args:
-        sizes (str | int | list | None): machine sizes of the synthetic
-            workloads (sizes or 4 KiB frames).
-        bank (str | int | None): bank size, the unit powered down (a size
-            or 4 KiB frames; must divide every machine size).
+        sizes (str | list | None): machine sizes of the synthetic
+            workloads (sizes with their units, as ``parse_memory`` reads them).
+        bank (str | None): bank size, the unit powered down (a size with
+            its unit; must divide every machine size).
         workloads (list[str] | None): ``"light"`` (footprint 10-50 %),
             ``"medium"`` (30-80 %), or ``"NAME:MIN-MAX"`` for another
             footprint range in percent.
@@ -1299,8 +1302,8 @@ def power(
         latency (bool): run the latency benchmark (False: ``--no-latency``).
         latency_pages (list[int] | None): successive page requests of each
             latency run (pages).
-        latency_memory (str | int | None): the latency benchmark's memory
-            (a size or 4 KiB frames).
+        latency_memory (str | None): the latency benchmark's memory (a
+            size with its unit).
         latency_rounds (int | None): rounds of each latency run.
         quick (bool): the study's quick scale (``--quick``).
         progress (bool | Callable[[int, int, str], object] | None): as for
@@ -1320,7 +1323,7 @@ def power(
     """
     options = json.loads(_nvmos.power_options("quick" if quick else "full"))
     if sizes is not None:
-        options["sizes"] = [parse_memory(s) for s in ([sizes] if isinstance(sizes, (str, int)) else sizes)]
+        options["sizes"] = [parse_memory(s) for s in ([sizes] if isinstance(sizes, (str, int, np.integer)) else sizes)]
     if bank is not None:
         options["bank_frames"] = parse_memory(bank)
     if workloads is not None:

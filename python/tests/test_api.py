@@ -252,7 +252,7 @@ def test_text_trace_without_machine_gets_it_inferred_or_checked(tmp_path):
     assert nvmos.replay(t, ["iBuddy"], memory="16MiB")["allocs"].tolist() == [1, 1]
     # A memory the recorded placement cannot hold is refused, naming pfn and line.
     with pytest.raises(nvmos.TraceFileError, match="pfn 0x10") as e:
-        nvmos.replay(t, ["iBuddy"], memory=8)
+        nvmos.replay(t, ["iBuddy"], memory="8frames")
     assert e.value.line == 1
 
 
@@ -262,9 +262,12 @@ def test_text_trace_without_machine_gets_it_inferred_or_checked(tmp_path):
         ({"allocators": ["iBudy"]}, 'unknown allocator "iBudy"'),
         ({"memory": "4XB"}, "unknown unit"),
         ({"memory": "4097B"}, "not a whole number"),
-        ({"memory": 0}, "positive"),
+        ({"memory": 0}, "no unit"),
+        ({"memory": 4}, "4frames"),
+        ({"memory": "4"}, "no unit"),
         ({"cpus": 0}, "at least one CPU"),
         ({"writes_per_alloc": 0}, "writes_per_alloc"),
+        ({"writes_per_alloc": 4294967295}, "1 to 256"),
     ],
 )
 def test_bad_options_raise_options_error(kwargs, message):

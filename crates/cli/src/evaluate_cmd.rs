@@ -13,14 +13,14 @@ pub struct StudyArgs {
     /// Allocators to replay through, by registry name or alias (buddy, LBS-1, LBS-31, linux-pcp, iBuddy, LiS-1, LiS-31, M3, M3-part, array-bank, list-bank, adaptive, adaptive-migrate); all when omitted.
     #[arg(long = "alloc", value_delimiter = ',')]
     pub allocators: Vec<String>,
-    /// Memory the allocators manage, as one zone (e.g. 4GiB, 512MiB or a frame count); default: the recorded machine's zones.
+    /// Memory the allocators manage, as one zone, with its unit: 4GiB, 512MiB (binary), 4GB (decimal, rounded down to whole frames) or 4096frames; default: the recorded machine's zones.
     #[arg(long)]
     pub memory: Option<String>,
     /// CPUs the allocators serve; default: the recorded machine's.
     #[arg(long)]
     pub cpus: Option<u32>,
-    /// Full-page writes per allocated frame per allocation (the write model).
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    /// Full-page writes per allocated frame per allocation (the write model), 1 to 256.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=nvmos_sim::WriteModel::MAX_WRITES_PER_ALLOC as i64))]
     pub writes_per_alloc: u32,
     /// Print the results as JSON instead of a table.
     #[arg(long)]
@@ -40,7 +40,7 @@ pub struct StudyArgs {
 /// `nvmos evaluate`.
 #[derive(clap::Args, Debug)]
 pub struct EvaluateArgs {
-    /// Folder of traces (.nvt, ftrace or perf text); every file in it is replayed.
+    /// A trace, or a folder of traces (.nvt, ftrace or perf text): every trace in it is replayed; files in it that are not traces are skipped and listed.
     #[arg(long, default_value = "traces")]
     pub traces: PathBuf,
     /// Folder the report is written to: results.json, CSV files, index.html.
@@ -56,9 +56,16 @@ pub struct EvaluateArgs {
 /// `nvmos replay`.
 #[derive(clap::Args, Debug)]
 pub struct ReplayArgs {
+    /// The trace to replay (also as `--trace`).
+    #[arg(
+        value_name = "TRACE",
+        required_unless_present = "trace_flag",
+        conflicts_with = "trace_flag"
+    )]
+    pub trace: Option<PathBuf>,
     /// The trace to replay.
-    #[arg(long)]
-    pub trace: PathBuf,
+    #[arg(long = "trace", value_name = "TRACE")]
+    pub trace_flag: Option<PathBuf>,
     #[command(flatten)]
     pub study: StudyArgs,
 }
@@ -98,14 +105,22 @@ impl StudyArgs {
 
 /// Run `nvmos evaluate`.
 pub fn evaluate(args: EvaluateArgs) -> Result<()> {
-    let files = trace_files(&args.traces)?;
+    let folder = trace_files(&args.traces)?;
+    let files = folder.traces;
     if args.study.horizon {
         return crate::horizon_cmd::run(&files, &args.study, Some(&args.out));
     }
-    let evaluation = study(&files, &args.study, args.jobs)?;
     let inputs: Vec<&Path> = files.iter().map(PathBuf::as_path).collect();
-    // Each file whole or not at all, never over one of the traces.
+    // Each file whole or not at all, never over one of the traces; the
+    // folder is held from before the run, so a second run into it is
+    // refused at once rather than mixing its files with this one's.
     let out = OutputDir::create(&args.out, &inputs)?;
+    let mut evaluation = study(&files, &args.study, args.jobs)?;
+    evaluation.not_traces = folder
+        .not_traces
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect();
     out.write_json("results.json", &evaluation)?;
     out.write("summary.csv", pages::summary_csv(&evaluation)?.as_bytes())?;
     out.write("wear_cdf.csv", pages::cdf_csv(&evaluation)?.as_bytes())?;
@@ -122,10 +137,14 @@ pub fn evaluate(args: EvaluateArgs) -> Result<()> {
 
 /// Run `nvmos replay`.
 pub fn replay(args: ReplayArgs) -> Result<()> {
+    let trace = args
+        .trace
+        .or(args.trace_flag)
+        .expect("clap requires a trace");
     if args.study.horizon {
-        return crate::horizon_cmd::run(&[args.trace], &args.study, None);
+        return crate::horizon_cmd::run(&[trace], &args.study, None);
     }
-    let evaluation = study(&[args.trace], &args.study, None)?;
+    let evaluation = study(&[trace], &args.study, None)?;
     if args.study.json {
         println!("{}", serde_json::to_string_pretty(&evaluation)?);
     } else {
@@ -134,12 +153,26 @@ pub fn replay(args: ReplayArgs) -> Result<()> {
     Ok(())
 }
 
-fn trace_files(dir: &Path) -> Result<Vec<PathBuf>> {
-    let files = nvmos_trace::trace_files_in(dir)?;
-    if files.is_empty() {
-        bail!("no traces in {}", dir.display());
+/// A single trace, or a folder's traces with its other files set apart.
+fn trace_files(path: &Path) -> Result<nvmos_trace::TraceFolder> {
+    if path.is_file() {
+        return Ok(nvmos_trace::TraceFolder {
+            traces: vec![path.to_owned()],
+            not_traces: Vec::new(),
+        });
     }
-    Ok(files)
+    let folder = nvmos_trace::scan_trace_folder(path)?;
+    if folder.traces.is_empty() {
+        if folder.not_traces.is_empty() {
+            bail!("no traces in {}", path.display());
+        }
+        bail!(
+            "no traces in {}: its {} files are none of the trace formats (.nvt, ftrace or perf text)",
+            path.display(),
+            folder.not_traces.len()
+        );
+    }
+    Ok(folder)
 }
 
 fn study(files: &[PathBuf], args: &StudyArgs, jobs: Option<u32>) -> Result<Evaluation> {

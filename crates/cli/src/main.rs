@@ -59,6 +59,13 @@ enum Command {
     Replay(evaluate_cmd::ReplayArgs),
     /// Run a command and record the kernel's page-allocation events into a
     /// `.nvt` trace (needs root and tracefs).
+    ///
+    /// Recording is system-wide: the kernel's kmem tracepoints see every
+    /// page allocation and free on the machine while the command runs,
+    /// whoever makes it (other processes, the kernel itself), not only the
+    /// command's. Run it on a quiet machine, or in a guest (`nvmos kernel
+    /// run`) for a trace of one workload. Write sampling (`--writes`) is
+    /// per process tree: only the command's writes are sampled.
     Record(trace_cmd::RecordArgs),
     /// Persistent memory objects (seed 001): pools, objects, verify.
     Pmo(pmo_cmd::PmoArgs),

@@ -50,6 +50,10 @@ pub fn run(cmd: ProbeCommand) -> Result<()> {
     if args.pool < 64 || args.checks == 0 || args.rounds == 0 {
         bail!("--pool must be at least 64, --checks and --rounds at least 1");
     }
+    if let Some(path) = &args.out {
+        // Before the probe, not after it: a device or FIFO is never replaced.
+        nvmos_trace::output::refuse_special_file(path)?;
+    }
     let (source, report) = match &args.simulate {
         Some(name) => {
             let machine = Machine::preset(name)

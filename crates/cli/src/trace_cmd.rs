@@ -16,9 +16,13 @@ use nvmos_trace::{nvt, TraceInfo};
 /// `nvmos record -o FILE.nvt -- CMD [ARGS...]`.
 #[derive(Args, Debug)]
 pub struct RecordArgs {
-    /// The trace to write.
+    /// The trace to write; an existing file is refused unless --force.
     #[arg(short, long, value_name = "FILE.nvt")]
     pub output: PathBuf,
+
+    /// Replace an existing output file (when the recording succeeds).
+    #[arg(long)]
+    pub force: bool,
 
     /// Ring-buffer size per CPU in KiB; bigger loses fewer events when the
     /// command allocates faster than the recorder reads.
@@ -79,6 +83,14 @@ pub struct ConvertArgs {
 
 /// Runs the command under the tracefs recorder and prints a summary.
 pub fn record(args: RecordArgs) -> Result<()> {
+    // Before the command runs: a recording cannot be repeated, and an
+    // earlier one is not replaced by accident.
+    if !args.force && std::fs::symlink_metadata(&args.output).is_ok() {
+        bail!(
+            "{} exists; nothing was recorded (pass --force to replace it, or choose another -o)",
+            args.output.display()
+        );
+    }
     let opts = RecordOptions {
         buffer_kb_per_cpu: args.buffer_kb,
         zstd_level: args.level,

@@ -244,7 +244,7 @@ fn bad_inputs_are_refused_by_name() {
     );
     // Parses, but cannot run: 4 frames for 8 threads.
     refused(
-        &["bench", "alloc", "--memory", "4", "--threads", "8"],
+        &["bench", "alloc", "--memory", "4frames", "--threads", "8"],
         "8 threads",
     );
 }
@@ -256,7 +256,7 @@ fn usage_errors_exit_2_and_others_1() {
         Some(2)
     );
     assert_eq!(
-        nvmos(&["bench", "alloc", "--memory", "4", "--threads", "8"])
+        nvmos(&["bench", "alloc", "--memory", "4frames", "--threads", "8"])
             .status
             .code(),
         Some(1)

@@ -110,7 +110,7 @@ fn too_little_memory_is_refused_naming_the_first_pfn_beyond_it() {
     // A text trace has no machine but the memory given: its recorded
     // placement cannot put a block beyond it, so the run is refused.
     let trace = Path::new(env!("CARGO_MANIFEST_DIR")).join("../trace/tests/data/ftrace_pipe.txt");
-    for memory in ["1MiB", "1"] {
+    for memory in ["1MiB", "1frame"] {
         let out = nvmos(&[
             "replay",
             "--trace",
@@ -146,7 +146,7 @@ fn a_smaller_memory_for_a_recorded_trace_flags_the_refusing_allocator() {
         "--trace",
         trace.to_str().unwrap(),
         "--memory",
-        "1",
+        "1frame",
         "--alloc",
         "iBuddy",
     ]);
@@ -227,4 +227,74 @@ fn every_registry_allocator_replays_a_shipped_trace() {
         // numpy lasts 3.9 s: migration passes at 1, 2 and 3 s.
         assert_eq!(passes > 0, kind.caps().migrates, "{kind}: {passes} passes");
     }
+}
+
+#[test]
+fn a_folder_with_a_stray_file_and_colliding_names_is_evaluated_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let sample = Path::new(env!("CARGO_MANIFEST_DIR")).join("../trace/tests/data/ftrace_trace.txt");
+    std::fs::copy(&sample, dir.path().join("t.txt")).unwrap();
+    let nvt = dir.path().join("t.nvt");
+    let o = nvmos(&[
+        "trace",
+        "convert",
+        sample.to_str().unwrap(),
+        nvt.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    std::fs::write(dir.path().join("junk.bin"), [0u8, 1, 2, 3]).unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let o = nvmos(&[
+        "evaluate",
+        "--traces",
+        dir.path().to_str().unwrap(),
+        "--out",
+        out.path().to_str().unwrap(),
+        "--alloc",
+        "iBuddy",
+    ]);
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        stdout.contains("skipped 1 files that are not traces") && stdout.contains("junk.bin"),
+        "{stdout}"
+    );
+    let json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.path().join("results.json")).unwrap()).unwrap();
+    let names: Vec<&str> = json["traces"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["trace"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["t.nvt", "t.txt"]);
+    assert_eq!(json["not_traces"].as_array().unwrap().len(), 1);
+    let page = std::fs::read_to_string(out.path().join("index.html")).unwrap();
+    assert!(page.contains("junk.bin"));
+    // One trace named directly, and replay's positional trace.
+    let o = nvmos(&[
+        "evaluate",
+        "--traces",
+        nvt.to_str().unwrap(),
+        "--out",
+        out.path().to_str().unwrap(),
+        "--alloc",
+        "iBuddy",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let json: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(json["traces"].as_array().unwrap().len(), 1);
+    let numpy = shipped("numpy.nvt");
+    let o = nvmos(&[
+        "replay",
+        numpy.to_str().unwrap(),
+        "--alloc",
+        "iBuddy",
+        "--memory",
+        "1GiB",
+    ]);
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(stdout.contains("the allocators manage 1 GiB"), "{stdout}");
 }

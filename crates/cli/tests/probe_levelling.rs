@@ -71,6 +71,62 @@ fn bad_input_is_refused_by_name() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("no traces"));
 }
 
+/// A folder holding only the shipped numpy trace.
+fn numpy_folder() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../traces/numpy.nvt");
+    std::fs::copy(&trace, dir.path().join("numpy.nvt")).unwrap();
+    dir
+}
+
+#[test]
+fn an_endurance_beyond_the_simulation_is_refused_before_any_replay() {
+    let dir = numpy_folder();
+    for e in ["1e300", "1e9"] {
+        let o = nvmos(&[
+            "study",
+            "levelling",
+            "--quick",
+            "--alloc",
+            "iBuddy",
+            "--endurance",
+            e,
+            "--traces",
+            dir.path().to_str().unwrap(),
+        ]);
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{e}: {stderr}");
+        assert!(
+            stderr.contains("at most") && stderr.contains("rounds"),
+            "{stderr}"
+        );
+        assert!(o.stdout.is_empty(), "{e}: printed a result");
+    }
+}
+
+#[test]
+fn too_small_a_memory_is_flagged_in_the_levelling_table() {
+    let dir = numpy_folder();
+    let o = nvmos(&[
+        "study",
+        "levelling",
+        "--quick",
+        "--no-recorded",
+        "--alloc",
+        "iBuddy",
+        "--memory",
+        "1MiB",
+        "--traces",
+        dir.path().to_str().unwrap(),
+    ]);
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        stdout.contains("!! iBuddy:") && stdout.contains("allocations refused"),
+        "{stdout}"
+    );
+}
+
 #[test]
 fn levelling_quick_on_one_trace_has_four_columns_and_the_checks() {
     let dir = tempfile::tempdir().unwrap();

@@ -16,7 +16,7 @@
 //! boots under KVM when that works, else TCG. Without QEMU, a C compiler
 //! or a static busybox it skips with a message, and fails under `CI=1`.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use nvmos_kernel::kbuild::BuildOptions;
@@ -60,7 +60,9 @@ fn on_path(tool: &str) -> bool {
 }
 
 /// The guest's `/init`: mount the host's root, chroot into it with its own
-/// /proc, /sys, /dev and /tmp, record the writer, and bring the trace out
+/// /proc, /sys and /dev, and a scratch tmpfs at /dev/nvmos-scratch (under
+/// the guest's own devtmpfs, so it never hides a host path a checkout can
+/// sit under, /tmp included), record the writer, and bring the trace out
 /// at `DISK_FILE_OFFSET` of the data disk with its size and the
 /// recorder's summary as sections.
 fn init(nvmos: &Path, writer: &Path) -> String {
@@ -78,22 +80,24 @@ mount -t 9p -o trans=virtio,version=9p2000.L,cache=loose,ro {tag} $H || echo "9p
 mount -t proc proc $H/proc
 mount -t sysfs sys $H/sys
 mount -t devtmpfs dev $H/dev
-mount -t tmpfs tmp $H/tmp
+S=/dev/nvmos-scratch
+mkdir -p $H$S
+mount -t tmpfs scratch $H$S
 echo nvmos-guest-start
-chroot $H {nvmos} record --writes --write-interval 10 --json -o /tmp/w.nvt -- {writer} > $H/tmp/rec.json 2> $H/tmp/rec.err
+chroot $H env TMPDIR=$S {nvmos} record --writes --write-interval 10 --json -o $S/w.nvt -- {writer} > $H$S/rec.json 2> $H$S/rec.err
 status=$?
 echo "record exited $status"
-cat $H/tmp/rec.err
+cat $H$S/rec.err
 size=0
-if [ -f $H/tmp/w.nvt ]; then
-  size=$(wc -c < $H/tmp/w.nvt)
-  dd if=$H/tmp/w.nvt of=/dev/vda bs=1048576 seek={seek} 2>/dev/null
+if [ -f $H$S/w.nvt ]; then
+  size=$(wc -c < $H$S/w.nvt)
+  dd if=$H$S/w.nvt of=/dev/vda bs=1048576 seek={seek} 2>/dev/null
 fi
 {{
 echo "==nvmos:status=="; echo $status
 echo "==nvmos:nvt_size=="; echo $size
-echo "==nvmos:record_json=="; cat $H/tmp/rec.json
-echo "==nvmos:record_err=="; cat $H/tmp/rec.err
+echo "==nvmos:record_json=="; cat $H$S/rec.json
+echo "==nvmos:record_err=="; cat $H$S/rec.err
 echo "==nvmos:end=="
 }} > /dev/vda
 sync
@@ -121,10 +125,14 @@ fn records_writes_in_a_soft_dirty_guest_on_frames_it_allocated() {
         eprintln!("SKIPPED {what}: {missing:?} not installed (an error under CI)");
         return;
     }
-    // The writer: static, in a folder the guest sees through the share
-    // (the guest's /tmp is its own tmpfs, so not under /tmp).
-    let tmp = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("record_writes_guest");
-    std::fs::create_dir_all(&tmp).unwrap();
+    // The writer (static) and a copy of this build's nvmos, under the
+    // host's /tmp as a checkout under /tmp would have them: the guest sees
+    // them through the share, /tmp included.
+    let scratch = tempfile::Builder::new()
+        .prefix("nvmos-record-writes-guest.")
+        .tempdir_in("/tmp")
+        .unwrap();
+    let tmp = scratch.path().to_path_buf();
     let src = tmp.join("writer.c");
     std::fs::write(&src, WRITER.replace("PAGES;", &format!("{PAGES};"))).unwrap();
     let writer = tmp.join("writer");
@@ -139,12 +147,11 @@ fn records_writes_in_a_soft_dirty_guest_on_frames_it_allocated() {
         "cc: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let nvmos = std::fs::canonicalize(env!("CARGO_BIN_EXE_nvmos")).unwrap();
+    let nvmos = tmp.join("nvmos");
+    std::fs::copy(env!("CARGO_BIN_EXE_nvmos"), &nvmos).unwrap();
+    let nvmos = std::fs::canonicalize(&nvmos).unwrap();
     let writer = std::fs::canonicalize(&writer).unwrap();
-    assert!(
-        !nvmos.starts_with("/tmp") && !writer.starts_with("/tmp"),
-        "the guest mounts its own /tmp over the host's"
-    );
+    assert!(nvmos.starts_with("/tmp") && writer.starts_with("/tmp"));
     let mut opts = RunOptions::new(
         BuildOptions::new(nvmos_kernel::repo_kernel_dir()),
         nvmos_kernel::repo_workloads_dir(),

@@ -283,4 +283,18 @@ fn bad_input_is_refused_clearly() {
         ]),
         &["10000 pages do not fit in 16 MiB"],
     );
+    // A migration period of 0 ms is not "every 1 ms".
+    refused(
+        &nvmos(&[
+            "study",
+            "power",
+            "--quick",
+            "--no-latency",
+            "--migrate-every-ms",
+            "0",
+            "--out",
+            out,
+        ]),
+        &["migrate_every_ms 0", "1 ms to"],
+    );
 }

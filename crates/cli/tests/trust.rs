@@ -67,7 +67,7 @@ fn a_text_trace_gets_its_memory_and_cpus_from_its_events() {
     assert!(info.contains("inferred      3 CPUs"), "{info}");
     // Smaller than it needs: refused, naming the line and pfn or CPU.
     refused(
-        &nvmos(&["replay", "--trace", trace, "--memory", "16384"]),
+        &nvmos(&["replay", "--trace", trace, "--memory", "16384frames"]),
         &["every_case.txt:11: pfn 0x5555"],
     );
     refused(
@@ -171,7 +171,7 @@ fn refused_allocations_flag_the_row_on_screen_and_in_the_report() {
         "--out",
         out.path().to_str().unwrap(),
         "--memory",
-        "8",
+        "8frames",
         "--alloc",
         "buddy,iBuddy",
     ]));

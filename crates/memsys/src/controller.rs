@@ -1523,6 +1523,7 @@ impl Controller {
         for r in first..first + self.ranks_per_channel as usize {
             while self.ranks[r].next_ref <= now {
                 self.refresh(c, r);
+                self.skip_idle_refreshes(c, r, now);
             }
         }
         let ch = &mut self.channels[c];
@@ -1533,6 +1534,46 @@ impl Controller {
             .unwrap_or(u64::MAX);
         ch.next.set(None);
         true
+    }
+
+    /// Over an idle gap (a request at cycle 10^12, say), refreshes come
+    /// due every tREFI with nothing between them; applying them one by one
+    /// would take minutes. Once a refresh has left every bank of rank `r`
+    /// closed and able to activate by the next one's due time, each later
+    /// refresh before `now` does the same thing at its own due time
+    /// (REF at due, banks closed until due + tRFC), so all but the last
+    /// of them are applied at once: the state after them is the same.
+    /// Not with a command log (`check`): the checker sees every command.
+    fn skip_idle_refreshes(&mut self, c: usize, r: usize, now: u64) {
+        if self.commands.is_some() {
+            return;
+        }
+        let next = self.ranks[r].next_ref;
+        let refi = u64::from(self.timing.refi);
+        if next > now || refi == 0 {
+            return;
+        }
+        let skip = (now - next) / refi;
+        if skip == 0 {
+            return;
+        }
+        let first = r * self.banks_per_rank as usize;
+        let banks = first..first + self.banks_per_rank as usize;
+        if !self.banks[banks.clone()]
+            .iter()
+            .all(|b| b.open_row == CLOSED && b.act_ok <= next)
+        {
+            return;
+        }
+        let last_due = next + (skip - 1) * refi;
+        let rfc = u64::from(self.timing.rfc);
+        for b in banks {
+            self.banks[b].act_ok = last_due + rfc;
+            if self.scheduler == Scheduler::Ready {
+                self.settle_bank(c, b as u32, false);
+            }
+        }
+        self.ranks[r].next_ref = next + skip * refi;
     }
 
     /// One all-bank refresh of rank `r` (global index) on channel `c`:
@@ -2062,6 +2103,70 @@ mod tests {
         assert_eq!(r.total_cycles, 2055);
         // Busy: 0..38, 1000..1021, 2000..2055.
         assert!((r.blp * 2055.0 - (38.0 + 21.0 + 55.0)).abs() < 1e-9);
+    }
+
+    #[test]
+    fn an_idle_gap_is_skipped_with_the_same_results() {
+        // The preset with refresh (tREFI, tRFC).
+        let m = Machine::preset("ddr4-2400-dramsim3").unwrap();
+        let run = |check: bool, gap: u64, scheduler: Scheduler| {
+            let defaults = ControllerConfig::default();
+            let config = ControllerConfig {
+                check,
+                scheduler,
+                // The blocking scheduler serves without a write buffer.
+                write_queue_depth: if scheduler == Scheduler::Ready {
+                    defaults.write_queue_depth
+                } else {
+                    0
+                },
+                ..defaults
+            };
+            let mut mc = Controller::new(&m, config).unwrap();
+            let mut done = Vec::new();
+            for (i, (a, t)) in [
+                (0, 0),
+                (1 << 18, 10),
+                (64, gap),
+                (1 << 19, gap + 3),
+                (128, 2 * gap),
+            ]
+            .into_iter()
+            .enumerate()
+            {
+                let mut r = read(a, t);
+                if i % 2 == 1 {
+                    r.kind = AccessKind::Write;
+                }
+                mc.submit(r, &mut done).unwrap();
+            }
+            mc.drain(&mut done);
+            let got: Vec<_> = done.iter().map(|c| (c.id, c.outcome, c.done)).collect();
+            let r = mc.report();
+            (
+                got,
+                r.total_cycles,
+                r.refreshes,
+                r.rows.hits,
+                r.rows.conflicts,
+            )
+        };
+        for scheduler in [Scheduler::Blocking, Scheduler::Ready] {
+            // The command log turns skipping off: it is the reference.
+            let gap = 50_000_017;
+            assert_eq!(
+                run(true, gap, scheduler),
+                run(false, gap, scheduler),
+                "{scheduler:?}"
+            );
+        }
+        // A gap of 10^15 cycles: 10^11 refreshes, applied at once.
+        let (got, total, refreshes, ..) = run(false, 1_000_000_000_000_000, Scheduler::Ready);
+        assert_eq!(got.len(), 5);
+        assert!(
+            total >= 2_000_000_000_000_000 && refreshes > 100_000_000_000,
+            "{total} {refreshes}"
+        );
     }
 
     #[test]

@@ -162,6 +162,13 @@ pub fn html(evaluation: &Evaluation, nav: &[NavLink]) -> Result<String> {
             .markup("10<sup>7</sup>")
             .text(" writes with the workload repeated."),
     );
+    if !evaluation.not_traces.is_empty() {
+        page.summary_note(&Html::new().text(&format!(
+            "Skipped {} file(s) of the traces folder that are not traces: {}.",
+            evaluation.not_traces.len(),
+            evaluation.not_traces.join(", ")
+        )));
+    }
     page.summary_note(&Html::new().text(&format!(
         "Lifetime, % of the ideal, across {} trace(s):",
         evaluation.traces.len()
@@ -330,6 +337,23 @@ fn bar_chart(
 /// its heading, accounting, wear table, flags and write-weighted table.
 pub fn text(evaluation: &Evaluation) -> Result<String> {
     let mut out = String::new();
+    if !evaluation.not_traces.is_empty() {
+        writeln!(
+            out,
+            "skipped {} files that are not traces: {}",
+            evaluation.not_traces.len(),
+            evaluation.not_traces.join(", ")
+        )
+        .unwrap();
+    }
+    if let Some(frames) = evaluation.options.memory_frames {
+        writeln!(
+            out,
+            "the allocators manage {} ({frames} frames) as one zone (--memory); the kernel's own placement keeps the recorded machine",
+            nvmos_sim::units::format_frames(frames)
+        )
+        .unwrap();
+    }
     for trace in &evaluation.traces {
         writeln!(
             out,
@@ -416,6 +440,7 @@ mod tests {
         let empty = Evaluation {
             options: Default::default(),
             traces: Vec::new(),
+            not_traces: Vec::new(),
         };
         let csv = summary_csv(&empty).unwrap();
         assert!(csv.starts_with("trace,allocator,events_read,"), "{csv}");

@@ -39,6 +39,16 @@ pub fn render(out: &Output) -> String {
             table.row(cells);
         }
         s.push_str(&table.render());
+        // As replay says it: a row that refused allocations or wrote
+        // outside memory is not the trace's wear, whatever its lifetime.
+        for row in &t.rows {
+            if let Some(flag) = row.stats.flag() {
+                s.push_str(&format!(
+                    "  !! {}: {flag}: its lifetimes are not the trace's (give more --memory)\n",
+                    row.allocator
+                ));
+            }
+        }
         if let Some(pad) = t
             .rows
             .first()

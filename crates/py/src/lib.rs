@@ -695,6 +695,7 @@ fn evaluate(
             Ok(Evaluation {
                 options: options.clone(),
                 traces: studies,
+                not_traces: Vec::new(),
             })
         })
         .map_err(Failure::into_py)?;
@@ -711,10 +712,12 @@ fn check_study_options(options: &StudyOptions) -> PyResult<()> {
     if options.memory_frames == Some(0) {
         return Err(OptionsError::new_err("memory: 0 frames"));
     }
-    if options.model.writes_per_alloc == 0 {
-        return Err(OptionsError::new_err(
-            "model.writes_per_alloc: at least one write per allocation",
-        ));
+    let max = nvmos_sim::WriteModel::MAX_WRITES_PER_ALLOC;
+    if options.model.writes_per_alloc == 0 || options.model.writes_per_alloc > max {
+        return Err(OptionsError::new_err(format!(
+            "model.writes_per_alloc: {}: 1 to {max} writes per allocation",
+            options.model.writes_per_alloc
+        )));
     }
     Ok(())
 }
@@ -781,7 +784,7 @@ fn wear<'py>(
                 format!("{}: replaying", path.display()),
                 study_error,
             ))?;
-            row.stats.accounting.lost_events = source.counts().lost_events;
+            row.stats.accounting.add_source_counts(&source.counts());
             Ok((counter.writes().to_vec(), row))
         })
         .map_err(Failure::into_py)?;

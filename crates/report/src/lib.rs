@@ -137,6 +137,9 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// Another run is writing the output folder.
+    #[error("{}: another run is writing this folder; wait for it to finish or choose another --out (nothing was written)", path.display())]
+    FolderBusy { path: PathBuf },
     /// An output would replace an input of the run.
     #[error("refusing to write {}: it is the input {}", path.display(), input.display())]
     WouldOverwriteInput { path: PathBuf, input: PathBuf },

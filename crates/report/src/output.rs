@@ -89,7 +89,16 @@ pub fn write_atomic(path: &Path, bytes: &[u8], inputs: &[&Path]) -> Result<(), E
 }
 
 /// A report folder: created on open, every file written into it
-/// atomically, never over an input of the run.
+/// atomically, never over an input of the run, and held by this run alone.
+///
+/// Each file is atomic on its own, but a run writes several; two runs
+/// writing one folder at once would leave a mix of both. So the folder is
+/// locked (`flock` on the folder itself, no lock file left behind) from
+/// [`create`](OutputDir::create) until the last clone is dropped, and a
+/// second run — another process — is refused while the first holds it.
+/// The lock dies with the process, so a killed run never leaves the folder
+/// locked. Within one process every `OutputDir` of a folder shares the
+/// lock.
 ///
 /// ```
 /// let dir = tempfile::tempdir().unwrap();
@@ -101,6 +110,46 @@ pub fn write_atomic(path: &Path, bytes: &[u8], inputs: &[&Path]) -> Result<(), E
 pub struct OutputDir {
     dir: PathBuf,
     inputs: Vec<PathBuf>,
+    /// The open folder holding the lock; shared by clones.
+    _lock: std::sync::Arc<std::fs::File>,
+}
+
+/// The folders this process holds, by canonical path: a second
+/// `OutputDir` of one folder in one process shares the first's lock
+/// (`flock` would refuse a second open file description).
+fn held_folders(
+) -> &'static std::sync::Mutex<std::collections::HashMap<PathBuf, std::sync::Weak<std::fs::File>>> {
+    static HELD: std::sync::OnceLock<
+        std::sync::Mutex<std::collections::HashMap<PathBuf, std::sync::Weak<std::fs::File>>>,
+    > = std::sync::OnceLock::new();
+    HELD.get_or_init(Default::default)
+}
+
+/// Locks `dir` for this process, or says who holds it.
+fn lock_folder(dir: &Path) -> Result<std::sync::Arc<std::fs::File>, Error> {
+    let io = |source| Error::Io {
+        path: dir.to_path_buf(),
+        source,
+    };
+    let canonical = dir.canonicalize().map_err(io)?;
+    let mut held = held_folders().lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(lock) = held.get(&canonical).and_then(std::sync::Weak::upgrade) {
+        return Ok(lock);
+    }
+    let file = std::fs::File::open(&canonical).map_err(io)?;
+    match file.try_lock() {
+        Ok(()) => {}
+        Err(std::fs::TryLockError::WouldBlock) => {
+            return Err(Error::FolderBusy {
+                path: dir.to_path_buf(),
+            })
+        }
+        Err(std::fs::TryLockError::Error(e)) => return Err(io(e)),
+    }
+    let lock = std::sync::Arc::new(file);
+    held.retain(|_, weak| weak.strong_count() > 0);
+    held.insert(canonical, std::sync::Arc::downgrade(&lock));
+    Ok(lock)
 }
 
 impl OutputDir {
@@ -111,9 +160,11 @@ impl OutputDir {
             path: dir.to_path_buf(),
             source,
         })?;
+        let lock = lock_folder(dir)?;
         Ok(OutputDir {
             dir: dir.to_path_buf(),
             inputs: inputs.iter().map(|p| p.to_path_buf()).collect(),
+            _lock: lock,
         })
     }
 
@@ -155,6 +206,29 @@ impl OutputDir {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_folder_held_by_another_open_is_refused_and_one_process_shares_its_lock() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = OutputDir::create(dir.path(), &[]).unwrap();
+        // Another process's lock, as flock sees it: another open file
+        // description of the folder.
+        let other = std::fs::File::open(dir.path()).unwrap();
+        assert!(other.try_lock().is_err(), "the folder is not locked");
+        drop(other);
+        let again = OutputDir::create(dir.path(), &[]).unwrap();
+        drop(out);
+        drop(again);
+        let other = std::fs::File::open(dir.path()).unwrap();
+        other.try_lock().unwrap();
+        let e = OutputDir::create(dir.path(), &[]).unwrap_err();
+        assert!(matches!(e, Error::FolderBusy { .. }), "{e}");
+        assert!(
+            e.to_string().contains(&dir.path().display().to_string()),
+            "{e}"
+        );
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
 
     #[test]
     fn csv_quotes_what_needs_quoting() {

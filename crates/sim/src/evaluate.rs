@@ -110,6 +110,10 @@ pub struct Evaluation {
     pub options: StudyOptions,
     /// One entry per trace.
     pub traces: Vec<TraceStudy>,
+    /// Files of the traces folder that are not traces (none of the
+    /// formats), skipped: listed so that no output hides them.
+    #[serde(default)]
+    pub not_traces: Vec<String>,
 }
 
 /// Why the study could not run.
@@ -264,6 +268,7 @@ pub fn evaluate(
     Ok(Evaluation {
         options: options.study.clone(),
         traces,
+        not_traces: Vec::new(),
     })
 }
 
@@ -369,13 +374,16 @@ fn evaluate_tasks(
         by_task[t][r] = results[k].take();
     }
     let mut traces = Vec::with_capacity(setups.len());
-    for ((path, setup), rows) in options.traces.iter().zip(setups).zip(by_task) {
+    let names = trace_names(&options.traces);
+    for (((path, setup), rows), name) in options.traces.iter().zip(setups).zip(by_task).zip(names) {
         let setup = setup?;
         let rows = rows
             .into_iter()
             .map(|row| row.expect("every task of a trace with a machine ran"))
             .collect::<Result<Vec<_>, _>>()?;
-        traces.push(setup.study(path, rows));
+        let mut study = setup.study(path, rows);
+        study.trace = name;
+        traces.push(study);
     }
     Ok(traces)
 }
@@ -421,11 +429,44 @@ pub fn row_limits(row: Option<AllocatorKind>, text_trace: bool, study: &StudyOpt
 }
 
 /// A trace's short name: its file stem without `.nvt`, as rows are named.
+/// Where several traces are studied together, name them with
+/// [`trace_names`], which keeps the names apart.
 pub fn trace_name(path: &Path) -> String {
     path.file_stem()
         .and_then(|s| s.to_str())
         .map(|s| s.trim_end_matches(".nvt").to_string())
         .unwrap_or_else(|| path.display().to_string())
+}
+
+/// The names of traces studied together, in order, each distinct: the
+/// short [`trace_name`] where it is unique, else the file name with its
+/// extension (`x.nvt` and `x.txt`), else the path as given. Two rows of a
+/// table or two series of a figure never share a label.
+pub fn trace_names(paths: &[PathBuf]) -> Vec<String> {
+    let count = |names: &[String], name: &str| names.iter().filter(|n| *n == name).count();
+    let short: Vec<String> = paths.iter().map(|p| trace_name(p)).collect();
+    let file: Vec<String> = paths
+        .iter()
+        .map(|p| {
+            p.file_name().map_or_else(
+                || p.display().to_string(),
+                |n| n.to_string_lossy().into_owned(),
+            )
+        })
+        .collect();
+    paths
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            if count(&short, &short[i]) == 1 {
+                short[i].clone()
+            } else if count(&file, &file[i]) == 1 {
+                file[i].clone()
+            } else {
+                p.display().to_string()
+            }
+        })
+        .collect()
 }
 
 /// One trace's rows, in the order of `rows` (`None`: the kernel's own
@@ -517,11 +558,11 @@ impl TraceSetup {
     }
 }
 
-/// A trace's events matched once ([`Resolved`]) and the source's lost
-/// events, shared by its rows.
+/// A trace's events matched once ([`Resolved`]) and the source's counts
+/// (lost events, out-of-order timestamps), shared by its rows.
 struct SharedResolved {
     resolved: Resolved,
-    lost_events: u64,
+    counts: nvmos_trace::SourceCounts,
 }
 
 /// One trace's [`SharedResolved`], made by the first row that asks and
@@ -576,7 +617,7 @@ impl SharedTrace {
                     if let Ok(Some(resolved)) = Resolved::of_expecting(&mut source, expected) {
                         *state = Shared::Ready(std::sync::Arc::new(SharedResolved {
                             resolved,
-                            lost_events: source.counts().lost_events,
+                            counts: source.counts(),
                         }));
                     }
                 }
@@ -637,7 +678,7 @@ fn study_row<S: EventSource>(
             )
             .map_err(failed(format!("replaying through {kind}")))?,
         };
-        result.stats.accounting.lost_events = shared.lost_events;
+        result.stats.accounting.add_source_counts(&shared.counts);
         return Ok(result);
     }
     let limits = row_limits(row, setup.text_trace, study);
@@ -648,7 +689,7 @@ fn study_row<S: EventSource>(
         Some(kind) => study_allocator::<SpinYield, _, _>(kind, &setup.machine, &mut source, study)
             .map_err(failed(format!("replaying through {kind}")))?,
     };
-    result.stats.accounting.lost_events = source.counts().lost_events;
+    result.stats.accounting.add_source_counts(&source.counts());
     Ok(result)
 }
 

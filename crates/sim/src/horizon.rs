@@ -974,11 +974,8 @@ pub fn run(opts: &Options, progress: &mut dyn FnMut(Progress)) -> Result<Study, 
         )));
     }
     let mut traces = Vec::new();
-    for path in &opts.traces {
-        let name = path.file_stem().map_or_else(
-            || path.display().to_string(),
-            |s| s.to_string_lossy().into_owned(),
-        );
+    let names = crate::evaluate::trace_names(&opts.traces);
+    for (path, name) in opts.traces.iter().zip(names) {
         let t = load(path, opts.memory_frames, opts.cpus)?;
         if t.events.is_empty() {
             return Err(StudyFailure::Empty(path.clone()));

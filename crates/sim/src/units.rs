@@ -1,14 +1,24 @@
-//! Sizes as users write them (the CLI, the Python package, sweep grids): memory as bytes with a binary unit, or as a
-//! plain count of 4 KiB frames.
+//! Sizes as users write them (the CLI, the Python package, sweep grids):
+//! memory as bytes with a unit, or as a count of 4 KiB frames spelled out.
 
 /// The frame size every nvmos allocator manages.
 pub const FRAME_BYTES: u64 = 4096;
 
 /// Parse a memory size into 4 KiB frames.
 ///
-/// `4GiB`, `512MiB`, `64KiB`, `1TiB` (also `4G`, `512M`: binary, as
-/// Linux's `memparse`), `123B` for bytes, or a bare number of frames. Byte
-/// sizes must be a whole number of frames; zero is refused.
+/// Every size carries its unit, because a bare `4` is ambiguous (4 bytes?
+/// 4 GiB? 4 frames?) and each reading gives a plausible-looking result:
+///
+/// - binary (IEC) units: `KiB`, `MiB`, `GiB`, `TiB`, and Linux `memparse`'s
+///   `K`, `M`, `G`, `T` (also binary); `B` for bytes. These must come to a
+///   whole number of frames.
+/// - decimal (SI) units: `kB`/`KB`, `MB`, `GB`, `TB` (`1GB` = 10^9 bytes).
+///   A decimal size is rarely a whole number of 4 KiB frames; it is rounded
+///   down to whole frames (at most 4095 bytes less), never up.
+/// - frames: `4096frames`, `4096 frames` (or `frame`).
+///
+/// Zero is refused, and so is a bare number, with a message that shows
+/// both spellings.
 pub fn parse_memory(text: &str) -> Result<u64, String> {
     let trimmed = text.trim();
     let split = trimmed
@@ -16,38 +26,62 @@ pub fn parse_memory(text: &str) -> Result<u64, String> {
         .unwrap_or(trimmed.len());
     let (digits, unit) = trimmed.split_at(split);
     let number: u64 = digits.replace('_', "").parse().map_err(|_| {
-        format!("'{text}' is not a memory size: expected e.g. 4GiB, 512MiB, or a number of 4 KiB frames")
+        format!("'{text}' is not a memory size: expected e.g. 4GiB, 512MiB, 4GB or 4096frames")
     })?;
-    let shift = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "frames" => {
+    let unit = unit.trim();
+    enum Scale {
+        Binary(u32),
+        Decimal(u32),
+    }
+    let scale = match unit {
+        "" => {
+            return Err(format!(
+                "memory '{text}' has no unit: for {number} frames of 4 KiB write {number}frames; for a size write e.g. {number}GiB or {number}GB"
+            ))
+        }
+        "B" | "b" => Scale::Binary(0),
+        "K" | "k" | "KiB" | "kiB" | "kib" | "KIB" => Scale::Binary(10),
+        "M" | "m" | "MiB" | "mib" | "MIB" => Scale::Binary(20),
+        "G" | "g" | "GiB" | "gib" | "GIB" => Scale::Binary(30),
+        "T" | "t" | "TiB" | "tib" | "TIB" => Scale::Binary(40),
+        "kB" | "KB" | "kb" => Scale::Decimal(3),
+        "MB" | "mb" => Scale::Decimal(6),
+        "GB" | "gb" => Scale::Decimal(9),
+        "TB" | "tb" => Scale::Decimal(12),
+        u if u.eq_ignore_ascii_case("frames") || u.eq_ignore_ascii_case("frame") => {
             return match number {
                 0 => Err(format!("memory '{text}' is zero frames")),
                 frames => Ok(frames),
             };
         }
-        "b" => 0,
-        "k" | "kib" => 10,
-        "m" | "mib" => 20,
-        "g" | "gib" => 30,
-        "t" | "tib" => 40,
         other => {
             return Err(format!(
-                "'{text}' has an unknown unit '{other}': use B, KiB, MiB, GiB, TiB or a bare frame count"
+                "'{text}' has an unknown unit '{other}': use B, KiB, MiB, GiB, TiB (binary), kB, MB, GB, TB (decimal) or frames"
             ))
         }
     };
-    let bytes = number
-        .checked_mul(1 << shift)
-        .ok_or_else(|| format!("memory '{text}' is too large"))?;
-    if bytes == 0 {
-        return Err(format!("memory '{text}' is zero bytes"));
-    }
-    if bytes % FRAME_BYTES != 0 {
+    let too_large = || format!("memory '{text}' is too large");
+    let frames = match scale {
+        Scale::Binary(shift) => {
+            let bytes = number.checked_mul(1 << shift).ok_or_else(too_large)?;
+            if bytes % FRAME_BYTES != 0 {
+                return Err(format!(
+                    "memory '{text}' is not a whole number of {FRAME_BYTES}-byte frames"
+                ));
+            }
+            bytes / FRAME_BYTES
+        }
+        Scale::Decimal(exp) => {
+            let bytes = number.checked_mul(10u64.pow(exp)).ok_or_else(too_large)?;
+            bytes / FRAME_BYTES
+        }
+    };
+    if frames == 0 {
         return Err(format!(
-            "memory '{text}' is not a whole number of {FRAME_BYTES}-byte frames"
+            "memory '{text}' is less than one {FRAME_BYTES}-byte frame"
         ));
     }
-    Ok(bytes / FRAME_BYTES)
+    Ok(frames)
 }
 
 /// A frame count as a human size, in the largest binary unit that divides
@@ -79,9 +113,25 @@ mod tests {
     }
 
     #[test]
-    fn bare_numbers_are_frames() {
-        assert_eq!(parse_memory("1048576"), Ok(1 << 20));
+    fn frames_are_spelled_out_and_bare_numbers_refused() {
         assert_eq!(parse_memory("7frames"), Ok(7));
+        assert_eq!(parse_memory("7 frames"), Ok(7));
+        assert_eq!(parse_memory("1 frame"), Ok(1));
+        let e = parse_memory("4").unwrap_err();
+        assert!(
+            e.contains("no unit") && e.contains("4frames") && e.contains("4GiB"),
+            "{e}"
+        );
+        assert!(parse_memory("1048576").is_err());
+    }
+
+    #[test]
+    fn decimal_units_are_powers_of_ten_rounded_down_to_frames() {
+        assert_eq!(parse_memory("4GB"), Ok(4_000_000_000 / 4096));
+        assert_eq!(parse_memory("1MB"), Ok(244));
+        assert_eq!(parse_memory("8kB"), Ok(1));
+        assert_eq!(parse_memory("1TB"), Ok(1_000_000_000_000 / 4096));
+        assert!(parse_memory("4kB").unwrap_err().contains("less than one"));
     }
 
     #[test]
@@ -92,7 +142,9 @@ mod tests {
             "GiB",
             "4 parsecs",
             "0",
+            "0frames",
             "0GiB",
+            "16",
             "1000B",
             "99999999999999TiB",
             "-4GiB",

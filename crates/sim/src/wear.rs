@@ -17,6 +17,15 @@ pub struct WriteModel {
     pub writes_per_alloc: u32,
 }
 
+impl WriteModel {
+    /// The most writes per allocation the model takes. Counts are 32-bit
+    /// per frame; at this multiplier a frame saturates only after 2^24
+    /// allocations of it, and a page rewritten more often than this within
+    /// one allocation is what sampled writes (`record --writes`) measure,
+    /// not this model.
+    pub const MAX_WRITES_PER_ALLOC: u32 = 256;
+}
+
 impl Default for WriteModel {
     fn default() -> Self {
         WriteModel {
@@ -192,12 +201,20 @@ impl WearSummary {
         // frames: the largest count is far below the number of frames, so
         // the array of counts stays small (it grows to the largest seen).
         let mut by_count = vec![0u64; 64];
+        // Counts past the dense bound go to a map: a few frames with huge
+        // counts must not size the array (2^32 counts would be 32 GiB).
+        const DENSE: usize = 1 << 20;
+        let mut large = std::collections::BTreeMap::<u32, u64>::new();
         let mut add = |w: u32| {
-            let w = w as usize;
-            if w >= by_count.len() {
-                by_count.resize(w + 1, 0);
+            let i = w as usize;
+            if i >= DENSE {
+                *large.entry(w).or_insert(0) += 1;
+                return;
             }
-            by_count[w] += 1;
+            if i >= by_count.len() {
+                by_count.resize(i + 1, 0);
+            }
+            by_count[i] += 1;
         };
         // Most frames of a machine are never written: runs of zeros are
         // counted a chunk at a time (a vector compare), not one increment
@@ -220,6 +237,7 @@ impl WearSummary {
             .enumerate()
             .filter(|&(_, n)| n > 0)
             .map(|(w, n)| (w as u32, n))
+            .chain(large)
             .collect();
         let total_writes: u64 = histogram.iter().map(|&(w, n)| u64::from(w) * n).sum();
         let touched: u64 = histogram
@@ -290,6 +308,16 @@ impl WearSummary {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn huge_counts_are_summarised_without_a_huge_array() {
+        let s = WearSummary::of(&[u32::MAX, 0, 5, u32::MAX - 1, 5], 1);
+        assert_eq!(
+            s.histogram,
+            vec![(0, 1), (5, 2), (u32::MAX - 1, 1), (u32::MAX, 1)]
+        );
+        assert_eq!(s.touched, 4);
+    }
 
     #[test]
     fn the_histogram_counts_zero_runs_as_one_by_one() {

@@ -136,6 +136,17 @@ pub enum TraceError {
         output: PathBuf,
     },
 
+    /// The output path exists and is not a regular file (a device node,
+    /// a FIFO, a socket): replacing it by renaming a file over it would
+    /// destroy it, so nothing was written.
+    #[error("{}: the output is a {kind}, not a regular file; nothing was written (write to standard output with `-`)", path.display())]
+    NotARegularFile {
+        /// The output asked for.
+        path: PathBuf,
+        /// What it is: "character device", "FIFO", ...
+        kind: &'static str,
+    },
+
     /// Recording needs root (tracefs is root-only). Nothing was changed.
     #[error("recording page-allocation events needs root (effective uid {euid}); run it with sudo. Nothing was changed.")]
     NotRoot {

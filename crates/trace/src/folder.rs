@@ -22,9 +22,55 @@ pub fn trace_files_in(dir: &Path) -> Result<Vec<PathBuf>, TraceError> {
     Ok(files)
 }
 
+/// A trace folder's files, sorted: the traces, and the files that are none
+/// of the formats (by their first bytes, as [`crate::open`] tells them
+/// apart), which a study of the folder skips and counts.
+#[derive(Clone, Debug, Default)]
+pub struct TraceFolder {
+    /// Files that are traces (or claim to be: a damaged `.nvt` is here,
+    /// and fails when read).
+    pub traces: Vec<PathBuf>,
+    /// Files that are not traces at all.
+    pub not_traces: Vec<PathBuf>,
+}
+
+/// [`trace_files_in`], with the files that are not traces set apart.
+pub fn scan_trace_folder(dir: &Path) -> Result<TraceFolder, TraceError> {
+    use std::io::Read;
+    let mut folder = TraceFolder::default();
+    for path in trace_files_in(dir)? {
+        let mut head = Vec::with_capacity(64 * 1024);
+        std::fs::File::open(&path)
+            .and_then(|f| f.take(64 * 1024).read_to_end(&mut head))
+            .map_err(|e| TraceError::io(&path, e))?;
+        if crate::source::detect(&head).is_some() {
+            folder.traces.push(path);
+        } else {
+            folder.not_traces.push(path);
+        }
+    }
+    Ok(folder)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn files_that_are_not_traces_are_set_apart() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("notes.txt"), "hello\n").unwrap();
+        std::fs::write(dir.path().join("empty"), "").unwrap();
+        std::fs::write(dir.path().join("t.txt"), "# tracer: nop\n").unwrap();
+        let folder = scan_trace_folder(dir.path()).unwrap();
+        let names = |v: &[PathBuf]| -> Vec<String> {
+            v.iter()
+                .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+                .collect()
+        };
+        assert_eq!(names(&folder.traces), ["t.txt"]);
+        assert_eq!(names(&folder.not_traces), ["empty", "notes.txt"]);
+    }
 
     #[test]
     fn hidden_files_markdown_and_folders_are_not_traces() {

@@ -78,7 +78,7 @@ pub use accounting::{Accounting, BlockTracker, Effect, LiveBlock};
 pub use check::{Checked, Limits, Needs};
 pub use error::TraceError;
 pub use event::{Event, MachineInfo, Op, ZoneInfo};
-pub use folder::trace_files_in;
+pub use folder::{scan_trace_folder, trace_files_in, TraceFolder};
 pub use info::{Accumulator, TraceInfo};
 pub use nvt::{NvtReader, NvtWriter, WriteSummary};
 pub use output::Output;

@@ -8,6 +8,10 @@
 //! file, and an existing file of that name untouched. An output that is
 //! one of the command's inputs (the same path, a symlink to it or a hard
 //! link) is refused before anything is written: [`refuse_same_file`].
+//! So is an output that exists and is not a regular file (a device node,
+//! a FIFO, a socket): renaming over it would replace it. The path `-`
+//! means standard output: the bytes are kept in a temporary file and
+//! copied to standard output on commit, so a failed run prints nothing.
 
 use std::fs::File;
 use std::io::Write;
@@ -20,16 +24,33 @@ use crate::TraceError;
 pub struct Output {
     path: PathBuf,
     temp: tempfile::NamedTempFile,
+    /// `-`: copy to standard output on commit instead of renaming.
+    to_stdout: bool,
 }
+
+/// The path that means standard output.
+pub const STDOUT_PATH: &str = "-";
 
 impl Output {
     /// Starts writing `path`, after checking it is none of `inputs`.
     /// Nothing appears at `path` until [`commit`](Output::commit).
     pub fn create(path: impl AsRef<Path>, inputs: &[&Path]) -> Result<Output, TraceError> {
         let path = path.as_ref();
+        if path.as_os_str() == STDOUT_PATH {
+            let temp = tempfile::Builder::new()
+                .prefix(".nvmos-stdout.")
+                .tempfile()
+                .map_err(|e| TraceError::io(path, e))?;
+            return Ok(Output {
+                path: path.to_owned(),
+                temp,
+                to_stdout: true,
+            });
+        }
         for input in inputs {
             refuse_same_file(input, path)?;
         }
+        refuse_special_file(path)?;
         if path.is_dir() {
             return Err(TraceError::io(
                 path,
@@ -52,6 +73,7 @@ impl Output {
         Ok(Output {
             path: path.to_owned(),
             temp,
+            to_stdout: false,
         })
     }
 
@@ -71,6 +93,17 @@ impl Output {
             .flush()
             .and_then(|()| self.temp.as_file().sync_all())
             .map_err(|e| TraceError::io(&self.path, e))?;
+        if self.to_stdout {
+            use std::io::{Seek, SeekFrom};
+            let file = self.temp.as_file_mut();
+            file.seek(SeekFrom::Start(0))
+                .map_err(|e| TraceError::io(&self.path, e))?;
+            let mut stdout = std::io::stdout().lock();
+            std::io::copy(file, &mut stdout)
+                .and_then(|_| stdout.flush())
+                .map_err(|e| TraceError::io(&self.path, e))?;
+            return Ok(());
+        }
         // A temporary file is private (0600); the output is readable by
         // all, as `File::create` makes it under the usual umask (022).
         #[cfg(unix)]
@@ -118,6 +151,44 @@ pub fn refuse_same_file(input: &Path, output: &Path) -> Result<(), TraceError> {
         });
     }
     Ok(())
+}
+
+/// Refuses an existing `output` (followed through symlinks) that is
+/// neither a regular file nor a directory (directories get their own
+/// error from the caller).
+pub fn refuse_special_file(output: &Path) -> Result<(), TraceError> {
+    let Ok(meta) = std::fs::metadata(output) else {
+        return Ok(());
+    };
+    let ty = meta.file_type();
+    if ty.is_file() || ty.is_dir() {
+        return Ok(());
+    }
+    Err(TraceError::NotARegularFile {
+        path: output.to_owned(),
+        kind: special_kind(&ty),
+    })
+}
+
+#[cfg(unix)]
+fn special_kind(ty: &std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if ty.is_char_device() {
+        "character device"
+    } else if ty.is_block_device() {
+        "block device"
+    } else if ty.is_fifo() {
+        "FIFO"
+    } else if ty.is_socket() {
+        "socket"
+    } else {
+        "special file"
+    }
+}
+
+#[cfg(not(unix))]
+fn special_kind(_: &std::fs::FileType) -> &'static str {
+    "special file"
 }
 
 #[cfg(unix)]
@@ -169,5 +240,59 @@ mod tests {
         }
         assert_eq!(std::fs::read(&input).unwrap(), b"data");
         assert!(Output::create(dir.path().join("new.nvt"), &[&input]).is_ok());
+    }
+
+    #[test]
+    fn device_nodes_and_fifos_are_refused_and_left_alone() {
+        use std::os::unix::fs::FileTypeExt;
+        let e = Output::create("/dev/null", &[]).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                TraceError::NotARegularFile {
+                    kind: "character device",
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        assert!(
+            e.to_string().contains("/dev/null") && e.to_string().contains('-'),
+            "{e}"
+        );
+        assert!(std::fs::metadata("/dev/null")
+            .unwrap()
+            .file_type()
+            .is_char_device());
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("fifo");
+        let status = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let e = Output::create(&fifo, &[]).unwrap_err();
+        assert!(
+            matches!(e, TraceError::NotARegularFile { kind: "FIFO", .. }),
+            "{e}"
+        );
+        let link = dir.path().join("null-link");
+        std::os::unix::fs::symlink("/dev/null", &link).unwrap();
+        assert!(Output::create(&link, &[]).is_err());
+        assert!(
+            std::fs::read_link(&link).is_ok(),
+            "the symlink is left as it was"
+        );
+    }
+
+    #[test]
+    fn dash_leaves_no_file_behind() {
+        let dir = tempfile::tempdir().unwrap();
+        let cwd = std::env::current_dir().unwrap();
+        let mut out = Output::create("-", &[]).unwrap();
+        out.write_all(b"").unwrap();
+        out.commit().unwrap();
+        assert!(!cwd.join("-").exists());
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
     }
 }

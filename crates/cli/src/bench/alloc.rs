@@ -30,7 +30,7 @@ pub struct AllocArgs {
     #[arg(long, value_name = "NAME,...", value_delimiter = ',', value_parser = parse::<Pattern>)]
     patterns: Option<Vec<Pattern>>,
 
-    /// Memory managed: 4GiB, 512MiB, ... or a number of 4 KiB frames
+    /// Memory managed, with its unit: 4GiB, 512MiB, 4GB or 4096frames
     /// [default: 4GiB, 1GiB with --quick].
     #[arg(long, value_name = "SIZE", value_parser = units::parse_memory)]
     memory: Option<u64>,
@@ -136,6 +136,10 @@ impl AllocArgs {
 pub fn main(args: &AllocArgs) -> Result<()> {
     let options = args.options();
     options.check()?;
+    if let Some(path) = &args.csv {
+        // Before the run, not after it: a device or FIFO is never replaced.
+        nvmos_trace::output::refuse_special_file(path)?;
+    }
     let result = crate::with_progress(options.steps(), |p| bench_alloc::run(&options, p));
     let result = result?;
     if let Some(path) = &args.csv {

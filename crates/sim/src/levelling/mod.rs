@@ -153,6 +153,17 @@ pub enum LevellingError {
     /// Security Refresh's sizes are not powers of two, or an interval is 0.
     #[error("security refresh needs power-of-two region lines and sub-regions (sub-regions <= region lines) and intervals >= 1: {0:?}")]
     SecurityRefresh(SecurityRefresh),
+    /// Security Refresh is simulated one refresh round at a time; this
+    /// endurance needs more rounds than the bound.
+    #[error("endurance {endurance:e}: Security Refresh is simulated one refresh round at a time, up to E / {interval} = {rounds:.3e} rounds per region here; nvmos simulates at most {max} (E <= {max_endurance:e} at this interval): give a smaller endurance", max = security_refresh::MAX_ROUNDS, max_endurance = security_refresh::MAX_ROUNDS as f64 * *interval as f64)]
+    TooManyRounds {
+        /// Endurance asked for.
+        endurance: f64,
+        /// Writes per line between refresh rounds (outer, else inner).
+        interval: u64,
+        /// Rounds it would take at most.
+        rounds: f64,
+    },
     /// Nothing was written: lifetime is unbounded.
     #[error("no writes: the lifetime is unbounded")]
     NoWrites,

@@ -129,6 +129,24 @@ impl SecurityRefresh {
         StdRng::seed_from_u64(self.seed ^ region.wrapping_mul(0x9E37_79B9_7F4A_7C15))
     }
 
+    /// Refuses an endurance that would take more than [`MAX_ROUNDS`]
+    /// refresh rounds per region to simulate. Every line is written once
+    /// per `interval` writes per line, so a region fails within
+    /// E / interval rounds; the simulation's cost grows with that count,
+    /// so it is bounded rather than left to run for hours.
+    pub fn check_rounds(&self, endurance: f64) -> Result<(), LevellingError> {
+        let interval = self.outer_interval.unwrap_or(self.inner_interval).max(1);
+        let rounds = endurance / interval as f64;
+        if rounds > MAX_ROUNDS as f64 {
+            return Err(LevellingError::TooManyRounds {
+                endurance,
+                interval,
+                rounds,
+            });
+        }
+        Ok(())
+    }
+
     fn inner_rng(&self, region: u64, sub: u64) -> StdRng {
         StdRng::seed_from_u64(
             self.seed
@@ -137,6 +155,9 @@ impl SecurityRefresh {
         )
     }
 }
+
+/// Most refresh rounds per region [`writes_to_failure`] simulates.
+pub const MAX_ROUNDS: u64 = 1 << 17;
 
 /// Demand writes served until the first physical line reaches `endurance`,
 /// for write rates `rates` over `rates.len()` lines.
@@ -147,6 +168,7 @@ pub(super) fn writes_to_failure(
 ) -> Result<f64, LevellingError> {
     let n = rates.len() as u64;
     sr.validate(n)?;
+    sr.check_rounds(endurance)?;
     let total: f64 = rates.iter().sum();
     let mut w = f64::INFINITY;
     for (r, region) in rates.chunks(sr.region_lines as usize).enumerate() {

@@ -18,7 +18,7 @@ use super::{
     combine, level_rates, Combination, CombineError, Granularity, Levelled, LevellingError, Scheme,
     SecurityRefresh, StartGap,
 };
-use crate::evaluate::{trace_machine, trace_name, EvaluateError};
+use crate::evaluate::{trace_machine, trace_names, EvaluateError};
 use crate::study::{Bound, Check, Progress, Scale, Study};
 use crate::{AllocatorKind, StudyOptions};
 
@@ -197,6 +197,9 @@ pub enum Error {
         #[source]
         source: Box<CombineError<TraceError>>,
     },
+    /// The options cannot be run.
+    #[error("options")]
+    Options(#[source] LevellingError),
     /// A synthetic workload could not be levelled.
     #[error("synthetic workload {workload}")]
     Synthetic {
@@ -250,6 +253,11 @@ pub fn run(options: &Options, progress: &mut dyn FnMut(Progress)) -> Result<Outp
     if options.traces.is_empty() {
         return Err(Error::NoTraces);
     }
+    // Before any replay: an endurance the simulation cannot reach.
+    options
+        .security_refresh
+        .check_rounds(options.endurance)
+        .map_err(Error::Options)?;
     let schemes = options.schemes();
     let placements: Vec<Option<AllocatorKind>> = options
         .as_recorded
@@ -286,8 +294,8 @@ pub fn run(options: &Options, progress: &mut dyn FnMut(Progress)) -> Result<Outp
     }
 
     let mut traces = Vec::new();
-    for path in &options.traces {
-        let name = trace_name(path);
+    let names = trace_names(&options.traces);
+    for (path, name) in options.traces.iter().zip(names) {
         let open = || nvmos_trace::open(path).map_err(EvaluateError::Open);
         let (machine, _, _) =
             trace_machine(path, &open, &options.replay).map_err(|source| Error::Machine {

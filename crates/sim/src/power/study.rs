@@ -125,6 +125,15 @@ impl PowerOptions {
         if self.allocators.is_empty() {
             return bad("allocators: name at least one".into());
         }
+        // Trace time is in ns; a period of 0 ms would mean a migration pass
+        // at every event, and one past u64 ns would never run.
+        if self.migrate_every_ms == 0 || self.migrate_every_ms > u64::MAX / 1_000_000 {
+            return bad(format!(
+                "migrate_every_ms {}: the period between migration passes is 1 ms to {} ms",
+                self.migrate_every_ms,
+                u64::MAX / 1_000_000
+            ));
+        }
         for &size in &self.sizes {
             if size == 0 || size % self.bank_frames != 0 {
                 return bad(format!(
@@ -472,7 +481,8 @@ pub fn run(
     }
 
     let mut traces = Vec::new();
-    for path in &trace_files {
+    let names = crate::evaluate::trace_names(&trace_files);
+    for (path, name) in trace_files.iter().zip(names) {
         let open = || {
             nvmos_trace::open(path).map_err(|e| PowerStudyError::Open {
                 path: path.clone(),
@@ -507,13 +517,8 @@ pub fn run(
             bank_frames,
             page_size: FRAME_BYTES,
             cpus: cpus.max(1),
-            migrate_every_ns: options.migrate_every_ms.max(1) * 1_000_000,
+            migrate_every_ns: options.migrate_every_ms * 1_000_000,
         };
-        let name = path
-            .file_stem()
-            .and_then(|s| s.to_str())
-            .unwrap_or("trace")
-            .to_owned();
         let mut rows = Vec::new();
         // The kernel's own placement over the recorded pfn span (holes
         // included: banks in a hole never hold anything).
