@@ -16,7 +16,7 @@ use crate::evaluate_cmd::StudyArgs;
 /// `nvmos study levelling`.
 #[derive(clap::Args, Debug)]
 pub struct LevellingArgs {
-    /// Folder of traces; every file in it is replayed.
+    /// A trace, or a folder of traces: every trace in it is replayed; files that are not traces are skipped and listed.
     #[arg(long, default_value = "traces")]
     pub traces: PathBuf,
     /// Line endurance in writes [default: 1e5; 1e4 with --quick].
@@ -51,7 +51,9 @@ pub struct LevellingArgs {
 }
 
 impl LevellingArgs {
-    fn options(&self) -> Result<Options> {
+    /// The study's options, and the files of the traces folder that are
+    /// not traces (skipped, and listed in the output).
+    fn options(&self) -> Result<(Options, Vec<PathBuf>)> {
         if self.study.horizon {
             bail!("--horizon: study levelling levels one pass of each trace; use evaluate --horizon for long horizons");
         }
@@ -97,18 +99,27 @@ impl LevellingArgs {
         }
         // The folder last, so bad arguments are named before a missing
         // folder is.
-        o.traces = nvmos_trace::trace_files_in(&self.traces)?;
-        if o.traces.is_empty() {
+        let folder = if self.traces.is_file() {
+            nvmos_trace::TraceFolder {
+                traces: vec![self.traces.clone()],
+                not_traces: Vec::new(),
+            }
+        } else {
+            nvmos_trace::scan_trace_folder(&self.traces)?
+        };
+        if folder.traces.is_empty() {
             bail!("no traces in {}", self.traces.display());
         }
-        Ok(o)
+        o.traces = folder.traces;
+        Ok((o, folder.not_traces))
     }
 }
 
 /// Run it.
 pub fn run(args: LevellingArgs) -> Result<()> {
-    let options = args.options()?;
-    let out = crate::with_progress(0, |p| run_study(&options, p))?;
+    let (options, not_traces) = args.options()?;
+    let mut out = crate::with_progress(0, |p| run_study(&options, p))?;
+    out.not_traces = not_traces.iter().map(|p| p.display().to_string()).collect();
     if args.study.json {
         println!("{}", serde_json::to_string_pretty(&out)?);
     } else {

@@ -105,6 +105,29 @@ fn an_endurance_beyond_the_simulation_is_refused_before_any_replay() {
 }
 
 #[test]
+fn a_stray_file_in_the_traces_folder_is_skipped_and_listed() {
+    let dir = numpy_folder();
+    std::fs::write(dir.path().join("notes.txt"), "not a trace\n").unwrap();
+    let o = nvmos(&[
+        "study",
+        "levelling",
+        "--quick",
+        "--no-recorded",
+        "--alloc",
+        "iBuddy",
+        "--traces",
+        dir.path().to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["traces"].as_array().unwrap().len(), 1);
+    let skipped = v["not_traces"].as_array().unwrap();
+    assert_eq!(skipped.len(), 1);
+    assert!(skipped[0].as_str().unwrap().ends_with("notes.txt"));
+}
+
+#[test]
 fn too_small_a_memory_is_flagged_in_the_levelling_table() {
     let dir = numpy_folder();
     let o = nvmos(&[

@@ -33,6 +33,8 @@ fn quick_study_writes_json_and_a_report_page() {
     let traces = scratch("traces");
     let numpy = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../traces/numpy.nvt");
     std::fs::copy(&numpy, traces.join("numpy.nvt")).unwrap();
+    // A stray file: skipped and listed, not the end of the run.
+    std::fs::write(traces.join("notes.txt"), "not a trace\n").unwrap();
     let output = nvmos(&[
         "study",
         "power",
@@ -52,6 +54,11 @@ fn quick_study_writes_json_and_a_report_page() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "{stderr}");
     let v: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let skipped = v["not_traces"].as_array().unwrap();
+    assert!(
+        skipped.len() == 1 && skipped[0].as_str().unwrap().ends_with("notes.txt"),
+        "{skipped:?}"
+    );
     // Two workloads on two machines; 5 allocators, 3 of them also with migration.
     let synthetic = v["synthetic"].as_array().unwrap();
     assert_eq!(synthetic.len(), 4);

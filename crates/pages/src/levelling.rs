@@ -21,6 +21,13 @@ pub fn render(out: &Output) -> String {
     for (i, name) in out.schemes.iter().enumerate() {
         s.push_str(&format!("  [{}] {name}\n", i + 1));
     }
+    if !out.not_traces.is_empty() {
+        s.push_str(&format!(
+            "skipped {} files that are not traces: {}\n",
+            out.not_traces.len(),
+            out.not_traces.join(", ")
+        ));
+    }
     for t in &out.traces {
         s.push_str(&format!("\n{} ({} lines)\n", t.trace, t.lines));
         let mut header = vec!["placement".to_string()];

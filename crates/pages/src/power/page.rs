@@ -183,6 +183,13 @@ pub fn html(study: &PowerStudy, nav: &[NavLink]) -> Result<String> {
     page.nav(nav).summary_note(&Html::new().text(
         "Offline memory: share of banks with no allocated frame (they may be put in self-refresh or deep power-down, partial array self-refresh), time-weighted over the run. Optimum: the fewest banks that can hold what is allocated. Energy: background power of banks up and down, plus migration's copies; the workload's own accesses are the same for every allocator and left out.",
     ));
+    if !study.not_traces.is_empty() {
+        page.summary_note(&Html::new().text(&format!(
+            "Skipped {} file(s) of the traces folder that are not traces: {}.",
+            study.not_traces.len(),
+            study.not_traces.join(", ")
+        )));
+    }
     let mut checks = HtmlTable::new(["check", "measured", "bound", "seed 004", "", "source"]);
     for (i, c) in study.checks.iter().enumerate() {
         let p = format!("/checks/{i}/measured");

@@ -31,6 +31,13 @@ fn rows_text(title: &str, rows: &[PowerRow], out: &mut String) -> Result<(), nvm
 /// latency benchmark beside seed 004's Table 5, the checks, the energy units.
 pub fn tables(study: &PowerStudy) -> Result<String, nvmos_report::Error> {
     let mut out = String::new();
+    if !study.not_traces.is_empty() {
+        out.push_str(&format!(
+            "skipped {} files that are not traces: {}\n",
+            study.not_traces.len(),
+            study.not_traces.join(", ")
+        ));
+    }
     for s in &study.synthetic {
         let (w, m) = (&s.workload, &s.machine);
         let title = format!(

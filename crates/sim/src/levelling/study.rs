@@ -160,6 +160,9 @@ pub struct Output {
     pub synthetic: Vec<SyntheticResult>,
     /// Start-Gap against its paper.
     pub checks: Vec<Check>,
+    /// Files of the traces folder that are not traces, skipped.
+    #[serde(default)]
+    pub not_traces: Vec<String>,
 }
 
 /// Why the study could not run.
@@ -353,6 +356,7 @@ pub fn run(options: &Options, progress: &mut dyn FnMut(Progress)) -> Result<Outp
         traces,
         synthetic: synth,
         checks,
+        not_traces: Vec::new(),
     })
 }
 

@@ -223,6 +223,8 @@ pub struct PowerStudy {
     pub synthetic: Vec<SyntheticResult>,
     /// Traces.
     pub traces: Vec<TraceResult>,
+    /// Files of the traces folder that are not traces, skipped.
+    pub not_traces: Vec<String>,
     /// The latency benchmark (timings of this machine; not deterministic).
     pub latency: Option<LatencyResult>,
     /// nvmos's targets and the seed's figures, held against ours.
@@ -375,10 +377,19 @@ impl Study for PowerStudy {
 /// The files of a trace folder (or the one file named), sorted: every
 /// file but hidden ones and `*.md`.
 pub fn trace_files(path: &Path) -> Result<Vec<PathBuf>, PowerStudyError> {
+    Ok(scan_traces(path)?.traces)
+}
+
+/// [`trace_files`], with the folder's files that are not traces (none of
+/// the formats) set apart: the study skips them and lists them.
+pub fn scan_traces(path: &Path) -> Result<nvmos_trace::TraceFolder, PowerStudyError> {
     if path.is_file() {
-        return Ok(vec![path.to_owned()]);
+        return Ok(nvmos_trace::TraceFolder {
+            traces: vec![path.to_owned()],
+            not_traces: Vec::new(),
+        });
     }
-    let files = nvmos_trace::trace_files_in(path).map_err(|e| PowerStudyError::Open {
+    let folder = nvmos_trace::scan_trace_folder(path).map_err(|e| PowerStudyError::Open {
         path: path.to_owned(),
         // The path is in this error's message; keep only the system's word.
         source: match e {
@@ -386,13 +397,13 @@ pub fn trace_files(path: &Path) -> Result<Vec<PathBuf>, PowerStudyError> {
             e => Box::new(e),
         },
     })?;
-    if files.is_empty() {
+    if folder.traces.is_empty() {
         return Err(PowerStudyError::Options(format!(
             "no traces in {} (skip the traces to run without them)",
             path.display()
         )));
     }
-    Ok(files)
+    Ok(folder)
 }
 
 /// Run the study. `progress` is called before each step; returning
@@ -413,10 +424,11 @@ pub fn run(
         })
         .collect::<Result<Vec<_>, _>>()?;
     let workloads = options.parsed_workloads()?;
-    let trace_files = match &options.traces {
-        Some(path) => trace_files(path)?,
-        None => Vec::new(),
+    let folder = match &options.traces {
+        Some(path) => scan_traces(path)?,
+        None => nvmos_trace::TraceFolder::default(),
     };
+    let trace_files = folder.traces;
     let runs: u64 = options
         .allocators
         .iter()
@@ -594,6 +606,11 @@ pub fn run(
             .collect(),
         synthetic,
         traces,
+        not_traces: folder
+            .not_traces
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect(),
         latency,
         checks: Vec::new(),
     };
