@@ -120,3 +120,21 @@ def test_psync_many_commits_several_objects_together(pool_path):
         pool.psync_many([r])
     assert r.buffer[5000] == 9
     r.detach()
+
+
+def test_a_protected_pool_needs_its_state_store(tmp_path):
+    store = tmp_path / "state"
+    path = tmp_path / "protected.pool"
+    pool = nvmos.Pool.create(path, 8 << 20, state_dir=store)
+    pool.pcreate("obj", 64 << 10, key=KEY, fast_kdf=True)
+    del pool
+    # With its store: opens, read-only and for writing.
+    assert nvmos.Pool.open(path, state_dir=store).state_missing is None
+    nvmos.Pool.open(path, write=True, state_dir=store)
+    # Without it, or with another (empty) one: refused, naming the store.
+    for other in (None, tmp_path / "elsewhere"):
+        with pytest.raises(nvmos.PmoError, match="state"):
+            nvmos.Pool.open(path, state_dir=other)
+    # Unless asked for, and then the pool says so.
+    opened = nvmos.Pool.open(path, state_dir=None, allow_missing_state=True)
+    assert opened.state_missing

@@ -16,7 +16,7 @@ use std::path::PathBuf;
 
 use numpy::PyArray1;
 use nvmos_pmo::heap::Heap;
-use nvmos_pmo::{Access, Attachment, KdfParams, Mode, Perm, Pool};
+use nvmos_pmo::{Access, Attachment, KdfParams, Mode, Perm, Pool, PoolOptions};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -66,6 +66,12 @@ impl PmoPool {
     ///         on a DAX file system it is treated as persistent memory;
     ///         anywhere else it is made durable with ``msync``).
     ///     size (int): the pool's size (bytes).
+    ///     state_dir (str | os.PathLike | None): the state store folder
+    ///         (as the CLI's ``--state-dir``; its default is
+    ///         ``$XDG_STATE_HOME/nvmos`` or ``~/.local/state/nvmos``): the
+    ///         pool is protected against rollback through it, and every
+    ///         later open must find it. None: no store, the pool file is
+    ///         all there is (a rollback of it is undetectable).
     ///
     /// Returns:
     ///     Pool: the new pool, open for writing.
@@ -74,8 +80,13 @@ impl PmoPool {
     ///     PmoError: the path exists (never overwritten), the size is too
     ///         small, or the file cannot be made.
     #[staticmethod]
-    fn create(path: PathBuf, size: u64) -> PyResult<Self> {
-        let pool = Pool::create(&path, size).map_err(|e| pmo_err("", &e))?;
+    #[pyo3(signature = (path, size, state_dir = None))]
+    fn create(path: PathBuf, size: u64, state_dir: Option<PathBuf>) -> PyResult<Self> {
+        let opts = PoolOptions {
+            state_dir,
+            ..PoolOptions::default()
+        };
+        let pool = Pool::create_with(&path, size, opts).map_err(|e| pmo_err("", &e))?;
         Ok(PmoPool { pool, path })
     }
 
@@ -85,6 +96,15 @@ impl PmoPool {
     ///     path (str | os.PathLike): the pool file.
     ///     write (bool): open for writing (create, destroy and write
     ///         objects); otherwise read-only.
+    ///     state_dir (str | os.PathLike | None): the state store folder the
+    ///         pool was protected through (the CLI's default store is
+    ///         ``$XDG_STATE_HOME/nvmos`` or ``~/.local/state/nvmos``).
+    ///         A protected pool opened without its store is refused, read-
+    ///         only opens included: an older copy of it could not be told
+    ///         from the latest.
+    ///     allow_missing_state (bool): open a protected pool without its
+    ///         store anyway, unprotected against rollback; the pool's
+    ///         ``state_missing`` then says why.
     ///
     /// Returns:
     ///     Pool: the open pool. Damaged objects are quarantined (listed
@@ -92,17 +112,36 @@ impl PmoPool {
     ///
     /// Raises:
     ///     PmoError: not a pool, an unsupported format version, a pool
-    ///         busy with an open that excludes this one, or an I/O error.
+    ///         busy with an open that excludes this one, a protected pool
+    ///         without its state store, a rolled-back pool, or an I/O
+    ///         error.
     #[staticmethod]
-    #[pyo3(signature = (path, write = false))]
-    fn open(path: PathBuf, write: bool) -> PyResult<Self> {
+    #[pyo3(signature = (path, write = false, state_dir = None, allow_missing_state = false))]
+    fn open(
+        path: PathBuf,
+        write: bool,
+        state_dir: Option<PathBuf>,
+        allow_missing_state: bool,
+    ) -> PyResult<Self> {
         let access = if write {
             Access::ReadWrite
         } else {
             Access::ReadOnly
         };
-        let pool = Pool::open(&path, access).map_err(|e| pmo_err("", &e))?;
+        let opts = PoolOptions {
+            state_dir,
+            allow_missing_state,
+            ..PoolOptions::default()
+        };
+        let pool = Pool::open_with(&path, access, opts).map_err(|e| pmo_err("", &e))?;
         Ok(PmoPool { pool, path })
+    }
+
+    /// Why this open is unprotected against rollback (a protected pool
+    /// opened with ``allow_missing_state``), or None.
+    #[getter]
+    fn state_missing(&self) -> Option<String> {
+        self.pool.state_missing()
     }
 
     /// The pool file's path (str).
