@@ -203,14 +203,26 @@ vmstat() {{ awk -v k="$1" '$1 == k {{ print $2 }}' /proc/vmstat; }}
 # the system has settled for two seconds, each with the per-CPU vmstat
 # differentials folded into MemFree first (stat_refresh): unfolded, they
 # are up to a threshold of frames per CPU and zone away from the lists.
+# MemFree against buddyinfo: NR_FREE_PAGES lags by the per-CPU vmstat
+# deltas (folded by stat_refresh) and moves while deferred frees (RCU,
+# after a fork storm) still run, so wait until MemFree settles, then read
+# both files in one awk, back to back, and keep the closest of ten.
+memfree() {{ awk '/^MemFree:/ {{ print $2 }}' /proc/meminfo; }}
 free_gap() {{
   sleep 2
+  prev=$(memfree)
+  for i in $(seq 1 30); do
+    sleep 1
+    echo 1 > /proc/sys/vm/stat_refresh
+    now=$(memfree)
+    step=$((now - prev)); [ $step -lt 0 ] && step=$((-step))
+    [ $step -le 64 ] && break
+    prev=$now
+  done
   best=
   for i in 1 2 3 4 5 6 7 8 9 10; do
     echo 1 > /proc/sys/vm/stat_refresh
-    a=$(awk '/^MemFree:/ {{ print $2 }}' /proc/meminfo)
-    b=$(awk '/zone/ {{ m = 4; for (i = 5; i <= NF; i++) {{ s += $i * m; m *= 2 }} }} END {{ printf "%d", s }}' /proc/buddyinfo)
-    d=$((a - b)); [ $d -lt 0 ] && d=$((-d))
+    d=$(awk '/^MemFree:/ {{ a = $2 }} /zone/ {{ m = 4; for (i = 5; i <= NF; i++) {{ s += $i * m; m *= 2 }} }} END {{ d = a - s; if (d < 0) d = -d; printf "%d", d }}' /proc/meminfo /proc/buddyinfo)
     if [ -z "$best" ] || [ $d -lt $best ]; then best=$d; fi
   done
   echo $best
