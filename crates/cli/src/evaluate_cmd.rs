@@ -155,12 +155,6 @@ pub fn replay(args: ReplayArgs) -> Result<()> {
 
 /// A single trace, or a folder's traces with its other files set apart.
 fn trace_files(path: &Path) -> Result<nvmos_trace::TraceFolder> {
-    if path.is_file() {
-        return Ok(nvmos_trace::TraceFolder {
-            traces: vec![path.to_owned()],
-            not_traces: Vec::new(),
-        });
-    }
     let folder = nvmos_trace::scan_trace_folder(path)?;
     if folder.traces.is_empty() {
         if folder.not_traces.is_empty() {

@@ -99,14 +99,7 @@ impl LevellingArgs {
         }
         // The folder last, so bad arguments are named before a missing
         // folder is.
-        let folder = if self.traces.is_file() {
-            nvmos_trace::TraceFolder {
-                traces: vec![self.traces.clone()],
-                not_traces: Vec::new(),
-            }
-        } else {
-            nvmos_trace::scan_trace_folder(&self.traces)?
-        };
+        let folder = nvmos_trace::scan_trace_folder(&self.traces)?;
         if folder.traces.is_empty() {
             bail!("no traces in {}", self.traces.display());
         }

@@ -234,8 +234,13 @@ impl Record {
         if b.iter().all(|&x| x == 0) {
             return None;
         }
-        Some(Record {
-            seq: u64_at(b, 0).max(u64_at(b, 32)),
+        Some(Record::fields(b, u64_at(b, 0).max(u64_at(b, 32))))
+    }
+
+    /// The fields of record bytes `b` as written, with sequence `seq`.
+    fn fields(b: &[u8], seq: u64) -> Record {
+        Record {
+            seq,
             state: if u32_at(b, 8) == 2 {
                 SlotState::Destroyed
             } else {
@@ -245,7 +250,7 @@ impl Record {
             root_pfn: u64_at(b, 16),
             obj_id: u64_at(b, 24),
             root_sha: b[40..56].try_into().expect("16 bytes"),
-        })
+        }
     }
 
     /// Classify a record's bytes (see [`RecordState`]).
@@ -258,18 +263,7 @@ impl Record {
             return RecordState::Incomplete;
         }
         let body_seq = u64_at(b, 32);
-        let fields = Record {
-            seq: seq_word,
-            state: if u32_at(b, 8) == 2 {
-                SlotState::Destroyed
-            } else {
-                SlotState::Live
-            },
-            root_len: u32_at(b, 12),
-            root_pfn: u64_at(b, 16),
-            obj_id: u64_at(b, 24),
-            root_sha: b[40..56].try_into().expect("16 bytes"),
-        };
+        let fields = Record::fields(b, seq_word);
         let corrupt = |reason: String| RecordState::Corrupt {
             seq_hint: seq_word.max(body_seq),
             reason,

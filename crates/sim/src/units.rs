@@ -33,30 +33,32 @@ pub fn parse_memory(text: &str) -> Result<u64, String> {
         Binary(u32),
         Decimal(u32),
     }
-    let scale = match unit {
+    // Units are case-insensitive: `kb`, `KB` and `kB` are all 10^3 bytes,
+    // `kib` and `KiB` 2^10 (nobody sizes memory in bits).
+    let scale = match unit.to_ascii_lowercase().as_str() {
         "" => {
             return Err(format!(
                 "memory '{text}' has no unit: for {number} frames of 4 KiB write {number}frames; for a size write e.g. {number}GiB or {number}GB"
             ))
         }
-        "B" | "b" => Scale::Binary(0),
-        "K" | "k" | "KiB" | "kiB" | "kib" | "KIB" => Scale::Binary(10),
-        "M" | "m" | "MiB" | "mib" | "MIB" => Scale::Binary(20),
-        "G" | "g" | "GiB" | "gib" | "GIB" => Scale::Binary(30),
-        "T" | "t" | "TiB" | "tib" | "TIB" => Scale::Binary(40),
-        "kB" | "KB" | "kb" => Scale::Decimal(3),
-        "MB" | "mb" => Scale::Decimal(6),
-        "GB" | "gb" => Scale::Decimal(9),
-        "TB" | "tb" => Scale::Decimal(12),
-        u if u.eq_ignore_ascii_case("frames") || u.eq_ignore_ascii_case("frame") => {
+        "b" => Scale::Binary(0),
+        "k" | "kib" => Scale::Binary(10),
+        "m" | "mib" => Scale::Binary(20),
+        "g" | "gib" => Scale::Binary(30),
+        "t" | "tib" => Scale::Binary(40),
+        "kb" => Scale::Decimal(3),
+        "mb" => Scale::Decimal(6),
+        "gb" => Scale::Decimal(9),
+        "tb" => Scale::Decimal(12),
+        "frames" | "frame" => {
             return match number {
                 0 => Err(format!("memory '{text}' is zero frames")),
                 frames => Ok(frames),
             };
         }
-        other => {
+        _ => {
             return Err(format!(
-                "'{text}' has an unknown unit '{other}': use B, KiB, MiB, GiB, TiB (binary), kB, MB, GB, TB (decimal) or frames"
+                "'{text}' has an unknown unit '{unit}': use B, KiB, MiB, GiB, TiB (binary), kB, MB, GB, TB (decimal) or frames"
             ))
         }
     };

@@ -34,9 +34,18 @@ pub struct TraceFolder {
     pub not_traces: Vec<PathBuf>,
 }
 
-/// [`trace_files_in`], with the files that are not traces set apart.
-pub fn scan_trace_folder(dir: &Path) -> Result<TraceFolder, TraceError> {
+/// [`trace_files_in`], with the files that are not traces set apart; or,
+/// when `path` is a file, that one trace (whatever it holds: a file named
+/// on its own is read, and fails with its own error if it is no trace).
+pub fn scan_trace_folder(path: &Path) -> Result<TraceFolder, TraceError> {
     use std::io::Read;
+    if path.is_file() {
+        return Ok(TraceFolder {
+            traces: vec![path.to_owned()],
+            not_traces: Vec::new(),
+        });
+    }
+    let dir = path;
     let mut folder = TraceFolder::default();
     for path in trace_files_in(dir)? {
         let mut head = Vec::with_capacity(64 * 1024);
@@ -70,6 +79,9 @@ mod tests {
         };
         assert_eq!(names(&folder.traces), ["t.txt"]);
         assert_eq!(names(&folder.not_traces), ["empty", "notes.txt"]);
+        let one = scan_trace_folder(&dir.path().join("notes.txt")).unwrap();
+        assert_eq!(names(&one.traces), ["notes.txt"]);
+        assert!(one.not_traces.is_empty());
     }
 
     #[test]

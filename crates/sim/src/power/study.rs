@@ -383,12 +383,6 @@ pub fn trace_files(path: &Path) -> Result<Vec<PathBuf>, PowerStudyError> {
 /// [`trace_files`], with the folder's files that are not traces (none of
 /// the formats) set apart: the study skips them and lists them.
 pub fn scan_traces(path: &Path) -> Result<nvmos_trace::TraceFolder, PowerStudyError> {
-    if path.is_file() {
-        return Ok(nvmos_trace::TraceFolder {
-            traces: vec![path.to_owned()],
-            not_traces: Vec::new(),
-        });
-    }
     let folder = nvmos_trace::scan_trace_folder(path).map_err(|e| PowerStudyError::Open {
         path: path.to_owned(),
         // The path is in this error's message; keep only the system's word.
