@@ -105,6 +105,34 @@ fn an_endurance_beyond_the_simulation_is_refused_before_any_replay() {
 }
 
 #[test]
+fn security_refresh_beyond_the_work_bound_is_refused_with_the_bound() {
+    // Within the rounds bound, but a million written lines for 1.25·10^5
+    // rounds: refused once the first replay shows how many lines it wrote.
+    let dir = numpy_folder();
+    let o = nvmos(&[
+        "study",
+        "levelling",
+        "--quick",
+        "--no-recorded",
+        "--alloc",
+        "iBuddy",
+        "--endurance",
+        "1.6e7",
+        "--lines-per-frame",
+        "16",
+        "--traces",
+        dir.path().to_str().unwrap(),
+    ]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("line-rounds") && stderr.contains("at most") && stderr.contains("iBuddy"),
+        "{stderr}"
+    );
+    assert!(o.stdout.is_empty(), "printed a result");
+}
+
+#[test]
 fn a_stray_file_in_the_traces_folder_is_skipped_and_listed() {
     let dir = numpy_folder();
     std::fs::write(dir.path().join("notes.txt"), "not a trace\n").unwrap();

@@ -151,7 +151,7 @@ pub enum LevellingError {
         lines_per_frame: u32,
     },
     /// Security Refresh's sizes are not powers of two, or an interval is 0.
-    #[error("security refresh needs power-of-two region lines and sub-regions (sub-regions <= region lines) and intervals >= 1: {0:?}")]
+    #[error("security refresh needs power-of-two region lines (at most {max}) and sub-regions (sub-regions <= region lines) and intervals >= 1: {0:?}", max = MAX_LINES)]
     SecurityRefresh(SecurityRefresh),
     /// Security Refresh is simulated one refresh round at a time; this
     /// endurance needs more rounds than the bound.
@@ -163,6 +163,18 @@ pub enum LevellingError {
         interval: u64,
         /// Rounds it would take at most.
         rounds: f64,
+    },
+    /// Security Refresh's simulation would take more work than the bound.
+    #[error("Security Refresh over {written} written lines (of {lines}) for up to {rounds:.3e} refresh rounds is {work:.3e} line-rounds to simulate; nvmos simulates at most {max:.3e} per run: give a smaller endurance, longer refresh intervals (--sr-outer, --sr-inner) or less memory", max = security_refresh::MAX_WORK)]
+    TooMuchWork {
+        /// Lines with writes.
+        written: u64,
+        /// Lines of the memory.
+        lines: u64,
+        /// Refresh rounds it may take.
+        rounds: f64,
+        /// Line-rounds: the work bound.
+        work: f64,
     },
     /// Nothing was written: lifetime is unbounded.
     #[error("no writes: the lifetime is unbounded")]

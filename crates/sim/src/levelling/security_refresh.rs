@@ -44,9 +44,8 @@
 //! it counts their expectation, one write per physical line per outer
 //! round (they are `1 / outer_interval` of the demand writes).
 
-use std::collections::{BTreeSet, HashMap};
-
 use rand::{rngs::StdRng, Rng, SeedableRng};
+use rayon::prelude::*;
 
 use super::LevellingError;
 
@@ -106,8 +105,11 @@ impl SecurityRefresh {
         100.0 / self.inner_interval as f64 + self.outer_interval.map_or(0.0, |o| 100.0 / o as f64)
     }
 
-    fn validate(&self, lines: u64) -> Result<(), LevellingError> {
+    pub(super) fn validate(&self, lines: u64) -> Result<(), LevellingError> {
+        // The model keeps a region's lines densely: bounded as the lines
+        // of a memory are.
         let ok = self.region_lines.is_power_of_two()
+            && self.region_lines <= super::MAX_LINES
             && self.sub_regions.is_power_of_two()
             && self.sub_regions <= self.region_lines
             && self.inner_interval >= 1
@@ -147,6 +149,27 @@ impl SecurityRefresh {
         Ok(())
     }
 
+    /// Refuses a run whose work bound exceeds [`MAX_WORK`]: every written
+    /// line moves at least once per outer round, and every sub-region's
+    /// controller is visited once per round, for up to E / interval
+    /// rounds (the rounds to failure when writes are even; hotter lines
+    /// fail sooner).
+    pub fn check_work(&self, endurance: f64, lines: u64, written: u64) -> Result<(), LevellingError> {
+        let interval = self.outer_interval.unwrap_or(self.inner_interval).max(1);
+        let rounds = endurance / interval as f64;
+        let regions = lines.div_ceil(self.region_lines);
+        let work = rounds * (written as f64 + (regions * self.sub_regions) as f64);
+        if work > MAX_WORK {
+            return Err(LevellingError::TooMuchWork {
+                written,
+                lines,
+                rounds,
+                work,
+            });
+        }
+        Ok(())
+    }
+
     fn inner_rng(&self, region: u64, sub: u64) -> StdRng {
         StdRng::seed_from_u64(
             self.seed
@@ -159,6 +182,12 @@ impl SecurityRefresh {
 /// Most refresh rounds per region [`writes_to_failure`] simulates.
 pub const MAX_ROUNDS: u64 = 1 << 17;
 
+/// Most work one [`writes_to_failure`] takes on: written lines moved per
+/// round plus controller steps, times rounds (see
+/// [`SecurityRefresh::check_work`]). A line-round costs about ten
+/// nanoseconds, so this bounds one run at minutes of CPU.
+pub const MAX_WORK: f64 = (1u64 << 34) as f64;
+
 /// Demand writes served until the first physical line reaches `endurance`,
 /// for write rates `rates` over `rates.len()` lines.
 pub(super) fn writes_to_failure(
@@ -169,11 +198,19 @@ pub(super) fn writes_to_failure(
     let n = rates.len() as u64;
     sr.validate(n)?;
     sr.check_rounds(endurance)?;
+    let written = rates.iter().filter(|&&r| r > 0.0).count() as u64;
+    sr.check_work(endurance, n, written)?;
     let total: f64 = rates.iter().sum();
-    let mut w = f64::INFINITY;
-    for (r, region) in rates.chunks(sr.region_lines as usize).enumerate() {
-        let share: f64 = region.iter().sum::<f64>() / total;
-        if share > 0.0 {
+    // Regions are independent (each has its own controllers and keys):
+    // the memory fails with the first of them.
+    let w = rates
+        .par_chunks(sr.region_lines as usize)
+        .enumerate()
+        .map(|(r, region)| {
+            let share: f64 = region.iter().sum::<f64>() / total;
+            if share <= 0.0 {
+                return f64::INFINITY;
+            }
             let t = if region.len() as u64 == sr.region_lines {
                 region_writes_to_failure(region, sr, r as u64, endurance)
             } else {
@@ -181,10 +218,64 @@ pub(super) fn writes_to_failure(
                 padded.resize(sr.region_lines as usize, 0.0);
                 region_writes_to_failure(&padded, sr, r as u64, endurance)
             };
-            w = w.min(t / share);
+            t / share
+        })
+        .reduce(|| f64::INFINITY, f64::min);
+    Ok(w)
+}
+
+/// No written line at this intermediate address (see [`Region::at`]).
+const EMPTY: u32 = u32::MAX;
+
+/// A set of refresh steps `0..s`, as a bitmap with a summary word per 64
+/// bitmap words, so that the next pending step is found in a few word
+/// reads however sparse the written lines are.
+struct StepSet {
+    words: Vec<u64>,
+    summary: Vec<u64>,
+}
+
+impl StepSet {
+    fn new(s: u64) -> StepSet {
+        let words = s.div_ceil(64) as usize;
+        StepSet {
+            words: vec![0; words],
+            summary: vec![0; words.div_ceil(64)],
         }
     }
-    Ok(w)
+
+    fn insert(&mut self, step: u64) {
+        let w = (step / 64) as usize;
+        self.words[w] |= 1 << (step % 64);
+        self.summary[w / 64] |= 1 << (w % 64);
+    }
+
+    /// Removes `step`; whether it was there.
+    fn remove(&mut self, step: u64) -> bool {
+        let w = (step / 64) as usize;
+        let bit = 1 << (step % 64);
+        let was = self.words[w] & bit != 0;
+        self.words[w] &= !bit;
+        if self.words[w] == 0 {
+            self.summary[w / 64] &= !(1 << (w % 64));
+        }
+        was
+    }
+
+    /// The smallest step in the set, given that none is below `from`.
+    fn first(&self, from: u64) -> Option<u64> {
+        let start = (from / 64 / 64) as usize;
+        let (k, sw) = self.summary[start.min(self.summary.len())..]
+            .iter()
+            .enumerate()
+            .find(|(_, &sw)| sw != 0)?;
+        let w = (start + k) * 64 + sw.trailing_zeros() as usize;
+        Some(w as u64 * 64 + u64::from(self.words[w].trailing_zeros()))
+    }
+
+    fn is_empty(&self) -> bool {
+        self.summary.iter().all(|&sw| sw == 0)
+    }
 }
 
 /// One written line.
@@ -195,6 +286,8 @@ struct Line {
     phys: u64,
     /// Time (region writes) its wear was last flushed.
     since: f64,
+    /// Its position in its sub-region's [`Sub::members`].
+    slot: u32,
 }
 
 /// One inner controller and the written lines in its sub-region.
@@ -211,10 +304,16 @@ struct Sub {
     swap_rounds: u64,
     /// Share of the region's writes landing here.
     rho: f64,
-    /// Offset within the sub-region → index of the written line there.
-    lines: HashMap<u64, usize>,
-    /// Written lines not yet remapped this round: (step, offset).
-    pending: BTreeSet<(u64, u64)>,
+    /// The written lines in the sub-region (indices into
+    /// [`Region::lines`], in no order).
+    members: Vec<u32>,
+    /// The steps of this round that will move a written line: step `c`
+    /// moves the lines at offsets `c` and `c ^ kp ^ kc`. Invariant: a
+    /// written line is pending (not yet remapped this round) exactly when
+    /// its step is at or past `ptr` and the keys differ, and its step's
+    /// bit is set exactly when one of the step's two offsets holds a
+    /// pending line.
+    pending: StepSet,
     rng: StdRng,
 }
 
@@ -224,7 +323,12 @@ struct Region<'a> {
     endurance: f64,
     lines: Vec<Line>,
     subs: Vec<Sub>,
-    wear: &'a mut HashMap<u64, f64>,
+    /// Intermediate address → index of the written line there, or
+    /// [`EMPTY`]. Dense: a region is at most a few million lines, and
+    /// the model touches it once per line move.
+    at: Vec<u32>,
+    /// Demand-write wear of every physical line of the region.
+    wear: &'a mut [f64],
     /// Outer rounds (keys differing) completed: one expected write per line.
     outer_rounds: u64,
     /// Earliest time a line reached the endurance.
@@ -251,7 +355,7 @@ impl Region<'_> {
             (l.g, l.phys, l.since)
         };
         let swaps = self.swaps(phys);
-        let w = self.wear.entry(phys).or_insert(0.0);
+        let w = &mut self.wear[phys as usize];
         let before = *w;
         *w += g * (now - since);
         if *w + swaps >= self.endurance && g > 0.0 {
@@ -264,6 +368,7 @@ impl Region<'_> {
     /// Run sub-region `j`'s controller up to time `t`.
     fn advance(&mut self, j: usize, t: f64) {
         let s = self.s;
+        let base = j as u64 * s;
         loop {
             let sub = &mut self.subs[j];
             if sub.tau >= t {
@@ -273,7 +378,7 @@ impl Region<'_> {
                 sub.tau = t;
                 return;
             }
-            let target = sub.pending.first().map_or(s - 1, |&(c, _)| c);
+            let target = sub.pending.first(sub.ptr).unwrap_or(s - 1);
             let need = (target - sub.ptr + 1) as f64 * self.interval - sub.part;
             let dt = need / sub.rho;
             if sub.tau + dt > t {
@@ -285,34 +390,33 @@ impl Region<'_> {
                 return;
             }
             sub.tau += dt;
-            sub.ptr = target + 1;
             sub.part = 0.0;
             let now = sub.tau;
-            let mut moved = Vec::new();
-            while let Some(&(c, off)) = sub.pending.first() {
-                if c != target {
-                    break;
+            let d = sub.kp ^ sub.kc;
+            let mut moved = [EMPTY; 2];
+            if sub.pending.remove(target) {
+                for (k, off) in [target, target ^ d].into_iter().enumerate() {
+                    if k == 0 || off != target {
+                        moved[k] = self.at[(base + off) as usize];
+                    }
                 }
-                sub.pending.pop_first();
-                moved.push(sub.lines[&off]);
             }
             // The wear up to the step lands where the line was (the step
             // has not happened yet for `swaps`: flush before moving on).
-            sub.ptr = target;
-            for &i in &moved {
-                self.flush(i, now);
+            self.subs[j].ptr = target;
+            for &i in moved.iter().filter(|&&i| i != EMPTY) {
+                self.flush(i as usize, now);
             }
             let sub = &mut self.subs[j];
             sub.ptr = target + 1;
-            let base = j as u64 * s;
-            for &i in &moved {
-                let off = self.lines[i].phys - base;
-                // It sat at off ^ kp... recover its offset from the
-                // physical line and move it to offset ^ kc.
-                let o = off ^ sub.kp;
-                self.lines[i].phys = base + (o ^ sub.kc);
+            for &i in moved.iter().filter(|&&i| i != EMPTY) {
+                let line = &mut self.lines[i as usize];
+                // It sat at offset ^ kp: move it to offset ^ kc.
+                let o = (line.phys - base) ^ sub.kp;
+                line.phys = base + (o ^ sub.kc);
             }
             if sub.ptr == s {
+                debug_assert!(sub.pending.is_empty());
                 if sub.kp != sub.kc {
                     sub.swap_rounds += 1;
                 }
@@ -321,9 +425,13 @@ impl Region<'_> {
                 sub.ptr = 0;
                 let d = sub.kp ^ sub.kc;
                 if d != 0 {
-                    let pending: Vec<(u64, u64)> =
-                        sub.lines.keys().map(|&o| (o.min(o ^ d), o)).collect();
-                    sub.pending.extend(pending);
+                    // Every written line is pending again; its offset is
+                    // where its physical line came from under the (new)
+                    // previous key.
+                    for &i in &sub.members {
+                        let o = (self.lines[i as usize].phys - base) ^ sub.kp;
+                        sub.pending.insert(o.min(o ^ d));
+                    }
                 }
             }
         }
@@ -331,20 +439,30 @@ impl Region<'_> {
 
     /// Take the written line at intermediate address `x` out of its
     /// sub-region at time `now`.
-    fn remove(&mut self, x: u64, now: f64) -> usize {
+    fn remove(&mut self, x: u64, now: f64) {
         let j = (x / self.s) as usize;
         self.advance(j, now);
         let off = x % self.s;
+        let i = std::mem::replace(&mut self.at[x as usize], EMPTY);
+        debug_assert!(i != EMPTY, "a written line sits at {x}");
+        let i = i as usize;
         let sub = &mut self.subs[j];
-        let i = sub.lines.remove(&off).expect("a written line sits there");
         let d = sub.kp ^ sub.kc;
-        sub.pending.remove(&(off.min(off ^ d), off));
+        let step = off.min(off ^ d);
+        // The step stays pending while its other offset holds a line.
+        if d != 0 && step >= sub.ptr && self.at[(x - off + (off ^ d)) as usize] == EMPTY {
+            sub.pending.remove(step);
+        }
         sub.rho -= self.lines[i].g;
-        if sub.lines.is_empty() {
+        let slot = self.lines[i].slot as usize;
+        sub.members.swap_remove(slot);
+        if let Some(&moved) = sub.members.get(slot) {
+            self.lines[moved as usize].slot = slot as u32;
+        }
+        if sub.members.is_empty() {
             sub.rho = 0.0;
         }
         self.flush(i, now);
-        i
     }
 
     /// Put written line `i` at intermediate address `x` at time `now`.
@@ -358,9 +476,11 @@ impl Region<'_> {
         let refreshed = d == 0 || step < sub.ptr;
         let key = if refreshed { sub.kc } else { sub.kp };
         if !refreshed {
-            sub.pending.insert((step, off));
+            sub.pending.insert(step);
         }
-        sub.lines.insert(off, i);
+        self.lines[i].slot = sub.members.len() as u32;
+        sub.members.push(i as u32);
+        self.at[x as usize] = i as u32;
         sub.rho += self.lines[i].g;
         self.lines[i].phys = j as u64 * self.s + (off ^ key);
         self.lines[i].since = now;
@@ -383,7 +503,7 @@ fn region_writes_to_failure(
         Some(_) => (orng.gen_range(0..n), orng.gen_range(0..n)),
         None => (0, 0),
     };
-    let mut wear = HashMap::new();
+    let mut wear = vec![0.0; n as usize];
     let mut reg = Region {
         s,
         interval: sr.inner_interval as f64,
@@ -402,12 +522,13 @@ fn region_writes_to_failure(
                     tau: 0.0,
                     swap_rounds: 0,
                     rho: 0.0,
-                    lines: HashMap::new(),
-                    pending: BTreeSet::new(),
+                    members: Vec::new(),
+                    pending: StepSet::new(s),
                     rng,
                 }
             })
             .collect(),
+        at: vec![EMPTY; n as usize],
         wear: &mut wear,
         outer_rounds: 0,
         failure: f64::INFINITY,
@@ -422,6 +543,7 @@ fn region_writes_to_failure(
                 g: r / total,
                 phys: 0,
                 since: 0.0,
+                slot: 0,
             });
             logical.push(m as u64);
             reg.insert(i, m as u64 ^ okp, 0.0);
@@ -431,25 +553,29 @@ fn region_writes_to_failure(
     // of the same length as an inner round of the whole region).
     let round = sr.outer_interval.unwrap_or(sr.inner_interval) as f64 * n as f64;
     let mut start = 0.0f64;
-    let mut events: Vec<(u64, usize)> = Vec::new();
+    // A move as one sortable word: its step above, the line below (a
+    // region has at most 2^32 lines, so both fit).
+    let mut events: Vec<u64> = Vec::new();
     loop {
         let d = okp ^ okc;
         if let (Some(o), true) = (sr.outer_interval, d != 0) {
             events.clear();
-            events.extend(logical.iter().enumerate().map(|(i, &m)| (m.min(m ^ d), i)));
+            events.extend(
+                logical
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &m)| (m.min(m ^ d) << 32) | i as u64),
+            );
             events.sort_unstable();
-            let mut k = 0;
-            while k < events.len() {
-                let c = events[k].0;
-                let now = start + (c + 1) as f64 * o as f64;
-                let mut group = Vec::new();
-                while k < events.len() && events[k].0 == c {
-                    let i = events[k].1;
-                    let x = reg.remove(logical[i] ^ okp, now);
-                    group.push(x);
-                    k += 1;
+            // Step c moves the lines at logical c and c ^ d: at most two.
+            for pair in events.chunk_by(|a, b| a >> 32 == b >> 32) {
+                let now = start + ((pair[0] >> 32) + 1) as f64 * o as f64;
+                for &e in pair {
+                    let i = (e & u64::from(u32::MAX)) as usize;
+                    reg.remove(logical[i] ^ okp, now);
                 }
-                for i in group {
+                for &e in pair {
+                    let i = (e & u64::from(u32::MAX)) as usize;
                     reg.insert(i, logical[i] ^ okc, now);
                 }
             }
@@ -458,8 +584,16 @@ fn region_writes_to_failure(
         for j in 0..reg.subs.len() {
             reg.advance(j, end);
         }
-        for i in 0..reg.lines.len() {
-            reg.flush(i, end);
+        // A line's wear is flushed whenever it moves, and every written
+        // line moves at least once a round but for the odd round whose
+        // keys are equal: a failure shows up at most a move late, with
+        // its exact time. Flush every line once one has shown, so that a
+        // line that failed earlier but has not moved since is counted.
+        if reg.failure <= end {
+            for i in 0..reg.lines.len() {
+                reg.flush(i, end);
+            }
+            return reg.failure;
         }
         if sr.outer_interval.is_some() {
             if d != 0 {
@@ -467,9 +601,6 @@ fn region_writes_to_failure(
             }
             okp = okc;
             okc = orng.gen_range(0..n);
-        }
-        if reg.failure <= end {
-            return reg.failure;
         }
         start = end;
     }
@@ -670,6 +801,50 @@ mod tests {
         let pct = 100.0 * writes_to_failure(&g, &sr, e).unwrap() / (n as f64 * e);
         let ideal = 100.0 / (1.0 + sr.extra_writes_pct() / 100.0);
         assert!((pct - ideal).abs() < 1.0, "{pct} vs {ideal}");
+    }
+
+    #[test]
+    fn the_step_set_finds_the_next_step_as_an_ordered_set_does() {
+        // Sizes across the summary's word boundaries (64 and 4096 steps).
+        for s in [1u64, 64, 100, 4096, 5000, 1 << 14] {
+            let mut set = StepSet::new(s);
+            let mut reference = std::collections::BTreeSet::new();
+            let mut rng = StdRng::seed_from_u64(s);
+            let mut from = 0;
+            for _ in 0..20_000 {
+                // As the controller uses it: nothing is inserted below the
+                // pointer, and the pointer moves up to the first step.
+                let step = rng.gen_range(from..s);
+                if rng.gen_bool(0.5) {
+                    set.insert(step);
+                    reference.insert(step);
+                } else {
+                    assert_eq!(set.remove(step), reference.remove(&step));
+                }
+                assert_eq!(set.first(from), reference.first().copied());
+                assert_eq!(set.is_empty(), reference.is_empty());
+                if rng.gen_bool(0.01) {
+                    from = reference.first().copied().unwrap_or(0);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_run_beyond_the_work_bound_is_refused_before_it_starts() {
+        // 2^20 written lines for 10^7 / 128 rounds: 8·10^10 line-rounds.
+        let sr = SecurityRefresh::DEFAULT;
+        let rates = vec![1.0; 1 << 20];
+        let err = writes_to_failure(&rates, &sr, 1e7).unwrap_err();
+        assert!(
+            matches!(err, LevellingError::TooMuchWork { written, .. } if written == 1 << 20),
+            "{err:?}"
+        );
+        assert!(err.to_string().contains("smaller endurance"), "{err}");
+        // The same memory with one written line in a hundred is within it.
+        let sparse: Vec<f64> = (0..1 << 20).map(|i| f64::from(i % 100 == 0)).collect();
+        let written = sparse.iter().filter(|&&r| r > 0.0).count() as u64;
+        assert!(sr.check_work(1e7, 1 << 20, written).is_ok());
     }
 
     #[test]

@@ -256,10 +256,11 @@ pub fn run(options: &Options, progress: &mut dyn FnMut(Progress)) -> Result<Outp
     if options.traces.is_empty() {
         return Err(Error::NoTraces);
     }
-    // Before any replay: an endurance the simulation cannot reach.
-    options
-        .security_refresh
-        .check_rounds(options.endurance)
+    // Before any replay: impossible parameters, or an endurance the
+    // simulation cannot reach.
+    let sr = &options.security_refresh;
+    sr.validate(1)
+        .and_then(|()| sr.check_rounds(options.endurance))
         .map_err(Error::Options)?;
     let schemes = options.schemes();
     let placements: Vec<Option<AllocatorKind>> = options
