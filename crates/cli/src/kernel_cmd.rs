@@ -34,6 +34,89 @@ pub enum KernelCommand {
     /// Boot every policy with kunit.enable=1 and report the series' KUnit
     /// suite (nvmos_policy) case by case.
     Test(TestArgs),
+    /// The in-kernel allocation benchmark (the series' debugfs
+    /// nvmos_bench): bulk, repeat, rand and mixed-order patterns on 1, 2
+    /// and 4 vCPUs under every policy, each request's guest instructions
+    /// counted by a QEMU TCG plugin, and the guest's TSC beside them.
+    Bench(BenchArgs),
+    /// System time of real programs under every policy (the compile,
+    /// file and sort jobs; the host's gzip, xz and sqlite3 over 9p), in
+    /// guest instruction time under -icount, each policy against buddy.
+    Systime(SystimeArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct SystimeArgs {
+    #[command(flatten)]
+    policies: PolicyArgs,
+    /// Programs, comma-separated.
+    #[arg(
+        long,
+        default_value = "compilejob,filejob,sortjob,gzip,xz,sqlite3",
+        value_delimiter = ','
+    )]
+    programs: Vec<String>,
+    /// Guests per policy.
+    #[arg(long, default_value_t = 3)]
+    runs: u32,
+    /// Guest memory.
+    #[arg(long, default_value = "2GiB")]
+    mem: String,
+    /// Guest vCPUs.
+    #[arg(long, default_value_t = 2)]
+    cpus: u32,
+    /// Longest guest run, seconds.
+    #[arg(long, default_value_t = 1800)]
+    timeout: u64,
+    /// Also write the result as JSON here.
+    #[arg(long)]
+    json: Option<PathBuf>,
+    #[command(flatten)]
+    common: Common,
+}
+
+#[derive(Args, Debug)]
+pub struct BenchArgs {
+    #[command(flatten)]
+    policies: PolicyArgs,
+    /// vCPU counts (one benchmark thread per vCPU), comma-separated.
+    #[arg(long, default_value = "1,2,4", value_delimiter = ',')]
+    vcpus: Vec<u32>,
+    /// Patterns, comma-separated.
+    #[arg(long, default_value = "bulk,repeat,rand,mixed", value_delimiter = ',')]
+    patterns: Vec<String>,
+    /// bulk and rand: frames each thread allocates.
+    #[arg(long, default_value_t = 32_768)]
+    count: u64,
+    /// repeat: allocate/free pairs per thread.
+    #[arg(long, default_value_t = 20_000)]
+    repeat: u64,
+    /// mixed: operations per thread.
+    #[arg(long, default_value_t = 20_000)]
+    mixed: u64,
+    /// Run QEMU without -icount shift=0 (the instruction counts are the
+    /// same; the TSC then follows the host's clock).
+    #[arg(long)]
+    no_icount: bool,
+    /// Guests per policy and vCPU count (their instruction counts are
+    /// compared).
+    #[arg(long, default_value_t = 2)]
+    runs: u32,
+    /// Leave out the same patterns in user space (bench alloc through
+    /// each policy's twin in nvmos' registry).
+    #[arg(long)]
+    no_user_space: bool,
+    /// Guest memory (e.g. 2GiB).
+    #[arg(long, default_value = "2GiB")]
+    mem: String,
+    /// Longest guest run, seconds.
+    #[arg(long, default_value_t = 1800)]
+    timeout: u64,
+    /// Also write the result as JSON here.
+    #[arg(long)]
+    json: Option<PathBuf>,
+    #[command(flatten)]
+    common: Common,
 }
 
 /// The policies a multi-guest command boots.
@@ -260,7 +343,71 @@ pub fn run(cmd: KernelCommand) -> Result<()> {
         KernelCommand::Study(a) => run_study(&a),
         KernelCommand::Check(a) => run_check(&a),
         KernelCommand::Test(a) => run_test(&a),
+        KernelCommand::Bench(a) => run_bench(&a),
+        KernelCommand::Systime(a) => run_systime(&a),
     }
+}
+
+fn run_systime(a: &SystimeArgs) -> Result<()> {
+    use nvmos_kernel::systime;
+    let mut o = RunOptions::new(
+        a.common.build_options(),
+        nvmos_kernel::repo_workloads_dir(),
+        Policy::Buddy,
+        Vec::new(),
+    );
+    o.mem_mib = mib(&a.mem, "--mem")?;
+    o.cpus = a.cpus;
+    o.timeout_s = a.timeout;
+    let mut opts = systime::Options::new(o);
+    opts.policies = a.policies.list.clone();
+    opts.programs = a
+        .programs
+        .iter()
+        .map(|p| systime::Program::parse(p))
+        .collect::<Result<_, _>>()?;
+    opts.runs = a.runs;
+    let s = systime::systime(&opts, &mut progress)?;
+    if let Some(path) = &a.json {
+        let mut out = nvmos_trace::Output::create(path, &[])?;
+        serde_json::to_writer_pretty(&mut out, &s)?;
+        out.commit()?;
+    }
+    print!("{}", pages::systime_text(&s));
+    Ok(())
+}
+
+fn run_bench(a: &BenchArgs) -> Result<()> {
+    let mut o = RunOptions::new(
+        a.common.build_options(),
+        nvmos_kernel::repo_workloads_dir(),
+        Policy::Buddy,
+        Vec::new(),
+    );
+    o.mem_mib = mib(&a.mem, "--mem")?;
+    o.timeout_s = a.timeout;
+    let mut opts = nvmos_kernel::bench::Options::new(o);
+    opts.policies = a.policies.list.clone();
+    opts.cpus = a.vcpus.clone();
+    opts.patterns = a
+        .patterns
+        .iter()
+        .map(|p| nvmos_kernel::bench::Pattern::parse(p))
+        .collect::<Result<_, _>>()?;
+    opts.count = a.count;
+    opts.repeat = a.repeat;
+    opts.mixed = a.mixed;
+    opts.icount = !a.no_icount;
+    opts.user_space = !a.no_user_space;
+    opts.runs = a.runs;
+    let b = nvmos_kernel::bench::bench(&opts, &mut progress)?;
+    if let Some(path) = &a.json {
+        let mut out = nvmos_trace::Output::create(path, &[])?;
+        serde_json::to_writer_pretty(&mut out, &b)?;
+        out.commit()?;
+    }
+    print!("{}", pages::bench_text(&b));
+    Ok(())
 }
 
 fn mib(text: &str, what: &str) -> Result<u64> {

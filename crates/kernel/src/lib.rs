@@ -45,6 +45,7 @@
 //! ```
 #![warn(missing_docs)]
 
+pub mod bench;
 pub mod check;
 mod cpio;
 mod error;
@@ -52,6 +53,7 @@ pub mod kbuild;
 pub mod policy_core;
 pub mod run;
 pub mod study;
+pub mod systime;
 
 pub use error::{KernelError, Result};
 pub use run::{Policy, Run, RunOptions};

@@ -167,6 +167,9 @@ pub struct RunOptions {
     /// More kernel command-line options (after the policy's and the
     /// flavour's), e.g. `cma=64M`.
     pub extra_cmdline: Vec<String>,
+    /// More QEMU arguments, e.g. `-icount shift=0` or a TCG `-plugin`.
+    /// TCG-only arguments need [`Accel::Tcg`].
+    pub extra_qemu_args: Vec<String>,
 }
 
 /// The virtio-9p mount tag of [`RunOptions::share_host_root`].
@@ -206,6 +209,7 @@ impl RunOptions {
             share_host_root: false,
             cpu_model: None,
             extra_cmdline: Vec::new(),
+            extra_qemu_args: Vec::new(),
         }
     }
 }
@@ -861,7 +865,8 @@ fn boot(
             "id=data,file={},format=raw,if=none",
             disk.display()
         ))
-        .args(["-device", "virtio-blk-device,drive=data"]);
+        .args(["-device", "virtio-blk-device,drive=data"])
+        .args(&opts.extra_qemu_args);
     if opts.share_host_root {
         // multidevs=remap: the host's /proc, /sys, /dev... are other
         // file systems whose inode numbers collide with each other's (each

@@ -65,6 +65,187 @@ pub fn mm_check_text(c: &nvmos_kernel::check::Check) -> String {
     out
 }
 
+/// `kernel bench`: instructions per request per policy, pattern and vCPU
+/// count (mean ± sd, median, p99), the guest's TSC beside them, then seed
+/// 000's Table 2 comparison and what was not measured.
+pub fn bench_text(b: &nvmos_kernel::bench::Bench) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "kernel {}: in-kernel allocation benchmark, {} guests, {:.0} s; guest instructions per request from the TCG plugin{}; TSC cycles {}",
+        b.kernel,
+        b.guests.len(),
+        b.seconds,
+        if b.icount { ", under -icount shift=0,sleep=off" } else { "" },
+        if b.icount {
+            "count every vCPU's instructions (not real time, and charged other vCPUs' turns)"
+        } else {
+            "are TCG's host-clock-derived TSC (not real time)"
+        }
+    );
+    let _ = writeln!(
+        out,
+        "per thread: bulk/rand {} frames, repeat {} pairs, mixed {} operations; {} run(s) per policy and vCPU count, their instruction means at most {:.2} % apart (the table: the first run)",
+        b.count, b.repeat, b.mixed, b.runs, b.max_spread_pct
+    );
+    let mut rows = vec![[
+        "policy",
+        "vCPUs",
+        "pattern",
+        "kind",
+        "requests",
+        "instr mean",
+        "sd",
+        "median",
+        "p99",
+        "TSC mean",
+        "TSC sd",
+        "refused",
+        "runs apart %",
+    ]
+    .map(String::from)
+    .to_vec()];
+    for c in &b.cells {
+        let d = &c.instructions;
+        rows.push(vec![
+            c.policy.name().to_owned(),
+            c.cpus.to_string(),
+            c.pattern.name().to_owned(),
+            c.kind.to_owned(),
+            d.requests.to_string(),
+            format!("{:.1}", d.mean),
+            format!("{:.1}", d.sd),
+            format!("{:.0}", d.median),
+            format!("{:.0}", d.p99),
+            format!("{:.1}", c.tsc.mean),
+            c.tsc.sd.map_or("-".to_owned(), |s| format!("{s:.1}")),
+            c.tsc.refused.to_string(),
+            format!("{:.2}", c.spread_pct()),
+        ]);
+    }
+    out.push_str(&align(&rows));
+    if !b.comparisons.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nseed 000's Table 2 in the kernel: lazy buddy (buddy: Linux's pcp lists) against lazy iBuddy (lis31), guest instructions per request, allocations and frees together (the seed: lis31 32 % faster, and a standard deviation 3.5x smaller, 1400 -> 400 cycles)"
+        );
+        let mut rows = vec![[
+            "vCPUs",
+            "pattern",
+            "buddy mean",
+            "lis31 mean",
+            "lis31 gain %",
+            "buddy sd",
+            "lis31 sd",
+            "sd buddy:lis31",
+            "user linux-pcp cyc",
+            "user LiS-31 cyc",
+            "user gain %",
+        ]
+        .map(String::from)
+        .to_vec()];
+        let opt = |v: Option<f64>, plus: bool| match v {
+            Some(v) if plus => format!("{v:+.1}"),
+            Some(v) => format!("{v:.1}"),
+            None => "-".to_owned(),
+        };
+        for c in &b.comparisons {
+            rows.push(vec![
+                c.cpus.to_string(),
+                c.pattern.name().to_owned(),
+                format!("{:.1}", c.buddy_mean),
+                format!("{:.1}", c.lis31_mean),
+                format!("{:+.1}", c.gain_pct),
+                format!("{:.1}", c.buddy_sd),
+                format!("{:.1}", c.lis31_sd),
+                if c.lis31_sd > 0.0 {
+                    format!("{:.2}x", c.buddy_sd / c.lis31_sd)
+                } else {
+                    "-".to_owned()
+                },
+                opt(c.user_buddy_cycles, false),
+                opt(c.user_lis31_cycles, false),
+                opt(c.user_gain_pct, true),
+            ]);
+        }
+        out.push_str(&align(&rows));
+    }
+    if !b.user_space.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nthe same patterns in user space (bench alloc, one round), each policy's twin in nvmos' registry, host TSC cycles per request (real time, this host)"
+        );
+        let mut rows = vec![[
+            "policy", "twin", "threads", "pattern", "kind", "requests", "mean cyc", "sd cyc",
+        ]
+        .map(String::from)
+        .to_vec()];
+        for c in &b.user_space {
+            rows.push(vec![
+                c.policy.name().to_owned(),
+                c.allocator.to_owned(),
+                c.threads.to_string(),
+                c.pattern.name().to_owned(),
+                c.kind.to_owned(),
+                c.requests.to_string(),
+                format!("{:.1}", c.mean_cycles),
+                format!("{:.1}", c.sd_cycles),
+            ]);
+        }
+        out.push_str(&align(&rows));
+    }
+    let unpaired: u64 = b.guests.iter().map(|g| g.unpaired_markers).sum();
+    let bytes: u64 = b.guests.iter().map(|g| g.plugin_bytes).sum();
+    let _ = writeln!(
+        out,
+        "\nplugin: {} requests recorded, {unpaired} unpaired markers (requests not measured), {bytes} bytes of records",
+        b.guests.iter().map(|g| g.records).sum::<u64>()
+    );
+    out
+}
+
+/// `kernel systime`: per program and policy, user, system and elapsed
+/// guest time over the runs, and the overheads against buddy (seed 004's
+/// Tables 3-4, with the elapsed time of seed 000's caveat).
+pub fn systime_text(s: &nvmos_kernel::systime::SysTime) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "kernel {}: system time of real programs, {} run(s) per policy, {} vCPUs, {} MiB; guest seconds under -icount shift=0 (one ns per instruction; user and sys tick-sampled at 10 ms), mean ± sd over the runs",
+        s.kernel, s.runs, s.cpus, s.mem_mib
+    );
+    let mut rows = vec![[
+        "program",
+        "policy",
+        "user s",
+        "sys s",
+        "sys sd",
+        "sys vs buddy %",
+        "real s",
+        "real sd",
+        "real vs buddy %",
+    ]
+    .map(String::from)
+    .to_vec()];
+    let pct = |v: Option<f64>| v.map_or("-".to_owned(), |v| format!("{v:+.1}"));
+    for r in &s.rows {
+        rows.push(vec![
+            r.program.name().to_owned(),
+            r.policy.name().to_owned(),
+            format!("{:.2}", r.user.mean),
+            format!("{:.3}", r.sys.mean),
+            format!("{:.3}", r.sys.sd),
+            pct(r.sys_overhead_pct),
+            format!("{:.2}", r.real.mean),
+            format!("{:.3}", r.real.sd),
+            pct(r.real_overhead_pct),
+        ]);
+    }
+    out.push_str(&align(&rows));
+    let _ = writeln!(out, "{:.0} host seconds", s.seconds);
+    out
+}
+
 /// `kernel build`: the kernel built (or found in the cache) and how long.
 pub fn built_text(built: &Built) -> String {
     format!(

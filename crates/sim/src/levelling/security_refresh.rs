@@ -154,7 +154,12 @@ impl SecurityRefresh {
     /// controller is visited once per round, for up to E / interval
     /// rounds (the rounds to failure when writes are even; hotter lines
     /// fail sooner).
-    pub fn check_work(&self, endurance: f64, lines: u64, written: u64) -> Result<(), LevellingError> {
+    pub fn check_work(
+        &self,
+        endurance: f64,
+        lines: u64,
+        written: u64,
+    ) -> Result<(), LevellingError> {
         let interval = self.outer_interval.unwrap_or(self.inner_interval).max(1);
         let rounds = endurance / interval as f64;
         let regions = lines.div_ceil(self.region_lines);

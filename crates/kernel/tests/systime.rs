@@ -1,0 +1,40 @@
+//! `kernel systime`: a guest workload and a host program (over the 9p
+//! share) timed under two policies in guest instruction time, with the
+//! overheads against buddy.
+
+use nvmos_kernel::kbuild::BuildOptions;
+use nvmos_kernel::run::{Policy, RunOptions};
+use nvmos_kernel::systime::{self, Program};
+
+#[test]
+fn systime_times_a_guest_job_and_a_host_program_under_two_policies() {
+    let run = RunOptions::new(
+        BuildOptions::new(nvmos_kernel::repo_kernel_dir()),
+        nvmos_kernel::repo_workloads_dir(),
+        Policy::Buddy,
+        Vec::new(),
+    );
+    let mut opts = systime::Options::new(run);
+    opts.policies = vec![Policy::Buddy, Policy::Adaptive];
+    opts.programs = vec![Program::Sortjob, Program::Sqlite3];
+    opts.runs = 1;
+    let s = systime::systime(&opts, &mut |_| {}).unwrap();
+    assert_eq!(s.rows.len(), 4);
+    for r in &s.rows {
+        let what = format!("{} {}", r.program.name(), r.policy.name());
+        assert_eq!(r.runs.len(), 1, "{what}");
+        let t = &r.runs[0];
+        // Both programs do real work in user space and in the kernel
+        // (sortjob faults in 32 MiB; sqlite3 writes its database).
+        assert!(t.real > 0.05 && t.user > 0.0, "{what}: {t:?}");
+        // One thread each: its CPU time fits in the elapsed time, give
+        // or take a tick of each.
+        assert!(t.user + t.sys <= t.real + 0.03, "{what}: {t:?}");
+        assert_eq!(
+            r.sys_overhead_pct.is_some(),
+            r.policy == Policy::Adaptive,
+            "{what}"
+        );
+        assert_eq!(r.real_overhead_pct.is_some(), r.policy == Policy::Adaptive);
+    }
+}
