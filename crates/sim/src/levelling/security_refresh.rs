@@ -589,15 +589,13 @@ fn region_writes_to_failure(
         for j in 0..reg.subs.len() {
             reg.advance(j, end);
         }
-        // A line's wear is flushed whenever it moves, and every written
-        // line moves at least once a round but for the odd round whose
-        // keys are equal: a failure shows up at most a move late, with
-        // its exact time. Flush every line once one has shown, so that a
-        // line that failed earlier but has not moved since is counted.
+        // Every line's wear up to the round's end, so that a line is
+        // charged the swap writes of the rounds it has seen (they are
+        // counted per round: see `Region::swaps`).
+        for i in 0..reg.lines.len() {
+            reg.flush(i, end);
+        }
         if reg.failure <= end {
-            for i in 0..reg.lines.len() {
-                reg.flush(i, end);
-            }
             return reg.failure;
         }
         if sr.outer_interval.is_some() {
