@@ -329,7 +329,7 @@ pub struct StudyArgs {
     guest: GuestArgs,
 }
 
-fn progress(p: Progress) {
+pub(crate) fn progress(p: Progress) {
     match p {
         Progress::Step(s) => eprintln!("{s}"),
         Progress::Run { done, total, label } => eprintln!("[{done}/{total}] {label}"),

@@ -51,6 +51,11 @@ pub struct ReproduceArgs {
         conflicts_with = "check"
     )]
     pub only: Vec<String>,
+    /// With `--only kernel`: make the kernel page from `bench.json` and
+    /// `systime.json` in this folder (written by `nvmos kernel bench
+    /// --json` and `nvmos kernel systime --json`) instead of running them.
+    #[arg(long, value_name = "DIR")]
+    pub kernel_from: Option<PathBuf>,
     /// Rows of the wear study replayed at once (threads); default: every
     /// core. The deterministic results do not depend on it.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
@@ -124,10 +129,21 @@ pub fn run(args: ReproduceArgs, cli: clap::Command) -> Result<()> {
             options.timings = None;
         }
     }
+    let kernel = args.only.iter().any(|o| o == "kernel");
+    if args.kernel_from.is_some() && !kernel {
+        bail!("--kernel-from: only with --only kernel");
+    }
     let stamp = stamp()?;
-    let run = crate::with_progress(0, |p| reproduce::run(&options, p))
-        .context("running the results pipeline")?;
-    let pages = data(results::pages(&run)?, &stamp);
+    let mut made = Vec::new();
+    if args.only.iter().any(|o| o != "kernel") || args.only.is_empty() {
+        let run = crate::with_progress(0, |p| reproduce::run(&options, p))
+            .context("running the results pipeline")?;
+        made = results::pages(&run)?;
+    }
+    if kernel {
+        made.push(kernel_page(args.kernel_from.as_deref())?);
+    }
+    let pages = data(made, &stamp);
     write_pages(&args.out, &pages)?;
     let table = readme_table(&pages).ok();
     if let Some(table) = &table {
@@ -161,6 +177,47 @@ pub fn run(args: ReproduceArgs, cli: clap::Command) -> Result<()> {
     println!("{}", results::index(&pages));
     println!("written to {}", args.out.display());
     Ok(())
+}
+
+/// The kernel page, from the kernel tools' JSON in `from`, or by running
+/// `nvmos kernel bench` and `nvmos kernel systime` with their defaults.
+fn kernel_page(from: Option<&Path>) -> Result<ResultsPage> {
+    use nvmos_kernel::{bench, run::Policy, run::RunOptions, systime};
+    let (b, s) = match from {
+        Some(dir) => {
+            let load = |name: &str| -> Result<String> { read(&dir.join(name)) };
+            let b: bench::Bench =
+                serde_json::from_str(&load("bench.json")?).with_context(|| {
+                    format!(
+                        "{}: not `nvmos kernel bench --json` output",
+                        dir.join("bench.json").display()
+                    )
+                })?;
+            let s: systime::SysTime =
+                serde_json::from_str(&load("systime.json")?).with_context(|| {
+                    format!(
+                        "{}: not `nvmos kernel systime --json` output",
+                        dir.join("systime.json").display()
+                    )
+                })?;
+            (b, s)
+        }
+        None => {
+            let run = || {
+                RunOptions::new(
+                    nvmos_kernel::kbuild::BuildOptions::new(nvmos_kernel::repo_kernel_dir()),
+                    nvmos_kernel::repo_workloads_dir(),
+                    Policy::Buddy,
+                    Vec::new(),
+                )
+            };
+            let progress = &mut crate::kernel_cmd::progress;
+            let b = bench::bench(&bench::Options::new(run()), progress)?;
+            let s = systime::systime(&systime::Options::new(run()), progress)?;
+            (b, s)
+        }
+    };
+    Ok(results::kernel_page(&b, Some(&s)))
 }
 
 /// `dir/data/<page>.json`, `dir/<page>.md` and `dir/index.md`.

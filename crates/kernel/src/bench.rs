@@ -30,7 +30,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::run::{self, Accel, Policy, RunOptions};
@@ -40,7 +40,7 @@ use crate::{KernelError, Progress, Result};
 const PLUGIN_SOURCE: &str = include_str!("../tcg/nvmos_tcg.c");
 
 /// A pattern of the benchmark (the kernel's names, the marker's index).
-#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Pattern {
     /// Each thread allocates `count` single frames, then frees them.
@@ -188,7 +188,7 @@ impl Options {
 }
 
 /// The distribution of one cell's per-request figures.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Distribution {
     /// Requests measured.
     pub requests: u64,
@@ -243,7 +243,7 @@ impl Distribution {
 }
 
 /// The guest's TSC figures for one cell, summed over its threads.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Tsc {
     /// Requests made (refused ones included).
     pub requests: u64,
@@ -257,7 +257,7 @@ pub struct Tsc {
 }
 
 /// One pattern's requests of one kind, under one policy and vCPU count.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Cell {
     /// The policy booted.
     pub policy: Policy,
@@ -266,7 +266,7 @@ pub struct Cell {
     /// The pattern.
     pub pattern: Pattern,
     /// `alloc` or `free`.
-    pub kind: &'static str,
+    pub kind: String,
     /// Guest instructions per request (the plugin's counts), first run.
     pub instructions: Distribution,
     /// The mean instructions per request of every run, first run first.
@@ -278,18 +278,18 @@ pub struct Cell {
 
 /// One pattern's requests of one kind in user space (`bench alloc`),
 /// through the registry's twin of a policy.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct UserCell {
     /// The policy whose twin ran.
     pub policy: Policy,
     /// The twin's registry name.
-    pub allocator: &'static str,
+    pub allocator: String,
     /// Threads (and the allocator's CPUs).
     pub threads: u32,
     /// The pattern.
     pub pattern: Pattern,
     /// `alloc` or `free`.
-    pub kind: &'static str,
+    pub kind: String,
     /// Requests timed.
     pub requests: u64,
     /// Mean host TSC cycles per request.
@@ -360,10 +360,10 @@ fn user_space(opts: &Options, progress: &mut dyn FnMut(Progress)) -> Result<Vec<
         for op in [&c.alloc, &c.free] {
             out.push(UserCell {
                 policy,
-                allocator: c.allocator.name(),
+                allocator: c.allocator.name().to_owned(),
                 threads: c.threads,
                 pattern,
-                kind: op.op.name(),
+                kind: op.op.name().to_owned(),
                 requests: op.requests,
                 mean_cycles: op.mean_cycles,
                 sd_cycles: op.sd_cycles,
@@ -374,7 +374,7 @@ fn user_space(opts: &Options, progress: &mut dyn FnMut(Progress)) -> Result<Vec<
 }
 
 /// One guest's run.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct GuestInfo {
     /// The policy booted.
     pub policy: Policy,
@@ -396,7 +396,7 @@ pub struct GuestInfo {
 }
 
 /// Seed 000's Table 2, lazy buddy against lazy iBuddy, in the kernel.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Comparison {
     /// vCPUs.
     pub cpus: u32,
@@ -424,14 +424,14 @@ pub struct Comparison {
 }
 
 /// The benchmark's result.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Bench {
     /// The kernel's cache hash.
     pub kernel: String,
     /// Whether QEMU ran with `-icount shift=0,sleep=off`.
     pub icount: bool,
     /// Always `tcg`: the plugin needs it.
-    pub accel: &'static str,
+    pub accel: String,
     /// Guests per policy and vCPU count.
     pub runs: u32,
     /// The largest [`Cell::spread_pct`]: how far two runs' instruction
@@ -749,7 +749,7 @@ pub fn bench(opts: &Options, progress: &mut dyn FnMut(Progress)) -> Result<Bench
                                 policy,
                                 cpus,
                                 pattern,
-                                kind,
+                                kind: kind.to_owned(),
                                 run_means: vec![instructions.mean],
                                 instructions,
                                 tsc,
@@ -782,7 +782,7 @@ pub fn bench(opts: &Options, progress: &mut dyn FnMut(Progress)) -> Result<Bench
         icount: opts.icount,
         runs: opts.runs,
         max_spread_pct,
-        accel: "tcg",
+        accel: "tcg".to_owned(),
         count: opts.count,
         repeat: opts.repeat,
         mixed: opts.mixed,
@@ -931,11 +931,11 @@ mod tests {
         let d = Distribution::of(&mut [4, 1, 3, 2, 100]);
         assert_eq!((d.requests, d.median, d.max), (5, 3.0, 100.0));
         assert!((d.mean - 22.0).abs() < 1e-9);
-        let cell = |policy, kind, values: &mut [u32]| Cell {
+        let cell = |policy, kind: &str, values: &mut [u32]| Cell {
             policy,
             cpus: 1,
             pattern: Pattern::Repeat,
-            kind,
+            kind: kind.into(),
             run_means: vec![],
             instructions: Distribution::of(values),
             tsc: Tsc::default(),
@@ -949,20 +949,20 @@ mod tests {
         let user = vec![
             UserCell {
                 policy: Policy::Buddy,
-                allocator: "linux-pcp",
+                allocator: "linux-pcp".into(),
                 threads: 1,
                 pattern: Pattern::Repeat,
-                kind: "alloc",
+                kind: "alloc".into(),
                 requests: 10,
                 mean_cycles: 100.0,
                 sd_cycles: 1.0,
             },
             UserCell {
                 policy: Policy::Lis31,
-                allocator: "LiS-31",
+                allocator: "LiS-31".into(),
                 threads: 1,
                 pattern: Pattern::Repeat,
-                kind: "alloc",
+                kind: "alloc".into(),
                 requests: 10,
                 mean_cycles: 75.0,
                 sd_cycles: 1.0,

@@ -26,7 +26,9 @@ use crate::kbuild::{self, require_tool, tail_of, BuildOptions, Built, FileLock};
 use crate::{cpio::Cpio, KernelError, Progress, Result};
 
 /// The order-0 page-frame policy the guest boots with (`nvmos_policy=`).
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+#[derive(
+    Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Policy {
     /// Linux's buddy allocator with its pcp lists, unchanged.

@@ -21,13 +21,13 @@
 use std::collections::BTreeMap;
 use std::time::Instant;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::run::{self, Accel, Policy, RunOptions};
 use crate::{KernelError, Progress, Result};
 
 /// A program the study runs.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Program {
     /// The compile-like job: 50 sources built 3 times by fork + exec of
@@ -148,7 +148,7 @@ impl Options {
 }
 
 /// One program's times in one guest, guest seconds (instruction time).
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Times {
     /// Elapsed.
     pub real: f64,
@@ -159,7 +159,7 @@ pub struct Times {
 }
 
 /// A mean and its spread over the runs.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Spread {
     /// Mean.
     pub mean: f64,
@@ -193,7 +193,7 @@ impl Spread {
 }
 
 /// One program under one policy, over the runs.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Row {
     /// The program.
     pub program: Program,
@@ -215,7 +215,7 @@ pub struct Row {
 }
 
 /// The study's result.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SysTime {
     /// The kernel's cache hash.
     pub kernel: String,
