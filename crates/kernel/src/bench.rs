@@ -36,6 +36,10 @@ use sha2::{Digest, Sha256};
 use crate::run::{self, Accel, Policy, RunOptions};
 use crate::{KernelError, Progress, Result};
 
+/// QEMU's `-icount` options: one nanosecond per instruction, and guest
+/// time does not follow the host's while the guest idles.
+pub const ICOUNT_OPTIONS: &str = "shift=0,sleep=off";
+
 /// The plugin's source, compiled on first use into the cache.
 const PLUGIN_SOURCE: &str = include_str!("../tcg/nvmos_tcg.c");
 
@@ -428,8 +432,12 @@ pub struct Comparison {
 pub struct Bench {
     /// The kernel's cache hash.
     pub kernel: String,
-    /// Whether QEMU ran with `-icount shift=0,sleep=off`.
+    /// Whether QEMU ran with `-icount`.
     pub icount: bool,
+    /// Its `-icount` options; results without the field ran with
+    /// `shift=0`.
+    #[serde(default)]
+    pub icount_options: String,
     /// Always `tcg`: the plugin needs it.
     pub accel: String,
     /// Guests per policy and vCPU count.
@@ -683,7 +691,7 @@ pub fn bench(opts: &Options, progress: &mut dyn FnMut(Progress)) -> Result<Bench
                 ];
                 if opts.icount {
                     o.extra_qemu_args
-                        .extend(["-icount".to_owned(), "shift=0,sleep=off".to_owned()]);
+                        .extend(["-icount".to_owned(), ICOUNT_OPTIONS.to_owned()]);
                 }
                 let guest = run::boot_guest(&o, progress)?;
                 let text = guest
@@ -780,6 +788,11 @@ pub fn bench(opts: &Options, progress: &mut dyn FnMut(Progress)) -> Result<Bench
     Ok(Bench {
         kernel: built.hash,
         icount: opts.icount,
+        icount_options: if opts.icount {
+            ICOUNT_OPTIONS.to_owned()
+        } else {
+            String::new()
+        },
         runs: opts.runs,
         max_spread_pct,
         accel: "tcg".to_owned(),

@@ -76,7 +76,11 @@ pub fn bench_text(b: &nvmos_kernel::bench::Bench) -> String {
         b.kernel,
         b.guests.len(),
         b.seconds,
-        if b.icount { ", under -icount shift=0,sleep=off" } else { "" },
+        match (b.icount, b.icount_options.as_str()) {
+            (false, _) => String::new(),
+            (true, "") => ", under -icount shift=0".to_owned(),
+            (true, o) => format!(", under -icount {o}"),
+        },
         if b.icount {
             "count every vCPU's instructions (not real time, and charged other vCPUs' turns)"
         } else {
