@@ -59,20 +59,11 @@ pub struct SystimeArgs {
     /// Guests per policy.
     #[arg(long, default_value_t = 3)]
     runs: u32,
-    /// Guest memory.
-    #[arg(long, default_value = "2GiB")]
-    mem: String,
     /// Guest vCPUs.
     #[arg(long, default_value_t = 2)]
     cpus: u32,
-    /// Longest guest run, seconds.
-    #[arg(long, default_value_t = 1800)]
-    timeout: u64,
-    /// Also write the result as JSON here.
-    #[arg(long)]
-    json: Option<PathBuf>,
     #[command(flatten)]
-    common: Common,
+    guest: MeasureArgs,
 }
 
 #[derive(Args, Debug)]
@@ -84,7 +75,7 @@ pub struct BenchArgs {
     vcpus: Vec<u32>,
     /// Patterns, comma-separated.
     #[arg(long, default_value = "bulk,repeat,rand,mixed", value_delimiter = ',')]
-    patterns: Vec<String>,
+    patterns: Vec<nvmos_kernel::bench::Pattern>,
     /// bulk and rand: frames each thread allocates.
     #[arg(long, default_value_t = 32_768)]
     count: u64,
@@ -94,7 +85,7 @@ pub struct BenchArgs {
     /// mixed: operations per thread.
     #[arg(long, default_value_t = 20_000)]
     mixed: u64,
-    /// Run QEMU without -icount shift=0 (the instruction counts are the
+    /// Run QEMU without -icount (the instruction counts are the
     /// same; the TSC then follows the host's clock).
     #[arg(long)]
     no_icount: bool,
@@ -106,6 +97,14 @@ pub struct BenchArgs {
     /// each policy's twin in nvmos' registry).
     #[arg(long)]
     no_user_space: bool,
+    #[command(flatten)]
+    guest: MeasureArgs,
+}
+
+/// The guests of the measuring commands (bench, systime), which set their
+/// own policy, vCPUs, `/init` and accelerator.
+#[derive(Args, Debug)]
+pub struct MeasureArgs {
     /// Guest memory (e.g. 2GiB).
     #[arg(long, default_value = "2GiB")]
     mem: String,
@@ -117,6 +116,28 @@ pub struct BenchArgs {
     json: Option<PathBuf>,
     #[command(flatten)]
     common: Common,
+}
+
+impl MeasureArgs {
+    fn run_options(&self) -> Result<RunOptions> {
+        let mut o = RunOptions::new(
+            self.common.build_options(),
+            nvmos_kernel::repo_workloads_dir(),
+            Policy::Buddy,
+            Vec::new(),
+        );
+        o.mem_mib = mib(&self.mem, "--mem")?;
+        o.timeout_s = self.timeout;
+        Ok(o)
+    }
+
+    /// Write `value` to `--json`, if given.
+    fn write_json(&self, value: &impl serde::Serialize) -> Result<()> {
+        match &self.json {
+            Some(path) => write_json(path, value),
+            None => Ok(()),
+        }
+    }
 }
 
 /// The policies a multi-guest command boots.
@@ -350,15 +371,8 @@ pub fn run(cmd: KernelCommand) -> Result<()> {
 
 fn run_systime(a: &SystimeArgs) -> Result<()> {
     use nvmos_kernel::systime;
-    let mut o = RunOptions::new(
-        a.common.build_options(),
-        nvmos_kernel::repo_workloads_dir(),
-        Policy::Buddy,
-        Vec::new(),
-    );
-    o.mem_mib = mib(&a.mem, "--mem")?;
+    let mut o = a.guest.run_options()?;
     o.cpus = a.cpus;
-    o.timeout_s = a.timeout;
     let mut opts = systime::Options::new(o);
     opts.policies = a.policies.list.clone();
     opts.programs = a
@@ -368,32 +382,16 @@ fn run_systime(a: &SystimeArgs) -> Result<()> {
         .collect::<Result<_, _>>()?;
     opts.runs = a.runs;
     let s = systime::systime(&opts, &mut progress)?;
-    if let Some(path) = &a.json {
-        let mut out = nvmos_trace::Output::create(path, &[])?;
-        serde_json::to_writer_pretty(&mut out, &s)?;
-        out.commit()?;
-    }
+    a.guest.write_json(&s)?;
     print!("{}", pages::systime_text(&s));
     Ok(())
 }
 
 fn run_bench(a: &BenchArgs) -> Result<()> {
-    let mut o = RunOptions::new(
-        a.common.build_options(),
-        nvmos_kernel::repo_workloads_dir(),
-        Policy::Buddy,
-        Vec::new(),
-    );
-    o.mem_mib = mib(&a.mem, "--mem")?;
-    o.timeout_s = a.timeout;
-    let mut opts = nvmos_kernel::bench::Options::new(o);
+    let mut opts = nvmos_kernel::bench::Options::new(a.guest.run_options()?);
     opts.policies = a.policies.list.clone();
     opts.cpus = a.vcpus.clone();
-    opts.patterns = a
-        .patterns
-        .iter()
-        .map(|p| nvmos_kernel::bench::Pattern::parse(p))
-        .collect::<Result<_, _>>()?;
+    opts.patterns = a.patterns.clone();
     opts.count = a.count;
     opts.repeat = a.repeat;
     opts.mixed = a.mixed;
@@ -401,12 +399,16 @@ fn run_bench(a: &BenchArgs) -> Result<()> {
     opts.user_space = !a.no_user_space;
     opts.runs = a.runs;
     let b = nvmos_kernel::bench::bench(&opts, &mut progress)?;
-    if let Some(path) = &a.json {
-        let mut out = nvmos_trace::Output::create(path, &[])?;
-        serde_json::to_writer_pretty(&mut out, &b)?;
-        out.commit()?;
-    }
+    a.guest.write_json(&b)?;
     print!("{}", pages::bench_text(&b));
+    Ok(())
+}
+
+/// `value` as JSON at `path` (`-`: standard output), whole or not at all.
+fn write_json(path: &std::path::Path, value: &impl serde::Serialize) -> Result<()> {
+    let mut out = nvmos_trace::Output::create(path, &[])?;
+    serde_json::to_writer_pretty(&mut out, value)?;
+    out.commit()?;
     Ok(())
 }
 
@@ -444,9 +446,7 @@ fn run_check(a: &CheckArgs) -> Result<()> {
     opts.plain = a.plain;
     let c = check::check(&opts, &mut progress)?;
     if let Some(path) = &a.json {
-        let mut out = nvmos_trace::Output::create(path, &[])?;
-        serde_json::to_writer_pretty(&mut out, &c)?;
-        out.commit()?;
+        write_json(path, &c)?;
     }
     finish_check(&c)
 }

@@ -183,25 +183,11 @@ pub fn run(args: ReproduceArgs, cli: clap::Command) -> Result<()> {
 /// `nvmos kernel bench` and `nvmos kernel systime` with their defaults.
 fn kernel_page(from: Option<&Path>) -> Result<ResultsPage> {
     use nvmos_kernel::{bench, run::Policy, run::RunOptions, systime};
-    let (b, s) = match from {
-        Some(dir) => {
-            let load = |name: &str| -> Result<String> { read(&dir.join(name)) };
-            let b: bench::Bench =
-                serde_json::from_str(&load("bench.json")?).with_context(|| {
-                    format!(
-                        "{}: not `nvmos kernel bench --json` output",
-                        dir.join("bench.json").display()
-                    )
-                })?;
-            let s: systime::SysTime =
-                serde_json::from_str(&load("systime.json")?).with_context(|| {
-                    format!(
-                        "{}: not `nvmos kernel systime --json` output",
-                        dir.join("systime.json").display()
-                    )
-                })?;
-            (b, s)
-        }
+    let (b, s): (bench::Bench, systime::SysTime) = match from {
+        Some(dir) => (
+            json(&dir.join("bench.json"), "nvmos kernel bench --json")?,
+            json(&dir.join("systime.json"), "nvmos kernel systime --json")?,
+        ),
         None => {
             let run = || {
                 RunOptions::new(
@@ -217,7 +203,13 @@ fn kernel_page(from: Option<&Path>) -> Result<ResultsPage> {
             (b, s)
         }
     };
-    Ok(results::kernel_page(&b, Some(&s)))
+    Ok(results::kernel_page(&b, &s))
+}
+
+/// The JSON that `tool` writes, read from `path`.
+fn json<T: serde::de::DeserializeOwned>(path: &Path, tool: &str) -> Result<T> {
+    serde_json::from_str(&read(path)?)
+        .with_context(|| format!("{}: not `{tool}` output", path.display()))
 }
 
 /// `dir/data/<page>.json`, `dir/<page>.md` and `dir/index.md`.

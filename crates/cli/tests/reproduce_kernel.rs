@@ -46,18 +46,21 @@ fn the_kernel_page_is_made_from_the_kernel_tools_json() {
     std::fs::write(runs.join("bench.json"), BENCH).unwrap();
     std::fs::write(runs.join("systime.json"), SYSTIME).unwrap();
     let out = dir.path().join("out");
-    let o = nvmos(
-        dir.path(),
-        &[
-            "reproduce",
-            "--only",
-            "kernel",
-            "--kernel-from",
-            runs.to_str().unwrap(),
-            "--out",
-            out.to_str().unwrap(),
-        ],
-    );
+    let make = || {
+        nvmos(
+            dir.path(),
+            &[
+                "reproduce",
+                "--only",
+                "kernel",
+                "--kernel-from",
+                runs.to_str().unwrap(),
+                "--out",
+                out.to_str().unwrap(),
+            ],
+        )
+    };
+    let o = make();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let page = std::fs::read_to_string(out.join("kernel.md")).unwrap();
     for want in [
@@ -73,18 +76,7 @@ fn the_kernel_page_is_made_from_the_kernel_tools_json() {
 
     // Not the tools' JSON: refused, naming the file.
     std::fs::write(runs.join("systime.json"), "{\"rows\": 3}").unwrap();
-    let o = nvmos(
-        dir.path(),
-        &[
-            "reproduce",
-            "--only",
-            "kernel",
-            "--kernel-from",
-            runs.to_str().unwrap(),
-            "--out",
-            out.to_str().unwrap(),
-        ],
-    );
+    let o = make();
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert!(err.contains("systime.json"), "{err}");

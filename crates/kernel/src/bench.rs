@@ -27,7 +27,6 @@
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
@@ -43,55 +42,25 @@ pub const ICOUNT_OPTIONS: &str = "shift=0,sleep=off";
 /// The plugin's source, compiled on first use into the cache.
 const PLUGIN_SOURCE: &str = include_str!("../tcg/nvmos_tcg.c");
 
-/// A pattern of the benchmark (the kernel's names, the marker's index).
-#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Pattern {
-    /// Each thread allocates `count` single frames, then frees them.
-    Bulk,
-    /// Each thread allocates and frees one frame, `repeat` times.
-    Repeat,
-    /// Like bulk, but the frames of all threads are shuffled before they
-    /// are freed: most frees are of another CPU's frames.
-    Rand,
-    /// `mixed` random allocations and frees of orders 0 to 9.
-    Mixed,
+pub use nvmos_sim::bench_alloc::{Op, Pattern};
+
+/// The pattern index the kernel's phase marker carries (`enum
+/// nvmos_bench_pattern` in `mm/nvmos_bench.c`).
+fn marker_index(p: Pattern) -> u8 {
+    match p {
+        Pattern::Bulk => 0,
+        Pattern::Repeat => 1,
+        Pattern::Rand => 2,
+        Pattern::Mixed => 3,
+    }
 }
 
-impl Pattern {
-    /// Every pattern, in table order.
-    pub const ALL: [Pattern; 4] = [
-        Pattern::Bulk,
-        Pattern::Repeat,
-        Pattern::Rand,
-        Pattern::Mixed,
-    ];
-
-    /// The name the kernel takes.
-    pub fn name(self) -> &'static str {
-        match self {
-            Pattern::Bulk => "bulk",
-            Pattern::Repeat => "repeat",
-            Pattern::Rand => "rand",
-            Pattern::Mixed => "mixed",
-        }
-    }
-
-    /// Parse a name.
-    pub fn parse(name: &str) -> Result<Pattern> {
-        Pattern::ALL
-            .into_iter()
-            .find(|p| p.name() == name)
-            .ok_or_else(|| {
-                KernelError::Option(format!(
-                    "unknown pattern {name:?}: the benchmark has bulk, repeat, rand, mixed"
-                ))
-            })
-    }
-
-    /// The index the kernel's phase marker carries.
-    fn index(self) -> u8 {
-        self as u8
+/// The plugin's record code of a request that ended (`NVMOS_MARK_ALLOC`,
+/// `NVMOS_MARK_FREE`).
+fn marker_code(op: Op) -> u8 {
+    match op {
+        Op::Alloc => 2,
+        Op::Free => 3,
     }
 }
 
@@ -270,7 +239,7 @@ pub struct Cell {
     /// The pattern.
     pub pattern: Pattern,
     /// `alloc` or `free`.
-    pub kind: String,
+    pub kind: Op,
     /// Guest instructions per request (the plugin's counts), first run.
     pub instructions: Distribution,
     /// The mean instructions per request of every run, first run first.
@@ -293,7 +262,7 @@ pub struct UserCell {
     /// The pattern.
     pub pattern: Pattern,
     /// `alloc` or `free`.
-    pub kind: String,
+    pub kind: Op,
     /// Requests timed.
     pub requests: u64,
     /// Mean host TSC cycles per request.
@@ -330,16 +299,7 @@ fn user_space(opts: &Options, progress: &mut dyn FnMut(Progress)) -> Result<Vec<
             .map(|&p| BenchAllocator::Nvmos(user_space_twin(p)))
             .collect(),
         threads: opts.cpus.clone(),
-        patterns: opts
-            .patterns
-            .iter()
-            .map(|p| match p {
-                Pattern::Bulk => ba::Pattern::Bulk,
-                Pattern::Repeat => ba::Pattern::Repeat,
-                Pattern::Rand => ba::Pattern::Rand,
-                Pattern::Mixed => ba::Pattern::Mixed,
-            })
-            .collect(),
+        patterns: opts.patterns.clone(),
         rounds: 1,
         repeat: opts.repeat,
         mixed_ops: opts.mixed,
@@ -360,14 +320,14 @@ fn user_space(opts: &Options, progress: &mut dyn FnMut(Progress)) -> Result<Vec<
         else {
             continue;
         };
-        let pattern = Pattern::parse(c.pattern.name())?;
+        let pattern = c.pattern;
         for op in [&c.alloc, &c.free] {
             out.push(UserCell {
                 policy,
                 allocator: c.allocator.name().to_owned(),
                 threads: c.threads,
                 pattern,
-                kind: op.op.name().to_owned(),
+                kind: op.op,
                 requests: op.requests,
                 mean_cycles: op.mean_cycles,
                 sd_cycles: op.sd_cycles,
@@ -466,36 +426,18 @@ pub struct Bench {
 /// Compile the plugin into the cache once per content; its path.
 pub fn plugin(cache: &Path) -> Result<PathBuf> {
     crate::kbuild::require_tool("cc", "apt-get install gcc libc6-dev")?;
-    let hash: String = Sha256::digest(PLUGIN_SOURCE.as_bytes())[..8]
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    let dir = cache.join("tcg").join(&hash);
+    let hash = crate::kbuild::hex(&Sha256::digest(PLUGIN_SOURCE.as_bytes())[..8]);
+    let dir = cache.join("tcg").join(hash);
     let so = dir.join("nvmos_tcg.so");
     if so.is_file() {
         return Ok(so);
     }
     fs::create_dir_all(&dir).map_err(|e| KernelError::io("creating", &dir, e))?;
     let src = dir.join("nvmos_tcg.c");
+    // The source is rewritten whole whenever the plugin is missing, so a
+    // torn copy from an interrupted run never lasts.
     fs::write(&src, PLUGIN_SOURCE).map_err(|e| KernelError::io("writing", &src, e))?;
-    let tmp = dir.join("nvmos_tcg.so.tmp");
-    let log = dir.join("cc.log");
-    let o = Command::new("cc")
-        .args(["-shared", "-fPIC", "-O2", "-Wall", "-Wextra", "-o"])
-        .arg(&tmp)
-        .arg(&src)
-        .output()
-        .map_err(|e| KernelError::io("running cc on", &src, e))?;
-    if !o.status.success() {
-        fs::write(&log, &o.stderr).map_err(|e| KernelError::io("writing", &log, e))?;
-        return Err(KernelError::Command {
-            what: format!("cc -shared {}", src.display()),
-            status: o.status.to_string(),
-            log: log.clone(),
-            tail: crate::kbuild::tail_of(&log, 10),
-        });
-    }
-    fs::rename(&tmp, &so).map_err(|e| KernelError::io("renaming", &tmp, e))?;
+    run::cc_into(&["-shared", "-fPIC", "-O2", "-Wall", "-Wextra"], &src, &so)?;
     Ok(so)
 }
 
@@ -565,14 +507,14 @@ fn parse_result(
     text: &str,
     pattern: Pattern,
     threads: u32,
-) -> std::result::Result<BTreeMap<&'static str, Vec<ThreadLine>>, String> {
+) -> std::result::Result<BTreeMap<Op, Vec<ThreadLine>>, String> {
     let mut lines = text.lines();
     let head = lines.next().ok_or("empty result")?;
     let want = format!("pattern={} threads={threads} ", pattern.name());
     if !head.starts_with(&want) {
         return Err(format!("result header {head:?}, expected {want:?}…"));
     }
-    let mut out: BTreeMap<&'static str, Vec<ThreadLine>> = BTreeMap::new();
+    let mut out: BTreeMap<Op, Vec<ThreadLine>> = BTreeMap::new();
     for line in lines {
         let field = |name: &str| -> std::result::Result<&str, String> {
             line.split_whitespace()
@@ -585,8 +527,8 @@ fn parse_result(
                 .map_err(|_| format!("{name} is not a number in {line:?}"))
         };
         let kind = match field("kind")? {
-            "alloc" => "alloc",
-            "free" => "free",
+            "alloc" => Op::Alloc,
+            "free" => Op::Free,
             k => return Err(format!("unknown kind {k:?}")),
         };
         out.entry(kind).or_default().push(ThreadLine {
@@ -596,10 +538,10 @@ fn parse_result(
             sumsq: num("sumsq")?,
         });
     }
-    for kind in ["alloc", "free"] {
-        let n = out.get(kind).map_or(0, Vec::len);
+    for kind in Op::BOTH {
+        let n = out.get(&kind).map_or(0, Vec::len);
         if n != threads as usize {
-            return Err(format!("{n} {kind} lines for {threads} threads"));
+            return Err(format!("{n} {} lines for {threads} threads", kind.name()));
         }
     }
     Ok(out)
@@ -640,15 +582,9 @@ B=/sys/kernel/debug/nvmos_bench
 (while :; do sleep 5; echo nvmos-heartbeat; done) &
 : > /tmp/bench
 echo nvmos-guest-start
-{runs}{{
-echo "==nvmos:bench=="; cat /tmp/bench
-echo "==nvmos:end=="
-}} > /dev/vda
-sync
-echo nvmos-guest-done
-reboot -f
-"#,
+{runs}{finish}"#,
         prelude = run::GUEST_PRELUDE,
+        finish = run::guest_finish(&[("bench", "cat /tmp/bench")]),
     )
 }
 
@@ -732,16 +668,20 @@ pub fn bench(opts: &Options, progress: &mut dyn FnMut(Progress)) -> Result<Bench
                         )));
                     }
                     let lines = parse_result(result, pattern, cpus).map_err(bad)?;
-                    for (kind, code) in [("alloc", 2u8), ("free", 3u8)] {
-                        let tsc = tsc_of(&lines[kind]);
-                        let mut v = values.remove(&(pattern.index(), code)).unwrap_or_default();
+                    for kind in Op::BOTH {
+                        // parse_result returned a line per thread of each kind.
+                        let tsc = tsc_of(&lines[&kind]);
+                        let mut v = values
+                            .remove(&(marker_index(pattern), marker_code(kind)))
+                            .unwrap_or_default();
                         // Every request ran between two markers: the plugin
                         // saw each, unless a marker went unpaired.
                         let missing = tsc.requests.abs_diff(v.len() as u64);
                         if missing > unpaired {
                             return Err(bad(format!(
-                            "the guest made {} {kind} requests, the plugin measured {} (and {unpaired} markers did not pair)",
+                            "the guest made {} {} requests, the plugin measured {} (and {unpaired} markers did not pair)",
                             tsc.requests,
+                            kind.name(),
                             v.len()
                         )));
                         }
@@ -757,7 +697,7 @@ pub fn bench(opts: &Options, progress: &mut dyn FnMut(Progress)) -> Result<Bench
                                 policy,
                                 cpus,
                                 pattern,
-                                kind: kind.to_owned(),
+                                kind,
                                 run_means: vec![instructions.mean],
                                 instructions,
                                 tsc,
@@ -775,6 +715,7 @@ pub fn bench(opts: &Options, progress: &mut dyn FnMut(Progress)) -> Result<Bench
                     unpaired_markers: unpaired,
                     plugin_bytes: bytes.len() as u64,
                 });
+                guest.discard();
             }
         }
     }
@@ -923,7 +864,7 @@ mod tests {
             thread=1 kind=alloc requests=10 refused=1 sum=900 sumsq=90000 min=100 max=100\n\
             thread=1 kind=free requests=9 refused=0 sum=450 sumsq=22500 min=50 max=50\n";
         let r = parse_result(text, Pattern::Repeat, 2).unwrap();
-        let tsc = tsc_of(&r["alloc"]);
+        let tsc = tsc_of(&r[&Op::Alloc]);
         assert_eq!((tsc.requests, tsc.refused), (20, 1));
         assert!((tsc.mean - 100.0).abs() < 1e-9);
         assert!((tsc.sd.unwrap() - (200_000.0f64 / 19.0 - 1e4).sqrt()).abs() < 1e-9);
@@ -934,7 +875,7 @@ mod tests {
         // A saturated sum of squares gives no deviation, not a wrong one.
         let sat = text.replace("sumsq=90000", &format!("sumsq={}", u64::MAX));
         assert_eq!(
-            tsc_of(&parse_result(&sat, Pattern::Repeat, 2).unwrap()["alloc"]).sd,
+            tsc_of(&parse_result(&sat, Pattern::Repeat, 2).unwrap()[&Op::Alloc]).sd,
             None
         );
     }
@@ -944,20 +885,20 @@ mod tests {
         let d = Distribution::of(&mut [4, 1, 3, 2, 100]);
         assert_eq!((d.requests, d.median, d.max), (5, 3.0, 100.0));
         assert!((d.mean - 22.0).abs() < 1e-9);
-        let cell = |policy, kind: &str, values: &mut [u32]| Cell {
+        let cell = |policy, kind, values: &mut [u32]| Cell {
             policy,
             cpus: 1,
             pattern: Pattern::Repeat,
-            kind: kind.into(),
+            kind,
             run_means: vec![],
             instructions: Distribution::of(values),
             tsc: Tsc::default(),
         };
         let cells = vec![
-            cell(Policy::Buddy, "alloc", &mut [300, 300]),
-            cell(Policy::Buddy, "free", &mut [100, 100]),
-            cell(Policy::Lis31, "alloc", &mut [150, 150]),
-            cell(Policy::Lis31, "free", &mut [50, 50]),
+            cell(Policy::Buddy, Op::Alloc, &mut [300, 300]),
+            cell(Policy::Buddy, Op::Free, &mut [100, 100]),
+            cell(Policy::Lis31, Op::Alloc, &mut [150, 150]),
+            cell(Policy::Lis31, Op::Free, &mut [50, 50]),
         ];
         let user = vec![
             UserCell {
@@ -965,7 +906,7 @@ mod tests {
                 allocator: "linux-pcp".into(),
                 threads: 1,
                 pattern: Pattern::Repeat,
-                kind: "alloc".into(),
+                kind: Op::Alloc,
                 requests: 10,
                 mean_cycles: 100.0,
                 sd_cycles: 1.0,
@@ -975,7 +916,7 @@ mod tests {
                 allocator: "LiS-31".into(),
                 threads: 1,
                 pattern: Pattern::Repeat,
-                kind: "alloc".into(),
+                kind: Op::Alloc,
                 requests: 10,
                 mean_cycles: 75.0,
                 sd_cycles: 1.0,

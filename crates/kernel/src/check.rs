@@ -340,19 +340,15 @@ if [ {stress} = true ]; then
   counts_add_up counts_add_up_after_stress
 fi
 
-{{
-echo "==nvmos:results=="; cat $R
-echo "==nvmos:counters=="; cat $P
-echo "==nvmos:buddyinfo=="; cat /proc/buddyinfo
-echo "==nvmos:pagetypeinfo=="; cat /proc/pagetypeinfo
-echo "==nvmos:meminfo=="; cat /proc/meminfo
-echo "==nvmos:end=="
-}} > /dev/vda
-sync
-echo nvmos-guest-done
-reboot -f
-"#,
+{finish}"#,
         prelude = run::GUEST_PRELUDE,
+        finish = run::guest_finish(&[
+            ("results", "cat $R"),
+            ("counters", "cat $P"),
+            ("buddyinfo", "cat /proc/buddyinfo"),
+            ("pagetypeinfo", "cat /proc/pagetypeinfo"),
+            ("meminfo", "cat /proc/meminfo"),
+        ]),
         stress = stress,
         stress_s = stress_s,
         tag = run::HOST_ROOT_TAG,
@@ -556,14 +552,14 @@ pub fn check(opts: &Options, progress: &mut dyn FnMut(Progress)) -> Result<Check
     })
 }
 
-/// A guest that only boots (after [`run::GUEST_PRELUDE`]): KUnit runs
-/// before `/init`.
-const BOOT_ONLY_INIT: &str = r#"echo nvmos-guest-start
-echo "==nvmos:end==" > /dev/vda
-sync
-echo nvmos-guest-done
-reboot -f
-"#;
+/// A guest that only boots: KUnit runs before `/init`.
+fn boot_only_init() -> String {
+    format!(
+        "{}echo nvmos-guest-start\n{}",
+        run::GUEST_PRELUDE,
+        run::guest_finish(&[])
+    )
+}
 
 /// `nvmos kernel test`: boot each policy with `kunit.enable=1` and read
 /// the series' KUnit suite (`nvmos_policy`) off the console, one item per
@@ -587,7 +583,7 @@ pub fn kunit(opts: &Options, progress: &mut dyn FnMut(Progress)) -> Result<Check
         let t = Instant::now();
         let mut o = base.clone();
         o.policy = policy;
-        o.init = Some(format!("{}{BOOT_ONLY_INIT}", run::GUEST_PRELUDE));
+        o.init = Some(boot_only_init());
         o.command = vec!["true".to_owned()];
         o.extra_cmdline.push("kunit.enable=1".to_owned());
         match run::boot_guest(&o, progress) {

@@ -338,7 +338,7 @@ pub fn files_added(patches: &[&str]) -> std::result::Result<BTreeMap<String, Str
         .collect())
 }
 
-fn hex(bytes: &[u8]) -> String {
+pub(crate) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 

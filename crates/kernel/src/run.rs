@@ -441,11 +441,9 @@ fn compile_workloads(dir: &Path, cache: &Path) -> Result<Vec<(String, PathBuf)>>
         h.update(s.file_name().unwrap_or_default().as_encoded_bytes());
         h.update(fs::read(s).map_err(|e| KernelError::io("reading", s, e))?);
     }
-    let hash: String = h.finalize()[..8]
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    let out = cache.join("workloads").join(hash);
+    let out = cache
+        .join("workloads")
+        .join(kbuild::hex(&h.finalize()[..8]));
     fs::create_dir_all(&out).map_err(|e| KernelError::io("creating", &out, e))?;
     let mut bins = Vec::new();
     for s in &sources {
@@ -456,28 +454,36 @@ fn compile_workloads(dir: &Path, cache: &Path) -> Result<Vec<(String, PathBuf)>>
             .into_owned();
         let bin = out.join(&name);
         if !bin.is_file() {
-            let tmp = out.join(format!("{name}.tmp"));
-            let log = out.join(format!("{name}.log"));
-            let o = Command::new("cc")
-                .args(["-static", "-O2", "-Wall", "-o"])
-                .arg(&tmp)
-                .arg(s)
-                .output()
-                .map_err(|e| KernelError::io("running cc on", s, e))?;
-            if !o.status.success() {
-                fs::write(&log, &o.stderr).map_err(|e| KernelError::io("writing", &log, e))?;
-                return Err(KernelError::Command {
-                    what: format!("cc -static {}", s.display()),
-                    status: o.status.to_string(),
-                    log: log.clone(),
-                    tail: tail_of(&log, 10),
-                });
-            }
-            fs::rename(&tmp, &bin).map_err(|e| KernelError::io("renaming", &tmp, e))?;
+            cc_into(&["-static", "-O2", "-Wall"], s, &bin)?;
         }
         bins.push((name, bin));
     }
     Ok(bins)
+}
+
+/// `cc FLAGS -o OUT SRC`, into `OUT.tmp` renamed to `OUT` on success, so
+/// a cache never holds a half-written program; on failure the compiler's
+/// output is kept in `OUT.log` and its last lines are in the error.
+pub(crate) fn cc_into(flags: &[&str], src: &Path, out: &Path) -> Result<()> {
+    let tmp = out.with_extension("tmp");
+    let log = out.with_extension("log");
+    let o = Command::new("cc")
+        .args(flags)
+        .arg("-o")
+        .arg(&tmp)
+        .arg(src)
+        .output()
+        .map_err(|e| KernelError::io("running cc on", src, e))?;
+    if !o.status.success() {
+        fs::write(&log, &o.stderr).map_err(|e| KernelError::io("writing", &log, e))?;
+        return Err(KernelError::Command {
+            what: format!("cc {} {}", flags.join(" "), src.display()),
+            status: o.status.to_string(),
+            log: log.clone(),
+            tail: tail_of(&log, 10),
+        });
+    }
+    fs::rename(&tmp, out).map_err(|e| KernelError::io("renaming", &tmp, e))
 }
 
 fn shell_quote(s: &str) -> String {
@@ -494,6 +500,19 @@ mount -t proc proc /proc
 mount -t sysfs sys /sys
 mount -t devtmpfs dev /dev 2>/dev/null
 ";
+
+/// The end of every guest's `/init`: its sections, each a name and the
+/// shell command that prints its body, written to the data disk and
+/// closed by `==nvmos:end==` (what [`boot_guest`] reads), then
+/// `nvmos-guest-done` and the reboot that ends QEMU.
+pub fn guest_finish(sections: &[(&str, &str)]) -> String {
+    let mut out = String::from("{\n");
+    for (name, body) in sections {
+        out.push_str(&format!("echo \"==nvmos:{name}==\"; {body}\n"));
+    }
+    out.push_str("echo \"==nvmos:end==\"\n} > /dev/vda\nsync\necho nvmos-guest-done\nreboot -f\n");
+    out
+}
 
 /// The guest's `/init`.
 fn init_script(opts: &RunOptions) -> String {
@@ -527,30 +546,26 @@ echo nvmos-workload-exit $status
 cat $P > /tmp/.counters-end
 dd if=/proc/kpageflags of=/dev/vda bs=1M seek={kpf_mib} 2> /dev/null
 wc -c < /proc/kpageflags > /tmp/.kpageflags
-{{
-echo "==nvmos:status=="; echo $status
-echo "==nvmos:osrelease=="; cat /proc/sys/kernel/osrelease
-echo "==nvmos:cpus=="; grep -c ^processor /proc/cpuinfo
-echo "==nvmos:zoneinfo=="; cat /proc/zoneinfo
-echo "==nvmos:meminfo=="; cat /proc/meminfo
-echo "==nvmos:iomem=="; cat /proc/iomem
-echo "==nvmos:counters_before=="; cat /tmp/.counters-before
-echo "==nvmos:counters_traced=="; cat /tmp/.counters-traced
-echo "==nvmos:counters=="; cat /tmp/.counters-end
-echo "==nvmos:kpageflags=="; cat /tmp/.kpageflags
-echo "==nvmos:stats=="; for c in $T/per_cpu/cpu*; do cat $c/stats; done
-echo "==nvmos:lock_stat=="; cat /tmp/.lockstat
-echo "==nvmos:trace=="; cat $T/trace
-echo "==nvmos:end=="
-}} > /dev/vda
-sync
-echo nvmos-guest-done
-reboot -f
-"#,
+{finish}"#,
         prelude = GUEST_PRELUDE,
         buffer = opts.buffer_kb,
         cmd = cmd.join(" "),
         kpf_mib = KPAGEFLAGS_AT >> 20,
+        finish = guest_finish(&[
+            ("status", "echo $status"),
+            ("osrelease", "cat /proc/sys/kernel/osrelease"),
+            ("cpus", "grep -c ^processor /proc/cpuinfo"),
+            ("zoneinfo", "cat /proc/zoneinfo"),
+            ("meminfo", "cat /proc/meminfo"),
+            ("iomem", "cat /proc/iomem"),
+            ("counters_before", "cat /tmp/.counters-before"),
+            ("counters_traced", "cat /tmp/.counters-traced"),
+            ("counters", "cat /tmp/.counters-end"),
+            ("kpageflags", "cat /tmp/.kpageflags"),
+            ("stats", "for c in $T/per_cpu/cpu*; do cat $c/stats; done"),
+            ("lock_stat", "cat /tmp/.lockstat"),
+            ("trace", "cat $T/trace"),
+        ]),
     )
 }
 
@@ -1054,6 +1069,16 @@ pub struct GuestRun {
 }
 
 impl GuestRun {
+    /// Remove the run's folder (its 2 GiB sparse disk, initramfs and
+    /// logs) once its output has been read and checked. A run that fails
+    /// keeps it for its logs, as does every run not discarded.
+    pub fn discard(self) {
+        if let Some(dir) = self.disk.parent() {
+            // Best effort: a folder left behind only takes space.
+            let _ = fs::remove_dir_all(dir);
+        }
+    }
+
     /// `len` bytes the guest wrote at [`DISK_FILE_OFFSET`] of its data
     /// disk (`dd of=/dev/vda bs=1M seek=512`): how a custom `/init` brings
     /// a binary file out.
@@ -1444,6 +1469,26 @@ mod tests {
         fs::write(&disk, b"==nvmos:status==\n0\n==nvmos:trace==\nline 1\n\0\0").unwrap();
         let e = sections(&disk).unwrap_err().to_string();
         assert!(e.contains("incomplete"), "{e}");
+    }
+
+    #[test]
+    fn what_guest_finish_writes_is_what_the_runner_reads() {
+        // The script as the guest runs it, with a file for its disk
+        // (written in place, as a disk is, not truncated) and no reboot.
+        let dir = tempfile::tempdir().unwrap();
+        let disk = dir.path().join("data.img");
+        fs::write(&disk, vec![0u8; 4096]).unwrap();
+        let script = guest_finish(&[("a", "echo 1"), ("b", "printf 'x\\ny\\n'"), ("c", "true")])
+            .replace("> /dev/vda", &format!("1<> {}", disk.display()))
+            .replace("reboot -f", "true");
+        let o = Command::new("sh").arg("-c").arg(&script).output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        assert!(String::from_utf8_lossy(&o.stdout).contains("nvmos-guest-done"));
+        let s = sections(&disk).unwrap();
+        assert_eq!(s["a"], b"1\n");
+        assert_eq!(s["b"], b"x\ny\n");
+        assert_eq!(s["c"], b"");
+        assert_eq!(s.len(), 3);
     }
 
     #[test]

@@ -265,15 +265,9 @@ cat > $H/tmp/t.sql <<'NVMOS_SQL'
 (while :; do sleep 5; echo nvmos-heartbeat; done) &
 {prepare}: > /tmp/systime
 echo nvmos-guest-start
-{runs}{{
-echo "==nvmos:systime=="; cat /tmp/systime
-echo "==nvmos:end=="
-}} > /dev/vda
-sync
-echo nvmos-guest-done
-reboot -f
-"#,
+{runs}{finish}"#,
         prelude = run::GUEST_PRELUDE,
+        finish = run::guest_finish(&[("systime", "cat /tmp/systime")]),
     ))
 }
 
@@ -361,11 +355,7 @@ pub fn systime(opts: &Options, progress: &mut dyn FnMut(Progress)) -> Result<Sys
                     path: guest.console_log.clone(),
                     what: format!("{} run {run_no}: {what}", policy.name()),
                 })?;
-            // Parsed and checked: the run folder (a 2 GiB sparse disk, the
-            // initramfs) is not needed; a failed run keeps it for its logs.
-            if let Some(dir) = guest.disk.parent() {
-                let _ = std::fs::remove_dir_all(dir);
-            }
+            guest.discard();
             for (&p, t) in opts.programs.iter().zip(parsed) {
                 times.entry((policy, p)).or_default().push(t);
             }

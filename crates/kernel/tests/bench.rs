@@ -70,8 +70,9 @@ fn the_plugin_counts_the_instructions_between_markers_exactly() {
     // Two copies at once, one pinned to each vCPU (a request must not
     // move between vCPUs): each vCPU's count is its own.
     opts.init = Some(format!(
-        "{}echo nvmos-guest-start\ntaskset 1 marks 500 & taskset 2 marks 500 & wait\necho \"==nvmos:end==\" > /dev/vda\nsync\necho nvmos-guest-done\nreboot -f\n",
-        run::GUEST_PRELUDE
+        "{}echo nvmos-guest-start\ntaskset 1 marks 500 & taskset 2 marks 500 & wait\n{}",
+        run::GUEST_PRELUDE,
+        run::guest_finish(&[])
     ));
     run::boot_guest(&opts, &mut |_| {}).unwrap();
     let (records, unpaired) = parse_records(&std::fs::read(&records).unwrap(), &records).unwrap();
@@ -105,7 +106,7 @@ fn kernel_bench_measures_every_request_under_two_policies() {
     let b = bench::bench(&opts, &mut |_| {}).unwrap();
     assert_eq!(b.cells.len(), 2 * Pattern::ALL.len() * 2);
     for c in &b.cells {
-        let what = format!("{} {} {}", c.policy.name(), c.pattern.name(), c.kind);
+        let what = format!("{} {} {}", c.policy.name(), c.pattern.name(), c.kind.name());
         let want = match c.pattern {
             Pattern::Bulk | Pattern::Rand => 2 * 2048,
             Pattern::Repeat => 2 * 1000,

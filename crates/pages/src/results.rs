@@ -449,29 +449,28 @@ pub const PAGE_ORDER: [&str; 7] = [
     "kernel",
 ];
 
-/// The kernel page: `nvmos kernel bench` and, when given, `nvmos kernel
-/// systime`, as they print. Its sections are not deterministic (guests on
-/// several vCPUs do not repeat their instruction counts exactly, and the
-/// user-space twins are timed), so `reproduce --check` holds the page to
-/// its data only.
+/// The kernel page: what `nvmos kernel bench` and `nvmos kernel systime`
+/// print. Its sections are not deterministic (guests on several vCPUs do
+/// not repeat their instruction counts exactly, and the user-space twins
+/// are timed), so `reproduce --check` holds the page to its data only.
 pub fn kernel_page(
     bench: &nvmos_kernel::bench::Bench,
-    systime: Option<&nvmos_kernel::systime::SysTime>,
+    systime: &nvmos_kernel::systime::SysTime,
 ) -> ResultsPage {
-    let mut sections = vec![Section {
-        heading: "Cost per request: seed 000's Table 2 in the kernel".into(),
-        text: "`nvmos kernel bench`: the series' in-kernel benchmark under every policy, each request's guest instructions counted by the TCG plugin, the guest's TSC beside them, seed 000's comparison, and the same patterns in user space.".into(),
-        deterministic: false,
-        body: Body::Text(crate::kernel::bench_text(bench)),
-    }];
-    if let Some(s) = systime {
-        sections.push(Section {
+    let sections = vec![
+        Section {
+            heading: "Cost per request: seed 000's Table 2 in the kernel".into(),
+            text: "`nvmos kernel bench`: the series' in-kernel benchmark under every policy, each request's guest instructions counted by the TCG plugin, the guest's TSC beside them, seed 000's comparison, and the same patterns in user space.".into(),
+            deterministic: false,
+            body: Body::Text(crate::kernel::bench_text(bench)),
+        },
+        Section {
             heading: "System time of real programs".into(),
             text: "`nvmos kernel systime`: user, system and elapsed guest time of real programs under every policy, against buddy (the shape of seed 004's Table 3).".into(),
             deterministic: false,
-            body: Body::Text(crate::kernel::systime_text(s)),
-        });
-    }
+            body: Body::Text(crate::kernel::systime_text(systime)),
+        },
+    ];
     ResultsPage {
         stem: "kernel".into(),
         title: "The policies in the kernel".into(),

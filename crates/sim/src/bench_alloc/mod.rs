@@ -233,7 +233,7 @@ fn dedup_in_order<T: PartialEq + Copy>(items: &mut Vec<T>) {
 
 /// How the threads use the allocator; all but `mixed` at order 0, as in
 /// LLFree's benchmark (luhsra/llfree-rs).
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Pattern {
     /// Each thread allocates its share of half of memory, then frees it.
@@ -295,7 +295,7 @@ impl FromStr for Pattern {
 }
 
 /// Allocation or free.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Op {
     /// `alloc`.

@@ -131,14 +131,22 @@ impl SecurityRefresh {
         StdRng::seed_from_u64(self.seed ^ region.wrapping_mul(0x9E37_79B9_7F4A_7C15))
     }
 
+    /// Writes per line between two refresh rounds (the outer level's
+    /// interval, else the inner's), and the rounds a line of `endurance`
+    /// lasts at most: every line is written once per interval writes per
+    /// line.
+    fn rounds(&self, endurance: f64) -> (u64, f64) {
+        let interval = self.outer_interval.unwrap_or(self.inner_interval).max(1);
+        (interval, endurance / interval as f64)
+    }
+
     /// Refuses an endurance that would take more than [`MAX_ROUNDS`]
     /// refresh rounds per region to simulate. Every line is written once
     /// per `interval` writes per line, so a region fails within
     /// E / interval rounds; the simulation's cost grows with that count,
     /// so it is bounded rather than left to run for hours.
     pub fn check_rounds(&self, endurance: f64) -> Result<(), LevellingError> {
-        let interval = self.outer_interval.unwrap_or(self.inner_interval).max(1);
-        let rounds = endurance / interval as f64;
+        let (interval, rounds) = self.rounds(endurance);
         if rounds > MAX_ROUNDS as f64 {
             return Err(LevellingError::TooManyRounds {
                 endurance,
@@ -160,8 +168,7 @@ impl SecurityRefresh {
         lines: u64,
         written: u64,
     ) -> Result<(), LevellingError> {
-        let interval = self.outer_interval.unwrap_or(self.inner_interval).max(1);
-        let rounds = endurance / interval as f64;
+        let (_, rounds) = self.rounds(endurance);
         let regions = lines.div_ceil(self.region_lines);
         let work = rounds * (written as f64 + (regions * self.sub_regions) as f64);
         if work > MAX_WORK {
