@@ -198,6 +198,7 @@ void ad_init(struct ad_core *c, u64 start, u64 end, u64 bank_frames, void *mem)
 		c->banks[b].free = 0;
 		c->banks[b].home = AD_PARKED + b;
 		c->banks[b].role = AD_OFFLINE;
+		c->banks[b].isolated = 0;
 		ad_role_push_back(c, &c->roles[AD_OFFLINE], b);
 	}
 	c->stats = (struct ad_stats){ 0 };
@@ -263,7 +264,8 @@ static void ad_unpark(struct ad_core *c, u32 b, u32 pool)
 	u32 from = AD_PARKED + b;
 	unsigned int o;
 
-	if (c->banks[b].home != from)
+	/* An isolated bank stays parked until its isolation ends. */
+	if (c->banks[b].home != from || c->banks[b].isolated)
 		return;
 	for (o = 0; o < AD_ORDERS; o++)
 		ad_append(c, ad_list(c, pool, o), ad_list(c, from, o));
@@ -347,7 +349,7 @@ static u32 ad_find_offline(struct ad_core *c, unsigned int order, int from_back)
 	u32 b = from_back ? l->tail : l->head;
 
 	while (b != AD_NIL) {
-		if (c->banks[b].free >= (1ULL << order) &&
+		if (!c->banks[b].isolated && c->banks[b].free >= (1ULL << order) &&
 		    ad_list_fits(c, c->banks[b].home, order))
 			return b;
 		b = from_back ? c->banks[b].prev : c->banks[b].next;
@@ -502,4 +504,71 @@ int ad_max_free_order(const struct ad_core *c)
 		if (c->nr_blocks[o])
 			return o;
 	return -1;
+}
+
+u32 ad_migration_candidates(const struct ad_core *c, const u8 *pinned, u32 *out)
+{
+	u32 n = 0, b, i, j, k = 0;
+	u64 room = 0, held = 0;
+
+	/* The banks in use into out by (free descending, bank): an insertion sort, few banks. */
+	for (b = 0; b < c->nbanks; b++) {
+		if (c->banks[b].free == c->banks[b].frames)
+			continue;
+		room += c->banks[b].free;
+		for (i = n; i > 0 && c->banks[out[i - 1]].free < c->banks[b].free; i--)
+			out[i] = out[i - 1];
+		out[i] = b;
+		n++;
+	}
+	/* The break point; candidates are compacted to the front of out in order. */
+	for (j = 0; j < n; j++) {
+		const struct ad_bank *bank = &c->banks[out[j]];
+		u64 used = bank->frames - bank->free;
+
+		if (pinned[out[j]] || bank->frames != c->bank_frames)
+			continue;
+		if (held + used > room - bank->free)
+			break;
+		held += used;
+		room -= bank->free;
+		out[k++] = out[j];
+	}
+	return k;
+}
+
+void ad_isolate_bank(struct ad_core *c, u32 b)
+{
+	c->banks[b].isolated = 1;
+	ad_park(c, b);
+	c->stats.isolated_banks++;
+}
+
+int ad_end_isolation(struct ad_core *c, u32 b)
+{
+	c->banks[b].isolated = 0;
+	if (c->banks[b].role == AD_OFFLINE) {
+		c->stats.emptied_banks++;
+		return 1;
+	}
+	ad_unpark(c, b, c->banks[b].role == AD_KERNEL ? 0 : 1);
+	return 0;
+}
+
+u64 ad_alloc_migration_target(struct ad_core *c, unsigned int order)
+{
+	u64 n = 1ULL << order;
+	u32 i, b;
+
+	if (order > AD_MAX_ORDER)
+		return AD_NONE;
+	i = ad_take_from_list(c, 1, order);
+	if (i == AD_NIL)
+		i = ad_take_from_list(c, 0, order);
+	if (i == AD_NIL)
+		return AD_NONE;
+	b = ad_index_bank(c, i);
+	c->banks[b].free -= n;
+	c->stats.migration_target_frames += n;
+	return c->start + i;
 }

@@ -14,7 +14,19 @@
  * on lists of its own, and goes offline (a kernel bank back to the front
  * of the offline list, a user bank to its back). When neither a pool nor
  * an offline bank has room, the request falls back to the other pool, as
- * Linux falls back between migratetypes. No migration.
+ * Linux falls back between migratetypes.
+ *
+ * Migration, as the paper describes it, is split between the core and
+ * its caller: ad_migration_candidates() sorts the banks in use by free
+ * frames, emptiest first, and takes the ones holding only movable pages
+ * for as long as what they hold fits in the free frames of the banks
+ * left (the break point); ad_isolate_bank() parks a candidate so that
+ * nothing is allocated from it while its pages are copied out;
+ * ad_alloc_migration_target() gives the copies a home in a bank already
+ * in a pool, never an offline or isolated one; ad_end_isolation() lets
+ * the bank rejoin its pool, or leaves it offline when it was emptied.
+ * The caller says which banks hold unmovable pages and moves the pages
+ * (in the kernel, with migrate_pages()).
  *
  * This is the nvmos project's user-space BankBuddy with
  * BankPolicy::Adaptive (the reference) step for step, so a differential
@@ -59,6 +71,7 @@ struct ad_bank {
 	u32 prev, next;		/* on the list of its role */
 	u32 home;		/* list slot its free blocks are on */
 	u8 role;
+	u8 isolated;		/* a migration candidate: parked, never allocated from */
 };
 
 struct ad_stats {
@@ -70,6 +83,9 @@ struct ad_stats {
 	u64 bank_adds;			/* offline banks taken into a pool */
 	u64 bank_releases;		/* banks gone offline */
 	u64 taken_frames;		/* free frames taken out by ad_take_block */
+	u64 migration_target_frames;	/* frames handed out by ad_alloc_migration_target */
+	u64 isolated_banks;		/* banks ad_isolate_bank parked */
+	u64 emptied_banks;		/* of those, offline when their isolation ended */
 };
 
 /*
@@ -82,7 +98,9 @@ struct ad_stats {
  * frame of a free block (state = order + 1); every free block is on
  * lists[home of its bank][order] once; bank.free counts its free frames; a
  * bank is offline exactly when it is whole (frames = bank_frames) and all
- * free, and then its blocks are parked (home = AD_PARKED + b).
+ * free, and then its blocks are parked (home = AD_PARKED + b); an
+ * isolated bank's blocks are parked too, whatever its role, and no
+ * allocation takes them.
  */
 struct ad_core {
 	u64 start, end, base, bank_frames;
@@ -134,5 +152,30 @@ int ad_free_block_at(const struct ad_core *c, u64 pfn);
 int ad_max_free_order(const struct ad_core *c);
 /* Bank of pfn (pfn inside the range). */
 u32 ad_bank_of(const struct ad_core *c, u64 pfn);
+/*
+ * Choose the banks one migration pass empties: pinned[b] is nonzero when
+ * bank b holds a page that cannot be moved. The banks in use (some frame
+ * allocated) are sorted by free frames, most first, ties by bank number;
+ * walking them in that order, a whole, unpinned bank is a candidate while
+ * the frames the candidates hold fit in the free frames of the banks in
+ * use that are not candidates; the walk stops at the first that does not
+ * fit. The candidates go to out (room for nbanks), in that order; returns
+ * how many. Changes nothing.
+ */
+u32 ad_migration_candidates(const struct ad_core *c, const u8 *pinned, u32 *out);
+/* Park bank b's free blocks and take it out of allocation until ad_end_isolation. */
+void ad_isolate_bank(struct ad_core *c, u32 b);
+/*
+ * End bank b's isolation: it rejoins the pool of its role, or stays
+ * offline when its last frame was freed meanwhile. Returns 1 when it is
+ * offline.
+ */
+int ad_end_isolation(struct ad_core *c, u32 b);
+/*
+ * 2^order frames for a page being migrated: from the user pool, else the
+ * kernel pool; never from an offline or isolated bank (migration must not
+ * bring a bank up). AD_NONE when neither pool has room.
+ */
+u64 ad_alloc_migration_target(struct ad_core *c, unsigned int order);
 
 #endif /* _NVMOS_ADAPTIVE_CORE_H */

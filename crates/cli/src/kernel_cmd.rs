@@ -1,6 +1,7 @@
-//! `nvmos kernel build|run|study`: the allocators inside a real Linux
-//! kernel under QEMU (crate `nvmos-kernel`); this file parses, prints what
-//! `nvmos_pages::kernel` renders and writes `kernel.html`.
+//! `nvmos kernel build|run|study|check|test|bench|systime|wis`: the
+//! allocators inside a real Linux kernel under QEMU (crate
+//! `nvmos-kernel`); this file parses, prints what `nvmos_pages::kernel`
+//! renders and writes `kernel.html`.
 
 use std::path::PathBuf;
 
@@ -43,6 +44,53 @@ pub enum KernelCommand {
     /// file and sort jobs; the host's gzip, xz and sqlite3 over 9p), in
     /// guest instruction time under -icount, each policy against buddy.
     Systime(SystimeArgs),
+    /// will-it-scale's page_fault1, page_fault2 and mmap1 (from a
+    /// will-it-scale checkout, --source) in the guest under every policy
+    /// at 1, 2 and 4 vCPUs: operations per second of guest instruction
+    /// time (-icount), not real time, each policy against buddy. (Here
+    /// --source is the checkout; the kernel source tarball is
+    /// --kernel-source.)
+    #[command(mut_arg("source", |a| a.long("kernel-source")))]
+    Wis(WisArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct WisArgs {
+    /// A will-it-scale checkout (github.com/antonblanchard/will-it-scale):
+    /// each test's tests/NAME.c is compiled statically with nvmos' own
+    /// harness.
+    #[arg(long = "source", id = "wis_source", value_name = "DIR")]
+    source: PathBuf,
+    #[command(flatten)]
+    policies: PolicyArgs,
+    /// vCPU counts, one guest per policy and count, comma-separated.
+    #[arg(long, default_value = "1,2,4", value_delimiter = ',')]
+    vcpus: Vec<u32>,
+    /// Tests (tests/NAME.c of the checkout), comma-separated.
+    #[arg(
+        long,
+        default_value = "page_fault1,page_fault2,mmap1",
+        value_delimiter = ','
+    )]
+    tests: Vec<String>,
+    /// Task counts (processes) each guest runs every test at, those up to
+    /// its vCPUs, comma-separated [default: the guest's vCPUs].
+    #[arg(long, value_delimiter = ',')]
+    tasks: Vec<u32>,
+    /// Guest milliseconds the tasks run before the first sample.
+    #[arg(long, default_value_t = 1000)]
+    warmup_ms: u32,
+    /// Guest milliseconds per sample.
+    #[arg(long, default_value_t = 1000)]
+    interval_ms: u32,
+    /// Samples per test and task count in each guest.
+    #[arg(long, default_value_t = 5)]
+    samples: u32,
+    /// Guests per policy and vCPU count.
+    #[arg(long, default_value_t = 1)]
+    runs: u32,
+    #[command(flatten)]
+    guest: MeasureArgs,
 }
 
 #[derive(Args, Debug)]
@@ -101,7 +149,7 @@ pub struct BenchArgs {
     guest: MeasureArgs,
 }
 
-/// The guests of the measuring commands (bench, systime), which set their
+/// The guests of the measuring commands (bench, systime, wis), which set their
 /// own policy, vCPUs, `/init` and accelerator.
 #[derive(Args, Debug)]
 pub struct MeasureArgs {
@@ -346,6 +394,16 @@ pub struct StudyArgs {
     /// trace are written there as the runs finish.
     #[arg(long)]
     out: Option<PathBuf>,
+    /// Sample the guest's nvmos_policy file every this many milliseconds
+    /// of guest time during each workload (the timeline of seed 004's
+    /// Fig. 10); 0 takes no samples.
+    #[arg(long, default_value_t = 1000)]
+    sample_ms: u64,
+    /// Run the guests under QEMU's -icount shift=0 (TCG only): guest time
+    /// is then instructions, one nanosecond each, and migration's cost is
+    /// counted in instructions.
+    #[arg(long)]
+    icount: bool,
     #[command(flatten)]
     guest: GuestArgs,
 }
@@ -366,7 +424,25 @@ pub fn run(cmd: KernelCommand) -> Result<()> {
         KernelCommand::Test(a) => run_test(&a),
         KernelCommand::Bench(a) => run_bench(&a),
         KernelCommand::Systime(a) => run_systime(&a),
+        KernelCommand::Wis(a) => run_wis(&a),
     }
+}
+
+fn run_wis(a: &WisArgs) -> Result<()> {
+    use nvmos_kernel::wis;
+    let mut opts = wis::Options::new(a.guest.run_options()?, a.source.clone());
+    opts.policies = a.policies.list.clone();
+    opts.cpus = a.vcpus.clone();
+    opts.tests = a.tests.clone();
+    opts.tasks = a.tasks.clone();
+    opts.warmup_ms = a.warmup_ms;
+    opts.interval_ms = a.interval_ms;
+    opts.samples = a.samples;
+    opts.runs = a.runs;
+    let w = wis::wis(&opts, &mut progress)?;
+    a.guest.write_json(&w)?;
+    print!("{}", pages::wis_text(&w));
+    Ok(())
 }
 
 fn run_systime(a: &SystimeArgs) -> Result<()> {
@@ -500,8 +576,17 @@ fn run_one(a: &RunArgs) -> Result<()> {
 }
 
 fn run_study(a: &StudyArgs) -> Result<()> {
+    let mut run = a.guest.run_options(Policy::Buddy, Vec::new())?;
+    run.sample_ms = (a.sample_ms > 0).then_some(a.sample_ms);
+    if a.icount {
+        run.accel = nvmos_kernel::run::Accel::Tcg;
+        run.extra_qemu_args.extend([
+            "-icount".to_owned(),
+            nvmos_kernel::bench::ICOUNT_OPTIONS.to_owned(),
+        ]);
+    }
     let opts = study::Options {
-        run: a.guest.run_options(Policy::Buddy, Vec::new())?,
+        run,
         policies: a.policies.list.clone(),
         workloads: a.workloads.clone(),
         runs: a.runs,

@@ -51,11 +51,20 @@ pub struct ReproduceArgs {
         conflicts_with = "check"
     )]
     pub only: Vec<String>,
-    /// With `--only kernel`: make the kernel page from `bench.json` and
-    /// `systime.json` in this folder (written by `nvmos kernel bench
-    /// --json` and `nvmos kernel systime --json`) instead of running them.
+    /// With `--only kernel`: make the kernel page from `bench.json`,
+    /// `systime.json` and `kernel.json` in this folder (written by `nvmos
+    /// kernel bench --json`, `nvmos kernel systime --json` and `nvmos
+    /// kernel study --policies buddy,adaptive,adaptive-migrate --workloads
+    /// sparsejob,pressurejob,filejob --runs 2 --cpus 1 --icount --bank-mib
+    /// 16 --out`), and `wis.json` (written by `nvmos kernel wis --json`)
+    /// instead of running them.
     #[arg(long, value_name = "DIR")]
     pub kernel_from: Option<PathBuf>,
+    /// With `--only kernel` and no `--kernel-from`: the will-it-scale
+    /// checkout `nvmos kernel wis` compiles its tests from (required
+    /// then: nvmos does not ship will-it-scale).
+    #[arg(long, value_name = "DIR", conflicts_with = "kernel_from")]
+    pub wis_source: Option<PathBuf>,
     /// Rows of the wear study replayed at once (threads); default: every
     /// core. The deterministic results do not depend on it.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
@@ -133,6 +142,14 @@ pub fn run(args: ReproduceArgs, cli: clap::Command) -> Result<()> {
     if args.kernel_from.is_some() && !kernel {
         bail!("--kernel-from: only with --only kernel");
     }
+    if args.wis_source.is_some() && !kernel {
+        bail!("--wis-source: only with --only kernel");
+    }
+    if kernel && args.kernel_from.is_none() && args.wis_source.is_none() {
+        bail!(
+            "--only kernel runs the kernel measurements, and `nvmos kernel wis` needs a will-it-scale checkout: give it with --wis-source DIR, or make the page from the tools' JSON with --kernel-from DIR"
+        );
+    }
     let stamp = stamp()?;
     let mut made = Vec::new();
     if args.only.iter().any(|o| o != "kernel") || args.only.is_empty() {
@@ -141,7 +158,10 @@ pub fn run(args: ReproduceArgs, cli: clap::Command) -> Result<()> {
         made = results::pages(&run)?;
     }
     if kernel {
-        made.push(kernel_page(args.kernel_from.as_deref())?);
+        made.push(kernel_page(
+            args.kernel_from.as_deref(),
+            args.wis_source.as_deref(),
+        )?);
     }
     let pages = data(made, &stamp);
     write_pages(&args.out, &pages)?;
@@ -180,15 +200,26 @@ pub fn run(args: ReproduceArgs, cli: clap::Command) -> Result<()> {
 }
 
 /// The kernel page, from the kernel tools' JSON in `from`, or by running
-/// `nvmos kernel bench` and `nvmos kernel systime` with their defaults.
-fn kernel_page(from: Option<&Path>) -> Result<ResultsPage> {
-    use nvmos_kernel::{bench, run::Policy, run::RunOptions, systime};
-    let (b, s): (bench::Bench, systime::SysTime) = match from {
+/// them with their defaults (`nvmos kernel wis` on the will-it-scale
+/// checkout `wis_source`).
+fn kernel_page(from: Option<&Path>, wis_source: Option<&Path>) -> Result<ResultsPage> {
+    use nvmos_kernel::{bench, run::Policy, run::RunOptions, study, systime, wis};
+    let (b, s, k, w): (bench::Bench, systime::SysTime, study::Study, wis::Wis) = match from {
         Some(dir) => (
             json(&dir.join("bench.json"), "nvmos kernel bench --json")?,
             json(&dir.join("systime.json"), "nvmos kernel systime --json")?,
+            json(
+                &dir.join("kernel.json"),
+                "nvmos kernel study --policies buddy,adaptive,adaptive-migrate \
+                 --workloads sparsejob,pressurejob,filejob --runs 2 --cpus 1 --icount \
+                 --bank-mib 16 --out",
+            )?,
+            json(&dir.join("wis.json"), "nvmos kernel wis --json")?,
         ),
         None => {
+            let Some(wis_source) = wis_source else {
+                bail!("the kernel page needs --kernel-from DIR or --wis-source DIR");
+            };
             let run = || {
                 RunOptions::new(
                     nvmos_kernel::kbuild::BuildOptions::new(nvmos_kernel::repo_kernel_dir()),
@@ -198,16 +229,23 @@ fn kernel_page(from: Option<&Path>) -> Result<ResultsPage> {
                 )
             };
             let progress = &mut crate::kernel_cmd::progress;
+            // First: a will-it-scale checkout that is not one fails in
+            // seconds, not after the others' hours.
+            let w = wis::wis(&wis::Options::new(run(), wis_source.to_owned()), progress)?;
             let b = bench::bench(&bench::Options::new(run()), progress)?;
             let s = systime::systime(&systime::Options::new(run()), progress)?;
-            (b, s)
+            let k = study::run_study(&study::Options::banks(run()), progress)?;
+            (b, s, k, w)
         }
     };
-    Ok(results::kernel_page(&b, &s))
+    Ok(results::kernel_page(&b, &s, &k, &w)?)
 }
 
 /// The JSON that `tool` writes, read from `path`.
 fn json<T: serde::de::DeserializeOwned>(path: &Path, tool: &str) -> Result<T> {
+    if !path.exists() {
+        bail!("{}: missing; `{tool}` writes it", path.display());
+    }
     serde_json::from_str(&read(path)?)
         .with_context(|| format!("{}: not `{tool}` output", path.display()))
 }

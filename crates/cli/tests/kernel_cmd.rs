@@ -74,3 +74,30 @@ fn kernel_commands_refuse_bad_input() {
     assert!(err.contains("apt-get install linux-source-6.12"), "{err}");
     assert!(!std::path::Path::new(out).exists(), "no output written");
 }
+
+#[test]
+fn kernel_wis_refuses_a_missing_or_wrong_will_it_scale_checkout() {
+    // No checkout named: clap says which option is missing.
+    let (ok, err) = nvmos(&["kernel", "wis"]);
+    assert!(!ok);
+    assert!(err.contains("--source <DIR>"), "{err}");
+    let (ok, err) = nvmos(&["kernel", "wis", "--source", "/nonexistent/will-it-scale"]);
+    assert!(!ok);
+    assert!(
+        err.contains("--source /nonexistent/will-it-scale: not a folder"),
+        "{err}"
+    );
+    // A folder without the test: named, before anything is built.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("tests")).unwrap();
+    let src = dir.path().to_str().unwrap();
+    let (ok, err) = nvmos(&["kernel", "wis", "--source", src, "--tests", "mmap1"]);
+    assert!(!ok);
+    assert!(
+        err.contains("will-it-scale test mmap1") && err.contains("tests/mmap1.c does not exist"),
+        "{err}"
+    );
+    let (ok, err) = nvmos(&["kernel", "wis", "--source", src, "--vcpus", "16"]);
+    assert!(!ok);
+    assert!(err.contains("--vcpus 16"), "{err}");
+}

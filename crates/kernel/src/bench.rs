@@ -281,7 +281,8 @@ pub fn user_space_twin(policy: Policy) -> nvmos_sim::AllocatorKind {
         Policy::Lis1 => K::Lis1,
         Policy::Lis31 => K::Lis31,
         Policy::Lis31Fair => K::Lis31Fair,
-        Policy::Adaptive => K::Adaptive,
+        // The bench's patterns allocate and free; no pass runs in user space.
+        Policy::Adaptive | Policy::AdaptiveMigrate => K::Adaptive,
     }
 }
 

@@ -8,7 +8,7 @@ pub enum KernelError {
     /// A policy name the series does not know.
     #[error(
         "unknown policy {name:?}: the kernel series has {}",
-        crate::run::Policy::ALL.map(|p| p.name()).join(", ")
+        crate::run::Policy::EVERY.map(|p| p.name()).join(", ")
     )]
     UnknownPolicy {
         /// The name given.

@@ -54,6 +54,7 @@ pub mod policy_core;
 pub mod run;
 pub mod study;
 pub mod systime;
+pub mod wis;
 
 pub use error::{KernelError, Result};
 pub use run::{Policy, Run, RunOptions};

@@ -366,6 +366,27 @@ pub struct AdaptiveStats {
     pub bank_releases: u64,
     /// Free frames taken out of the core (handed back to Linux).
     pub taken_frames: u64,
+    /// Frames handed out as homes for migrated pages.
+    pub migration_target_frames: u64,
+    /// Banks isolated as migration candidates.
+    pub isolated_banks: u64,
+    /// Of those, banks offline when their isolation ended.
+    pub emptied_banks: u64,
+}
+
+/// What [`CoreAdaptive::migrate`] did: the kernel's pass, with the
+/// page copies left out.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CoreMigration {
+    /// Candidate banks, in the order they were emptied.
+    pub candidates: Vec<u32>,
+    /// Every block moved: (old first frame, new first frame, order), in
+    /// the order the targets were taken.
+    pub moves: Vec<(u64, u64, u8)>,
+    /// Blocks no target had room for (they stay where they were).
+    pub blocks_left: u32,
+    /// Candidates offline at the end.
+    pub banks_emptied: u32,
 }
 
 extern "C" {
@@ -387,6 +408,11 @@ extern "C" {
     fn ad_take_block(c: *mut c_void, pfn: u64, order: c_uint);
     fn ad_nr_free_blocks(c: *const c_void, order: c_uint) -> u64;
     fn ad_max_free_order(c: *const c_void) -> c_int;
+    fn ad_bank_of(c: *const c_void, pfn: u64) -> u32;
+    fn ad_migration_candidates(c: *const c_void, pinned: *const u8, out: *mut u32) -> u32;
+    fn ad_isolate_bank(c: *mut c_void, b: u32);
+    fn ad_end_isolation(c: *mut c_void, b: u32) -> c_int;
+    fn ad_alloc_migration_target(c: *mut c_void, order: c_uint) -> u64;
 }
 
 /// What a bank of the kernel's Adaptive-Buddy core is used for
@@ -558,6 +584,58 @@ impl CoreAdaptive {
     pub fn stats(&self) -> AdaptiveStats {
         // SAFETY: live harness; the struct layouts match.
         unsafe { *ad_harness_stats(self.h.as_ptr()) }
+    }
+
+    /// One migration pass as the kernel runs it (`mm/nvmos_policy.c`):
+    /// `pinned[b]` says bank b holds something no migration can move; the
+    /// core picks the candidates up to the break point and isolates them,
+    /// each candidate's live blocks, in pfn order, get a target from
+    /// `ad_alloc_migration_target` and are freed where they were, and the
+    /// candidates' isolation ends. Live blocks follow their moves.
+    pub fn migrate(&mut self, pinned: &[bool]) -> CoreMigration {
+        // SAFETY: live harness.
+        let nbanks = unsafe { ad_harness_banks(self.h.as_ptr()) } as usize;
+        assert_eq!(pinned.len(), nbanks, "one pinned flag per bank");
+        let flags: Vec<u8> = pinned.iter().map(|&p| u8::from(p)).collect();
+        let mut out = vec![0u32; nbanks];
+        // SAFETY: both arrays hold nbanks entries.
+        let n = unsafe { ad_migration_candidates(self.core(), flags.as_ptr(), out.as_mut_ptr()) };
+        out.truncate(n as usize);
+        let mut m = CoreMigration {
+            candidates: out.clone(),
+            ..CoreMigration::default()
+        };
+        for &b in &out {
+            // SAFETY: b is a bank of the core.
+            unsafe { ad_isolate_bank(self.core(), b) };
+        }
+        for &b in &out {
+            let mut blocks: Vec<(u64, u8)> = self
+                .live
+                .iter()
+                // SAFETY: live blocks lie inside the core's range.
+                .filter(|(&p, _)| unsafe { ad_bank_of(self.core(), p) } == b)
+                .map(|(&p, &o)| (p, o))
+                .collect();
+            blocks.sort_unstable();
+            for (old, order) in blocks {
+                // SAFETY: live harness, valid order.
+                let new = unsafe { ad_alloc_migration_target(self.core(), c_uint::from(order)) };
+                if new == u64::MAX {
+                    m.blocks_left += 1;
+                    continue;
+                }
+                self.live.insert(new, order);
+                self.free(old, order)
+                    .expect("a live block of the harness frees");
+                m.moves.push((old, new, order));
+            }
+        }
+        for &b in &out {
+            // SAFETY: b was isolated above.
+            m.banks_emptied += unsafe { ad_end_isolation(self.core(), b) } as u32;
+        }
+        m
     }
 
     /// The highest order with a free block, -1 when none.

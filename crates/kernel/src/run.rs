@@ -46,10 +46,17 @@ pub enum Policy {
     Lis31Fair,
     /// Seed 004's Adaptive-Buddy: kernel and user pools of banks.
     Adaptive,
+    /// Adaptive-Buddy with the seed's migration: every
+    /// `nvmos_migrate_ms=` (1000 by default) a pass moves the movable
+    /// pages out of the emptiest banks in use, up to the break point, so
+    /// that those banks go offline.
+    #[serde(rename = "adaptive-migrate")]
+    AdaptiveMigrate,
 }
 
 impl Policy {
-    /// Every policy of the series.
+    /// The series' placements: every policy but [`Policy::AdaptiveMigrate`],
+    /// which places as [`Policy::Adaptive`] does and moves pages after.
     pub const ALL: [Policy; 6] = [
         Policy::Buddy,
         Policy::IBuddy,
@@ -57,6 +64,17 @@ impl Policy {
         Policy::Lis31,
         Policy::Lis31Fair,
         Policy::Adaptive,
+    ];
+
+    /// Every policy of the series.
+    pub const EVERY: [Policy; 7] = [
+        Policy::Buddy,
+        Policy::IBuddy,
+        Policy::Lis1,
+        Policy::Lis31,
+        Policy::Lis31Fair,
+        Policy::Adaptive,
+        Policy::AdaptiveMigrate,
     ];
 
     /// The boot parameter's value.
@@ -68,12 +86,13 @@ impl Policy {
             Policy::Lis31 => "lis31",
             Policy::Lis31Fair => "lis31-fair",
             Policy::Adaptive => "adaptive",
+            Policy::AdaptiveMigrate => "adaptive-migrate",
         }
     }
 
     /// Parse a boot-parameter value.
     pub fn parse(name: &str) -> Result<Policy> {
-        Policy::ALL
+        Policy::EVERY
             .into_iter()
             .find(|p| p.name() == name)
             .ok_or_else(|| KernelError::UnknownPolicy {
@@ -83,7 +102,14 @@ impl Policy {
 }
 
 /// The static workloads the initramfs ships (`traces/workloads/*.c`).
-pub const WORKLOADS: [&str; 4] = ["memstress", "filejob", "sortjob", "compilejob"];
+pub const WORKLOADS: [&str; 6] = [
+    "memstress",
+    "filejob",
+    "sortjob",
+    "compilejob",
+    "sparsejob",
+    "pressurejob",
+];
 
 /// The guest command line the study runs for a shipped workload.
 pub fn workload_command(name: &str) -> Result<Vec<String>> {
@@ -100,6 +126,23 @@ pub fn workload_command(name: &str) -> Result<Vec<String>> {
         // The compile-like job: 50 sources built 3 times, each by a
         // fork + exec of busybox gzip, then linked in anonymous memory.
         "compilejob" => &["compilejob", "/tmp/build", "50", "3"],
+        // 768 MiB touched in 1 MiB chunks, all but one chunk in 16 freed,
+        // the rest held for 20 s of guest time: every bank the job filled
+        // left a sixteenth full (seed 004's case for migration).
+        "sparsejob" => &["sparsejob", "768", "16", "20"],
+        // Kernel pages placed in a memory whose free frames are
+        // scattered: 1200 MiB of anonymous memory mapped with every other
+        // 1 MiB chunk then freed, and while it is held, 300 sleeping
+        // processes (page tables, kernel stacks, slab) and the compile
+        // job. Seed 004 says Buddy spreads such pages over many banks.
+        "pressurejob" => &[
+            "sh",
+            "-c",
+            "sparsejob 1200 2 15 > /tmp/sparse.log & SP=$!; \
+             while ! grep -q 'sparsejob sparse' /tmp/sparse.log; do usleep 100000; done; \
+             for i in $(seq 300); do sleep 8 & done; \
+             compilejob /tmp/build 50 3 && wait $SP && wait",
+        ],
         _ => {
             return Err(KernelError::UnknownWorkload {
                 name: name.to_owned(),
@@ -172,6 +215,11 @@ pub struct RunOptions {
     /// More QEMU arguments, e.g. `-icount shift=0` or a TCG `-plugin`.
     /// TCG-only arguments need [`Accel::Tcg`].
     pub extra_qemu_args: Vec<String>,
+    /// Sample `nvmos_policy` every this many milliseconds of guest time
+    /// while the workload runs ([`Run::timeline`]); `None` takes no
+    /// samples. Each sample walks every frame of the guest and forks a
+    /// `usleep`, whose page allocations are traced with the workload's.
+    pub sample_ms: Option<u64>,
 }
 
 /// The virtio-9p mount tag of [`RunOptions::share_host_root`].
@@ -212,12 +260,13 @@ impl RunOptions {
             cpu_model: None,
             extra_cmdline: Vec::new(),
             extra_qemu_args: Vec::new(),
+            sample_ms: None,
         }
     }
 }
 
 /// One bank of the guest in one zone, from `nvmos_policy` in debugfs.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Bank {
     /// Bank number (pfn / frames per bank).
     pub bank: u64,
@@ -234,7 +283,7 @@ pub struct Bank {
 }
 
 /// The policy's counters in `nvmos_policy` in debugfs.
-#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Counters {
     /// The policy the guest reports it runs.
     pub policy: String,
@@ -351,6 +400,9 @@ pub struct Run {
     /// `zone->lock` acquisitions during the workload, from `/proc/lock_stat`
     /// (the debug kernel's CONFIG_LOCK_STAT); `None` on the plain kernel.
     pub zone_lock_acquisitions: Option<u64>,
+    /// `nvmos_policy` sampled while the workload ran
+    /// ([`RunOptions::sample_ms`]), oldest first; empty without sampling.
+    pub timeline: Vec<Counters>,
     /// Order-0 allocations in the trace.
     pub order0_allocations: u64,
     /// The guest's console log.
@@ -465,19 +517,25 @@ fn compile_workloads(dir: &Path, cache: &Path) -> Result<Vec<(String, PathBuf)>>
 /// a cache never holds a half-written program; on failure the compiler's
 /// output is kept in `OUT.log` and its last lines are in the error.
 pub(crate) fn cc_into(flags: &[&str], src: &Path, out: &Path) -> Result<()> {
+    cc_sources_into(flags, &[src], out)
+}
+
+/// [`cc_into`] with several sources linked into one program.
+pub(crate) fn cc_sources_into(flags: &[&str], srcs: &[&Path], out: &Path) -> Result<()> {
     let tmp = out.with_extension("tmp");
     let log = out.with_extension("log");
     let o = Command::new("cc")
         .args(flags)
         .arg("-o")
         .arg(&tmp)
-        .arg(src)
+        .args(srcs)
         .output()
-        .map_err(|e| KernelError::io("running cc on", src, e))?;
+        .map_err(|e| KernelError::io("running cc on", srcs.first().copied().unwrap_or(out), e))?;
     if !o.status.success() {
         fs::write(&log, &o.stderr).map_err(|e| KernelError::io("writing", &log, e))?;
+        let names: Vec<String> = srcs.iter().map(|s| s.display().to_string()).collect();
         return Err(KernelError::Command {
-            what: format!("cc {} {}", flags.join(" "), src.display()),
+            what: format!("cc {} {}", flags.join(" "), names.join(" ")),
             status: o.status.to_string(),
             log: log.clone(),
             tail: tail_of(&log, 10),
@@ -514,6 +572,32 @@ pub fn guest_finish(sections: &[(&str, &str)]) -> String {
     out
 }
 
+/// The line that ends each sample of [`RunOptions::sample_ms`].
+const SAMPLE_END: &str = "nvmos-sample-end";
+
+/// The samples of the `timeline` section, oldest first; a sample cut off
+/// (no end line) is refused, as is a sample without a `time_ns` line.
+pub fn parse_timeline(text: &str) -> std::result::Result<Vec<Counters>, String> {
+    let mut out = Vec::new();
+    let mut rest = text;
+    while !rest.trim().is_empty() {
+        let Some(end) = rest.find(&format!("{SAMPLE_END}\n")) else {
+            return Err(format!(
+                "sample {} has no end line {SAMPLE_END:?}",
+                out.len() + 1
+            ));
+        };
+        let c =
+            Counters::parse(&rest[..end]).map_err(|e| format!("sample {}: {e}", out.len() + 1))?;
+        if !c.values.contains_key("time_ns") {
+            return Err(format!("sample {}: no time_ns line", out.len() + 1));
+        }
+        out.push(c);
+        rest = &rest[end + SAMPLE_END.len() + 1..];
+    }
+    Ok(out)
+}
+
 /// The guest's `/init`.
 fn init_script(opts: &RunOptions) -> String {
     let cmd: Vec<String> = opts.command.iter().map(|a| shell_quote(a)).collect();
@@ -535,9 +619,17 @@ for e in mm_page_alloc mm_page_free mm_page_free_batched; do echo 1 > $T/events/
 if [ -e /proc/lock_stat ]; then echo 0 > /proc/lock_stat; echo 1 > /proc/sys/kernel/lock_stat; fi
 echo nvmos-guest-start
 echo 1 > $T/tracing_on
+: > /tmp/.timeline
+SAMPLER=
+if [ -n "{sample_us}" ]; then
+  (while [ ! -e /tmp/.sampling-done ]; do cat $P >> /tmp/.timeline; echo {sample_end} >> /tmp/.timeline; usleep {sample_us}; done) &
+  SAMPLER=$!
+fi
 cd /tmp
 {cmd}
 status=$?
+touch /tmp/.sampling-done
+if [ -n "$SAMPLER" ]; then wait $SAMPLER; fi
 echo 0 > $T/tracing_on
 : > /tmp/.lockstat
 if [ -e /proc/lock_stat ]; then echo 0 > /proc/sys/kernel/lock_stat; grep -F 'zone->lock' /proc/lock_stat > /tmp/.lockstat; fi
@@ -551,6 +643,10 @@ wc -c < /proc/kpageflags > /tmp/.kpageflags
         buffer = opts.buffer_kb,
         cmd = cmd.join(" "),
         kpf_mib = KPAGEFLAGS_AT >> 20,
+        sample_us = opts
+            .sample_ms
+            .map_or(String::new(), |ms| (ms * 1000).to_string()),
+        sample_end = SAMPLE_END,
         finish = guest_finish(&[
             ("status", "echo $status"),
             ("osrelease", "cat /proc/sys/kernel/osrelease"),
@@ -561,6 +657,7 @@ wc -c < /proc/kpageflags > /tmp/.kpageflags
             ("counters_before", "cat /tmp/.counters-before"),
             ("counters_traced", "cat /tmp/.counters-traced"),
             ("counters", "cat /tmp/.counters-end"),
+            ("timeline", "cat /tmp/.timeline"),
             ("kpageflags", "cat /tmp/.kpageflags"),
             ("stats", "for c in $T/per_cpu/cpu*; do cat $c/stats; done"),
             ("lock_stat", "cat /tmp/.lockstat"),
@@ -1276,6 +1373,13 @@ pub fn run(opts: &RunOptions, progress: &mut dyn FnMut(Progress)) -> Result<Run>
         });
     }
     let lost = lost_events(&text("stats")?);
+    let timeline = parse_timeline(&text("timeline")?).map_err(|e| parse_err("timeline", e))?;
+    if opts.sample_ms.is_some() && timeline.is_empty() {
+        return Err(parse_err(
+            "timeline",
+            "sampling was asked for but the guest took no sample".to_owned(),
+        ));
+    }
     let zone_lock_acquisitions = match sec.get("lock_stat") {
         Some(b) => zone_lock_acquisitions(&String::from_utf8_lossy(b))
             .map_err(|e| parse_err("lock_stat", e))?,
@@ -1315,6 +1419,7 @@ pub fn run(opts: &RunOptions, progress: &mut dyn FnMut(Progress)) -> Result<Run>
         counters,
         page_flags,
         zone_lock_acquisitions,
+        timeline,
         order0_allocations: events
             .iter()
             .filter(|e| matches!(e.op, nvmos_trace::Op::Alloc(_)) && e.order.get() == 0)
@@ -1364,6 +1469,29 @@ fn write_nvt(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_timeline_is_cut_into_samples_and_a_torn_one_refused() {
+        let one = "policy adaptive\ntime_ns 5\nbank 0 DMA32 1 0 kernel\n";
+        let two = "policy adaptive\ntime_ns 9\nbank 0 DMA32 2 1 kernel\n";
+        let text = format!("{one}{SAMPLE_END}\n{two}{SAMPLE_END}\n");
+        let t = parse_timeline(&text).unwrap();
+        assert_eq!(t.len(), 2);
+        assert_eq!((t[0].get("time_ns"), t[1].banks[0].pinned), (5, 1));
+        assert!(parse_timeline("").unwrap().is_empty());
+        let torn = format!("{one}{SAMPLE_END}\n{two}");
+        assert!(parse_timeline(&torn)
+            .unwrap_err()
+            .contains("sample 2 has no end line"));
+        let timeless = format!("policy adaptive\n{SAMPLE_END}\n");
+        assert!(parse_timeline(&timeless)
+            .unwrap_err()
+            .contains("no time_ns"));
+        let garbage = format!("policy adaptive\ntime_ns 1\nbank x\n{SAMPLE_END}\n");
+        assert!(parse_timeline(&garbage)
+            .unwrap_err()
+            .starts_with("sample 1: line 3"));
+    }
 
     #[test]
     fn counters_parse_and_refuse_garbage() {

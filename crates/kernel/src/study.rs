@@ -33,8 +33,125 @@ pub struct Options {
     pub keep: Option<std::path::PathBuf>,
 }
 
+impl Options {
+    /// Seed 004's Fig. 10 and pinned banks in the kernel: `buddy`,
+    /// `adaptive` and `adaptive-migrate` on the sparse, pressure and file
+    /// jobs, 2 runs each, one vCPU under `-icount shift=0`, banks of
+    /// 16 MiB (128 in the 2 GiB guest, so that where kernel pages land
+    /// shows), sampled every second of guest time. `run` is the template
+    /// (kernel, memory, QEMU).
+    pub fn banks(mut run: RunOptions) -> Options {
+        run.cpus = 1;
+        run.bank_mib = 16;
+        run.accel = crate::run::Accel::Tcg;
+        run.extra_qemu_args.extend([
+            "-icount".to_owned(),
+            crate::bench::ICOUNT_OPTIONS.to_owned(),
+        ]);
+        run.sample_ms = Some(1000);
+        Options {
+            run,
+            policies: vec![Policy::Buddy, Policy::Adaptive, Policy::AdaptiveMigrate],
+            workloads: ["sparsejob", "pressurejob", "filejob"]
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
+            runs: 2,
+            keep: None,
+        }
+    }
+}
+
+/// One sample of a run's timeline (seed 004's Fig. 10): what the guest's
+/// `nvmos_policy` file said at a moment of the workload.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct TimelinePoint {
+    /// Guest seconds since the first sample (under `-icount shift=0`,
+    /// 10^9 instructions a second).
+    pub t_s: f64,
+    /// Frames not in use, percent of the guest's banks.
+    pub free_percent: f64,
+    /// Frames of banks with no frame in use, which could be powered
+    /// down or offlined whole, percent of the guest's banks.
+    pub offlinable_percent: f64,
+    /// Banks holding a frame in use.
+    pub used_banks: usize,
+    /// Banks holding a pinned (unmovable) frame.
+    pub pinned_banks: usize,
+    /// Frames moved by migration so far (`adaptive-migrate`; 0 otherwise).
+    pub migrated_frames: u64,
+}
+
+impl TimelinePoint {
+    /// The point of sample `c`, `t0_ns` being the first sample's time.
+    pub fn of(c: &crate::run::Counters, t0_ns: u64, bank_frames: u64) -> TimelinePoint {
+        let mut used: BTreeMap<u64, u64> = BTreeMap::new();
+        for b in &c.banks {
+            *used.entry(b.bank).or_insert(0) += b.used;
+        }
+        let total = (used.len() as u64 * bank_frames).max(1) as f64;
+        let in_use: u64 = used.values().sum();
+        let idle = used.values().filter(|&&u| u == 0).count() as u64;
+        TimelinePoint {
+            t_s: c.get("time_ns").saturating_sub(t0_ns) as f64 / 1e9,
+            free_percent: 100.0 * (1.0 - in_use as f64 / total),
+            offlinable_percent: 100.0 * (idle * bank_frames) as f64 / total,
+            used_banks: c.used_banks(),
+            pinned_banks: c.pinned_banks(),
+            migrated_frames: c.get("migrate_moved_frames"),
+        }
+    }
+}
+
+/// What `adaptive-migrate`'s passes did during a workload.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Migration {
+    /// Passes run.
+    pub passes: u64,
+    /// Banks chosen as candidates (a bank chosen in two passes counts twice).
+    pub candidate_banks: u64,
+    /// Of those, banks offline when their pass ended.
+    pub emptied_banks: u64,
+    /// Frames moved.
+    pub moved_frames: u64,
+    /// Frames taken off the LRU lists but put back (no room, or busy).
+    pub failed_frames: u64,
+    /// Frames in use in candidate banks that could not be taken off.
+    pub unmovable_frames: u64,
+    /// The passes' own CPU time in guest nanoseconds (bank walks
+    /// included): instructions under `-icount shift=0` on one vCPU.
+    pub task_ns: u64,
+    /// `task_ns` per moved frame (NaN when none moved).
+    #[serde(deserialize_with = "nan")]
+    pub ns_per_moved_frame: f64,
+}
+
+impl Migration {
+    /// From the counters' increase over the workload; `None` when the
+    /// guest ran no migration.
+    fn of(delta: &BTreeMap<String, u64>, end: &crate::run::Counters) -> Option<Migration> {
+        end.values.get("migrate_passes")?;
+        let d = |k: &str| delta.get(k).copied().unwrap_or(0);
+        let moved = d("migrate_moved_frames");
+        Some(Migration {
+            passes: d("migrate_passes"),
+            candidate_banks: d("migrate_candidate_banks"),
+            emptied_banks: d("migrate_emptied_banks"),
+            moved_frames: moved,
+            failed_frames: d("migrate_failed_frames"),
+            unmovable_frames: d("migrate_unmovable_frames"),
+            task_ns: d("migrate_task_ns"),
+            ns_per_moved_frame: if moved == 0 {
+                f64::NAN
+            } else {
+                d("migrate_task_ns") as f64 / moved as f64
+            },
+        })
+    }
+}
+
 /// A run that failed (the study goes on with the others).
-#[derive(Clone, Debug, serde::Serialize)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct FailedRun {
     /// Policy booted.
     pub policy: Policy,
@@ -47,7 +164,7 @@ pub struct FailedRun {
 }
 
 /// One guest run, summarised.
-#[derive(Clone, Debug, serde::Serialize)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct RunRow {
     /// Policy booted.
     pub policy: Policy,
@@ -58,8 +175,10 @@ pub struct RunRow {
     /// `kvm` or `tcg`.
     pub accel: String,
     /// Host seconds to the guest's init.
+    #[serde(deserialize_with = "nan")]
     pub boot_s: f64,
     /// Host seconds for the run.
+    #[serde(deserialize_with = "nan")]
     pub total_s: f64,
     /// Events traced.
     pub events: u64,
@@ -101,6 +220,20 @@ pub struct RunRow {
     pub trace_buffer_frames: u64,
     /// Frames pinned at the end.
     pub pinned_frames: u64,
+    /// Banks pinned at the end that held no pinned frame when the
+    /// workload started (after boot and the trace buffers): the banks
+    /// the workload's kernel pages pinned.
+    pub pinned_banks_workload: usize,
+    /// The most banks pinned at any sample of the timeline that held no
+    /// pinned frame when the workload started: the banks the workload's
+    /// kernel pages pinned while it ran (0 without a timeline).
+    #[serde(default)]
+    pub pinned_banks_workload_peak: usize,
+    /// The workload's timeline, one point per sample (empty when the
+    /// study took no samples).
+    pub timeline: Vec<TimelinePoint>,
+    /// What migration did (`adaptive-migrate` only).
+    pub migration: Option<Migration>,
     /// Per-bank frame flags at the end (`/proc/kpageflags`).
     pub page_flags: crate::run::PageFlagBanks,
     /// The guest's console log (its run folder holds `data.img`).
@@ -110,7 +243,7 @@ pub struct RunRow {
 }
 
 /// Replay of the `buddy` trace through a model against the kernel policy it models.
-#[derive(Clone, Debug, serde::Serialize)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct ReplayRow {
     /// Workload.
     pub workload: String,
@@ -119,21 +252,27 @@ pub struct ReplayRow {
     /// The nvmos allocator the buddy trace was replayed through.
     pub model: String,
     /// Replay's most written frame (median over runs).
+    #[serde(deserialize_with = "nan")]
     pub predicted_max: f64,
     /// Replay's mean writes per frame (median over runs).
+    #[serde(deserialize_with = "nan")]
     pub predicted_mean: f64,
     /// The kernel's most written frame under the policy (median over runs).
+    #[serde(deserialize_with = "nan")]
     pub measured_max: f64,
     /// The kernel's mean writes per frame (median over runs).
+    #[serde(deserialize_with = "nan")]
     pub measured_mean: f64,
     /// predicted / measured max.
+    #[serde(deserialize_with = "nan")]
     pub ratio_max: f64,
     /// predicted / measured mean.
+    #[serde(deserialize_with = "nan")]
     pub ratio_mean: f64,
 }
 
 /// The study's result.
-#[derive(Clone, Debug, serde::Serialize)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Study {
     /// Guest memory, MiB.
     pub mem_mib: u64,
@@ -145,12 +284,21 @@ pub struct Study {
     pub replay: Vec<ReplayRow>,
     /// Per workload: median buddy max over median iBuddy max (the
     /// target is at least 10).
+    #[serde(deserialize_with = "nan_pairs")]
     pub ibuddy_max_reduction: Vec<(String, f64)>,
     /// Bank size of every run, MiB.
     pub bank_mib: u64,
     /// Per workload: banks holding kernel pages at the end, `adaptive`
     /// against `buddy` (the target: at most 1/4).
     pub pinned_banks: Vec<PinnedRow>,
+    /// Milliseconds of guest time between the timeline's samples; `None`
+    /// when the study took none.
+    #[serde(default)]
+    pub sample_ms: Option<u64>,
+    /// Whether the guests ran under `-icount shift=0` (guest time is then
+    /// instructions, one nanosecond each).
+    #[serde(default)]
+    pub icount: bool,
     /// Runs that failed; the study went on without them.
     pub failed: Vec<FailedRun>,
     /// Runs planned (policies × workloads × runs).
@@ -209,39 +357,80 @@ impl Study {
 }
 
 /// Banks kernel pages pin at the end of a workload, `adaptive` against `buddy`.
-#[derive(Clone, Debug, serde::Serialize)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct PinnedRow {
     /// Workload.
     pub workload: String,
     /// Median over the buddy runs.
+    #[serde(deserialize_with = "nan")]
     pub buddy: f64,
     /// Median over the adaptive runs.
+    #[serde(deserialize_with = "nan")]
     pub adaptive: f64,
     /// adaptive / buddy (target ≤ 0.25).
+    #[serde(deserialize_with = "nan")]
     pub ratio: f64,
     /// Banks holding kernel pages the policy placed (not memblock's):
     /// median over the buddy runs.
+    #[serde(deserialize_with = "nan")]
     pub buddy_placed: f64,
     /// The same over the adaptive runs.
+    #[serde(deserialize_with = "nan")]
     pub adaptive_placed: f64,
     /// adaptive_placed / buddy_placed.
+    #[serde(deserialize_with = "nan")]
     pub ratio_placed: f64,
     /// Banks pinned by placed kernel pages other than the trace buffers:
     /// median over the buddy runs.
+    #[serde(deserialize_with = "nan")]
     pub buddy_untraced: f64,
     /// The same over the adaptive runs.
+    #[serde(deserialize_with = "nan")]
     pub adaptive_untraced: f64,
     /// adaptive_untraced / buddy_untraced.
+    #[serde(deserialize_with = "nan")]
     pub ratio_untraced: f64,
     /// Banks pinned with no memblock (`PG_reserved`) frame: median over
     /// the buddy runs.
+    #[serde(deserialize_with = "nan")]
     pub buddy_added: f64,
     /// The same over the adaptive runs.
+    #[serde(deserialize_with = "nan")]
     pub adaptive_added: f64,
     /// The same without the trace buffers, buddy.
+    #[serde(deserialize_with = "nan")]
     pub buddy_added_untraced: f64,
     /// The same without the trace buffers, adaptive.
+    #[serde(deserialize_with = "nan")]
     pub adaptive_added_untraced: f64,
+    /// Banks pinned by the workload's kernel pages alone (pinned at the
+    /// end, none at its start): median over the buddy runs.
+    #[serde(deserialize_with = "nan")]
+    pub buddy_workload: f64,
+    /// The same over the adaptive runs.
+    #[serde(deserialize_with = "nan")]
+    pub adaptive_workload: f64,
+    /// adaptive_workload / buddy_workload (target ≤ 0.25; NaN when
+    /// buddy's is 0).
+    #[serde(deserialize_with = "nan")]
+    pub ratio_workload: f64,
+    /// The same over the adaptive-migrate runs (NaN when none ran).
+    #[serde(deserialize_with = "nan")]
+    pub adaptive_migrate_workload: f64,
+    /// The most banks the workload's kernel pages pinned at once while it
+    /// ran (from the timeline): median over the buddy runs.
+    #[serde(default = "not_measured", deserialize_with = "nan")]
+    pub buddy_workload_peak: f64,
+    /// The same over the adaptive runs.
+    #[serde(default = "not_measured", deserialize_with = "nan")]
+    pub adaptive_workload_peak: f64,
+    /// adaptive_workload_peak / buddy_workload_peak (target ≤ 0.25; NaN
+    /// when buddy's is 0).
+    #[serde(default = "not_measured", deserialize_with = "nan")]
+    pub ratio_workload_peak: f64,
+    /// The same over the adaptive-migrate runs (NaN when none ran).
+    #[serde(default = "not_measured", deserialize_with = "nan")]
+    pub adaptive_migrate_workload_peak: f64,
     /// Banks in the guest.
     pub banks: usize,
 }
@@ -252,6 +441,38 @@ struct Prediction {
     kind: AllocatorKind,
     max: f64,
     mean: f64,
+}
+
+/// A figure JSON wrote as `null` (serde_json writes NaN and the
+/// infinities so) read back as NaN: "not measured".
+fn nan<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<f64, D::Error> {
+    use serde::Deserialize;
+    Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
+}
+
+/// `a / b`, NaN when `b` is not positive (nothing to compare with).
+fn ratio_of_some(a: f64, b: f64) -> f64 {
+    if b > 0.0 {
+        a / b
+    } else {
+        f64::NAN
+    }
+}
+
+/// A figure an older `kernel.json` lacks.
+fn not_measured() -> f64 {
+    f64::NAN
+}
+
+/// [`nan`] for `(name, figure)` pairs.
+fn nan_pairs<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> std::result::Result<Vec<(String, f64)>, D::Error> {
+    use serde::Deserialize;
+    Ok(Vec::<(String, Option<f64>)>::deserialize(d)?
+        .into_iter()
+        .map(|(k, v)| (k, v.unwrap_or(f64::NAN)))
+        .collect())
 }
 
 fn median(v: Vec<f64>) -> f64 {
@@ -267,6 +488,8 @@ fn model_of(policy: Policy) -> Option<AllocatorKind> {
         Policy::Lis31 => Some(AllocatorKind::Lis31),
         Policy::Lis31Fair => Some(AllocatorKind::Lis31Fair),
         Policy::Adaptive => Some(AllocatorKind::Adaptive),
+        // The replay has no clock of the guest's passes to migrate by.
+        Policy::AdaptiveMigrate => None,
     }
 }
 
@@ -389,7 +612,7 @@ fn one_run(
             }
         }
     }
-    let counter_delta = run
+    let counter_delta: BTreeMap<String, u64> = run
         .counters
         .values
         .iter()
@@ -419,6 +642,29 @@ fn one_run(
             reserved_pinned_frames: pins.reserved_frames,
             trace_buffer_frames: pins.trace_buffer_frames,
             pinned_frames: pins.pinned_frames,
+            pinned_banks_workload: pins.workload_banks,
+            pinned_banks_workload_peak: {
+                let start = run.counters_traced.pinned_by_bank();
+                run.timeline
+                    .iter()
+                    .map(|c| {
+                        c.pinned_by_bank()
+                            .iter()
+                            .filter(|&(b, &n)| n > 0 && start.get(b).copied().unwrap_or(0) == 0)
+                            .count()
+                    })
+                    .max()
+                    .unwrap_or(0)
+            },
+            timeline: {
+                let bank_frames = ro.bank_mib << (20 - 12);
+                let t0 = run.timeline.first().map_or(0, |c| c.get("time_ns"));
+                run.timeline
+                    .iter()
+                    .map(|c| TimelinePoint::of(c, t0, bank_frames))
+                    .collect()
+            },
+            migration: Migration::of(&counter_delta, &run.counters),
             page_flags: run.page_flags.clone(),
             console_log: run.console_log.clone(),
             trace: run.output.clone(),
@@ -449,6 +695,9 @@ pub struct Pins {
     pub trace_buffer_frames: u64,
     /// Pinned frames.
     pub pinned_frames: u64,
+    /// Banks pinned at the end with no pinned frame when the workload
+    /// started.
+    pub workload_banks: usize,
 }
 
 impl Pins {
@@ -484,6 +733,9 @@ impl Pins {
         for (&bank, &pinned) in end {
             if pinned == 0 {
                 continue;
+            }
+            if at(traced, bank) == 0 {
+                p.workload_banks += 1;
             }
             let res = at(reserved, bank).min(pinned);
             let buffer = at(traced, bank).saturating_sub(at(before, bank));
@@ -581,6 +833,17 @@ fn summarise(
             let au = measured(workload, Policy::Adaptive, &|r| {
                 r.pinned_banks_placed_untraced as f64
             });
+            // Banks the workload's own kernel pages pinned: at its end, or
+            // at the timeline's peak.
+            let workload_banks = |policy: Policy, peak: bool| {
+                measured(workload, policy, &|r| {
+                    if peak {
+                        r.pinned_banks_workload_peak as f64
+                    } else {
+                        r.pinned_banks_workload as f64
+                    }
+                })
+            };
             pinned.push(PinnedRow {
                 workload: workload.clone(),
                 buddy,
@@ -602,6 +865,20 @@ fn summarise(
                 adaptive_added_untraced: measured(workload, Policy::Adaptive, &|r| {
                     r.pinned_banks_added_untraced as f64
                 }),
+                buddy_workload: workload_banks(Policy::Buddy, false),
+                adaptive_workload: workload_banks(Policy::Adaptive, false),
+                ratio_workload: ratio_of_some(
+                    workload_banks(Policy::Adaptive, false),
+                    workload_banks(Policy::Buddy, false),
+                ),
+                adaptive_migrate_workload: workload_banks(Policy::AdaptiveMigrate, false),
+                buddy_workload_peak: workload_banks(Policy::Buddy, true),
+                adaptive_workload_peak: workload_banks(Policy::Adaptive, true),
+                ratio_workload_peak: ratio_of_some(
+                    workload_banks(Policy::Adaptive, true),
+                    workload_banks(Policy::Buddy, true),
+                ),
+                adaptive_migrate_workload_peak: workload_banks(Policy::AdaptiveMigrate, true),
                 banks: rows
                     .iter()
                     .find(|r| &r.workload == workload)
@@ -617,6 +894,12 @@ fn summarise(
         ibuddy_max_reduction: reduction,
         bank_mib: opts.run.bank_mib,
         pinned_banks: pinned,
+        sample_ms: opts.run.sample_ms,
+        icount: opts
+            .run
+            .extra_qemu_args
+            .windows(2)
+            .any(|w| w[0] == "-icount" && w[1] == crate::bench::ICOUNT_OPTIONS),
         failed: failed.to_vec(),
         planned,
     }
@@ -631,25 +914,62 @@ mod tests {
         let m = |v: &[(u64, u64)]| v.iter().copied().collect::<BTreeMap<u64, u64>>();
         // Bank 0: memblock's only. Bank 1: memblock's and 10 placed.
         // Bank 2: filled by the trace buffers (100 frames). Bank 3: 5
-        // placed, 3 of them trace buffer. Bank 4: nothing pinned.
+        // placed, 3 of them trace buffer. Bank 4: nothing pinned. Bank 5:
+        // pinned by the workload alone.
         let before = m(&[(0, 50), (1, 55)]);
         let traced = m(&[(0, 50), (1, 55), (2, 100), (3, 3)]);
-        let end = m(&[(0, 50), (1, 60), (2, 100), (3, 5), (4, 0)]);
+        let end = m(&[(0, 50), (1, 60), (2, 100), (3, 5), (4, 0), (5, 2)]);
         let reserved = m(&[(0, 50), (1, 50), (4, 7)]);
         let p = Pins::from_banks(&before, &traced, &end, &reserved);
         assert_eq!(
             p,
             Pins {
-                placed_banks: 3,
-                untraced_banks: 2,
+                placed_banks: 4,
+                untraced_banks: 3,
                 reserved_only_banks: 1,
-                added_banks: 2,
-                added_untraced_banks: 1,
+                added_banks: 3,
+                added_untraced_banks: 2,
                 reserved_frames: 100,
                 trace_buffer_frames: 103,
-                pinned_frames: 215,
+                pinned_frames: 217,
+                workload_banks: 1,
             }
         );
+    }
+
+    #[test]
+    fn a_timeline_point_counts_idle_banks_across_zones_and_migration_its_delta() {
+        let c = crate::run::Counters::parse(
+            "policy adaptive-migrate\ntime_ns 3500000000\nmigrate_passes 3\nmigrate_moved_frames 40\n\
+             bank 0 DMA 10 10 kernel\nbank 0 DMA32 0 0 kernel\nbank 1 DMA32 0 0 offline\n\
+             bank 2 DMA32 512 0 user\nbank 3 DMA32 0 0 offline\n",
+        )
+        .unwrap();
+        let p = TimelinePoint::of(&c, 1_500_000_000, 1024);
+        assert_eq!(p.t_s, 2.0);
+        // 4 banks of 1024: 522 in use; banks 1 and 3 idle.
+        assert!((p.free_percent - 100.0 * (1.0 - 522.0 / 4096.0)).abs() < 1e-9);
+        assert_eq!(p.offlinable_percent, 50.0);
+        assert_eq!(
+            (p.used_banks, p.pinned_banks, p.migrated_frames),
+            (2, 1, 40)
+        );
+        let delta: BTreeMap<String, u64> = [
+            ("migrate_passes", 3),
+            ("migrate_moved_frames", 0),
+            ("migrate_task_ns", 900),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+        let m = Migration::of(&delta, &c).unwrap();
+        assert_eq!(m.passes, 3);
+        assert!(
+            m.ns_per_moved_frame.is_nan(),
+            "nothing moved: no cost per frame"
+        );
+        let plain = crate::run::Counters::parse("policy adaptive\n").unwrap();
+        assert_eq!(Migration::of(&delta, &plain), None);
     }
 
     #[test]
@@ -662,6 +982,8 @@ mod tests {
             ibuddy_max_reduction: Vec::new(),
             bank_mib: 16,
             pinned_banks: Vec::new(),
+            sample_ms: None,
+            icount: false,
             failed: Vec::new(),
             planned: 4,
         };

@@ -304,3 +304,174 @@ fn adaptive_core_starts_from_a_zone_in_use_as_the_kernel_hands_it_over() {
     assert!(CoreAdaptive::new(0, 4096, 512, 0..0).is_err());
     assert!(core.free(0x105, 0).is_err(), "not handed out");
 }
+
+/// Adaptive-Buddy's migration: the kernel's pass (candidates from the
+/// core's break point, isolation, targets that never bring a bank up)
+/// against nvmos-frames' `BankBuddy::migrate` after the same random
+/// requests: the same blocks moved to the same frames in the same order,
+/// the same banks emptied, and the same free frames and role for every
+/// bank after each pass. Kernel blocks pin their bank in both.
+#[test]
+fn adaptive_core_migrates_as_nvmos_adaptive_buddy_does() {
+    use nvmos_frames::{BankBuddy, BankPolicy, BankRole as RustRole};
+    use nvmos_kernel::policy_core::{BankRole, CoreAdaptive};
+    const BANK: u64 = 1024;
+    const START: u64 = 16 * BANK;
+    const END: u64 = START + 12 * BANK;
+    let mut moved_blocks = 0usize;
+    let mut emptied = 0u32;
+    for seed in 40..46 {
+        let reference =
+            BankBuddy::<Lock>::new(&[Zone::new(START, END)], 1, BANK, BankPolicy::Adaptive)
+                .unwrap();
+        let mut core = CoreAdaptive::new(START, END, BANK, 0..0).unwrap();
+        let mut rng = SmallRng::seed_from_u64(seed);
+        let mut live: Vec<(u64, u8, bool)> = Vec::new();
+        let mut live_frames = 0u64;
+        for step in 0..24_000 {
+            // Fill, then free most (sparse banks), then churn; a pass
+            // every 3,000 steps from the first drain on.
+            if step >= 9_000 && step % 3_000 == 0 {
+                let pinned: Vec<bool> = (0..12u64)
+                    .map(|b| live.iter().any(|&(p, _, k)| k && (p - START) / BANK == b))
+                    .collect();
+                let want = reference.migrate();
+                let got = core.migrate(&pinned);
+                let want_moves: Vec<(u64, u64, u8)> = want
+                    .moves
+                    .iter()
+                    .map(|m| (m.old.0, m.new.0, m.order.get()))
+                    .collect();
+                assert_eq!(
+                    got.candidates.len() as u32,
+                    want.candidates,
+                    "step {step} (seed {seed}): candidates {:?}",
+                    got.candidates
+                );
+                assert_eq!(got.moves, want_moves, "step {step} (seed {seed})");
+                assert_eq!(u64::from(got.blocks_left), want.blocks_left);
+                assert_eq!(got.banks_emptied, want.banks_emptied);
+                moved_blocks += got.moves.len();
+                emptied += got.banks_emptied;
+                for &(old, new, order) in &got.moves {
+                    let i = live
+                        .iter()
+                        .position(|&(p, o, _)| p == old && o == order)
+                        .expect("a moved block was live");
+                    live[i].0 = new;
+                }
+                reference.validate().unwrap();
+                let usage = reference.bank_usage();
+                for (b, ((free, role), u)) in core.banks().iter().zip(&usage).enumerate() {
+                    let want = match u.role {
+                        RustRole::Offline => BankRole::Offline,
+                        RustRole::Kernel => BankRole::Kernel,
+                        RustRole::User => BankRole::User,
+                    };
+                    assert_eq!(
+                        (*free, *role),
+                        (u.free, want),
+                        "seed {seed} step {step} bank {b}"
+                    );
+                }
+            }
+            let high = if step < 6_000 { 0.9 } else { 0.5 };
+            let free_p = if (6_000..9_000).contains(&step) {
+                0.9
+            } else {
+                0.45
+            };
+            let free = !live.is_empty()
+                && ((live_frames as f64) > high * (END - START) as f64 || rng.gen_bool(free_p));
+            if free {
+                let i = rng.gen_range(0..live.len());
+                let (pfn, order, kernel) = live.swap_remove(i);
+                live_frames -= 1 << order;
+                let kind = if kernel {
+                    MigrateType::Unmovable
+                } else {
+                    MigrateType::Movable
+                };
+                reference
+                    .free(
+                        nvmos_frames::Pfn(pfn),
+                        Request::new(Order::new(order).unwrap(), 0, kind),
+                    )
+                    .unwrap();
+                core.free(pfn, order).unwrap();
+            } else {
+                let order: u8 = match rng.gen_range(0..100) {
+                    0..=89 => 0,
+                    _ => rng.gen_range(1..=4),
+                };
+                let kernel = rng.gen_bool(0.05);
+                let kind = if kernel {
+                    MigrateType::Unmovable
+                } else {
+                    MigrateType::Movable
+                };
+                let want = reference
+                    .alloc(Request::new(Order::new(order).unwrap(), 0, kind))
+                    .ok()
+                    .map(|p| p.0);
+                let got = core.alloc(order, kernel).unwrap();
+                assert_eq!(got, want, "step {step} (seed {seed})");
+                if let Some(pfn) = got {
+                    live.push((pfn, order, kernel));
+                    live_frames += 1 << order;
+                }
+            }
+        }
+    }
+    assert!(
+        moved_blocks > 100 && emptied > 5,
+        "{moved_blocks} blocks moved, {emptied} banks emptied"
+    );
+}
+
+/// The pass's edge cases, the same in both: banks with equally many free
+/// frames are taken in bank order, and a candidate whose frames exactly
+/// fill the room left still goes (the break point is inclusive).
+#[test]
+fn adaptive_migration_breaks_ties_by_bank_and_fills_the_room_exactly() {
+    use nvmos_frames::{BankBuddy, BankPolicy};
+    use nvmos_kernel::policy_core::CoreAdaptive;
+    const BANK: u64 = 1024;
+    let reference =
+        BankBuddy::<Lock>::new(&[Zone::new(0, 4 * BANK)], 1, BANK, BankPolicy::Adaptive).unwrap();
+    let mut core = CoreAdaptive::new(0, 4 * BANK, BANK, 0..0).unwrap();
+    let req = Request::new(Order::new(0).unwrap(), 0, MigrateType::Movable);
+    // Banks 3 and 2 filled by user pages, then every other frame freed:
+    // 512 in use in each.
+    let mut pages = Vec::new();
+    for _ in 0..2 * BANK {
+        let want = reference.alloc(req).unwrap().0;
+        assert_eq!(core.alloc(0, false).unwrap(), Some(want));
+        pages.push(want);
+    }
+    for &p in pages.iter().filter(|&&p| p % 2 == 1) {
+        reference.free(nvmos_frames::Pfn(p), req).unwrap();
+        core.free(p, 0).unwrap();
+    }
+    let want = reference.migrate();
+    let got = core.migrate(&[false; 4]);
+    assert_eq!(
+        got.candidates,
+        [2],
+        "the tie goes to bank 2, and 512 fill 512 exactly"
+    );
+    assert_eq!(want.candidates, 1);
+    assert_eq!(got.moves.len(), 512);
+    assert_eq!(
+        got.moves,
+        want.moves
+            .iter()
+            .map(|m| (m.old.0, m.new.0, m.order.get()))
+            .collect::<Vec<_>>()
+    );
+    assert!(got
+        .moves
+        .iter()
+        .all(|&(old, new, _)| old / BANK == 2 && new / BANK == 3));
+    assert_eq!((got.banks_emptied, want.banks_emptied), (1, 1));
+}

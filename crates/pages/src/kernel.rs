@@ -250,6 +250,65 @@ pub fn systime_text(s: &nvmos_kernel::systime::SysTime) -> String {
     out
 }
 
+/// `kernel wis`: will-it-scale's operations per guest second per test,
+/// vCPU count, task count and policy (median over the samples, their
+/// range and spread, per task, against buddy), with the clock they were
+/// counted on.
+pub fn wis_text(w: &nvmos_kernel::wis::Wis) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "kernel {}: will-it-scale in the guest, {} guests ({}), {} MiB; operations per second of guest instruction time (-icount {}: one ns per guest instruction, all vCPUs' instructions on one clock), not real time; median over {} sample(s) of {} ms after {} ms of warm-up in each of {} run(s) per policy and vCPU count",
+        w.kernel,
+        w.guests.len(),
+        w.accel,
+        w.mem_mib,
+        w.icount_options,
+        w.samples,
+        w.interval_ms,
+        w.warmup_ms,
+        w.runs
+    );
+    for t in &w.tests {
+        let _ = writeln!(
+            out,
+            "  {}: {} (tests/{}.c, sha256 {})",
+            t.name, t.description, t.name, t.sha256
+        );
+    }
+    let mut rows = vec![[
+        "test", "vCPUs", "tasks", "policy", "ops/s", "min", "max", "spread %", "per task",
+        "vs buddy",
+    ]
+    .map(String::from)
+    .to_vec()];
+    for c in &w.cells {
+        let s = &c.ops_per_s;
+        rows.push(vec![
+            c.test.clone(),
+            c.cpus.to_string(),
+            c.tasks.to_string(),
+            c.policy.name().to_owned(),
+            format!("{:.0}", s.median),
+            format!("{:.0}", s.min),
+            format!("{:.0}", s.max),
+            format!("{:.1}", s.spread_pct),
+            format!("{:.0}", c.per_task_ops_per_s),
+            c.vs_buddy.map_or("-".to_owned(), |r| format!("{r:.3}")),
+        ]);
+    }
+    out.push_str(&align(&rows));
+    let host: Vec<f64> = w.guests.iter().map(|g| g.host_s).collect();
+    let _ = writeln!(
+        out,
+        "{:.0} host seconds; a guest {:.0} to {:.0} s",
+        w.seconds,
+        host.iter().copied().fold(f64::INFINITY, f64::min),
+        host.iter().copied().fold(0.0, f64::max)
+    );
+    out
+}
+
 /// `kernel build`: the kernel built (or found in the cache) and how long.
 pub fn built_text(built: &Built) -> String {
     format!(
@@ -406,6 +465,22 @@ fn pinned_columns() -> Columns {
         Column::number("adaptive added", "adaptive_added").with(f),
         Column::number("buddy added untraced", "buddy_added_untraced").with(f),
         Column::number("adaptive added untraced", "adaptive_added_untraced").with(f),
+        Column::number("buddy workload", "buddy_workload").with(f),
+        Column::number("adaptive workload", "adaptive_workload").with(f),
+        Column::number("ratio workload (target <= 0.25)", "ratio_workload").with(f),
+        Column::number("adaptive-migrate workload", "adaptive_migrate_workload").with(f),
+        Column::number("buddy workload peak", "buddy_workload_peak").with(f),
+        Column::number("adaptive workload peak", "adaptive_workload_peak").with(f),
+        Column::number(
+            "ratio workload peak (target <= 0.25)",
+            "ratio_workload_peak",
+        )
+        .with(f),
+        Column::number(
+            "adaptive-migrate workload peak",
+            "adaptive_migrate_workload_peak",
+        )
+        .with(f),
         Column::number("banks", "banks").format(Format::Plain),
     ])
     .key(Key::constant("data-list", "pinned_banks"))
@@ -437,11 +512,172 @@ pub fn table(s: &study::Study) -> Result<String> {
         "\nBanks of {} MiB holding kernel pages at the end of the workload (medians over runs; \
          placed = pinned by pages the page-frame policy placed, not memblock's PG_reserved ones; \
          untraced = placed, less the trace buffers' pinned frames; added = pinned banks with \
-         no memblock frame):",
+         no memblock frame; workload = pinned at the end, none at the workload's start; \
+         workload peak = the most such banks at any sample while the workload ran):",
         s.bank_mib
     );
     out.push_str(&pinned_columns().text(&s.pinned_banks)?);
+    out.push_str(&timeline_text(s));
     Ok(out)
+}
+
+/// The banks part of a study for the results pipeline: who pins the
+/// banks, then the timeline and migration ([`timeline_text`]).
+pub fn banks_text(s: &study::Study) -> Result<String> {
+    let mut out = format!(
+        "Banks of {} MiB holding kernel pages at the end of the workload, medians over runs \
+         ({} MiB guest, {} vCPU{}): pinned = any frame neither on an LRU list nor movable; \
+         placed = beyond memblock's PG_reserved frames; untraced = placed, less the trace \
+         buffers' frames; added = no memblock frame; workload = pinned at the end, none at \
+         the workload's start; workload peak = the most such banks at any sample while the \
+         workload ran:\n",
+        s.bank_mib,
+        s.mem_mib,
+        s.cpus,
+        if s.cpus == 1 { "" } else { "s" }
+    );
+    out.push_str(&pinned_columns().text(&s.pinned_banks)?);
+    out.push_str(&timeline_text(s));
+    if let Some(why) = s.incomplete() {
+        let _ = writeln!(out, "\nINCOMPLETE: {why}");
+    }
+    Ok(out)
+}
+
+/// `kernel.json`'s runs that migrated: what each pass did and cost.
+fn migration_columns() -> Columns {
+    let n = |h: &str, p: &str| Column::number(h, p).format(Format::Plain);
+    Columns::new([
+        Column::text("workload", "workload"),
+        Column::text("run", "run"),
+        n("passes", "migration.passes"),
+        n("candidate banks", "migration.candidate_banks"),
+        n("banks emptied", "migration.emptied_banks"),
+        n("frames moved", "migration.moved_frames"),
+        n("frames put back", "migration.failed_frames"),
+        n("frames unmovable", "migration.unmovable_frames"),
+        n("pass ns", "migration.task_ns"),
+        Column::number("ns per moved frame", "migration.ns_per_moved_frame").with(f),
+    ])
+    .key(Key::constant("data-list", "runs"))
+    .key(Key::index("data-row"))
+}
+
+/// What a run's timeline says in one line of figures: its time-weighted
+/// means of free and offlinable memory (each sample held until the next).
+fn timeline_means(t: &[study::TimelinePoint]) -> Option<(f64, f64, f64)> {
+    let span = t.last()?.t_s - t.first()?.t_s;
+    if t.len() < 2 || span <= 0.0 {
+        return None;
+    }
+    let (mut free, mut off) = (0.0, 0.0);
+    for w in t.windows(2) {
+        let dt = w[1].t_s - w[0].t_s;
+        free += w[0].free_percent * dt;
+        off += w[0].offlinable_percent * dt;
+    }
+    Some((free / span, off / span, span))
+}
+
+/// Seed 004's Fig. 10 as text: per workload and policy, the first run's
+/// free and offlinable memory at up to 12 moments, and the time-weighted
+/// means of every run; then what migration did.
+pub fn timeline_text(s: &study::Study) -> String {
+    let mut out = String::new();
+    if s.runs.iter().all(|r| r.timeline.is_empty()) {
+        return out;
+    }
+    let clock = if s.icount {
+        "guest seconds under -icount shift=0 (10^9 instructions)"
+    } else {
+        "guest seconds (TCG: not real time)"
+    };
+    let _ = writeln!(
+        out,
+        "\nFree and offlinable memory over time (seed 004's Fig. 10): % of the guest's banks; \
+         offlinable = frames of banks with nothing in use; samples every {} ms of guest time; {clock}:",
+        s.sample_ms.unwrap_or(0)
+    );
+    let mut workloads: Vec<&str> = s.runs.iter().map(|r| r.workload.as_str()).collect();
+    workloads.dedup();
+    for w in workloads {
+        let mut rows = vec![vec![
+            "policy".to_string(),
+            "runs".into(),
+            "span s".into(),
+            "mean free %".into(),
+            "mean offlinable %".into(),
+            "first run: t s free% / offlinable%".into(),
+        ]];
+        let mut policies: Vec<nvmos_kernel::run::Policy> = s
+            .runs
+            .iter()
+            .filter(|r| r.workload == w)
+            .map(|r| r.policy)
+            .collect();
+        policies.dedup();
+        for p in policies {
+            let runs: Vec<&study::RunRow> = s
+                .runs
+                .iter()
+                .filter(|r| r.workload == w && r.policy == p && !r.timeline.is_empty())
+                .collect();
+            let means: Vec<(f64, f64, f64)> = runs
+                .iter()
+                .filter_map(|r| timeline_means(&r.timeline))
+                .collect();
+            let med = |k: fn(&(f64, f64, f64)) -> f64| {
+                nvmos_measure::stats::median(&means.iter().map(k).collect::<Vec<_>>())
+                    .map_or("-".to_string(), |v| format!("{v:.1}"))
+            };
+            let points = runs.first().map_or(String::new(), |r| {
+                let t = &r.timeline;
+                let step = t.len().div_ceil(12).max(1);
+                let mut picked: Vec<&study::TimelinePoint> = t.iter().step_by(step).collect();
+                if let Some(last) = t.last() {
+                    if !std::ptr::eq(*picked.last().unwrap_or(&last), last) {
+                        picked.push(last);
+                    }
+                }
+                picked
+                    .iter()
+                    .map(|q| {
+                        format!(
+                            "{:.1}:{:.0}/{:.0}",
+                            q.t_s, q.free_percent, q.offlinable_percent
+                        )
+                    })
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            });
+            rows.push(vec![
+                p.name().to_string(),
+                runs.len().to_string(),
+                med(|m| m.2),
+                med(|m| m.0),
+                med(|m| m.1),
+                points,
+            ]);
+        }
+        let _ = writeln!(out, "{w}:");
+        out.push_str(&align(&rows));
+    }
+    let migrated: Vec<&study::RunRow> = s.runs.iter().filter(|r| r.migration.is_some()).collect();
+    if !migrated.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nMigration (adaptive-migrate; pass ns = the passes' own CPU time in guest ns, bank walks included{}):",
+            if s.icount && s.cpus == 1 {
+                ": instructions, one vCPU under -icount shift=0"
+            } else {
+                ": not instructions unless the study ran with --icount on one vCPU"
+            }
+        );
+        if let Ok(t) = migration_columns().text(&migrated) {
+            out.push_str(&t);
+        }
+    }
+    out
 }
 
 /// `kernel.html`: the reduction per workload, how it was run, the three
@@ -476,6 +712,7 @@ pub fn html(s: &study::Study) -> Result<String> {
         .table(&replay_columns().html(&s.replay)?);
     page.section("pinned", "Banks holding kernel pages (adaptive vs buddy)")
         .table(&pinned_columns().html(&s.pinned_banks)?);
+    timeline_charts(&mut page, s)?;
     if !s.ibuddy_max_reduction.is_empty() {
         let chart = BarChart::new(
             "ibuddy-reduction",
@@ -500,6 +737,71 @@ pub fn html(s: &study::Study) -> Result<String> {
         .chart(&chart);
     }
     Ok(page.render())
+}
+
+/// Seed 004's Fig. 10 from the guests: per workload, free and offlinable
+/// memory over time, each policy's first run with a timeline.
+fn timeline_charts(page: &mut Page, s: &study::Study) -> Result<()> {
+    use nvmos_report::chart::{LineChart, Series};
+    let mut workloads: Vec<&str> = s.runs.iter().map(|r| r.workload.as_str()).collect();
+    workloads.dedup();
+    for w in workloads {
+        let mut chart = LineChart::new(
+            "timeline",
+            format!("Free and offlinable memory over time, {w} (seed 004 Fig. 10, in the kernel)"),
+        )
+        .attr("data-workload", w)
+        .x_axis(Axis::linear(if s.icount {
+            "guest seconds (icount: 10^9 instructions)"
+        } else {
+            "guest seconds"
+        }))
+        .y_axis(Axis::linear("% of memory").range(0.0, 100.0));
+        let mut any = false;
+        let mut free_drawn = false;
+        let mut seen = Vec::new();
+        for r in s
+            .runs
+            .iter()
+            .filter(|r| r.workload == w && !r.timeline.is_empty())
+        {
+            if seen.contains(&r.policy) {
+                continue;
+            }
+            seen.push(r.policy);
+            any = true;
+            let pts = |y: fn(&study::TimelinePoint) -> f64| {
+                r.timeline.iter().map(|q| (q.t_s, y(q))).collect::<Vec<_>>()
+            };
+            if !free_drawn {
+                chart = chart.series(
+                    Series::new(
+                        format!("free, {}", r.policy.name()),
+                        pts(|q| q.free_percent),
+                    )
+                    .dashed("4 3"),
+                );
+                free_drawn = true;
+            }
+            chart = chart.series(Series::new(
+                format!("offlinable, {}", r.policy.name()),
+                pts(|q| q.offlinable_percent),
+            ));
+        }
+        if any {
+            page.section(
+                "timeline",
+                &format!("Free and offlinable memory over time: {w}"),
+            )
+            .chart(&chart.render()?);
+        }
+    }
+    let migrated: Vec<&study::RunRow> = s.runs.iter().filter(|r| r.migration.is_some()).collect();
+    if !migrated.is_empty() {
+        page.section("migration", "Migration (adaptive-migrate)")
+            .table(&migration_columns().html(&migrated)?);
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -541,8 +843,18 @@ mod tests {
                 adaptive_added: 3.0,
                 buddy_added_untraced: 2.0,
                 adaptive_added_untraced: 0.0,
+                buddy_workload: 4.0,
+                adaptive_workload: 1.0,
+                ratio_workload: 0.25,
+                adaptive_migrate_workload: f64::NAN,
+                buddy_workload_peak: 6.0,
+                adaptive_workload_peak: 1.0,
+                ratio_workload_peak: 1.0 / 6.0,
+                adaptive_migrate_workload_peak: f64::NAN,
                 banks: 128,
             }],
+            sample_ms: None,
+            icount: false,
             failed: Vec::new(),
             planned: 0,
         };
@@ -563,7 +875,124 @@ mod tests {
         assert!(html.contains(
             "<td data-list=\"pinned_banks\" data-row=\"0\" data-field=\"ratio_untraced\">0.250</td>"
         ));
+        assert!(html.contains(
+            "<td data-list=\"pinned_banks\" data-row=\"0\" data-field=\"ratio_workload\">0.250</td>"
+        ));
         assert_eq!(html.matches("<svg class=\"chart\"").count(), 1);
         assert!(html.contains("<script>"), "the check script");
+    }
+
+    fn row(
+        policy: Policy,
+        timeline: Vec<study::TimelinePoint>,
+        migration: Option<study::Migration>,
+    ) -> study::RunRow {
+        study::RunRow {
+            policy,
+            workload: "sparsejob".into(),
+            run: 1,
+            accel: "tcg".into(),
+            boot_s: 1.0,
+            total_s: 2.0,
+            events: 10,
+            lost_events: 0,
+            frees_before_recording: 0,
+            wear: nvmos_sim::WearSummary::of(&[1, 2, 3], 1_000_000_000),
+            counters: Default::default(),
+            counter_delta: Default::default(),
+            used_banks: 2,
+            pinned_banks: 1,
+            banks: 16,
+            pinned_banks_placed: 1,
+            pinned_banks_placed_untraced: 1,
+            pinned_banks_reserved_only: 0,
+            pinned_banks_added: 0,
+            pinned_banks_added_untraced: 0,
+            reserved_pinned_frames: 0,
+            trace_buffer_frames: 0,
+            pinned_frames: 1,
+            pinned_banks_workload: 0,
+            pinned_banks_workload_peak: 0,
+            timeline,
+            migration,
+            page_flags: Default::default(),
+            console_log: "console.log".into(),
+            trace: None,
+        }
+    }
+
+    fn point(t_s: f64, free_percent: f64, offlinable_percent: f64) -> study::TimelinePoint {
+        study::TimelinePoint {
+            t_s,
+            free_percent,
+            offlinable_percent,
+            used_banks: 2,
+            pinned_banks: 1,
+            migrated_frames: 0,
+        }
+    }
+
+    #[test]
+    fn the_timeline_is_drawn_per_workload_and_its_means_are_time_weighted() {
+        let t = |off: [f64; 3]| {
+            vec![
+                point(0.0, 90.0, off[0]),
+                point(1.0, 90.0, off[1]),
+                point(4.0, 90.0, off[2]),
+            ]
+        };
+        let m = study::Migration {
+            passes: 4,
+            candidate_banks: 3,
+            emptied_banks: 2,
+            moved_frames: 4096,
+            failed_frames: 1,
+            unmovable_frames: 0,
+            task_ns: 8_192_000,
+            ns_per_moved_frame: 2000.0,
+        };
+        let s = study::Study {
+            mem_mib: 2048,
+            cpus: 1,
+            runs: vec![
+                row(Policy::Buddy, t([0.0, 0.0, 0.0]), None),
+                row(Policy::Adaptive, t([80.0, 60.0, 60.0]), None),
+                row(Policy::AdaptiveMigrate, t([80.0, 60.0, 75.0]), Some(m)),
+            ],
+            replay: Vec::new(),
+            ibuddy_max_reduction: Vec::new(),
+            bank_mib: 128,
+            pinned_banks: Vec::new(),
+            sample_ms: Some(1000),
+            icount: true,
+            failed: Vec::new(),
+            planned: 3,
+        };
+        let text = timeline_text(&s);
+        // adaptive-migrate: 80 for 1 s, 60 for 3 s: 65 over the 4 s.
+        let line = text
+            .lines()
+            .find(|l| l.starts_with("adaptive-migrate"))
+            .unwrap();
+        assert!(line.contains(" 65.0 "), "{line}");
+        assert!(line.contains("0.0:90/80 1.0:90/60 4.0:90/75"), "{line}");
+        assert!(
+            text.contains("instructions, one vCPU under -icount shift=0"),
+            "{text}"
+        );
+        assert!(text.contains("4096"), "{text}");
+        let html = html(&s).unwrap();
+        assert_eq!(
+            html.matches("<svg class=\"chart\"").count(),
+            1,
+            "one workload, one chart"
+        );
+        for p in ["buddy", "adaptive", "adaptive-migrate"] {
+            assert!(html.contains(&format!("offlinable, {p}")), "{p}");
+        }
+        assert!(
+            html.contains("data-field=\"migration.moved_frames\">4096</td>"),
+            "{html}"
+        );
     }
 }

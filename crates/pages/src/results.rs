@@ -449,14 +449,16 @@ pub const PAGE_ORDER: [&str; 7] = [
     "kernel",
 ];
 
-/// The kernel page: what `nvmos kernel bench` and `nvmos kernel systime`
-/// print. Its sections are not deterministic (guests on several vCPUs do
+/// The kernel page: what `nvmos kernel bench`, `nvmos kernel systime`,
+/// the banks study of `nvmos kernel study` and `nvmos kernel wis` print. Its sections are not deterministic (guests on several vCPUs do
 /// not repeat their instruction counts exactly, and the user-space twins
 /// are timed), so `reproduce --check` holds the page to its data only.
 pub fn kernel_page(
     bench: &nvmos_kernel::bench::Bench,
     systime: &nvmos_kernel::systime::SysTime,
-) -> ResultsPage {
+    banks: &nvmos_kernel::study::Study,
+    wis: &nvmos_kernel::wis::Wis,
+) -> Result<ResultsPage> {
     let sections = vec![
         Section {
             heading: "Cost per request: seed 000's Table 2 in the kernel".into(),
@@ -470,14 +472,26 @@ pub fn kernel_page(
             deterministic: false,
             body: Body::Text(crate::kernel::systime_text(systime)),
         },
+        Section {
+            heading: "Banks in use over time: seed 004's Fig. 10 and pinned banks in the kernel".into(),
+            text: "`nvmos kernel study` (`Options::banks`: buddy, adaptive and adaptive-migrate on the sparse, pressure and file jobs, one vCPU under `-icount shift=0`, banks of 16 MiB, `nvmos_policy` sampled every second of guest time): the banks kernel pages pin, with boot-time allocations apart, free and offlinable memory over time, and what migration moved at what cost.".into(),
+            deterministic: false,
+            body: Body::Text(crate::kernel::banks_text(banks)?),
+        },
+        Section {
+            heading: "will-it-scale in the guest".into(),
+            text: "`nvmos kernel wis`: will-it-scale's page_fault1, page_fault2 and mmap1 (compiled from a will-it-scale checkout with nvmos' own harness) under every policy, one task per vCPU on 1, 2 and 4 vCPUs: operations per second of guest instruction time under `-icount` (one nanosecond per instruction of all vCPUs together), not real time, each policy against buddy at the same vCPUs.".into(),
+            deterministic: false,
+            body: Body::Text(crate::kernel::wis_text(wis)),
+        },
     ];
-    ResultsPage {
+    Ok(ResultsPage {
         stem: "kernel".into(),
         title: "The policies in the kernel".into(),
-        intro: "The series booted under QEMU (TCG; this machine has no KVM): the policies' cost per allocation request in guest instructions, and the time real programs spend in the kernel under each. Made by `nvmos reproduce --only kernel`, which runs both (an hour and more on 2 cores), or from their JSON with `--kernel-from`.".into(),
+        intro: "The series booted under QEMU (TCG; this machine has no KVM): the policies' cost per allocation request in guest instructions, the time real programs spend in the kernel under each, the banks Adaptive-Buddy keeps in use, with and without migration, and will-it-scale's page-fault and mmap tests. Made by `nvmos reproduce --only kernel`, which runs them all (two hours and more on 2 cores), or from their JSON with `--kernel-from`.".into(),
         scale: None,
         sections,
-    }
+    })
 }
 
 /// `results/index.md`: what each page holds and where it came from, in
