@@ -579,11 +579,7 @@ fn run_study(a: &StudyArgs) -> Result<()> {
     let mut run = a.guest.run_options(Policy::Buddy, Vec::new())?;
     run.sample_ms = (a.sample_ms > 0).then_some(a.sample_ms);
     if a.icount {
-        run.accel = nvmos_kernel::run::Accel::Tcg;
-        run.extra_qemu_args.extend([
-            "-icount".to_owned(),
-            nvmos_kernel::bench::ICOUNT_OPTIONS.to_owned(),
-        ]);
+        run.use_icount();
     }
     let opts = study::Options {
         run,

@@ -35,9 +35,7 @@ use sha2::{Digest, Sha256};
 use crate::run::{self, Accel, Policy, RunOptions};
 use crate::{KernelError, Progress, Result};
 
-/// QEMU's `-icount` options: one nanosecond per instruction, and guest
-/// time does not follow the host's while the guest idles.
-pub const ICOUNT_OPTIONS: &str = "shift=0,sleep=off";
+pub use crate::run::ICOUNT_OPTIONS;
 
 /// The plugin's source, compiled on first use into the cache.
 const PLUGIN_SOURCE: &str = include_str!("../tcg/nvmos_tcg.c");
@@ -627,8 +625,7 @@ pub fn bench(opts: &Options, progress: &mut dyn FnMut(Progress)) -> Result<Bench
                     format!("{},out={}", plugin.display(), records_path.display()),
                 ];
                 if opts.icount {
-                    o.extra_qemu_args
-                        .extend(["-icount".to_owned(), ICOUNT_OPTIONS.to_owned()]);
+                    o.use_icount();
                 }
                 let guest = run::boot_guest(&o, progress)?;
                 let text = guest

@@ -73,6 +73,14 @@ pub enum CoreError {
         /// Its order.
         order: u8,
     },
+    /// A migration pass given a pinned flag for other than every bank.
+    #[error("{got} pinned flags for a core of {banks} banks")]
+    BadPinned {
+        /// Flags given.
+        got: usize,
+        /// Banks of the core.
+        banks: usize,
+    },
 }
 
 /// What a core said about a free (`enum ib_free_result`).
@@ -592,10 +600,16 @@ impl CoreAdaptive {
     /// each candidate's live blocks, in pfn order, get a target from
     /// `ad_alloc_migration_target` and are freed where they were, and the
     /// candidates' isolation ends. Live blocks follow their moves.
-    pub fn migrate(&mut self, pinned: &[bool]) -> CoreMigration {
+    /// `pinned` needs one flag per bank.
+    pub fn migrate(&mut self, pinned: &[bool]) -> Result<CoreMigration, CoreError> {
         // SAFETY: live harness.
         let nbanks = unsafe { ad_harness_banks(self.h.as_ptr()) } as usize;
-        assert_eq!(pinned.len(), nbanks, "one pinned flag per bank");
+        if pinned.len() != nbanks {
+            return Err(CoreError::BadPinned {
+                got: pinned.len(),
+                banks: nbanks,
+            });
+        }
         let flags: Vec<u8> = pinned.iter().map(|&p| u8::from(p)).collect();
         let mut out = vec![0u32; nbanks];
         // SAFETY: both arrays hold nbanks entries.
@@ -626,8 +640,7 @@ impl CoreAdaptive {
                     continue;
                 }
                 self.live.insert(new, order);
-                self.free(old, order)
-                    .expect("a live block of the harness frees");
+                self.free(old, order)?;
                 m.moves.push((old, new, order));
             }
         }
@@ -635,7 +648,7 @@ impl CoreAdaptive {
             // SAFETY: b was isolated above.
             m.banks_emptied += unsafe { ad_end_isolation(self.core(), b) } as u32;
         }
-        m
+        Ok(m)
     }
 
     /// The highest order with a free block, -1 when none.

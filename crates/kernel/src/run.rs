@@ -222,6 +222,11 @@ pub struct RunOptions {
     pub sample_ms: Option<u64>,
 }
 
+/// QEMU's `-icount` options ([`RunOptions::use_icount`]): one nanosecond
+/// per instruction, and guest time does not follow the host's while the
+/// guest idles.
+pub const ICOUNT_OPTIONS: &str = "shift=0,sleep=off";
+
 /// The virtio-9p mount tag of [`RunOptions::share_host_root`].
 pub const HOST_ROOT_TAG: &str = "hostroot";
 
@@ -262,6 +267,21 @@ impl RunOptions {
             extra_qemu_args: Vec::new(),
             sample_ms: None,
         }
+    }
+
+    /// Run the guest under `-icount` [`ICOUNT_OPTIONS`], which only TCG
+    /// has: guest time is then instructions, the same on every host.
+    pub fn use_icount(&mut self) {
+        self.accel = Accel::Tcg;
+        self.extra_qemu_args
+            .extend(["-icount".to_owned(), ICOUNT_OPTIONS.to_owned()]);
+    }
+
+    /// Whether [`RunOptions::use_icount`] was called.
+    pub fn uses_icount(&self) -> bool {
+        self.extra_qemu_args
+            .windows(2)
+            .any(|w| w[0] == "-icount" && w[1] == ICOUNT_OPTIONS)
     }
 }
 
@@ -532,7 +552,7 @@ pub(crate) fn cc_sources_into(flags: &[&str], srcs: &[&Path], out: &Path) -> Res
         .output()
         .map_err(|e| KernelError::io("running cc on", srcs.first().copied().unwrap_or(out), e))?;
     if !o.status.success() {
-        fs::write(&log, &o.stderr).map_err(|e| KernelError::io("writing", &log, e))?;
+        kbuild::write_atomic(&log, &o.stderr)?;
         let names: Vec<String> = srcs.iter().map(|s| s.display().to_string()).collect();
         return Err(KernelError::Command {
             what: format!("cc {} {}", flags.join(" "), names.join(" ")),

@@ -43,11 +43,7 @@ impl Options {
     pub fn banks(mut run: RunOptions) -> Options {
         run.cpus = 1;
         run.bank_mib = 16;
-        run.accel = crate::run::Accel::Tcg;
-        run.extra_qemu_args.extend([
-            "-icount".to_owned(),
-            crate::bench::ICOUNT_OPTIONS.to_owned(),
-        ]);
+        run.use_icount();
         run.sample_ms = Some(1000);
         Options {
             run,
@@ -895,11 +891,7 @@ fn summarise(
         bank_mib: opts.run.bank_mib,
         pinned_banks: pinned,
         sample_ms: opts.run.sample_ms,
-        icount: opts
-            .run
-            .extra_qemu_args
-            .windows(2)
-            .any(|w| w[0] == "-icount" && w[1] == crate::bench::ICOUNT_OPTIONS),
+        icount: opts.run.uses_icount(),
         failed: failed.to_vec(),
         planned,
     }

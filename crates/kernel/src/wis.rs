@@ -39,7 +39,7 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-pub use crate::bench::ICOUNT_OPTIONS;
+pub use crate::run::ICOUNT_OPTIONS;
 use crate::run::{self, Accel, Policy, RunOptions};
 use crate::{kbuild, KernelError, Progress, Result};
 
@@ -213,18 +213,11 @@ pub struct Summary {
 
 impl Summary {
     fn of(values: &[f64]) -> Summary {
-        if values.is_empty() {
+        let Some(median) = nvmos_measure::stats::median(values) else {
             return Summary::default();
-        }
-        let mut v = values.to_vec();
-        v.sort_by(f64::total_cmp);
-        let n = v.len();
-        let median = if n % 2 == 1 {
-            v[n / 2]
-        } else {
-            (v[n / 2 - 1] + v[n / 2]) / 2.0
         };
-        let (min, max) = (v[0], v[n - 1]);
+        let min = values.iter().copied().fold(f64::INFINITY, f64::min);
+        let max = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
         Summary {
             median,
             min,
@@ -537,7 +530,7 @@ fn parse_output(
                         task_ops.len()
                     )));
                 }
-                if task_ops.iter().sum::<u64>() != ops {
+                if task_ops.iter().try_fold(0u64, |a, &b| a.checked_add(b)) != Some(ops) {
                     return Err(bad("the tasks' operations do not add up to ops".into()));
                 }
                 m.samples.push((k, ns, ops, task_ops));
@@ -607,7 +600,8 @@ pub fn wis(opts: &Options, progress: &mut dyn FnMut(Progress)) -> Result<Wis> {
                     .iter()
                     .map(|(name, bin)| (format!("bin/wis-{name}"), bin.clone()))
                     .collect();
-                o.extra_qemu_args = vec!["-icount".to_owned(), ICOUNT_OPTIONS.to_owned()];
+                o.extra_qemu_args.clear();
+                o.use_icount();
                 let guest = run::boot_guest(&o, progress)?;
                 let problems = run::console_problems(&guest.console);
                 if !problems.is_empty() {
@@ -776,6 +770,11 @@ mod tests {
             // A sample without its tasks' split, or one that does not add up.
             (OUT.replace(" task_ops=100,200", ""), "no task_ops="),
             (OUT.replace("task_ops=100,200", "task_ops=100,201"), "do not add up"),
+            // Counts whose sum overflows: refused, not a panic.
+            (
+                OUT.replace("task_ops=100,200", "task_ops=18446744073709551615,301"),
+                "do not add up",
+            ),
             (OUT.replace("task_ops=120,80", "task_ops=200"), "1 task counts for 2 tasks"),
             (OUT.replace("ops=300", "ops=many"), "ops is not a count"),
             (OUT.replace("ns=500000000", "ns=0"), "0 ns"),

@@ -137,8 +137,7 @@ fn ibuddy_in_the_kernel_spreads_allocations_that_buddy_concentrates() {
 fn adaptive_migrate_empties_the_banks_a_sparse_job_leaves() {
     let mut opts = options(Policy::AdaptiveMigrate, &["sparsejob", "256", "16", "4"]);
     opts.cpus = 1;
-    opts.accel = nvmos_kernel::run::Accel::Tcg;
-    opts.extra_qemu_args = vec!["-icount".into(), nvmos_kernel::bench::ICOUNT_OPTIONS.into()];
+    opts.use_icount();
     opts.sample_ms = Some(500);
     let r = run(&opts, &mut |_| {}).unwrap();
     assert_eq!(r.workload_status, 0);

@@ -158,6 +158,30 @@ fn the_wrapper_refuses_what_the_kernel_would_never_pass() {
     assert!(core.free(pfn, 1).is_err(), "double free");
 }
 
+/// Free a random live block (first frame, order, kernel) in both the
+/// reference and the core; the frames freed.
+fn free_random_block(
+    rng: &mut SmallRng,
+    live: &mut Vec<(u64, u8, bool)>,
+    reference: &nvmos_frames::BankBuddy<Lock>,
+    core: &mut nvmos_kernel::policy_core::CoreAdaptive,
+) -> u64 {
+    let (pfn, order, kernel) = live.swap_remove(rng.gen_range(0..live.len()));
+    let kind = if kernel {
+        MigrateType::Unmovable
+    } else {
+        MigrateType::Movable
+    };
+    reference
+        .free(
+            nvmos_frames::Pfn(pfn),
+            Request::new(Order::new(order).unwrap(), 0, kind),
+        )
+        .unwrap();
+    core.free(pfn, order).unwrap();
+    1 << order
+}
+
 /// Adaptive-Buddy: the kernel's core against nvmos-frames' BankBuddy
 /// with `BankPolicy::Adaptive` on the same random mix of kernel and user
 /// requests. Same design (a buddy system per bank, pools of merged free
@@ -193,21 +217,7 @@ fn adaptive_core_chooses_the_same_frames_and_banks_as_nvmos_adaptive_buddy() {
             let free = !live.is_empty()
                 && ((live_frames as f64) > high * (END - START) as f64 || rng.gen_bool(free_p));
             if free {
-                let i = rng.gen_range(0..live.len());
-                let (pfn, order, kernel) = live.swap_remove(i);
-                live_frames -= 1 << order;
-                let kind = if kernel {
-                    MigrateType::Unmovable
-                } else {
-                    MigrateType::Movable
-                };
-                reference
-                    .free(
-                        nvmos_frames::Pfn(pfn),
-                        Request::new(Order::new(order).unwrap(), 0, kind),
-                    )
-                    .unwrap();
-                core.free(pfn, order).unwrap();
+                live_frames -= free_random_block(&mut rng, &mut live, &reference, &mut core);
             } else {
                 let order: u8 = match rng.gen_range(0..100) {
                     0..=84 => 0,
@@ -336,7 +346,7 @@ fn adaptive_core_migrates_as_nvmos_adaptive_buddy_does() {
                     .map(|b| live.iter().any(|&(p, _, k)| k && (p - START) / BANK == b))
                     .collect();
                 let want = reference.migrate();
-                let got = core.migrate(&pinned);
+                let got = core.migrate(&pinned).unwrap();
                 let want_moves: Vec<(u64, u64, u8)> = want
                     .moves
                     .iter()
@@ -384,21 +394,7 @@ fn adaptive_core_migrates_as_nvmos_adaptive_buddy_does() {
             let free = !live.is_empty()
                 && ((live_frames as f64) > high * (END - START) as f64 || rng.gen_bool(free_p));
             if free {
-                let i = rng.gen_range(0..live.len());
-                let (pfn, order, kernel) = live.swap_remove(i);
-                live_frames -= 1 << order;
-                let kind = if kernel {
-                    MigrateType::Unmovable
-                } else {
-                    MigrateType::Movable
-                };
-                reference
-                    .free(
-                        nvmos_frames::Pfn(pfn),
-                        Request::new(Order::new(order).unwrap(), 0, kind),
-                    )
-                    .unwrap();
-                core.free(pfn, order).unwrap();
+                live_frames -= free_random_block(&mut rng, &mut live, &reference, &mut core);
             } else {
                 let order: u8 = match rng.gen_range(0..100) {
                     0..=89 => 0,
@@ -454,7 +450,7 @@ fn adaptive_migration_breaks_ties_by_bank_and_fills_the_room_exactly() {
         core.free(p, 0).unwrap();
     }
     let want = reference.migrate();
-    let got = core.migrate(&[false; 4]);
+    let got = core.migrate(&[false; 4]).unwrap();
     assert_eq!(
         got.candidates,
         [2],
@@ -474,4 +470,8 @@ fn adaptive_migration_breaks_ties_by_bank_and_fills_the_room_exactly() {
         .iter()
         .all(|&(old, new, _)| old / BANK == 2 && new / BANK == 3));
     assert_eq!((got.banks_emptied, want.banks_emptied), (1, 1));
+    // A flag per bank or nothing: refused, the core unchanged.
+    let before = core.banks();
+    assert!(core.migrate(&[false; 3]).is_err());
+    assert_eq!(core.banks(), before);
 }
