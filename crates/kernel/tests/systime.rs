@@ -30,11 +30,33 @@ fn systime_times_a_guest_job_and_a_host_program_under_two_policies() {
         // its CPU time fits in the elapsed time, give or take a tick of
         // each.
         assert!(t.user + t.sys <= t.real + 0.03, "{what}: {t:?}");
+    }
+    // The overheads are adaptive's against buddy's, of the means; none
+    // for buddy itself, and none for a base of zero (a short program may
+    // spend no whole tick in the kernel: its system time reads 0).
+    for program in [Program::Compilejob, Program::Gzip] {
+        let row = |p: Policy| {
+            s.rows
+                .iter()
+                .find(|r| r.program == program && r.policy == p)
+                .unwrap()
+        };
+        let (buddy, adaptive) = (row(Policy::Buddy), row(Policy::Adaptive));
+        let what = program.name();
+        assert_eq!(buddy.sys_overhead_pct, None, "{what}");
+        assert_eq!(buddy.real_overhead_pct, None, "{what}");
+        let expect = |mine: f64, base: f64| (base > 0.0).then(|| 100.0 * (mine / base - 1.0));
         assert_eq!(
-            r.sys_overhead_pct.is_some(),
-            r.policy == Policy::Adaptive,
+            adaptive.sys_overhead_pct,
+            expect(adaptive.runs[0].sys, buddy.runs[0].sys),
             "{what}"
         );
-        assert_eq!(r.real_overhead_pct.is_some(), r.policy == Policy::Adaptive);
+        assert_eq!(
+            adaptive.real_overhead_pct,
+            expect(adaptive.runs[0].real, buddy.runs[0].real),
+            "{what}"
+        );
+        // Elapsed time is never zero: its overhead is always there.
+        assert!(adaptive.real_overhead_pct.is_some(), "{what}");
     }
 }
