@@ -477,7 +477,7 @@ class PmoPool:
                 unencrypted), ``"decrypt-at-fault"`` (decrypt each page at
                 its fault), ``"dram-cache"`` (decrypt once into a
                 process-wide DRAM cache, serve faults from it), or
-                ``"stream-N"``, ``"stride-N"``, ``"markov-N"`` (the DRAM
+                ``"stream-N"``, ``"stride-N"``, ``"markov-N"``, ``"adaptive-N"`` (the DRAM
                 cache with a predictor installing up to N pages ahead).
             wait (bool): if another open of the pool has the object
                 attached for writing, wait for it instead of raising.

@@ -42,8 +42,9 @@ pub struct ReproduceArgs {
     #[arg(long)]
     pub no_timings: bool,
     /// Run only these pages' studies (evaluate, levelling, banks, power,
-    /// swap, timings); `--install` then replaces only those pages and
-    /// keeps the others, and README's table only with `evaluate`.
+    /// swap, timings, kernel, pmo); `--install` then replaces only those
+    /// pages and keeps the others, and README's table only with
+    /// `evaluate`.
     #[arg(
         long,
         value_delimiter = ',',
@@ -60,6 +61,12 @@ pub struct ReproduceArgs {
     /// instead of running them.
     #[arg(long, value_name = "DIR")]
     pub kernel_from: Option<PathBuf>,
+    /// With `--only pmo`: make the persistent-memory-object page from
+    /// `pmo.json` and `scaling.json` in this folder (written by `nvmos
+    /// bench pmo --out DIR` and `nvmos bench scaling --json`) instead of
+    /// running them.
+    #[arg(long, value_name = "DIR")]
+    pub pmo_from: Option<PathBuf>,
     /// With `--only kernel` and no `--kernel-from`: the will-it-scale
     /// checkout `nvmos kernel wis` compiles its tests from (required
     /// then: nvmos does not ship will-it-scale).
@@ -139,6 +146,10 @@ pub fn run(args: ReproduceArgs, cli: clap::Command) -> Result<()> {
         }
     }
     let kernel = args.only.iter().any(|o| o == "kernel");
+    let pmo = args.only.iter().any(|o| o == "pmo");
+    if args.pmo_from.is_some() && !pmo {
+        bail!("--pmo-from: only with --only pmo");
+    }
     if args.kernel_from.is_some() && !kernel {
         bail!("--kernel-from: only with --only kernel");
     }
@@ -152,7 +163,7 @@ pub fn run(args: ReproduceArgs, cli: clap::Command) -> Result<()> {
     }
     let stamp = stamp()?;
     let mut made = Vec::new();
-    if args.only.iter().any(|o| o != "kernel") || args.only.is_empty() {
+    if args.only.iter().any(|o| o != "kernel" && o != "pmo") || args.only.is_empty() {
         let run = crate::with_progress(0, |p| reproduce::run(&options, p))
             .context("running the results pipeline")?;
         made = results::pages(&run)?;
@@ -162,6 +173,9 @@ pub fn run(args: ReproduceArgs, cli: clap::Command) -> Result<()> {
             args.kernel_from.as_deref(),
             args.wis_source.as_deref(),
         )?);
+    }
+    if pmo {
+        made.push(pmo_page(args.pmo_from.as_deref())?);
     }
     let pages = data(made, &stamp);
     write_pages(&args.out, &pages)?;
@@ -239,6 +253,28 @@ fn kernel_page(from: Option<&Path>, wis_source: Option<&Path>) -> Result<Results
         }
     };
     Ok(results::kernel_page(&b, &s, &k, &w)?)
+}
+
+/// The persistent-memory-object page, from the benchmarks' JSON in
+/// `from`, or by running them at full scale (tens of minutes).
+fn pmo_page(from: Option<&Path>) -> Result<ResultsPage> {
+    use nvmos_pmo_bench::pmo::{self, PmoBench};
+    use nvmos_pmo_bench::scaling::{self, ScalingBench};
+    use nvmos_sim::study::Study;
+    let (b, s) = match from {
+        Some(dir) => (
+            json(&dir.join("pmo.json"), "nvmos bench pmo --out DIR")?,
+            json(&dir.join("scaling.json"), "nvmos bench scaling --json")?,
+        ),
+        None => {
+            let o = PmoBench::options(Scale::Full);
+            let b = crate::with_progress(o.steps(), |p| pmo::run(&o, p))?;
+            let o = ScalingBench::options(Scale::Full);
+            let s = crate::with_progress(0, |p| scaling::run(&o, p))?;
+            (b, s)
+        }
+    };
+    Ok(results::pmo_page(&b, &s)?)
 }
 
 /// The JSON that `tool` writes, read from `path`.
@@ -509,7 +545,7 @@ fn verdict(problems: &[String]) -> Result<()> {
 /// A section's text and body, as compared.
 fn section_text(s: &results::Section) -> String {
     let body = match &s.body {
-        Body::Table(t) | Body::Text(t) => t.clone(),
+        Body::Table(t) | Body::Text(t) | Body::Figure(t) => t.clone(),
         Body::Timing(t) => results::timing_table(t),
     };
     format!("{}\n{}", s.text, body)

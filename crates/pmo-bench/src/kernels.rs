@@ -16,7 +16,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Instant;
 
-use nvmos_pmo::attach::mem_backing::{MemBacking, PAGE_SIZE};
+use nvmos_pmo::attach::mem_backing::{MemBacking, Protection, PAGE_SIZE};
 use nvmos_pmo::attach::{cache, AttachStats, Attachment, Mode, Perm, Tuning};
 use nvmos_pmo::PageBacking;
 use rand::rngs::SmallRng;
@@ -130,12 +130,16 @@ pub struct Sizes {
 }
 
 impl Sizes {
+    /// The largest sizes at which the full sweep (every configuration,
+    /// three rounds) finishes in about half an hour on 2 cores; the
+    /// talk's are larger (LU 6144, Gaussian elimination 18432, about
+    /// 6·10^12 operations, matmul 4096), except conv2d's single image.
     pub fn full() -> Sizes {
         Sizes {
             conv_images: 32,
-            lu_n: 768,
-            gauss_n: 768,
-            matmul_n: 384,
+            lu_n: 1536,
+            gauss_n: 1536,
+            matmul_n: 1024,
             files: 400,
             file_ops: 3000,
             filebench_files: 400,
@@ -260,7 +264,7 @@ const CONV_NJ: usize = 1024;
 const MATMUL_TILE: usize = 16;
 
 /// One measured session.
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Session {
     /// Wall time of the timed part.
     pub ns: u64,
@@ -280,24 +284,54 @@ pub struct Session {
     /// modes can be checked to agree.
     pub checksum: f64,
     /// File operations and bytes, for the Filebench personalities.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub io: Option<filebench::FileIo>,
+}
+
+/// How a session's objects are protected in `mode`, with integrity
+/// verification (`iv`: GCM's tag, or a plain object's hashes) or without
+/// (CTR, or plain): the same cipher either way.
+pub fn protection(mode: Mode, iv: bool) -> Protection {
+    match (mode, iv) {
+        (Mode::Plain, false) => Protection::Plain,
+        (Mode::Plain, true) => Protection::Hashed,
+        (_, false) => Protection::Encrypted,
+        (_, true) => Protection::Sealed,
+    }
 }
 
 /// Attachments of one session and their accounting.
 struct Run {
     mode: Mode,
     tuning: Tuning,
+    protection: Protection,
     session: Session,
 }
 
 impl Run {
-    fn new(mode: Mode, tuning: Tuning) -> Run {
+    fn new(mode: Mode, tuning: Tuning, iv: bool) -> Run {
         Run {
             mode,
             tuning,
+            protection: protection(mode, iv),
             session: Session::default(),
         }
+    }
+
+    /// A new object of this session's protection at `base`.
+    fn backing(&self, base: usize, bytes: &[u8]) -> Arc<MemBacking> {
+        cache::evict(base);
+        Arc::new(MemBacking::protected_with_contents(
+            base,
+            bytes,
+            self.protection,
+        ))
+    }
+
+    /// A new object of `pages` zero pages.
+    fn empty(&self, base: usize, pages: usize) -> Arc<MemBacking> {
+        cache::evict(base);
+        Arc::new(MemBacking::protected(base, pages, self.protection))
     }
 
     fn attach(&self, object: &Arc<MemBacking>, perm: Perm) -> Result<Attachment> {
@@ -324,11 +358,6 @@ impl Run {
     }
 }
 
-fn backing(base: usize, bytes: &[u8], mode: Mode) -> Arc<MemBacking> {
-    cache::evict(base);
-    Arc::new(MemBacking::with_contents(base, bytes, mode != Mode::Plain))
-}
-
 fn f32_bytes(v: &[f32]) -> Vec<u8> {
     v.iter().flat_map(|x| x.to_le_bytes()).collect()
 }
@@ -337,15 +366,25 @@ fn f64_bytes(v: &[f64]) -> Vec<u8> {
     v.iter().flat_map(|x| x.to_le_bytes()).collect()
 }
 
-/// Run workload `w` once in `mode`, the fault path tuned by `tuning`.
-pub fn run(w: Workload, sizes: &Sizes, mode: Mode, tuning: Tuning, seed: u64) -> Result<Session> {
+/// Run workload `w` once in `mode`, the fault path tuned by `tuning`, its
+/// objects with integrity verification or without (`iv`, see
+/// [`protection`]).
+pub fn run(
+    w: Workload,
+    sizes: &Sizes,
+    mode: Mode,
+    iv: bool,
+    tuning: Tuning,
+    seed: u64,
+) -> Result<Session> {
+    let run = Run::new(mode, tuning, iv);
     if let Some(p) = w.personality() {
         let (files, flows) = (sizes.filebench_files, sizes.filebench_flows);
-        return filebench::run(p, files, flows, mode, tuning, seed);
+        return filebench::run(p, files, flows, run, seed);
     }
     match w {
-        Workload::FileServer => fileserver(sizes.files, sizes.file_ops, mode, tuning, seed),
-        _ => kernel(&Input::new(w, sizes, seed), mode, tuning),
+        Workload::FileServer => fileserver(sizes.files, sizes.file_ops, run, seed),
+        _ => kernel(&Input::new(w, sizes, seed), run),
     }
 }
 
@@ -476,14 +515,13 @@ impl Input {
 
 /// One PMO session of a kernel: build its objects (not timed), then,
 /// timed: attach every object, compute, psync and detach each.
-fn kernel(input: &Input, mode: Mode, tuning: Tuning) -> Result<Session> {
+fn kernel(input: &Input, mut run: Run) -> Result<Session> {
     let objects: Vec<Arc<MemBacking>> = input
         .objects
         .iter()
         .enumerate()
-        .map(|(i, bytes)| backing(slot(i), bytes, mode))
+        .map(|(i, bytes)| run.backing(slot(i), bytes))
         .collect();
-    let mut run = Run::new(mode, tuning);
     let start = Instant::now();
     let mut attached = Vec::new();
     for (o, &w) in objects.iter().zip(&input.writable) {
@@ -671,14 +709,14 @@ fn zipf_cdf(n: usize) -> Vec<f64> {
         .collect()
 }
 
-fn fileserver(files: usize, ops: usize, mode: Mode, tuning: Tuning, seed: u64) -> Result<Session> {
+fn fileserver(files: usize, ops: usize, mut run: Run, seed: u64) -> Result<Session> {
     let mut rng = SmallRng::seed_from_u64(seed);
-    let new_file = |rng: &mut SmallRng, i: usize| {
+    let new_file = |run: &Run, rng: &mut SmallRng, i: usize| {
         let pages = rng.gen_range(1..=32usize);
         let bytes: Vec<u8> = (0..pages * PAGE_SIZE).map(|_| rng.gen()).collect();
-        backing(slot(i), &bytes, mode)
+        run.backing(slot(i), &bytes)
     };
-    let mut table: Vec<Arc<MemBacking>> = (0..files).map(|i| new_file(&mut rng, i)).collect();
+    let mut table: Vec<Arc<MemBacking>> = (0..files).map(|i| new_file(&run, &mut rng, i)).collect();
     let cdf = zipf_cdf(files);
     // The operation sequence is drawn before timing, the same in every mode.
     let plan: Vec<(usize, f64, u64)> = (0..ops)
@@ -688,7 +726,6 @@ fn fileserver(files: usize, ops: usize, mode: Mode, tuning: Tuning, seed: u64) -
             (f, rng.gen::<f64>(), rng.gen::<u64>())
         })
         .collect();
-    let mut run = Run::new(mode, tuning);
     let mut checksum = 0.0;
     let start = Instant::now();
     for (f, kind, r) in plan {
@@ -715,7 +752,7 @@ fn fileserver(files: usize, ops: usize, mode: Mode, tuning: Tuning, seed: u64) -
             // Delete and re-create: a new object (new contents, new size)
             // at the same address; its DRAM cache goes with the old one.
             let mut rng = SmallRng::seed_from_u64(r);
-            table[f] = new_file(&mut rng, f);
+            table[f] = new_file(&run, &mut rng, f);
         }
     }
     run.session.ns = start.elapsed().as_nanos() as u64;

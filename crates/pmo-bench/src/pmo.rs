@@ -1,12 +1,26 @@
 //! Seed 001's evaluation on this machine (`nvmos bench pmo`). Each
-//! workload (see [`crate::kernels`]) runs in every mode: no encryption,
-//! decrypt at fault (the prior design), DRAM as cache, and DRAM cache with
-//! each predictor at each prediction depth; the median of `rounds` runs is
-//! kept. The figure of merit is seed 001's: the speed-up of DRAM cache
-//! with prediction (best depth) over decrypt-at-fault, held against the
-//! seed's 1.81× as a [`Check`] per workload. Also measured, in the same
-//! run: attach and first-touch cost per page in each mode, against a plain
-//! kernel page fault and the bare userfaultfd round trip.
+//! workload (see [`crate::kernels`]) runs in every configuration
+//! ([`Config`]): no encryption, decrypt at fault (the original design),
+//! DRAM as cache alone, and DRAM cache with each predictor at each
+//! prediction depth, with integrity verification (GCM's tag, a plain
+//! object's hashes) and, for the talk's IV claim, the original design,
+//! the DRAM cache and the adaptive predictor without it (AES-CTR, the
+//! same cipher without the tag). The median of `rounds` runs is kept;
+//! rounds go over every configuration in turn.
+//!
+//! Seed 001's claims become [`Check`]s, each against the talk's own
+//! baseline measured in the same run:
+//! - DRAM cache with prediction (best depth) at least 1.81× the original
+//!   design, per workload;
+//! - prediction never hurts: the adaptive predictor at least 0.98× the
+//!   DRAM cache alone, per workload, Filebench's personalities included;
+//! - the best stream depth on average over the kernels (the talk: 8),
+//!   with the best depth of every round as its spread;
+//! - IV with prediction against the prior best case without IV (the
+//!   original design, no IV), per workload.
+//!
+//! Also measured: attach and first-touch cost per page in each mode,
+//! against a plain kernel page fault and the bare userfaultfd round trip.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -28,6 +42,32 @@ type Result<T, E = BenchError> = std::result::Result<T, E>;
 pub const SEED_SPEEDUP: f64 = 1.81;
 /// Seed 001's best prediction depth on average.
 pub const SEED_BEST_DEPTH: usize = 8;
+/// Prediction never hurts: at least this fraction of the DRAM cache
+/// alone's speed.
+pub const NEVER_HURTS: f64 = 0.98;
+
+/// What one cell runs: a mode, with or without integrity verification.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Config {
+    /// How faults are served.
+    pub mode: Mode,
+    /// Integrity verification: GCM's tag (encrypted modes) or a SHA-256
+    /// hash per page (plain); without, AES-CTR or nothing.
+    pub iv: bool,
+}
+
+impl Config {
+    /// The cell's name: the mode's label, `plain+hash` for a plain object
+    /// with hashes, and `, no IV` after an encrypted mode without.
+    pub fn label(self) -> String {
+        match (self.mode, self.iv) {
+            (Mode::Plain, true) => "plain+hash".into(),
+            (Mode::Plain, false) => "plain".into(),
+            (m, true) => m.label(),
+            (m, false) => format!("{}, no IV", m.label()),
+        }
+    }
+}
 
 /// What to run.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -37,8 +77,13 @@ pub struct PmoBenchOptions {
     pub workloads: Vec<Workload>,
     /// Predictors run at every depth.
     pub predictors: Vec<PredictorKind>,
-    /// Prediction depths (0: DRAM cache, no prediction).
+    /// Prediction depths (0: DRAM cache, no prediction). The adaptive
+    /// predictor's depth is its largest window.
     pub depths: Vec<usize>,
+    /// Also run without integrity verification: plain objects with
+    /// hashes beside plain ones, and decrypt-at-fault, the DRAM cache and
+    /// the adaptive predictor at the largest depth without the tag.
+    pub iv: bool,
     /// Runs per cell, taken in rounds over every mode in turn; the median
     /// is kept.
     pub rounds: u32,
@@ -54,8 +99,8 @@ pub struct PmoBenchOptions {
 }
 
 impl Default for PmoBenchOptions {
-    /// The full run: every workload, predictor and depth 0–16 at the
-    /// full sizes, median of 3.
+    /// The full run: every workload, predictor and depth 0–64, with and
+    /// without IV, at the full sizes, median of 3.
     fn default() -> Self {
         PmoBenchOptions {
             workloads: Workload::ALL.to_vec(),
@@ -63,8 +108,10 @@ impl Default for PmoBenchOptions {
                 PredictorKind::Stream,
                 PredictorKind::Stride,
                 PredictorKind::Markov,
+                PredictorKind::Adaptive,
             ],
-            depths: vec![0, 1, 2, 4, 8, 16],
+            depths: vec![0, 1, 2, 4, 8, 16, 32, 64],
+            iv: true,
             rounds: 3,
             touch_pages: 4096,
             sizes: Sizes::full(),
@@ -112,7 +159,20 @@ impl PmoBenchOptions {
         Ok(())
     }
 
-    /// The modes each workload runs in, in table order.
+    /// The design whose prediction must never hurt: the adaptive
+    /// predictor at the largest depth, when both are asked for.
+    pub fn design(&self) -> Option<Mode> {
+        let depth = self.depths.iter().copied().max().filter(|&d| d > 0)?;
+        self.predictors
+            .contains(&PredictorKind::Adaptive)
+            .then_some(Mode::Predict {
+                predictor: PredictorKind::Adaptive,
+                depth,
+            })
+    }
+
+    /// The modes each workload runs in (with IV, and plain without), in
+    /// table order.
     pub fn modes(&self) -> Vec<Mode> {
         let mut modes = vec![Mode::Plain, Mode::DecryptAtFault, Mode::DramCache];
         let mut depths = self.depths.clone();
@@ -132,6 +192,29 @@ impl PmoBenchOptions {
         modes
     }
 
+    /// Every cell of a workload, in table order: [`Self::modes`] with IV
+    /// (plain without), then, with `iv`, the configurations without it.
+    pub fn configs(&self) -> Vec<Config> {
+        let mut configs: Vec<Config> = self
+            .modes()
+            .into_iter()
+            .map(|mode| Config {
+                mode,
+                iv: mode != Mode::Plain,
+            })
+            .collect();
+        if self.iv {
+            configs.push(Config {
+                mode: Mode::Plain,
+                iv: true,
+            });
+            let mut without = vec![Mode::DecryptAtFault, Mode::DramCache];
+            without.extend(self.design());
+            configs.extend(without.into_iter().map(|mode| Config { mode, iv: false }));
+        }
+        configs
+    }
+
     fn workloads(&self) -> Vec<Workload> {
         let mut chosen = self.workloads.clone();
         chosen.dedup();
@@ -140,22 +223,32 @@ impl PmoBenchOptions {
 
     /// Steps in all, for a progress bar.
     pub fn steps(&self) -> u64 {
-        (self.workloads().len() * (self.modes().len() + 1)) as u64 * u64::from(self.rounds) + 7
+        (self.workloads().len() * (self.configs().len() + 1)) as u64 * u64::from(self.rounds) + 7
     }
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Cell {
     /// `plain`, `decrypt-at-fault`, `dram-cache`, `stream-8`, ...
+    /// ([`Config::label`]).
     pub mode: String,
+    /// With integrity verification.
+    pub iv: bool,
+    /// How the objects were protected: `plain`, `hashed`, `encrypted`
+    /// (AES-256-CTR) or `sealed` (AES-256-GCM).
+    pub protection: String,
     /// The predictor, for prediction modes.
     pub predictor: Option<String>,
     /// The depth, for prediction modes.
     pub depth: Option<usize>,
     /// Median wall time of the session (attach, compute, psync, detach).
     pub ms: f64,
-    /// Every run's time.
+    /// Every run's time, by round.
     pub runs_ms: Vec<f64>,
+    /// The DRAM cache alone's time over this one's, of the medians (≥ 1:
+    /// at least as fast); prediction modes only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vs_cache: Option<f64>,
     /// The median run's counters.
     pub session: Session,
     /// decrypt-at-fault's time over this one's (> 1: faster).
@@ -163,12 +256,12 @@ pub struct Cell {
     /// Filebench's figures for the personalities (seed 001's Fig. 4 is
     /// bandwidth): file operations per second and MiB/s read and written,
     /// of the median run.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub throughput: Option<Throughput>,
 }
 
 /// Filebench's figures of one cell.
-#[derive(Clone, Copy, Debug, Serialize)]
+#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
 pub struct Throughput {
     pub ops_per_s: f64,
     pub mib_per_s: f64,
@@ -186,7 +279,7 @@ impl Throughput {
 }
 
 /// The best prediction of a workload.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Best {
     /// Its mode.
     pub mode: String,
@@ -200,8 +293,45 @@ pub struct Best {
     pub meets_seed: bool,
 }
 
+/// The best prediction depth of one predictor: from the medians, and in
+/// each round alone (its spread).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct BestDepth {
+    /// The predictor.
+    pub predictor: String,
+    /// The depth with the shortest median time.
+    pub depth: usize,
+    /// The best depth of each round on its own.
+    pub rounds: Vec<usize>,
+}
+
+/// Integrity verification with prediction against the prior best case
+/// without it (seed 001's IV claim), for one workload.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct IvReport {
+    /// The original design without IV (decrypt-at-fault, AES-CTR), ms.
+    pub original_no_iv_ms: f64,
+    /// The adaptive predictor with IV (AES-GCM), ms.
+    pub predict_iv_ms: f64,
+    /// `original_no_iv_ms / predict_iv_ms`: above 1, IV with prediction
+    /// is faster.
+    pub speedup: f64,
+    /// What IV costs each configuration: its time with IV over without
+    /// (decrypt-at-fault, dram-cache, the adaptive predictor).
+    pub cost: Vec<IvCost>,
+}
+
+/// IV's cost in one mode.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct IvCost {
+    /// The mode's label.
+    pub mode: String,
+    /// With IV over without, of the medians.
+    pub ratio: f64,
+}
+
 /// One workload in every mode.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct WorkloadReport {
     /// Its name.
     pub name: String,
@@ -223,10 +353,20 @@ pub struct WorkloadReport {
     pub ceiling: Option<f64>,
     /// The fastest prediction that installed pages.
     pub best: Option<Best>,
+    /// The stream predictor's best depth, with its spread over rounds.
+    #[serde(default)]
+    pub best_depth: Option<BestDepth>,
+    /// The adaptive predictor (the design) against the DRAM cache alone:
+    /// the cache's median time over its (≥ 0.98: never hurts).
+    #[serde(default)]
+    pub design_vs_cache: Option<f64>,
+    /// IV with prediction against the original design without IV.
+    #[serde(default)]
+    pub iv: Option<IvReport>,
 }
 
 /// Attach and first-touch cost in one mode.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct TouchRow {
     /// The mode.
     pub what: String,
@@ -245,7 +385,7 @@ pub struct TouchRow {
 }
 
 /// Everything a run measured.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct PmoBench {
     /// What was run.
     pub options: PmoBenchOptions,
@@ -267,6 +407,14 @@ pub struct PmoBench {
     pub seed_speedup: f64,
     /// Seed 001's best depth on average.
     pub seed_best_depth: usize,
+    /// The stream predictor's best depth on average over the kernels
+    /// (the shortest geometric mean of each kernel's time over its DRAM
+    /// cache alone), with each round's as its spread.
+    #[serde(default)]
+    pub best_depth_on_average: Option<BestDepth>,
+    /// The talk's problem sizes, per kernel, beside ours.
+    #[serde(default)]
+    pub talk_sizes: Vec<TalkSize>,
     /// The seed's speed-up held against each workload's best.
     pub checks: Vec<Check>,
     /// /proc/loadavg before and after: the machine's other work skews
@@ -386,32 +534,34 @@ pub fn run(args: &PmoBenchOptions, progress: &mut dyn FnMut(Progress)) -> Result
         on_step(what);
     }
 
-    let modes = args.modes();
+    let configs = args.configs();
+    let design = args.design();
     let mut workloads = Vec::new();
     for w in args.workloads() {
-        // Rounds go over all the modes in turn, so a change in the
-        // machine's other load falls on every mode alike.
-        let mut runs: Vec<Vec<Session>> = vec![Vec::new(); modes.len()];
+        // Rounds go over all the configurations in turn, so a change in
+        // the machine's other load falls on every one alike.
+        let mut runs: Vec<Vec<Session>> = vec![Vec::new(); configs.len()];
         let mut dram: Vec<(u64, f64)> = Vec::new();
         for round in 0..rounds {
             if let Some(r) = kernels::in_dram(w, &sizes, args.seed)? {
                 dram.push(r);
             }
             on_step(&format!("{} in DRAM round {}", w.name(), round + 1));
-            for (i, &mode) in modes.iter().enumerate() {
-                let s = kernels::run(w, &sizes, mode, args.tuning, args.seed)
-                    .with_context(|| format!("{} in mode {}", w.name(), mode.label()))?;
+            for (i, &config) in configs.iter().enumerate() {
+                let s = kernels::run(w, &sizes, config.mode, config.iv, args.tuning, args.seed)
+                    .with_context(|| format!("{} in mode {}", w.name(), config.label()))?;
                 on_step(&format!(
                     "{} {} round {}",
                     w.name(),
-                    mode.label(),
+                    config.label(),
                     round + 1
                 ));
                 runs[i].push(s);
             }
         }
         let mut cells: Vec<Cell> = Vec::new();
-        for (&mode, mut runs) in modes.iter().zip(runs) {
+        for (&config, mut runs) in configs.iter().zip(runs) {
+            let mode = config.mode;
             let ms: Vec<f64> = runs.iter().map(|s| s.ns as f64 / 1e6).collect();
             let m = median(&ms);
             let (predictor, depth) = match mode {
@@ -422,7 +572,10 @@ pub fn run(args: &PmoBenchOptions, progress: &mut dyn FnMut(Progress)) -> Result
             };
             let session = runs.swap_remove(m);
             cells.push(Cell {
-                mode: mode.label(),
+                mode: config.label(),
+                iv: config.iv,
+                protection: kernels::protection(mode, config.iv).name().to_string(),
+                vs_cache: None,
                 predictor,
                 depth,
                 ms: ms[m],
@@ -473,12 +626,25 @@ pub fn run(args: &PmoBenchOptions, progress: &mut dyn FnMut(Progress)) -> Result
                 c.speedup = d / c.ms.max(f64::MIN_POSITIVE);
             }
         }
+        let cache_ms = cells
+            .iter()
+            .find(|c| c.mode == Mode::DramCache.label())
+            .map(|c| c.ms);
+        if let Some(base) = cache_ms {
+            for c in cells.iter_mut().filter(|c| c.iv && c.depth.is_some()) {
+                c.vs_cache = Some(base / c.ms.max(f64::MIN_POSITIVE));
+            }
+        }
+        let design_vs_cache = design.and_then(|d| {
+            let label = d.label();
+            cells.iter().find(|c| c.mode == label)?.vs_cache
+        });
         // Only cells whose predictor installed pages can show what
         // prediction gains; one that predicted nothing (a Markov chain on a
         // single pass) differs from the DRAM cache by noise alone.
         let best = cells
             .iter()
-            .filter(|c| c.depth.is_some_and(|d| d > 0) && c.session.stats.predicted > 0)
+            .filter(|c| c.iv && c.depth.is_some_and(|d| d > 0) && c.session.stats.predicted > 0)
             .min_by(|a, b| a.ms.total_cmp(&b.ms))
             .filter(|_| decrypt_ms.is_some())
             .map(|c| Best {
@@ -492,13 +658,22 @@ pub fn run(args: &PmoBenchOptions, progress: &mut dyn FnMut(Progress)) -> Result
             name: w.name().to_string(),
             description: sizes.describe(w),
             sequential: w.sequential(),
+            best_depth: best_depth(&cells, rounds as usize),
+            iv: iv_report(&cells, design),
+            design_vs_cache,
             cells,
             dram_ms,
             ceiling,
             best,
         });
     }
-    let checks = checks(&workloads);
+    let best_depth_on_average = best_depth_on_average(&workloads, rounds as usize);
+    let mut checks = checks(&workloads);
+    checks.extend(claim_checks(
+        &workloads,
+        best_depth_on_average.as_ref(),
+        design,
+    ));
     Ok(PmoBench {
         options: args.clone(),
         rounds,
@@ -510,9 +685,150 @@ pub fn run(args: &PmoBenchOptions, progress: &mut dyn FnMut(Progress)) -> Result
         workloads,
         seed_speedup: SEED_SPEEDUP,
         seed_best_depth: SEED_BEST_DEPTH,
+        best_depth_on_average,
+        talk_sizes: talk_sizes(&sizes, &args.workloads()),
         checks,
         loadavg_before,
         loadavg_after: crate::loadavg(),
+    })
+}
+
+/// A kernel's size in the talk and here.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct TalkSize {
+    /// The workload.
+    pub workload: String,
+    /// The talk's size, as it gives it.
+    pub talk: String,
+    /// What ran here.
+    pub here: String,
+}
+
+/// The talk's sizes (its "Benchmarks" slide) beside this run's.
+fn talk_sizes(sizes: &Sizes, workloads: &[Workload]) -> Vec<TalkSize> {
+    workloads
+        .iter()
+        .filter_map(|&w| {
+            let talk = match w {
+                Workload::Conv2d => "256×1024",
+                Workload::Lu => "6144",
+                Workload::Gauss => "18432",
+                Workload::MatMul => "4096, tile 16",
+                _ => return None,
+            };
+            Some(TalkSize {
+                workload: w.name().to_string(),
+                talk: talk.to_string(),
+                here: sizes.describe(w),
+            })
+        })
+        .collect()
+}
+
+/// The depth of `predictor` whose time is shortest, from `time(cell)`
+/// over the cells of that predictor with depth > 0.
+fn shortest_depth(cells: &[Cell], predictor: &str, time: impl Fn(&Cell) -> f64) -> Option<usize> {
+    cells
+        .iter()
+        .filter(|c| c.iv && c.predictor.as_deref() == Some(predictor))
+        .filter(|c| c.depth.is_some_and(|d| d > 0))
+        .min_by(|a, b| time(a).total_cmp(&time(b)))
+        .and_then(|c| c.depth)
+}
+
+/// The stream predictor's best depth of one workload, from the medians
+/// and round by round.
+fn best_depth(cells: &[Cell], rounds: usize) -> Option<BestDepth> {
+    let p = PredictorKind::Stream.name();
+    let depth = shortest_depth(cells, p, |c| c.ms)?;
+    let rounds = (0..rounds)
+        .filter_map(|r| shortest_depth(cells, p, |c| c.runs_ms.get(r).copied().unwrap_or(f64::NAN)))
+        .collect();
+    Some(BestDepth {
+        predictor: p.to_string(),
+        depth,
+        rounds,
+    })
+}
+
+/// The stream depth with the shortest geometric mean, over the kernels
+/// (workloads with a run on DRAM), of time over the DRAM cache alone's;
+/// from the medians and round by round.
+fn best_depth_on_average(workloads: &[WorkloadReport], rounds: usize) -> Option<BestDepth> {
+    let p = PredictorKind::Stream.name();
+    let kernels: Vec<&WorkloadReport> = workloads.iter().filter(|w| w.dram_ms.is_some()).collect();
+    fn cache(w: &WorkloadReport) -> Option<&Cell> {
+        w.cells.iter().find(|c| c.mode == Mode::DramCache.label())
+    }
+    let depths: Vec<usize> = {
+        let mut d: Vec<usize> = kernels
+            .first()?
+            .cells
+            .iter()
+            .filter(|c| c.iv && c.predictor.as_deref() == Some(p))
+            .filter_map(|c| c.depth.filter(|&d| d > 0))
+            .collect();
+        d.sort_unstable();
+        d
+    };
+    let score = |depth: usize, time: &dyn Fn(&Cell) -> f64| -> f64 {
+        let logs: Vec<f64> = kernels
+            .iter()
+            .filter_map(|w| {
+                let c = w.cells.iter().find(|c| {
+                    c.iv && c.predictor.as_deref() == Some(p) && c.depth == Some(depth)
+                })?;
+                Some((time(c) / time(cache(w)?)).ln())
+            })
+            .collect();
+        if logs.len() < kernels.len() {
+            return f64::NAN;
+        }
+        logs.iter().sum::<f64>() / logs.len() as f64
+    };
+    let best = |time: &dyn Fn(&Cell) -> f64| {
+        depths
+            .iter()
+            .map(|&d| (d, score(d, time)))
+            .filter(|(_, s)| s.is_finite())
+            .min_by(|a, b| a.1.total_cmp(&b.1))
+            .map(|(d, _)| d)
+    };
+    let depth = best(&|c: &Cell| c.ms)?;
+    let rounds = (0..rounds)
+        .filter_map(|r| best(&|c: &Cell| c.runs_ms.get(r).copied().unwrap_or(f64::NAN)))
+        .collect();
+    Some(BestDepth {
+        predictor: p.to_string(),
+        depth,
+        rounds,
+    })
+}
+
+/// IV with the design's prediction against the original design without
+/// IV; `None` without those cells.
+fn iv_report(cells: &[Cell], design: Option<Mode>) -> Option<IvReport> {
+    let design = design?;
+    let ms = |mode: Mode, iv: bool| {
+        let label = Config { mode, iv }.label();
+        cells.iter().find(|c| c.mode == label).map(|c| c.ms)
+    };
+    let original_no_iv_ms = ms(Mode::DecryptAtFault, false)?;
+    let predict_iv_ms = ms(design, true)?;
+    let cost = [Mode::DecryptAtFault, Mode::DramCache, design]
+        .into_iter()
+        .filter_map(|m| {
+            Some(IvCost {
+                mode: m.label(),
+                ratio: ms(m, true)? / ms(m, false)?.max(f64::MIN_POSITIVE),
+            })
+        })
+        .collect();
+    Some(IvReport {
+        original_no_iv_ms,
+        predict_iv_ms,
+        speedup: original_no_iv_ms / predict_iv_ms.max(f64::MIN_POSITIVE),
+        cost,
     })
 }
 
@@ -563,6 +879,95 @@ fn checks(workloads: &[WorkloadReport]) -> Vec<Check> {
         .collect()
 }
 
+/// The talk's other claims, each against its baseline of the same run:
+/// prediction never hurts (per workload), the best depth on average, IV
+/// with prediction against the prior best case without (per workload).
+fn claim_checks(
+    workloads: &[WorkloadReport],
+    average: Option<&BestDepth>,
+    design: Option<Mode>,
+) -> Vec<Check> {
+    let mut checks = Vec::new();
+    if let Some(design) = design {
+        let d = design.label();
+        for w in workloads {
+            let measured = w.design_vs_cache.unwrap_or(f64::NAN);
+            let detail = match w.cells.iter().find(|c| c.mode == d) {
+                Some(c) => format!(
+                    "{d}: {:.2} ms, {} pages predicted, {} used, {} wasted, {} dropped past the extent",
+                    c.ms,
+                    c.session.stats.predicted,
+                    c.session.predicted_used,
+                    c.session.predicted_wasted,
+                    c.session.stats.predicted_past_extent
+                ),
+                None => "not measured: no DRAM-cache or design cell".into(),
+            };
+            checks.push(
+                Check::new(
+                    format!(
+                        "{}: prediction ({d}) at least {NEVER_HURTS}x the DRAM cache alone",
+                        w.name
+                    ),
+                    "seed 001",
+                    measured,
+                    "x",
+                    Bound::AtLeast(NEVER_HURTS),
+                )
+                .detail(detail),
+            );
+        }
+    }
+    if let Some(a) = average {
+        let rounds: Vec<String> = a.rounds.iter().map(|d| d.to_string()).collect();
+        checks.push(
+            Check::new(
+                "best stream prediction depth on average over the kernels is seed 001's 8",
+                "seed 001",
+                a.depth as f64,
+                "pages",
+                Bound::Within {
+                    value: SEED_BEST_DEPTH as f64,
+                    tolerance: 0.0,
+                },
+            )
+            .seed(SEED_BEST_DEPTH as f64)
+            .detail(format!(
+                "shortest geometric mean of time over the DRAM cache alone; best depth of each round: {}",
+                rounds.join(", ")
+            )),
+        );
+    }
+    for w in workloads {
+        if let Some(iv) = &w.iv {
+            let costs: Vec<String> = iv
+                .cost
+                .iter()
+                .map(|c| format!("{} {:.3}x", c.mode, c.ratio))
+                .collect();
+            checks.push(
+                Check::new(
+                    format!(
+                        "{}: IV with prediction faster than the original design without IV",
+                        w.name
+                    ),
+                    "seed 001",
+                    iv.speedup,
+                    "x",
+                    Bound::AtLeast(1.0),
+                )
+                .detail(format!(
+                    "decrypt-at-fault without IV {:.2} ms, adaptive prediction with IV {:.2} ms; IV's cost (time with over without): {}",
+                    iv.original_no_iv_ms,
+                    iv.predict_iv_ms,
+                    costs.join(", ")
+                )),
+            );
+        }
+    }
+    checks
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -580,6 +985,7 @@ mod tests {
             workloads: vec![Workload::Conv2d],
             predictors: vec![PredictorKind::Stream, PredictorKind::Stride],
             depths: vec![4, 0, 4],
+            iv: false,
             ..quick
         };
         let labels: Vec<String> = options.modes().iter().map(|m| m.label()).collect();
@@ -595,6 +1001,28 @@ mod tests {
             ]
         );
         assert_eq!(options.steps(), 7 + 7);
+        assert_eq!(options.design(), None, "no adaptive predictor asked for");
+        let with_iv = PmoBenchOptions {
+            predictors: vec![PredictorKind::Stream, PredictorKind::Adaptive],
+            iv: true,
+            ..options.clone()
+        };
+        let labels: Vec<String> = with_iv.configs().iter().map(|c| c.label()).collect();
+        assert_eq!(
+            labels,
+            [
+                "plain",
+                "decrypt-at-fault",
+                "dram-cache",
+                "stream-0",
+                "stream-4",
+                "adaptive-4",
+                "plain+hash",
+                "decrypt-at-fault, no IV",
+                "dram-cache, no IV",
+                "adaptive-4, no IV"
+            ]
+        );
         let err = serde_json::from_str::<PmoBenchOptions>(r#"{"workloads": ["nosuch"]}"#);
         assert!(err.is_err());
         let none = PmoBenchOptions {
@@ -602,6 +1030,122 @@ mod tests {
             ..options
         };
         assert!(none.check().unwrap_err().to_string().contains("workloads"));
+    }
+
+    /// A cell of `mode` with IV or without, its time in each round.
+    fn cell(mode: Mode, iv: bool, runs_ms: &[f64]) -> Cell {
+        let (predictor, depth) = match mode {
+            Mode::Predict { predictor, depth } => (Some(predictor.name().to_string()), Some(depth)),
+            _ => (None, None),
+        };
+        let mut sorted = runs_ms.to_vec();
+        sorted.sort_by(f64::total_cmp);
+        Cell {
+            mode: Config { mode, iv }.label(),
+            iv,
+            protection: crate::kernels::protection(mode, iv).name().to_string(),
+            predictor,
+            depth,
+            ms: sorted[sorted.len() / 2],
+            runs_ms: runs_ms.to_vec(),
+            vs_cache: None,
+            session: Session::default(),
+            speedup: 0.0,
+            throughput: None,
+        }
+    }
+
+    fn stream(depth: usize) -> Mode {
+        Mode::Predict {
+            predictor: PredictorKind::Stream,
+            depth,
+        }
+    }
+
+    fn report(name: &str, cells: Vec<Cell>) -> WorkloadReport {
+        WorkloadReport {
+            name: name.into(),
+            description: String::new(),
+            sequential: true,
+            cells,
+            dram_ms: Some(1.0),
+            ceiling: None,
+            best: None,
+            best_depth: None,
+            design_vs_cache: None,
+            iv: None,
+        }
+    }
+
+    #[test]
+    fn best_depths_come_from_the_medians_and_each_round() {
+        // Depth 8 is best in rounds 1 and 3, depth 16 in round 2.
+        let a = vec![
+            cell(Mode::DramCache, true, &[100.0, 100.0, 100.0]),
+            cell(stream(8), true, &[50.0, 60.0, 50.0]),
+            cell(stream(16), true, &[55.0, 52.0, 56.0]),
+            // Without IV: never a candidate.
+            cell(stream(16), false, &[1.0, 1.0, 1.0]),
+        ];
+        let d = best_depth(&a, 3).unwrap();
+        assert_eq!((d.depth, d.rounds.clone()), (8, vec![8, 16, 8]));
+        // A second kernel where 16 wins by far: on average (geometric
+        // mean of time over the DRAM cache) 16 is best.
+        let b = vec![
+            cell(Mode::DramCache, true, &[100.0, 100.0, 100.0]),
+            cell(stream(8), true, &[90.0, 90.0, 90.0]),
+            cell(stream(16), true, &[20.0, 20.0, 20.0]),
+        ];
+        let avg = best_depth_on_average(&[report("a", a), report("b", b)], 3).unwrap();
+        assert_eq!((avg.depth, avg.rounds), (16, vec![16, 16, 16]));
+    }
+
+    #[test]
+    fn the_iv_claim_compares_the_design_with_iv_against_the_original_without() {
+        let design = Mode::Predict {
+            predictor: PredictorKind::Adaptive,
+            depth: 64,
+        };
+        let cells = vec![
+            cell(Mode::DecryptAtFault, true, &[120.0]),
+            cell(Mode::DecryptAtFault, false, &[100.0]),
+            cell(Mode::DramCache, true, &[90.0]),
+            cell(Mode::DramCache, false, &[80.0]),
+            cell(design, true, &[50.0]),
+            cell(design, false, &[40.0]),
+        ];
+        let iv = iv_report(&cells, Some(design)).unwrap();
+        assert_eq!(
+            (iv.original_no_iv_ms, iv.predict_iv_ms, iv.speedup),
+            (100.0, 50.0, 2.0)
+        );
+        let costs: Vec<(String, f64)> = iv.cost.iter().map(|c| (c.mode.clone(), c.ratio)).collect();
+        assert_eq!(
+            costs,
+            [
+                ("decrypt-at-fault".to_string(), 1.2),
+                ("dram-cache".to_string(), 90.0 / 80.0),
+                ("adaptive-64".to_string(), 1.25)
+            ]
+        );
+        assert!(iv_report(&cells, None).is_none());
+        assert!(
+            iv_report(&cells[..2], Some(design)).is_none(),
+            "no design cell"
+        );
+
+        // The checks: never hurts (unmet below 0.98), the IV claim.
+        let mut w = report("conv2d", cells);
+        w.design_vs_cache = Some(0.97);
+        w.iv = Some(iv);
+        let checks = claim_checks(&[w], None, Some(design));
+        assert_eq!(checks.len(), 2);
+        assert!(!checks[0].met && checks[0].what.contains("at least 0.98x the DRAM cache"));
+        assert!(
+            checks[1].met && checks[1].measured == 2.0,
+            "{:?}",
+            checks[1]
+        );
     }
 
     #[test]
@@ -614,6 +1158,9 @@ mod tests {
             dram_ms: None,
             ceiling: None,
             best: None,
+            best_depth: None,
+            design_vs_cache: None,
+            iv: None,
         };
         let checks = checks(&[w]);
         assert_eq!(checks.len(), 1);

@@ -49,7 +49,8 @@ pub struct ScalingOptions {
 }
 
 impl Default for ScalingOptions {
-    /// 1, 2, 4, 8 threads; plain, decrypt at fault, DRAM cache, stream-8;
+    /// 1, 2, 4, 8 threads; plain, decrypt at fault, DRAM cache, stream-8
+    /// (the talk's depth) and adaptive-64 (prediction that backs off);
     /// 256 pages (1 MiB) per thread, 8 iterations, median of 3.
     fn default() -> Self {
         ScalingOptions {
@@ -61,6 +62,10 @@ impl Default for ScalingOptions {
                 Mode::Predict {
                     predictor: PredictorKind::Stream,
                     depth: 8,
+                },
+                Mode::Predict {
+                    predictor: PredictorKind::Adaptive,
+                    depth: 64,
                 },
             ],
             pages_per_thread: 256,
@@ -139,6 +144,140 @@ pub struct Scaling {
     pub cpus: usize,
     /// Load average at the start.
     pub loadavg: String,
+    /// What the data supports, one finding per line ([`conclusions`]).
+    #[serde(default)]
+    pub conclusions: Vec<String>,
+}
+
+/// How throughput grows with threads in one series (a mode and a
+/// sharing), from its cells in thread order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Shape {
+    /// Fewer than two thread counts, or a missing figure.
+    Unknown,
+    /// No step gains more than 10 %.
+    Flat,
+    /// Every step keeps at least 80 % of its ideal gain.
+    Scales,
+    /// The first step gains, and no later step gains more than the one
+    /// before it (within 5 %): seed 001's Fig. 1.
+    Diminishing,
+    /// Anything else.
+    Irregular,
+}
+
+impl Shape {
+    /// Of `points` (threads, throughput) in ascending thread order.
+    pub fn of(points: &[(usize, f64)]) -> Shape {
+        if points.len() < 2 || points.iter().any(|p| p.1.is_nan() || p.1 <= 0.0) {
+            return Shape::Unknown;
+        }
+        let steps: Vec<(f64, f64)> = points
+            .windows(2)
+            .map(|w| (w[1].1 / w[0].1, w[1].0 as f64 / w[0].0 as f64))
+            .collect();
+        if steps.iter().all(|&(gain, _)| gain < 1.10) {
+            return Shape::Flat;
+        }
+        if steps.iter().all(|&(gain, ideal)| gain >= 0.8 * ideal) {
+            return Shape::Scales;
+        }
+        let first_gains = steps[0].0 >= 1.10;
+        let never_more = steps.windows(2).all(|w| w[1].0 <= w[0].0 + 0.05);
+        if first_gains && never_more {
+            Shape::Diminishing
+        } else {
+            Shape::Irregular
+        }
+    }
+
+    /// In words.
+    pub fn words(self) -> &'static str {
+        match self {
+            Shape::Unknown => "no shape (too few thread counts)",
+            Shape::Flat => "flat: more threads gain nothing",
+            Shape::Scales => "scales with the threads",
+            Shape::Diminishing => "diminishing returns",
+            Shape::Irregular => "irregular",
+        }
+    }
+}
+
+/// The findings the cells support: each series' gain per step and its
+/// [`Shape`], prediction against the DRAM cache alone at each thread
+/// count, and the summary, with the core count beside it (more threads
+/// than cores cannot run at once).
+pub fn conclusions(cells: &[Cell], cpus: usize) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut series: Vec<(String, bool)> = Vec::new();
+    for c in cells {
+        if !series.contains(&(c.mode.clone(), c.shared)) {
+            series.push((c.mode.clone(), c.shared));
+        }
+    }
+    let sharing = |shared: bool| {
+        if shared {
+            "one object"
+        } else {
+            "an object per thread"
+        }
+    };
+    let mut shapes = Vec::new();
+    for (mode, shared) in &series {
+        let mut points: Vec<(usize, f64)> = cells
+            .iter()
+            .filter(|c| &c.mode == mode && c.shared == *shared)
+            .map(|c| (c.threads, c.pages_per_s))
+            .collect();
+        points.sort_by_key(|p| p.0);
+        let shape = Shape::of(&points);
+        shapes.push(shape);
+        let steps: Vec<String> = points
+            .windows(2)
+            .map(|w| format!("{}→{} ×{:.2}", w[0].0, w[1].0, w[1].1 / w[0].1))
+            .collect();
+        out.push(format!(
+            "{mode}, {}: {}: {}",
+            sharing(*shared),
+            steps.join(", "),
+            shape.words()
+        ));
+    }
+    // Prediction against the DRAM cache alone, thread count by thread count.
+    for (mode, shared) in &series {
+        if !matches!(mode.parse::<Mode>(), Ok(Mode::Predict { depth, .. }) if depth > 0) {
+            continue;
+        }
+        let ratios: Vec<String> = cells
+            .iter()
+            .filter(|c| &c.mode == mode && c.shared == *shared)
+            .filter_map(|c| {
+                let base = cells.iter().find(|b| {
+                    b.mode == "dram-cache" && b.shared == *shared && b.threads == c.threads
+                })?;
+                Some(format!(
+                    "{}: ×{:.2}",
+                    c.threads,
+                    c.pages_per_s / base.pages_per_s
+                ))
+            })
+            .collect();
+        if !ratios.is_empty() {
+            out.push(format!(
+                "{mode} over the DRAM cache alone, {}, by threads: {}",
+                sharing(*shared),
+                ratios.join(", ")
+            ));
+        }
+    }
+    let diminishing = shapes.iter().filter(|&&s| s == Shape::Diminishing).count();
+    let flat = shapes.iter().filter(|&&s| s == Shape::Flat).count();
+    let max_threads = cells.iter().map(|c| c.threads).max().unwrap_or(0);
+    out.push(format!(
+        "{diminishing} of {} series show diminishing returns (the talk's Fig. 1), {flat} are flat; with {cpus} core(s) and up to {max_threads} threads, gains past {cpus} thread(s) are bounded by the cores, not by the memory",
+        shapes.len()
+    ));
+    out
 }
 
 /// `nvmos bench scaling`.
@@ -213,10 +352,12 @@ pub fn run(cfg: &ScalingOptions, progress: &mut dyn FnMut(Progress)) -> Result<S
             }
         }
     }
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     Ok(Scaling {
         options: cfg.clone(),
+        conclusions: conclusions(&cells, cpus),
         cells,
-        cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        cpus,
         loadavg,
     })
 }
@@ -358,5 +499,61 @@ mod tests {
             }
         }
         assert_eq!(r.cells[0].speedup, 1.0);
+        // One line per series, then the summary.
+        assert_eq!(r.conclusions.len(), 2 * 2 + 1, "{:?}", r.conclusions);
+    }
+
+    #[test]
+    fn shapes_of_throughput_curves() {
+        let s = |v: &[f64]| {
+            let points: Vec<(usize, f64)> = [1, 2, 4, 8]
+                .iter()
+                .copied()
+                .zip(v.iter().copied())
+                .collect();
+            Shape::of(&points)
+        };
+        assert_eq!(s(&[100.0, 160.0, 180.0, 185.0]), Shape::Diminishing);
+        assert_eq!(s(&[100.0, 190.0, 380.0, 700.0]), Shape::Scales);
+        assert_eq!(s(&[100.0, 104.0, 99.0, 101.0]), Shape::Flat);
+        assert_eq!(s(&[100.0, 120.0, 180.0, 170.0]), Shape::Irregular);
+        assert_eq!(s(&[100.0]), Shape::Unknown);
+        assert_eq!(s(&[100.0, f64::NAN]), Shape::Unknown);
+    }
+
+    #[test]
+    fn conclusions_compare_prediction_with_the_cache_at_each_thread_count() {
+        let cell = |mode: &str, shared: bool, threads: usize, pages_per_s: f64| Cell {
+            mode: mode.into(),
+            shared,
+            threads,
+            pages_per_s,
+            speedup: 0.0,
+            faults: 0,
+            psyncs: 0,
+            pages_synced: 0,
+            rounds: vec![pages_per_s],
+        };
+        let cells = vec![
+            cell("dram-cache", true, 1, 100.0),
+            cell("dram-cache", true, 2, 160.0),
+            cell("dram-cache", true, 4, 170.0),
+            cell("stream-8", true, 1, 120.0),
+            cell("stream-8", true, 2, 150.0),
+            cell("stream-8", true, 4, 150.0),
+        ];
+        let c = conclusions(&cells, 2);
+        assert_eq!(c.len(), 4, "{c:?}");
+        assert!(
+            c[0].contains("1→2 ×1.60") && c[0].ends_with("diminishing returns"),
+            "{}",
+            c[0]
+        );
+        assert!(c[2].contains("1: ×1.20, 2: ×0.94, 4: ×0.88"), "{}", c[2]);
+        assert!(
+            c[3].starts_with("2 of 2 series show diminishing returns"),
+            "{}",
+            c[3]
+        );
     }
 }

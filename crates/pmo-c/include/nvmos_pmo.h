@@ -219,6 +219,11 @@ enum NvmosPmoMode
    * DRAM cache with Markov prediction.
    */
   NVMOS_PMO_MODE_MARKOV = 5,
+  /**
+   * DRAM cache with adaptive read-ahead: windows up to `depth` pages
+   * that grow while a stream uses them and back off when it does not.
+   */
+  NVMOS_PMO_MODE_ADAPTIVE = 6,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L

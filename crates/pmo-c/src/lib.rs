@@ -177,6 +177,9 @@ pub enum NvmosPmoMode {
     Stride = 4,
     /// DRAM cache with Markov prediction.
     Markov = 5,
+    /// DRAM cache with adaptive read-ahead: windows up to `depth` pages
+    /// that grow while a stream uses them and back off when it does not.
+    Adaptive = 6,
 }
 
 /// Argon2id cost for a new object's key (`nvmos_pmo_pcreate`'s `kdf`; NULL
@@ -783,10 +786,11 @@ fn mode_arg(mode: u32, depth: u32) -> Result<Mode, Failure> {
         m if m == NvmosPmoMode::Stream as u32 => return Ok(predict(PredictorKind::Stream)),
         m if m == NvmosPmoMode::Stride as u32 => return Ok(predict(PredictorKind::Stride)),
         m if m == NvmosPmoMode::Markov as u32 => return Ok(predict(PredictorKind::Markov)),
+        m if m == NvmosPmoMode::Adaptive as u32 => return Ok(predict(PredictorKind::Adaptive)),
         other => {
             return Err(Failure::new(
                 NvmosPmoStatus::InvalidArgument,
-                format!("mode {other} is not an NVMOS_PMO_MODE_* value (0..=5)"),
+                format!("mode {other} is not an NVMOS_PMO_MODE_* value (0..=6)"),
             ))
         }
     };

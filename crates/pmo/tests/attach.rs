@@ -30,6 +30,7 @@ fn all_modes() -> Vec<Mode> {
         PredictorKind::Stream,
         PredictorKind::Stride,
         PredictorKind::Markov,
+        PredictorKind::Adaptive,
     ] {
         for depth in [0, 1, 8] {
             modes.push(Mode::Predict { predictor, depth });
@@ -795,4 +796,59 @@ fn asynchronous_write_protection_finds_exactly_the_written_pages() {
         let again = Attachment::attach(object, Perm::Read, Mode::DecryptAtFault).unwrap();
         assert_eq!(again.as_slice(), &bytes[..], "{mode:?}");
     }
+}
+
+#[test]
+fn adaptive_prediction_installs_nothing_for_scattered_touches_and_stops_at_the_extent() {
+    let b = base(24);
+    cache::evict(b);
+    let pages = 512;
+    let data = pattern(pages, 5);
+    let object = Arc::new(MemBacking::with_contents(b, &data, true));
+    let mode = Mode::Predict {
+        predictor: PredictorKind::Adaptive,
+        depth: 64,
+    };
+    // Scattered touches (never two neighbours, never the first page):
+    // nothing is predicted, so nothing is installed that the program
+    // does not use.
+    let a = Attachment::attach(object.clone(), Perm::Read, mode).unwrap();
+    let order: Vec<usize> = (0..pages / 4)
+        .map(|i| (i * 37 % (pages / 4)) * 4 + 2)
+        .collect();
+    for &p in &order {
+        assert_eq!(a.as_slice()[p * PAGE_SIZE], data[p * PAGE_SIZE], "page {p}");
+    }
+    let s = a.detach().unwrap();
+    assert_eq!(s.predicted, 0, "{s:?}");
+    assert_eq!(s.faults, order.len() as u64, "{s:?}");
+    cache::evict(b);
+
+    // A sequential read of the first 100 pages with the extent set there,
+    // the worker let finish after each touch: faults at 0 (the first
+    // page starts a stream: window 8), then just past each window as it
+    // doubles (9, 26, 59); the last window (64) is clipped at page 99.
+    let a = Attachment::attach(object, Perm::Read, mode).unwrap();
+    a.set_extent(100);
+    for p in 0..100 {
+        assert_eq!(
+            a.as_slice()[p * PAGE_SIZE + 3],
+            data[p * PAGE_SIZE + 3],
+            "page {p}"
+        );
+        let deadline = Instant::now() + Duration::from_secs(2);
+        loop {
+            let before = a.resident_pages();
+            std::thread::sleep(Duration::from_millis(5));
+            if a.resident_pages() == before || Instant::now() > deadline {
+                break;
+            }
+        }
+    }
+    let s = a.stats();
+    assert_eq!(a.resident_pages(), 100, "nothing past the extent: {s:?}");
+    assert_eq!((s.faults, s.predicted), (4, 96), "{s:?}");
+    assert_eq!(s.predicted_past_extent, 124 - 100, "{s:?}");
+    a.detach().unwrap();
+    cache::evict(b);
 }

@@ -20,11 +20,14 @@ pub struct PmoArgs {
     #[arg(long, value_name = "NAME,...", value_delimiter = ',')]
     workloads: Option<Vec<Workload>>,
 
-    /// Predictors run at every depth: stream, stride, markov [default: all].
+    /// Predictors run at every depth: stream, stride, markov, adaptive
+    /// [default: all]. The adaptive one at the largest depth is the design
+    /// held to "prediction never hurts".
     #[arg(long, value_name = "NAME,...", value_delimiter = ',')]
     predictors: Option<Vec<PredictorKind>>,
 
-    /// Prediction depths (0: DRAM cache, no prediction) [default: 0,1,2,4,8,16].
+    /// Prediction depths (0: DRAM cache, no prediction) [default:
+    /// 0,1,2,4,8,16,32,64].
     #[arg(long, value_name = "N,...", value_delimiter = ',',
           value_parser = clap::value_parser!(u16).range(0..=1024))]
     depths: Option<Vec<u16>>,
@@ -41,6 +44,11 @@ pub struct PmoArgs {
     /// Smaller problems and one round (sizes are printed).
     #[arg(long)]
     quick: bool,
+
+    /// Leave out the cells without integrity verification (plain objects
+    /// without hashes stay: the baseline of every speed-up).
+    #[arg(long)]
+    no_iv: bool,
 
     /// Problem sizes, NAME=N,...: conv2d=IMAGES, lu=N, gauss=N, matmul=N,
     /// fileserver=FILES [default: the full or --quick sizes].
@@ -101,6 +109,9 @@ impl PmoArgs {
         }
         if let Some(v) = self.seed {
             o.seed = v;
+        }
+        if self.no_iv {
+            o.iv = false;
         }
         Ok(o)
     }

@@ -73,6 +73,10 @@ pub struct ScalingArgs {
     /// Runs per cell; the median is reported [default: 3, 1 with --quick].
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     rounds: Option<u32>,
+    /// Folder for the report page (scaling.html, Fig. 1 drawn) and its
+    /// data (scaling.json).
+    #[arg(long, default_value = "nvmos-report")]
+    out: std::path::PathBuf,
     /// Smaller and faster (explicit options still win).
     #[arg(long)]
     quick: bool,
@@ -99,10 +103,15 @@ pub fn scaling_main(args: &ScalingArgs) -> Result<()> {
         |p| scaling::run(&o, p),
     );
     let r = r?;
+    let dir = nvmos_report::OutputDir::create(&args.out, &[])?;
+    let html = nvmos_pages::bench::writers::scaling_page(&r, &dir.nav("scaling.html"))?;
+    dir.write_json("scaling.json", &r)?;
+    let path = dir.write("scaling.html", html.as_bytes())?;
     if args.json {
         print!("{}", nvmos_report::json_text(&r)?);
         return Ok(());
     }
     print!("{}", scaling_table(&r));
+    println!("report: {}", path.display());
     Ok(())
 }

@@ -49,6 +49,7 @@ fn cell_columns(workload: &str) -> Columns {
             format!("{lo:.1}–{hi:.1}")
         }),
         Column::number("× decrypt-at-fault", "speedup").fixed(2),
+        Column::number("× dram-cache", "vs_cache").fixed(2),
         stat("faults", "faults"),
         stat("write-protect faults", "wp_faults"),
         stat("pages decrypted", "pages_decrypted"),
@@ -123,6 +124,41 @@ fn best_columns(seed: f64) -> Columns {
     .key(Key::field("data-workload", "name"))
 }
 
+/// Seed 001's other claims per workload: prediction against the DRAM
+/// cache alone, the stream predictor's best depth with each round's, IV
+/// with prediction against the original design without IV.
+fn claims_columns() -> Columns {
+    Columns::new([
+        Column::text("workload", "name"),
+        Column::number("design × dram-cache", "design_vs_cache").fixed(2),
+        Column::figure("best stream depth", "best_depth.depth"),
+        Column::figure("best depth by round", "best_depth.rounds").with(|v| {
+            let d: Vec<String> = v
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_u64)
+                .map(|d| d.to_string())
+                .collect();
+            d.join(", ")
+        }),
+        Column::number("decrypt-at-fault, no IV ms", "iv.original_no_iv_ms").fixed(2),
+        Column::number("design with IV ms", "iv.predict_iv_ms").fixed(2),
+        Column::number("IV + prediction × no-IV original", "iv.speedup").fixed(2),
+    ])
+    .key(Key::field("data-workload", "name"))
+}
+
+/// The talk's sizes beside this run's.
+fn sizes_columns() -> Columns {
+    Columns::new([
+        Column::text("kernel", "workload"),
+        Column::text("the talk", "talk"),
+        Column::text("here", "here"),
+    ])
+    .key(Key::field("data-workload", "workload"))
+}
+
 /// The tables a person reads.
 /// The terminal tables: attach and first touch, every workload's cells
 /// and best prediction, the file server, the checks.
@@ -193,6 +229,27 @@ pub fn table(r: &PmoBench) -> Result<String> {
         r.seed_speedup, r.seed_best_depth
     );
     out.push_str(&indent(&best_columns(r.seed_speedup).text(&best(r))?));
+    let _ = writeln!(
+        out,
+        "\nPrediction never hurts (design over the DRAM cache alone, at least {:.2}×), best depth, IV with prediction:",
+        nvmos_pmo_bench::pmo::NEVER_HURTS
+    );
+    out.push_str(&indent(&claims_columns().text(&r.workloads)?));
+    if let Some(a) = &r.best_depth_on_average {
+        let rounds: Vec<String> = a.rounds.iter().map(|d| d.to_string()).collect();
+        let _ = writeln!(
+            out,
+            "  best {} depth on average over the kernels: {} (each round: {}); seed 001: {}",
+            a.predictor,
+            a.depth,
+            rounds.join(", "),
+            r.seed_best_depth
+        );
+    }
+    if !r.talk_sizes.is_empty() {
+        out.push_str("\nSizes: the talk's and this run's\n");
+        out.push_str(&indent(&sizes_columns().text(&r.talk_sizes)?));
+    }
     out.push('\n');
     out.push_str(&checks_text(&r.checks));
     Ok(out)
@@ -236,6 +293,10 @@ pub fn page(r: &PmoBench, quick: bool, nav: &[NavLink]) -> Result<String> {
             )),
     );
     page.summary_table(&best_columns(r.seed_speedup).html(&best(r))?);
+    page.summary_table(&claims_columns().html(&r.workloads)?);
+    if !r.talk_sizes.is_empty() {
+        page.summary_table(&sizes_columns().html(&r.talk_sizes)?);
+    }
     page.summary_table(&checks_table(&r.checks));
     let best: Vec<(String, f64)> = r
         .workloads

@@ -69,5 +69,73 @@ pub fn scaling_table(r: &Scaling) -> String {
         t.row(row);
     }
     s.push_str(&t.render());
+    if !r.conclusions.is_empty() {
+        s.push_str("\nWhat the data supports:\n");
+        for c in &r.conclusions {
+            let _ = writeln!(s, "- {c}");
+        }
+    }
     s
+}
+
+/// Seed 001's Fig. 1 as the talk draws it: throughput (pages written and
+/// psynced per second, all threads) against the thread count, one line
+/// per mode and sharing (dashed: an object per thread).
+pub fn scaling_chart(r: &Scaling) -> crate::Result<nvmos_report::chart::Chart> {
+    let mut series: Vec<(String, bool)> = Vec::new();
+    for c in &r.cells {
+        if !series.contains(&(c.mode.clone(), c.shared)) {
+            series.push((c.mode.clone(), c.shared));
+        }
+    }
+    let mut chart = nvmos_report::chart::LineChart::new(
+        "scaling",
+        format!(
+            "Fig. 1: pages written and psynced per second by thread count ({} CPUs; dashed: an object per thread)",
+            r.cpus
+        ),
+    )
+    .attr("data-figure", "scaling")
+    .x_axis(nvmos_report::chart::Axis::log2("threads"))
+    .y_axis(nvmos_report::chart::Axis::linear("pages per second"))
+    .markers();
+    for (mode, shared) in series {
+        let points: Vec<(f64, f64)> = r
+            .cells
+            .iter()
+            .filter(|c| c.mode == mode && c.shared == shared)
+            .map(|c| (c.threads as f64, c.pages_per_s))
+            .collect();
+        let name = format!(
+            "{mode}, {}",
+            if shared { "one object" } else { "per thread" }
+        );
+        let mut line = nvmos_report::chart::Series::new(name, points);
+        if !shared {
+            line = line.dashed("6 3");
+        }
+        chart = chart.series(line);
+    }
+    chart.render()
+}
+
+/// `scaling.html`: Fig. 1 drawn, the table and the conclusions.
+pub fn scaling_page(r: &Scaling, nav: &[nvmos_report::page::NavLink]) -> crate::Result<String> {
+    let mut page = nvmos_report::page::Page::new(
+        "scaling.html",
+        "nvmos bench scaling",
+        "nvmos bench scaling: seed 001's Fig. 1, throughput by thread count",
+    );
+    page.nav(nav);
+    let mut note = nvmos_report::page::Html::new().text(&format!(
+        "{} CPUs, load average {} at the start. What the data supports: ",
+        r.cpus, r.loadavg
+    ));
+    for c in &r.conclusions {
+        note = note.text(c).text("; ");
+    }
+    page.summary_note(&note);
+    page.chart(&scaling_chart(r)?);
+    page.pre(&scaling_table(r));
+    Ok(page.render())
 }

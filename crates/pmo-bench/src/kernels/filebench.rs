@@ -34,12 +34,12 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use nvmos_pmo::attach::mem_backing::{MemBacking, PAGE_SIZE};
-use nvmos_pmo::attach::{cache, Attachment, Mode, Perm, Tuning};
+use nvmos_pmo::attach::{cache, Attachment, Perm};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 
-use super::{backing, slot, Result, Run, Session};
+use super::{slot, Result, Run, Session};
 
 /// Room of each file of the set, in pages: its largest initial size (8)
 /// plus appends.
@@ -118,7 +118,6 @@ fn page_bytes(seed: u64, page: usize) -> [u8; PAGE_SIZE] {
 /// is one, after it), and the accounting.
 struct Set {
     run: Run,
-    mode: Mode,
     files: Vec<File>,
     checksum: f64,
     bytes_read: u64,
@@ -130,9 +129,8 @@ struct Set {
 impl Set {
     /// A new, empty file in slot `i` with room for `capacity` pages.
     fn create(&self, i: usize, capacity: usize) -> File {
-        cache::evict(slot(i));
         File {
-            object: Arc::new(MemBacking::new(slot(i), capacity, self.mode != Mode::Plain)),
+            object: self.run.empty(slot(i), capacity),
             len: 0,
         }
     }
@@ -144,6 +142,9 @@ impl Set {
             (f.object.clone(), f.len)
         };
         let a = self.run.attach(&object, Perm::Read)?;
+        // The file's length, as a file system knows it: read-ahead stops
+        // at the end of the file, not of the room for appends.
+        a.set_extent(len);
         let bytes = &a.as_slice()[..len * PAGE_SIZE];
         let sum: u64 = bytes.iter().step_by(64).map(|&b| b as u64).sum();
         self.checksum += sum as f64;
@@ -188,6 +189,7 @@ impl Set {
     ) -> Result<()> {
         let object = self.files[i].object.clone();
         let mut a = self.run.attach(&object, Perm::Write)?;
+        a.set_extent(self.files[i].len);
         let mut touched = BTreeSet::new();
         if read_first {
             let len = self.files[i].len;
@@ -216,18 +218,16 @@ impl Set {
 }
 
 /// Run `p` once in `mode` over `files` files and `flows` flows.
-pub fn run(
+pub(super) fn run(
     p: Personality,
     files: usize,
     flows: usize,
-    mode: Mode,
-    tuning: Tuning,
+    run: Run,
     seed: u64,
 ) -> Result<Session> {
     let plan = plan(files, flows, seed);
     let mut set = Set {
-        run: Run::new(mode, tuning),
-        mode,
+        run,
         files: Vec::with_capacity(files),
         checksum: 0.0,
         bytes_read: 0,
@@ -243,7 +243,7 @@ pub fn run(
         }
         bytes.resize(FILE_CAPACITY_PAGES * PAGE_SIZE, 0);
         set.files.push(File {
-            object: backing(slot(i), &bytes, mode),
+            object: set.run.backing(slot(i), &bytes),
             len,
         });
     }
@@ -301,7 +301,7 @@ pub fn run(
 
 /// What a Filebench personality did in one session: Filebench's own
 /// figures (operations, bandwidth) come from these and the session's time.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct FileIo {
     /// File operations (open-read-close counts one read; create and
     /// delete count one each; append, fsync one each).
@@ -315,6 +315,12 @@ pub struct FileIo {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use nvmos_pmo::attach::predict::PredictorKind;
+    use nvmos_pmo::attach::{Mode, Tuning};
+
+    fn session(mode: Mode) -> Run {
+        Run::new(mode, Tuning::default(), true)
+    }
 
     /// Objects live at fixed addresses (the slots): one test at a time.
     static SLOTS: std::sync::Mutex<()> = std::sync::Mutex::new(());
@@ -331,8 +337,8 @@ mod tests {
             Personality::WebProxy,
             Personality::VarMail,
         ] {
-            let plain = run(p, 12, 20, Mode::Plain, Tuning::default(), 7).unwrap();
-            let enc = run(p, 12, 20, Mode::DecryptAtFault, Tuning::default(), 7).unwrap();
+            let plain = run(p, 12, 20, session(Mode::Plain), 7).unwrap();
+            let enc = run(p, 12, 20, session(Mode::DecryptAtFault), 7).unwrap();
             assert_eq!(plain.checksum.to_bits(), enc.checksum.to_bits(), "{p:?}");
             assert!(plain.checksum > 0.0, "{p:?} read nothing");
             let io = plain.io.unwrap();
@@ -346,15 +352,7 @@ mod tests {
     #[test]
     fn varmail_counts_its_operations() {
         let _slots = slots();
-        let s = run(
-            Personality::VarMail,
-            3,
-            40,
-            Mode::Plain,
-            Tuning::default(),
-            1,
-        )
-        .unwrap();
+        let s = run(Personality::VarMail, 3, 40, session(Mode::Plain), 1).unwrap();
         // Per flow: delete + create (2), append + fsync (2), read + append
         // + fsync (3), read (1).
         assert_eq!(s.io.unwrap().ops, 40 * 8);
@@ -364,11 +362,27 @@ mod tests {
     }
 
     #[test]
+    fn prediction_stops_at_the_end_of_each_file() {
+        let _slots = slots();
+        for predictor in [PredictorKind::Stream, PredictorKind::Adaptive] {
+            let mode = Mode::Predict {
+                predictor,
+                depth: 64,
+            };
+            let s = run(Personality::WebServer, 12, 30, session(mode), 3).unwrap();
+            // Files of 1–8 pages in objects of 24: a predictor blind to
+            // the length would install up to 23 pages past it per read.
+            assert!(s.stats.predicted > 0, "{predictor:?}: {:?}", s.stats);
+            assert_eq!(s.predicted_wasted, 0, "{predictor:?}: {:?}", s.stats);
+            assert!(s.stats.predicted_past_extent > 0, "{predictor:?}");
+        }
+    }
+
+    #[test]
     fn an_append_past_the_room_starts_the_file_over() {
         let _slots = slots();
         let mut set = Set {
-            run: Run::new(Mode::Plain, Tuning::default()),
-            mode: Mode::Plain,
+            run: session(Mode::Plain),
             files: Vec::new(),
             checksum: 0.0,
             bytes_read: 0,

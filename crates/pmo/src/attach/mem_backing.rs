@@ -1,13 +1,22 @@
 //! `MemBacking`: a volatile [`PageBacking`] held in process memory, for tests
-//! and benchmarks of the mapping engine. It seals pages for real (AES-256-GCM,
-//! a fresh random key per backing) so the cost of opening a page on the fault
-//! path is the real one, but nothing survives the process: it is not the
-//! pool.
+//! and benchmarks of the mapping engine. It protects pages for real (a fresh
+//! random key per backing) so the cost of opening a page on the fault path
+//! is the real one, but nothing survives the process: it is not the pool.
 //!
-//! Sealing: page `i` at version `v` is encrypted under nonce `i ‖ v`
-//! (4 + 8 bytes, little-endian) with associated data `base ‖ i ‖ v`; a page
-//! is re-sealed only under a higher version, so a nonce is never reused with
-//! the backing's key. Staged pages live beside the committed ones until
+//! [`Protection`] says how, with integrity verification (IV) or without,
+//! so the cost of IV can be measured against the same object without it:
+//! - `Sealed`: AES-256-GCM; the tag verifies every page read (IV).
+//! - `Encrypted`: AES-256-CTR, the same cipher without the tag:
+//!   confidential, unauthenticated (no IV), the prior designs' best case.
+//! - `Hashed`: stored plain with a SHA-256 hash per page, checked at every
+//!   read (a plain object's IV).
+//! - `Plain`: stored plain, unchecked.
+//!
+//! Page `i` at version `v` is encrypted under nonce `i ‖ v` (4 + 8 bytes,
+//! little-endian; CTR counts blocks in the 4 bytes after it); GCM's
+//! associated data and the hash cover `base ‖ i ‖ v`. A page is re-sealed
+//! only under a higher version, so a nonce is never reused with the
+//! backing's key. Staged pages live beside the committed ones until
 //! `commit` swaps them in under one lock: readers see the old state or the
 //! new one, never a mix.
 
@@ -15,8 +24,11 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, RwLock};
 
+use aes::cipher::{InnerIvInit, KeyInit, StreamCipher};
 use rand::RngCore;
 use ring::aead::{Aad, LessSafeKey, Nonce, Tag, UnboundKey, AES_256_GCM};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
 
 use crate::backing::{BackingError, BackingErrorKind, PageBacking};
 
@@ -55,9 +67,56 @@ impl From<MemBackingError> for BackingError {
     }
 }
 
+/// How a [`MemBacking`] protects its pages; see the module documentation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Protection {
+    /// Stored plain, unchecked.
+    Plain,
+    /// Stored plain with a SHA-256 hash per page, checked at every read.
+    Hashed,
+    /// AES-256-CTR: encrypted, no integrity verification.
+    Encrypted,
+    /// AES-256-GCM: encrypted and verified by the tag.
+    Sealed,
+}
+
+impl Protection {
+    /// Whether pages are encrypted (and need a mode other than `plain`).
+    pub fn encrypted(self) -> bool {
+        matches!(self, Protection::Encrypted | Protection::Sealed)
+    }
+
+    /// Whether every read is verified (integrity verification).
+    pub fn verified(self) -> bool {
+        matches!(self, Protection::Hashed | Protection::Sealed)
+    }
+
+    /// `plain`, `hashed`, `encrypted` or `sealed`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Protection::Plain => "plain",
+            Protection::Hashed => "hashed",
+            Protection::Encrypted => "encrypted",
+            Protection::Sealed => "sealed",
+        }
+    }
+}
+
+type Aes256Ctr = ctr::Ctr32BE<aes::Aes256>;
+
+/// The keyed transform of a protection.
+enum Cipher {
+    Plain,
+    Hashed,
+    Ctr(Box<aes::Aes256>),
+    Gcm(Box<LessSafeKey>),
+}
+
 struct Sealed {
     version: u64,
-    tag: [u8; 16],
+    /// GCM's tag, or the page's SHA-256 hash; unused otherwise.
+    tag: [u8; 32],
     bytes: Box<[u8]>,
 }
 
@@ -65,7 +124,8 @@ struct Sealed {
 pub struct MemBacking {
     base: usize,
     pages: usize,
-    cipher: Option<LessSafeKey>,
+    protection: Protection,
+    cipher: Cipher,
     committed: RwLock<Vec<Sealed>>,
     staged: Mutex<BTreeMap<usize, Sealed>>,
     last_commit: Mutex<Vec<usize>>,
@@ -79,14 +139,31 @@ impl MemBacking {
     /// The nonce holds the page index in 32 bits: at most 2^32 pages (16
     /// TiB), far beyond any volatile test object.
     pub fn new(base: usize, pages: usize, encrypted: bool) -> MemBacking {
-        let cipher = encrypted.then(|| {
-            let mut key = [0u8; 32];
-            rand::rngs::OsRng.fill_bytes(&mut key);
-            LessSafeKey::new(UnboundKey::new(&AES_256_GCM, &key).expect("a 32-byte key"))
-        });
+        let protection = if encrypted {
+            Protection::Sealed
+        } else {
+            Protection::Plain
+        };
+        MemBacking::protected(base, pages, protection)
+    }
+
+    /// An object of `pages` zero pages attached at `base`, protected as
+    /// `protection` says under a fresh random key.
+    pub fn protected(base: usize, pages: usize, protection: Protection) -> MemBacking {
+        let mut key = zeroize::Zeroizing::new([0u8; 32]);
+        rand::rngs::OsRng.fill_bytes(&mut key[..]);
+        let cipher = match protection {
+            Protection::Plain => Cipher::Plain,
+            Protection::Hashed => Cipher::Hashed,
+            Protection::Encrypted => Cipher::Ctr(Box::new(aes::Aes256::new(key.as_slice().into()))),
+            Protection::Sealed => Cipher::Gcm(Box::new(LessSafeKey::new(
+                UnboundKey::new(&AES_256_GCM, &key[..]).expect("a 32-byte key"),
+            ))),
+        };
         let backing = MemBacking {
             base,
             pages,
+            protection,
             cipher,
             committed: RwLock::new(Vec::with_capacity(pages)),
             staged: Mutex::new(BTreeMap::new()),
@@ -107,8 +184,19 @@ impl MemBacking {
     /// An object whose committed contents are `data` (zero-padded to whole
     /// pages).
     pub fn with_contents(base: usize, data: &[u8], encrypted: bool) -> MemBacking {
+        let protection = if encrypted {
+            Protection::Sealed
+        } else {
+            Protection::Plain
+        };
+        MemBacking::protected_with_contents(base, data, protection)
+    }
+
+    /// An object protected as `protection` says whose committed contents
+    /// are `data` (zero-padded to whole pages).
+    pub fn protected_with_contents(base: usize, data: &[u8], protection: Protection) -> MemBacking {
         let pages = data.len().div_ceil(PAGE_SIZE).max(1);
-        let backing = MemBacking::new(base, pages, encrypted);
+        let backing = MemBacking::protected(base, pages, protection);
         {
             let mut committed = backing.committed.write().unwrap_or_else(|e| e.into_inner());
             let mut page = vec![0u8; PAGE_SIZE];
@@ -136,19 +224,48 @@ impl MemBacking {
         a
     }
 
+    /// CTR's keystream over `bytes`, for page `page` at `version`.
+    fn ctr(aes: &aes::Aes256, page: usize, version: u64, bytes: &mut [u8]) {
+        let mut iv = [0u8; 16];
+        iv[..12].copy_from_slice(&Self::nonce(page, version));
+        let core = ctr::CtrCore::<aes::Aes256, ctr::flavors::Ctr32BE>::inner_iv_init(
+            aes.clone(),
+            &iv.into(),
+        );
+        Aes256Ctr::from_core(core).apply_keystream(bytes);
+    }
+
+    /// The hash of a plain page at `version`, bound to its place.
+    fn hash(&self, page: usize, version: u64, bytes: &[u8]) -> [u8; 32] {
+        let mut h = Sha256::new();
+        h.update(self.aad(page, version));
+        h.update(bytes);
+        h.finalize().into()
+    }
+
+    /// The protection this backing was made with.
+    pub fn protection(&self) -> Protection {
+        self.protection
+    }
+
     fn seal(&self, page: usize, version: u64, data: &[u8]) -> Sealed {
         let mut bytes: Box<[u8]> = data.into();
-        let mut tag = [0u8; 16];
-        if let Some(cipher) = &self.cipher {
-            let nonce = Self::nonce(page, version);
-            let t = cipher
-                .seal_in_place_separate_tag(
-                    Nonce::assume_unique_for_key(nonce),
-                    Aad::from(self.aad(page, version)),
-                    &mut bytes,
-                )
-                .expect("a 4 KiB page is far below AES-GCM's message limit");
-            tag.copy_from_slice(t.as_ref());
+        let mut tag = [0u8; 32];
+        match &self.cipher {
+            Cipher::Plain => {}
+            Cipher::Hashed => tag = self.hash(page, version, &bytes),
+            Cipher::Ctr(aes) => Self::ctr(aes, page, version, &mut bytes),
+            Cipher::Gcm(cipher) => {
+                let nonce = Self::nonce(page, version);
+                let t = cipher
+                    .seal_in_place_separate_tag(
+                        Nonce::assume_unique_for_key(nonce),
+                        Aad::from(self.aad(page, version)),
+                        &mut bytes,
+                    )
+                    .expect("a 4 KiB page is far below AES-GCM's message limit");
+                tag[..16].copy_from_slice(t.as_ref());
+            }
         }
         Sealed {
             version,
@@ -218,7 +335,7 @@ impl PageBacking for MemBacking {
     }
 
     fn encrypted(&self) -> bool {
-        self.cipher.is_some()
+        self.protection.encrypted()
     }
 
     fn read_page(&self, index: usize, out: &mut [u8]) -> Result<(), BackingError> {
@@ -227,25 +344,38 @@ impl PageBacking for MemBacking {
         let committed = self.committed.read().unwrap_or_else(|e| e.into_inner());
         let page = &committed[index];
         out.copy_from_slice(&page.bytes);
-        if let Some(cipher) = &self.cipher {
-            let nonce = Self::nonce(index, page.version);
-            let ok = cipher.open_in_place_separate_tag(
-                Nonce::assume_unique_for_key(nonce),
-                Aad::from(self.aad(index, page.version)),
-                Tag::from(page.tag),
-                out,
-                0..,
-            );
-            if ok.is_err() {
-                // AES-GCM in place leaves keystream-XORed bytes behind on
-                // failure; they must not reach the caller as if plaintext.
-                out.fill(0);
-                return Err(MemBackingError::Integrity {
-                    base: self.base,
-                    page: index,
-                }
-                .into());
+        let ok = match &self.cipher {
+            Cipher::Plain => true,
+            Cipher::Hashed => self.hash(index, page.version, out) == page.tag,
+            Cipher::Ctr(aes) => {
+                Self::ctr(aes, index, page.version, out);
+                true
             }
+            Cipher::Gcm(cipher) => {
+                let nonce = Self::nonce(index, page.version);
+                let mut tag = [0u8; 16];
+                tag.copy_from_slice(&page.tag[..16]);
+                cipher
+                    .open_in_place_separate_tag(
+                        Nonce::assume_unique_for_key(nonce),
+                        Aad::from(self.aad(index, page.version)),
+                        Tag::from(tag),
+                        out,
+                        0..,
+                    )
+                    .is_ok()
+            }
+        };
+        if !ok {
+            // AES-GCM in place leaves keystream-XORed bytes behind on
+            // failure, and a hashed page failed its check: neither may
+            // reach the caller as if it were the page.
+            out.fill(0);
+            return Err(MemBackingError::Integrity {
+                base: self.base,
+                page: index,
+            }
+            .into());
         }
         Ok(())
     }
@@ -317,6 +447,46 @@ mod tests {
         assert!(out.iter().all(|&x| x == 0));
         b.read_page(1, &mut out).unwrap();
         assert!(out.iter().all(|&x| x == 9));
+    }
+
+    #[test]
+    fn every_protection_round_trips_and_only_verified_ones_catch_a_flipped_bit() {
+        let data: Vec<u8> = (0..3 * PAGE_SIZE).map(|i| (i * 7 % 251) as u8).collect();
+        for protection in [
+            Protection::Plain,
+            Protection::Hashed,
+            Protection::Encrypted,
+            Protection::Sealed,
+        ] {
+            let b = MemBacking::protected_with_contents(0x7000_0000_0000, &data, protection);
+            assert_eq!(b.encrypted(), protection.encrypted());
+            let stored = b.committed.read().unwrap()[1].bytes.clone();
+            assert_eq!(
+                stored[..] == data[PAGE_SIZE..2 * PAGE_SIZE],
+                !protection.encrypted(),
+                "{protection:?}: stored in the clear iff not encrypted"
+            );
+            let mut out = vec![0u8; PAGE_SIZE];
+            for page in 0..3 {
+                b.read_page(page, &mut out).unwrap();
+                assert_eq!(&out[..], &data[page * PAGE_SIZE..(page + 1) * PAGE_SIZE]);
+            }
+            // A new version reads back through stage and commit.
+            b.stage_page(2, &[5u8; PAGE_SIZE]).unwrap();
+            b.commit().unwrap();
+            b.read_page(2, &mut out).unwrap();
+            assert!(out.iter().all(|&x| x == 5), "{protection:?}");
+            b.tamper(1, 9);
+            let r = b.read_page(1, &mut out);
+            if protection.verified() {
+                assert_eq!(r.unwrap_err().kind(), BackingErrorKind::Integrity);
+                assert!(out.iter().all(|&x| x == 0), "{protection:?}");
+            } else {
+                // Without IV the flipped bit reaches the reader.
+                r.unwrap();
+                assert_ne!(&out[..], &data[PAGE_SIZE..2 * PAGE_SIZE], "{protection:?}");
+            }
+        }
     }
 
     #[test]

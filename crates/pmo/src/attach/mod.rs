@@ -79,7 +79,7 @@ mod uffd;
 use std::collections::{BTreeMap, VecDeque};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::thread::JoinHandle;
 use std::time::Instant;
@@ -152,7 +152,7 @@ impl std::str::FromStr for Mode {
     fn from_str(text: &str) -> Result<Self, String> {
         let bad = || {
             format!(
-                "mode {text:?}: expected plain, decrypt-at-fault, dram-cache or stream-N/stride-N/markov-N"
+                "mode {text:?}: expected plain, decrypt-at-fault, dram-cache or stream-N/stride-N/markov-N/adaptive-N"
             )
         };
         Ok(match text {
@@ -229,6 +229,9 @@ counters! {
     pub predicted_late: u64,
     /// Pages a predictor named that were already mapped or on their way.
     pub predicted_skipped: u64,
+    /// Pages a predictor named past the extent in use
+    /// ([`Attachment::set_extent`]), dropped.
+    pub predicted_past_extent: u64,
     /// Nanoseconds the handler spent resolving faults (from reading the
     /// fault message to the page being installed).
     pub handler_ns: u64,
@@ -519,6 +522,9 @@ struct Shared {
     /// Predicted pages installed writable; dirty iff they differ from their
     /// cache frame (see `install`).
     maybe_dirty: PageBits,
+    /// Pages in use from the start of the object ([`Attachment::set_extent`]):
+    /// predictions at or past it are dropped. `pages` unless set.
+    extent: AtomicUsize,
     cache: Option<Arc<PageCache>>,
     counters: Counters,
     failure: Mutex<Option<FaultFailure>>,
@@ -713,7 +719,8 @@ impl Shared {
     /// Resolve the missing-page fault on `page` (claimed: INFLIGHT) in a
     /// DRAM-cache attachment with a predictor, installing with it the
     /// predicted pages that follow it (`predicted` from the predictor, in
-    /// order) up to [`Tuning::fault_around`] of them, all with one
+    /// order) up to `limit` of them ([`Tuning::fault_around`], or what the
+    /// predictor asks to have now), all with one
     /// `UFFDIO_COPY` from their consecutive cache frames. The faulting
     /// thread waits for their decryption too, but pays one round trip for
     /// the run instead of one each (the kernel's fault-around, for pages
@@ -723,6 +730,7 @@ impl Shared {
         page: usize,
         write: bool,
         predicted: &[usize],
+        limit: usize,
         scratch: &mut Scratch,
     ) -> usize {
         let Some(cache) = &self.cache else {
@@ -736,7 +744,7 @@ impl Shared {
         // Claim and open the run after the faulting page.
         let mut len = 1;
         for (k, &next) in predicted.iter().enumerate() {
-            if k >= self.tuning.fault_around
+            if k >= limit
                 || next != page + len
                 || self.state[next]
                     .compare_exchange(ABSENT, INFLIGHT, Ordering::AcqRel, Ordering::Acquire)
@@ -806,6 +814,18 @@ impl Shared {
         len - 1
     }
 
+    /// Drop predictions at or past the extent ([`Attachment::set_extent`]).
+    fn clip_to_extent(&self, out: &mut Vec<usize>) {
+        let extent = self.extent.load(Ordering::Relaxed);
+        if extent < self.pages {
+            let before = out.len();
+            out.retain(|&p| p < extent);
+            self.counters
+                .predicted_past_extent
+                .fetch_add((before - out.len()) as u64, Ordering::Relaxed);
+        }
+    }
+
     fn handle(
         &self,
         msg: &Msg,
@@ -843,12 +863,18 @@ impl Shared {
                 Ordering::Acquire,
             ) {
                 Ok(_) => match predictor.as_mut() {
-                    Some(p) if self.tuning.fault_around > 0 && self.cache.is_some() => {
+                    Some(p) if self.cache.is_some() => {
                         out.clear();
                         p.on_fault(page, out);
-                        let ahead = self.fault_around(page, write, out, scratch);
-                        out.drain(..ahead);
+                        self.clip_to_extent(out);
                         predicted_now = true;
+                        let limit = self.tuning.fault_around.max(p.install_now());
+                        if limit > 0 {
+                            let ahead = self.fault_around(page, write, out, limit, scratch);
+                            out.drain(..ahead);
+                        } else {
+                            self.install(page, write && self.writable(), true, scratch);
+                        }
                     }
                     _ => {
                         self.install(page, write && self.writable(), true, scratch);
@@ -881,6 +907,7 @@ impl Shared {
                 if !predicted_now {
                     out.clear();
                     p.on_fault(page, out);
+                    self.clip_to_extent(out);
                 }
                 let mut q = self.queue.lock().unwrap_or_else(|e| e.into_inner());
                 // The newest fault's predictions replace the older ones the
@@ -1381,6 +1408,7 @@ impl Attachment {
             dirty: PageBits::new(pages),
             predicted: PageBits::new(pages),
             maybe_dirty: PageBits::new(pages),
+            extent: AtomicUsize::new(pages),
             cache,
             counters: Counters::default(),
             failure: Mutex::new(None),
@@ -1621,6 +1649,17 @@ impl Attachment {
             pages.retain(|&p| s.changed(p));
         }
         pages
+    }
+
+    /// Tell the predictor that only the first `pages` pages are in use (a
+    /// file's length inside an object made larger for appends, as a file
+    /// system knows it from the inode): it names no page at or past them,
+    /// as Linux's read-ahead stops at the end of the file. Faults there
+    /// are still served. More than the object's pages means all of them.
+    pub fn set_extent(&self, pages: usize) {
+        self.shared
+            .extent
+            .store(pages.min(self.shared.pages), Ordering::Relaxed);
     }
 
     /// Pages the prediction worker installed whose use has not been seen

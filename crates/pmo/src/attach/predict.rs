@@ -27,6 +27,16 @@ pub enum PredictorKind {
     /// faulted after which, and follows the most frequent successor `depth`
     /// steps from the faulting page.
     Markov,
+    /// Read-ahead as Linux does it for files, per stream: nothing is
+    /// predicted until two faults in a row are neighbours, or a fault
+    /// lands on the object's first page (a read from the start, as
+    /// Linux's read-ahead treats offset 0); then a window of pages ahead
+    /// that doubles (up to `depth`) each time the next fault lands just
+    /// past it, which shows the window was used. A
+    /// window the stream abandons halves the cap on every stream's
+    /// windows, and a used one doubles it again: predictions that go
+    /// unused back off. See [`Adaptive`].
+    Adaptive,
 }
 
 impl PredictorKind {
@@ -36,6 +46,7 @@ impl PredictorKind {
             PredictorKind::Stream => "stream",
             PredictorKind::Stride => "stride",
             PredictorKind::Markov => "markov",
+            PredictorKind::Adaptive => "adaptive",
         }
     }
 }
@@ -47,8 +58,9 @@ impl std::str::FromStr for PredictorKind {
             "stream" => Ok(PredictorKind::Stream),
             "stride" => Ok(PredictorKind::Stride),
             "markov" => Ok(PredictorKind::Markov),
+            "adaptive" => Ok(PredictorKind::Adaptive),
             _ => Err(format!(
-                "unknown predictor '{s}' (expected stream, stride or markov)"
+                "unknown predictor '{s}' (expected stream, stride, markov or adaptive)"
             )),
         }
     }
@@ -59,6 +71,14 @@ pub trait Predictor: Send {
     /// Page `page` faulted; push the pages to install ahead onto `out`
     /// (at most the prediction depth, each in `0..pages`, never `page`).
     fn on_fault(&mut self, page: usize, out: &mut Vec<usize>);
+
+    /// How many of the pages the last `on_fault` named the fault handler
+    /// should install with the faulting page, at once and in one copy,
+    /// rather than leave to the prediction worker (whose wake-up costs as
+    /// much as the fault it saves when the pages are needed right away).
+    fn install_now(&self) -> usize {
+        0
+    }
 }
 
 /// Build a predictor of `kind` with prediction depth `depth` for an object
@@ -68,6 +88,7 @@ pub fn new_predictor(kind: PredictorKind, depth: usize, pages: usize) -> Box<dyn
         PredictorKind::Stream => Box::new(Stream::new(depth, pages)),
         PredictorKind::Stride => Box::new(Stride::new(depth, pages)),
         PredictorKind::Markov => Box::new(Markov::new(depth, pages)),
+        PredictorKind::Adaptive => Box::new(Adaptive::new(depth, pages)),
     }
 }
 
@@ -219,6 +240,213 @@ impl Predictor for Markov {
     }
 }
 
+/// Streams an [`Adaptive`] predictor follows at once (a kernel reading
+/// one matrix row by row and writing another, a file read while a log is
+/// appended); the least recently faulted one makes room for a new one.
+const ADAPTIVE_STREAMS: usize = 4;
+
+/// The first window of a confirmed stream, in pages (Linux starts file
+/// read-ahead at a few pages too and grows it as the stream goes on; 8 is
+/// the talk's best fixed depth).
+const ADAPTIVE_FIRST_WINDOW: usize = 8;
+
+/// One stream of an [`Adaptive`] predictor.
+#[derive(Clone, Copy, Debug)]
+struct Track {
+    /// The page that faulted last in this stream.
+    last: usize,
+    /// Backward (descending pages) or forward.
+    backward: bool,
+    /// The current window, in pages (0: not yet confirmed, nothing
+    /// predicted).
+    window: usize,
+    /// One page past the window's far end: the page whose fault shows the
+    /// window was used (every page of it installed and passed). `None`
+    /// while nothing is predicted, or when the window reached the
+    /// object's end.
+    mark: Option<usize>,
+    /// When it last faulted, for replacement.
+    tick: u64,
+}
+
+impl Track {
+    /// Whether `page` lies in the stream's predicted window, between its
+    /// last fault and its mark.
+    fn inside(&self, page: usize) -> bool {
+        match self.mark {
+            Some(m) if self.backward => page < self.last && page > m,
+            Some(m) => page > self.last && page < m,
+            None => false,
+        }
+    }
+
+    /// The next page in the stream's direction after `page`.
+    fn step(&self, page: usize) -> Option<usize> {
+        if self.backward {
+            page.checked_sub(1)
+        } else {
+            page.checked_add(1)
+        }
+    }
+}
+
+/// See [`PredictorKind::Adaptive`].
+///
+/// Invariants: `cap` stays in `1..=max` (when `max > 0`); a stream's
+/// window never exceeds `cap`; a fault that matches no stream predicts
+/// nothing, so isolated (random) faults never install a page.
+pub struct Adaptive {
+    max: usize,
+    pages: usize,
+    cap: usize,
+    streams: Vec<Track>,
+    tick: u64,
+    /// Windows the stream went on past (their mark faulted).
+    pub confirmed: u64,
+    /// Windows whose stream was dropped before its mark faulted.
+    pub abandoned: u64,
+    /// The pages of the last fault's window to install with it: all of a
+    /// stream's first window, none of a later one.
+    now: usize,
+}
+
+impl Adaptive {
+    pub fn new(max: usize, pages: usize) -> Adaptive {
+        Adaptive {
+            max,
+            pages,
+            cap: max,
+            streams: Vec::with_capacity(ADAPTIVE_STREAMS),
+            tick: 0,
+            confirmed: 0,
+            abandoned: 0,
+            now: 0,
+        }
+    }
+
+    /// The cap on every window now (it halves when windows go unused).
+    pub fn cap(&self) -> usize {
+        self.cap
+    }
+
+    /// Predict `window` pages after `page` in stream `i`'s direction,
+    /// clipped at the object's ends, and set the stream's mark.
+    fn open_window(&mut self, i: usize, page: usize, window: usize, out: &mut Vec<usize>) {
+        let t = &mut self.streams[i];
+        t.window = window;
+        t.last = page;
+        let mut at = page;
+        let mut n = 0;
+        while n < window {
+            match t.step(at).filter(|&p| p < self.pages) {
+                Some(p) => {
+                    out.push(p);
+                    at = p;
+                    n += 1;
+                }
+                None => break,
+            }
+        }
+        t.mark = if n == window {
+            t.step(at).filter(|&p| p < self.pages)
+        } else {
+            None
+        };
+    }
+}
+
+impl Predictor for Adaptive {
+    /// A stream's first window is needed at once (the program is about to
+    /// touch its next page) and is small: it goes in with the fault, in
+    /// one copy, as the kernel's fault-around maps neighbours. Later,
+    /// larger windows are ahead of the program, and the worker installs
+    /// them while it works.
+    fn install_now(&self) -> usize {
+        self.now
+    }
+
+    fn on_fault(&mut self, page: usize, out: &mut Vec<usize>) {
+        self.tick += 1;
+        self.now = 0;
+        let tick = self.tick;
+        if self.max == 0 {
+            return;
+        }
+        // The window was used: the stream faulted just past it.
+        if let Some(i) = self.streams.iter().position(|t| t.mark == Some(page)) {
+            self.confirmed += 1;
+            self.cap = (self.cap * 2).min(self.max);
+            let window = (self.streams[i].window * 2).min(self.cap);
+            self.streams[i].tick = tick;
+            self.open_window(i, page, window, out);
+            return;
+        }
+        // A page of a window not yet installed (the worker is behind):
+        // ask again for the rest of the window, which the newest fault's
+        // predictions would otherwise drop.
+        if let Some(i) = self.streams.iter().position(|t| t.inside(page)) {
+            let t = &mut self.streams[i];
+            t.tick = tick;
+            t.last = page;
+            let mark = t.mark;
+            let mut at = page;
+            while let Some(p) = t.step(at).filter(|&p| Some(p) != mark && p < self.pages) {
+                out.push(p);
+                at = p;
+            }
+            return;
+        }
+        // The neighbour of a stream's last fault: a sequential stream,
+        // confirmed now (or turned around).
+        let neighbour = self
+            .streams
+            .iter()
+            .position(|t| t.mark.is_none() && t.last.abs_diff(page) == 1);
+        if let Some(i) = neighbour {
+            let t = &mut self.streams[i];
+            t.backward = page < t.last;
+            t.tick = tick;
+            let window = ADAPTIVE_FIRST_WINDOW.min(self.cap);
+            self.open_window(i, page, window, out);
+            self.now = window;
+            return;
+        }
+        // A new stream: nothing predicted yet, unless it starts at the
+        // object's first page. It takes the place of the least recently
+        // faulted stream once all are in use; a window that stream left
+        // unconfirmed went (at least partly) unused.
+        let fresh = Track {
+            last: page,
+            backward: false,
+            window: 0,
+            mark: None,
+            tick,
+        };
+        let i = if self.streams.len() < ADAPTIVE_STREAMS {
+            self.streams.push(fresh);
+            self.streams.len() - 1
+        } else {
+            let (i, _) = self
+                .streams
+                .iter()
+                .enumerate()
+                .min_by_key(|(_, t)| t.tick)
+                .expect("ADAPTIVE_STREAMS > 0");
+            if self.streams[i].mark.is_some() {
+                self.abandoned += 1;
+                self.cap = (self.cap / 2).max(1);
+            }
+            self.streams[i] = fresh;
+            i
+        };
+        if page == 0 {
+            let window = ADAPTIVE_FIRST_WINDOW.min(self.cap);
+            self.open_window(i, page, window, out);
+            self.now = window;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -302,11 +530,89 @@ mod tests {
     }
 
     #[test]
+    fn adaptive_waits_for_a_stream_and_grows_its_window_while_it_is_used() {
+        let mut a = Adaptive::new(32, 1000);
+        assert!(run(&mut a, 100).is_empty(), "one fault is not a stream");
+        assert_eq!(run(&mut a, 101), (102..110).collect::<Vec<_>>());
+        assert_eq!(
+            a.install_now(),
+            8,
+            "the first window goes in with the fault"
+        );
+        // The fault just past the window: used, so the window doubles.
+        assert_eq!(run(&mut a, 110), (111..127).collect::<Vec<_>>());
+        assert_eq!(a.install_now(), 0, "later ones are the worker's");
+        assert_eq!(run(&mut a, 127), (128..160).collect::<Vec<_>>());
+        // Capped at the depth.
+        assert_eq!(run(&mut a, 160), (161..193).collect::<Vec<_>>());
+        assert_eq!(a.confirmed, 3);
+        // A late fault inside the window asks for the rest of it again.
+        assert_eq!(run(&mut a, 180), (181..193).collect::<Vec<_>>());
+        // Stops at the object's end.
+        let mut e = Adaptive::new(64, 10);
+        run(&mut e, 3);
+        assert_eq!(run(&mut e, 4), vec![5, 6, 7, 8, 9]);
+        assert_eq!(run(&mut e, 9), Vec::<usize>::new());
+        // A fault on the first page starts a stream at once.
+        let mut z = Adaptive::new(4, 100);
+        assert_eq!(run(&mut z, 0), vec![1, 2, 3, 4]);
+        assert_eq!(run(&mut z, 5), vec![6, 7, 8, 9]);
+    }
+
+    #[test]
+    fn adaptive_never_predicts_for_isolated_faults() {
+        let mut a = Adaptive::new(64, 1 << 20);
+        let mut x = 12345usize;
+        for _ in 0..1000 {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407)
+                >> 3;
+            // Multiples of 4 from 4 on: never neighbours, never the first page.
+            let page = (x % (1 << 18)) * 4 + 4;
+            assert!(run(&mut a, page).is_empty());
+        }
+        assert_eq!((a.confirmed, a.abandoned), (0, 0));
+    }
+
+    #[test]
+    fn adaptive_follows_a_backward_stream_and_several_at_once() {
+        let mut a = Adaptive::new(16, 1000);
+        run(&mut a, 500);
+        assert_eq!(run(&mut a, 499), (491..499).rev().collect::<Vec<_>>());
+        run(&mut a, 10);
+        assert_eq!(run(&mut a, 11), (12..20).collect::<Vec<_>>());
+        // Both go on.
+        assert_eq!(run(&mut a, 490), (474..490).rev().collect::<Vec<_>>());
+        assert_eq!(run(&mut a, 20), (21..37).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn adaptive_backs_off_when_windows_go_unused() {
+        let mut a = Adaptive::new(64, 1 << 20);
+        // Short runs of two faults each, far apart: every run opens a
+        // window that a later run's stream then abandons.
+        for r in 0..40usize {
+            let p = 1000 + r * 1000;
+            run(&mut a, p);
+            run(&mut a, p + 1);
+        }
+        assert!(a.abandoned > 30, "{}", a.abandoned);
+        assert_eq!(a.cap(), 1, "the cap fell to one page");
+        assert_eq!(run(&mut a, 900_000), Vec::<usize>::new());
+        assert_eq!(run(&mut a, 900_001), vec![900_002]);
+        // A stream that goes on restores it.
+        assert_eq!(run(&mut a, 900_003), vec![900_004, 900_005]);
+        assert_eq!(a.cap(), 2);
+    }
+
+    #[test]
     fn names_round_trip() {
         for k in [
             PredictorKind::Stream,
             PredictorKind::Stride,
             PredictorKind::Markov,
+            PredictorKind::Adaptive,
         ] {
             assert_eq!(k.name().parse::<PredictorKind>().unwrap(), k);
         }
