@@ -21,7 +21,7 @@ fn a_small_run_writes_the_report_with_every_mode() {
         "--workloads",
         "conv2d,fileserver",
         "--predictors",
-        "stream,stride",
+        "stream,stride,adaptive",
         "--depths",
         "0,4",
         "--touch-pages",
@@ -55,7 +55,12 @@ fn a_small_run_writes_the_report_with_every_mode() {
             "dram-cache",
             "stream-0",
             "stream-4",
-            "stride-4"
+            "stride-4",
+            "adaptive-4",
+            "plain+hash",
+            "decrypt-at-fault, no IV",
+            "dram-cache, no IV",
+            "adaptive-4, no IV"
         ]
     );
     // 8 MiB in and 8 MiB out: 4096 pages, each arriving once.
@@ -65,9 +70,11 @@ fn a_small_run_writes_the_report_with_every_mode() {
             - s["predicted_late"].as_u64().unwrap();
         assert_eq!(arrived, 4096, "{c}");
         let decrypted = s["pages_decrypted"].as_u64().unwrap();
+        let plain = c["mode"].as_str().unwrap().starts_with("plain");
+        assert_eq!(decrypted, if plain { 0 } else { 4096 }, "{c}");
         assert_eq!(
-            decrypted,
-            if c["mode"] == "plain" { 0 } else { 4096 },
+            c["iv"] == true,
+            !c["mode"].as_str().unwrap().ends_with("no IV") && c["mode"] != "plain",
             "{c}"
         );
         // Where the time went is counted: every arrived page was copied
@@ -87,7 +94,24 @@ fn a_small_run_writes_the_report_with_every_mode() {
         let wasted = c["session"]["predicted_wasted"].as_u64().unwrap();
         assert_eq!(used + wasted, s["predicted"].as_u64().unwrap(), "{c}");
     }
-    assert!(conv["best"]["mode"].as_str().unwrap().starts_with("str"));
+    let best = conv["best"]["mode"].as_str().unwrap();
+    assert!(
+        ["stream-4", "stride-4", "adaptive-4"].contains(&best),
+        "{best}"
+    );
+    // The claims' figures: the design against the cache alone, the best
+    // depth (one depth above 0 here), IV with prediction against the
+    // original design without it.
+    assert!(conv["design_vs_cache"].as_f64().unwrap() > 0.0, "{conv}");
+    assert_eq!(conv["best_depth"]["depth"], 4, "{conv}");
+    assert_eq!(json["best_depth_on_average"]["depth"], 4);
+    assert_eq!(
+        json["best_depth_on_average"]["rounds"],
+        serde_json::json!([4])
+    );
+    assert!(conv["iv"]["speedup"].as_f64().unwrap() > 0.0, "{conv}");
+    assert_eq!(conv["iv"]["cost"].as_array().unwrap().len(), 3, "{conv}");
+    assert_eq!(json["talk_sizes"][0]["talk"], "256×1024");
     // The kernel alone on DRAM: the floor, and the ceiling it implies.
     assert!(conv["dram_ms"].as_f64().unwrap() > 0.0, "{conv}");
     assert!(conv["ceiling"].as_f64().unwrap() > 0.0, "{conv}");
@@ -103,9 +127,12 @@ fn a_small_run_writes_the_report_with_every_mode() {
     // navigation bar, as no other study page is in the fresh folder.
     assert!(html.contains("<section class=\"summary\">"), "{html}");
     assert!(!html.contains("<nav>"), "{html}");
+    // Per workload: 1.81× the original design (the seed's figure), never
+    // below 0.98× the cache alone, IV; and the best depth on average.
     let checks = json["checks"].as_array().unwrap();
-    assert_eq!(checks.len(), 2);
-    assert!(checks.iter().all(|c| c["seed_figure"] == 1.81));
+    assert_eq!(checks.len(), 2 * 3 + 1);
+    let with_seed = |f: f64| checks.iter().filter(|c| c["seed_figure"] == f).count();
+    assert_eq!((with_seed(1.81), with_seed(8.0)), (2, 1));
 }
 
 #[test]
