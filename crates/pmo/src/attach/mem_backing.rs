@@ -8,13 +8,14 @@
 //! - `Sealed`: AES-256-GCM; the tag verifies every page read (IV).
 //! - `Encrypted`: AES-256-CTR, the same cipher without the tag:
 //!   confidential, unauthenticated (no IV), the prior designs' best case.
-//! - `Hashed`: stored plain with a SHA-256 hash per page, checked at every
-//!   read (a plain object's IV).
+//! - `Hashed`: stored plain with the pool's plain-page tag (SHA-256 of
+//!   the page and its place, `crypto::plain_tag`), checked at every read
+//!   (a plain object's IV, as the pool does it).
 //! - `Plain`: stored plain, unchecked.
 //!
 //! Page `i` at version `v` is encrypted under nonce `i ‖ v` (4 + 8 bytes,
 //! little-endian; CTR counts blocks in the 4 bytes after it); GCM's
-//! associated data and the hash cover `base ‖ i ‖ v`. A page is re-sealed
+//! associated data and the plain tag cover `base ‖ i ‖ v`. A page is re-sealed
 //! only under a higher version, so a nonce is never reused with the
 //! backing's key. Staged pages live beside the committed ones until
 //! `commit` swaps them in under one lock: readers see the old state or the
@@ -28,7 +29,6 @@ use aes::cipher::{InnerIvInit, KeyInit, StreamCipher};
 use rand::RngCore;
 use ring::aead::{Aad, LessSafeKey, Nonce, Tag, UnboundKey, AES_256_GCM};
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 
 use crate::backing::{BackingError, BackingErrorKind, PageBacking};
 
@@ -73,7 +73,7 @@ impl From<MemBackingError> for BackingError {
 pub enum Protection {
     /// Stored plain, unchecked.
     Plain,
-    /// Stored plain with a SHA-256 hash per page, checked at every read.
+    /// Stored plain with the pool's plain-page tag, checked at every read.
     Hashed,
     /// AES-256-CTR: encrypted, no integrity verification.
     Encrypted,
@@ -115,8 +115,8 @@ enum Cipher {
 
 struct Sealed {
     version: u64,
-    /// GCM's tag, or the page's SHA-256 hash; unused otherwise.
-    tag: [u8; 32],
+    /// GCM's tag, or the plain-page tag; unused otherwise.
+    tag: [u8; 16],
     bytes: Box<[u8]>,
 }
 
@@ -235,12 +235,10 @@ impl MemBacking {
         Aes256Ctr::from_core(core).apply_keystream(bytes);
     }
 
-    /// The hash of a plain page at `version`, bound to its place.
-    fn hash(&self, page: usize, version: u64, bytes: &[u8]) -> [u8; 32] {
-        let mut h = Sha256::new();
-        h.update(self.aad(page, version));
-        h.update(bytes);
-        h.finalize().into()
+    /// The plain-page tag of page `page` at `version`: the pool's own
+    /// (the base address stands for the object id).
+    fn plain_tag(&self, page: usize, version: u64, bytes: &[u8]) -> [u8; 16] {
+        crate::crypto::plain_tag(self.base as u64, page as u64, version, bytes)
     }
 
     /// The protection this backing was made with.
@@ -250,10 +248,10 @@ impl MemBacking {
 
     fn seal(&self, page: usize, version: u64, data: &[u8]) -> Sealed {
         let mut bytes: Box<[u8]> = data.into();
-        let mut tag = [0u8; 32];
+        let mut tag = [0u8; 16];
         match &self.cipher {
             Cipher::Plain => {}
-            Cipher::Hashed => tag = self.hash(page, version, &bytes),
+            Cipher::Hashed => tag = self.plain_tag(page, version, &bytes),
             Cipher::Ctr(aes) => Self::ctr(aes, page, version, &mut bytes),
             Cipher::Gcm(cipher) => {
                 let nonce = Self::nonce(page, version);
@@ -264,7 +262,7 @@ impl MemBacking {
                         &mut bytes,
                     )
                     .expect("a 4 KiB page is far below AES-GCM's message limit");
-                tag[..16].copy_from_slice(t.as_ref());
+                tag.copy_from_slice(t.as_ref());
             }
         }
         Sealed {
@@ -346,20 +344,18 @@ impl PageBacking for MemBacking {
         out.copy_from_slice(&page.bytes);
         let ok = match &self.cipher {
             Cipher::Plain => true,
-            Cipher::Hashed => self.hash(index, page.version, out) == page.tag,
+            Cipher::Hashed => self.plain_tag(index, page.version, out) == page.tag,
             Cipher::Ctr(aes) => {
                 Self::ctr(aes, index, page.version, out);
                 true
             }
             Cipher::Gcm(cipher) => {
                 let nonce = Self::nonce(index, page.version);
-                let mut tag = [0u8; 16];
-                tag.copy_from_slice(&page.tag[..16]);
                 cipher
                     .open_in_place_separate_tag(
                         Nonce::assume_unique_for_key(nonce),
                         Aad::from(self.aad(index, page.version)),
-                        Tag::from(tag),
+                        Tag::from(page.tag),
                         out,
                         0..,
                     )
