@@ -203,18 +203,25 @@ impl Shape {
     }
 }
 
-/// The findings the cells support: each series' gain per step and its
-/// [`Shape`], prediction against the DRAM cache alone at each thread
-/// count, and the summary, with the core count beside it (more threads
-/// than cores cannot run at once).
-pub fn conclusions(cells: &[Cell], cpus: usize) -> Vec<String> {
-    let mut out = Vec::new();
+/// The series of `cells` (mode and sharing), in the order they first
+/// appear: one line of Fig. 1 each.
+pub fn series(cells: &[Cell]) -> Vec<(String, bool)> {
     let mut series: Vec<(String, bool)> = Vec::new();
     for c in cells {
         if !series.contains(&(c.mode.clone(), c.shared)) {
             series.push((c.mode.clone(), c.shared));
         }
     }
+    series
+}
+
+/// The findings the cells support: each series' gain per step and its
+/// [`Shape`], prediction against the DRAM cache alone at each thread
+/// count, and the summary, with the core count beside it (more threads
+/// than cores cannot run at once).
+pub fn conclusions(cells: &[Cell], cpus: usize) -> Vec<String> {
+    let mut out = Vec::new();
+    let series = series(cells);
     let sharing = |shared: bool| {
         if shared {
             "one object"

@@ -82,12 +82,7 @@ pub fn scaling_table(r: &Scaling) -> String {
 /// psynced per second, all threads) against the thread count, one line
 /// per mode and sharing (dashed: an object per thread).
 pub fn scaling_chart(r: &Scaling) -> crate::Result<nvmos_report::chart::Chart> {
-    let mut series: Vec<(String, bool)> = Vec::new();
-    for c in &r.cells {
-        if !series.contains(&(c.mode.clone(), c.shared)) {
-            series.push((c.mode.clone(), c.shared));
-        }
-    }
+    let series = nvmos_pmo_bench::scaling::series(&r.cells);
     let mut chart = nvmos_report::chart::LineChart::new(
         "scaling",
         format!(
