@@ -52,6 +52,45 @@ pub enum KernelCommand {
     /// --kernel-source.)
     #[command(mut_arg("source", |a| a.long("kernel-source")))]
     Wis(WisArgs),
+    /// Hot-page migration (the series' nvmos_hot_ms=) on the write
+    /// workloads, against the same write counting with nothing moved:
+    /// write-weighted lifetime from the guest's own per-frame counts,
+    /// extra writes, and the passes' CPU time.
+    Levelling(LevellingArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct LevellingArgs {
+    /// The policy under hot-page migration.
+    #[arg(long, default_value = "ibuddy")]
+    policy: String,
+    /// Workloads, each a command of the initramfs, separated by commas.
+    #[arg(
+        long,
+        default_value = "memstress 512 2,sortjob 32 2",
+        value_delimiter = ','
+    )]
+    workloads: Vec<String>,
+    /// Guests per workload and setting (counting only, moving).
+    #[arg(long, default_value_t = 3)]
+    runs: u32,
+    /// Guest vCPUs.
+    #[arg(long, default_value_t = 2)]
+    cpus: u32,
+    /// Period of the passes, ms of guest time.
+    #[arg(long, default_value_t = 50)]
+    hot_ms: u32,
+    /// Passes a page was written in before it moves.
+    #[arg(long, default_value_t = 4)]
+    hot_threshold: u32,
+    /// Copies at most, percent of the writes counted.
+    #[arg(long, default_value_t = 5)]
+    hot_budget: u32,
+    /// Frames asked of the allocator per move, the least worn kept.
+    #[arg(long, default_value_t = 4)]
+    hot_candidates: u32,
+    #[command(flatten)]
+    guest: MeasureArgs,
 }
 
 #[derive(Args, Debug)]
@@ -329,6 +368,18 @@ pub struct GuestArgs {
     /// Static workloads compiled into the initramfs.
     #[arg(long, default_value_os_t = nvmos_kernel::repo_workloads_dir())]
     workloads_dir: PathBuf,
+    /// Hot-page migration: a pass every this many ms (`nvmos_hot_ms=`) counts dirty PTEs as writes and moves hot pages to less worn frames; off when not given.
+    #[arg(long)]
+    hot_ms: Option<u32>,
+    /// Hot-page migration: passes a page was written in before it moves; 0 counts without moving [default: 4].
+    #[arg(long, requires = "hot_ms")]
+    hot_threshold: Option<u32>,
+    /// Hot-page migration: copies at most, percent of the writes counted [default: 5].
+    #[arg(long, requires = "hot_ms")]
+    hot_budget: Option<u32>,
+    /// Hot-page migration: frames asked of the allocator per move, the least worn kept [default: 4].
+    #[arg(long, requires = "hot_ms")]
+    hot_candidates: Option<u32>,
     #[command(flatten)]
     common: Common,
 }
@@ -353,6 +404,14 @@ impl GuestArgs {
         o.accel = if self.tcg { Accel::Tcg } else { Accel::Auto };
         o.bank_mib = self.bank_mib;
         o.buffer_kb = self.trace_buffer_kib;
+        if let Some(ms) = self.hot_ms {
+            let mut h = nvmos_kernel::run::HotMigrate::new(ms);
+            h.threshold = self.hot_threshold.unwrap_or(h.threshold);
+            h.budget_pct = self.hot_budget.unwrap_or(h.budget_pct);
+            h.candidates = self.hot_candidates.unwrap_or(h.candidates);
+            h.check().map_err(anyhow::Error::msg)?;
+            o.hot = Some(h);
+        }
         Ok(o)
     }
 }
@@ -424,6 +483,7 @@ pub fn run(cmd: KernelCommand) -> Result<()> {
         KernelCommand::Test(a) => run_test(&a),
         KernelCommand::Bench(a) => run_bench(&a),
         KernelCommand::Systime(a) => run_systime(&a),
+        KernelCommand::Levelling(a) => run_levelling(&a),
         KernelCommand::Wis(a) => run_wis(&a),
     }
 }
@@ -442,6 +502,36 @@ fn run_wis(a: &WisArgs) -> Result<()> {
     let w = wis::wis(&opts, &mut progress)?;
     a.guest.write_json(&w)?;
     print!("{}", pages::wis_text(&w));
+    Ok(())
+}
+
+fn run_levelling(a: &LevellingArgs) -> Result<()> {
+    use nvmos_kernel::levelling;
+    let mut o = a.guest.run_options()?;
+    o.cpus = a.cpus;
+    o.policy = Policy::parse(&a.policy)?;
+    // Guest time is instructions: the passes fall at the same points of
+    // the workload whatever the host's load.
+    o.use_icount();
+    let mut opts = levelling::Options::new(o);
+    opts.workloads = a
+        .workloads
+        .iter()
+        .map(|w| w.split_whitespace().map(str::to_owned).collect::<Vec<_>>())
+        .collect();
+    if opts.workloads.iter().any(Vec::is_empty) {
+        bail!("--workloads: an empty command");
+    }
+    opts.runs = a.runs;
+    opts.hot = nvmos_kernel::run::HotMigrate {
+        ms: a.hot_ms,
+        threshold: a.hot_threshold,
+        budget_pct: a.hot_budget,
+        candidates: a.hot_candidates,
+    };
+    let s = levelling::levelling(&opts, &mut progress)?;
+    a.guest.write_json(&s)?;
+    print!("{}", pages::levelling_text(&s));
     Ok(())
 }
 

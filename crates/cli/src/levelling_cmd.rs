@@ -43,6 +43,24 @@ pub struct LevellingArgs {
     /// Leave out the kernel's own placement (as recorded).
     #[arg(long)]
     pub no_recorded: bool,
+    /// Hot-page migration (write-weighted part, traces recorded with --writes): sampled writes to a block since it was placed before it is moved [default: 12].
+    #[arg(long)]
+    pub hot_threshold: Option<u32>,
+    /// Hot-page migration: pages copied at most, as a percentage of the sampled writes [default: 5].
+    #[arg(long)]
+    pub hot_budget: Option<f64>,
+    /// Hot-page migration: blocks asked of the allocator per move, the least worn kept [default: 4].
+    #[arg(long)]
+    pub hot_candidates: Option<u32>,
+    /// Hot-page migration: milliseconds of trace time between passes [default: 100].
+    #[arg(long)]
+    pub hot_epoch_ms: Option<f64>,
+    /// Write-weighted part: one pass of each trace only, no steady state (the trace repeated until the wear converges) [default with --quick].
+    #[arg(long)]
+    pub one_pass: bool,
+    /// Write-weighted part: most repetitions of a trace before its steady state is given up (reported as not converged) [default: 256].
+    #[arg(long)]
+    pub steady_max_reps: Option<u32>,
     /// A small run with the same code paths (seconds): 256 MiB, E = 1e4.
     #[arg(long)]
     pub quick: bool,
@@ -55,18 +73,49 @@ impl LevellingArgs {
     /// not traces (skipped, and listed in the output).
     fn options(&self) -> Result<(Options, Vec<PathBuf>)> {
         if self.study.horizon {
-            bail!("--horizon: study levelling levels one pass of each trace; use evaluate --horizon for long horizons");
+            bail!("--horizon: study levelling levels one pass of each trace, and runs the write-weighted part to its own steady state (--one-pass leaves that out); use evaluate --horizon for long horizons of the allocation wear");
         }
         let scale = crate::study::scale(self.quick);
         let mut o = LevellingStudy::options(scale);
         o.as_recorded = !self.no_recorded;
         if !self.study.allocators.is_empty() {
             o.allocators = self.study.kinds()?;
+            o.written.allocators = o.allocators.clone();
+        }
+        let p = &mut o.written.policy;
+        if let Some(v) = self.hot_threshold {
+            p.threshold = v;
+        }
+        if let Some(v) = self.hot_budget {
+            p.budget_pct = v;
+        }
+        if let Some(v) = self.hot_candidates {
+            p.candidates = v;
+        }
+        if let Some(ms) = self.hot_epoch_ms {
+            if !(ms.is_finite() && ms > 0.0 && ms * 1e6 <= u64::MAX as f64) {
+                bail!("--hot-epoch-ms {ms}: need a positive number of milliseconds");
+            }
+            p.epoch_ns = ((ms * 1e6) as u64).max(1);
+        }
+        if let Err(e) = p.check() {
+            bail!("{e}");
+        }
+        if self.one_pass {
+            o.written.steady_state = false;
+        }
+        if let Some(n) = self.steady_max_reps {
+            o.written.horizon.max_reps = n;
+            o.written.horizon.min_reps = o.written.horizon.min_reps.min(n);
+            if let Err(e) = o.written.horizon.check() {
+                bail!("--steady-max-reps {n}: {e}");
+            }
         }
         // Only what the user named overrides the scaled replay options.
         let replay = self.study.options()?;
         if replay.memory_frames.is_some() {
             o.replay.memory_frames = replay.memory_frames;
+            o.written.memory_frames = replay.memory_frames;
         }
         o.replay.cpus = replay.cpus;
         o.replay.model = replay.model;

@@ -42,7 +42,7 @@ pub struct ReproduceArgs {
     #[arg(long)]
     pub no_timings: bool,
     /// Run only these pages' studies (evaluate, levelling, banks, power,
-    /// swap, timings, kernel, pmo); `--install` then replaces only those
+    /// swap, timings, kernel, hot-migrate, pmo); `--install` then replaces only those
     /// pages and keeps the others, and README's table only with
     /// `evaluate`.
     #[arg(
@@ -61,6 +61,11 @@ pub struct ReproduceArgs {
     /// instead of running them.
     #[arg(long, value_name = "DIR")]
     pub kernel_from: Option<PathBuf>,
+    /// With `--only hot-migrate`: make the page of hot-page migration in
+    /// the kernel from `levelling.json` in this folder (written by `nvmos
+    /// kernel levelling --json`) instead of running it.
+    #[arg(long, value_name = "DIR")]
+    pub hot_from: Option<PathBuf>,
     /// With `--only pmo`: make the persistent-memory-object page from
     /// `pmo.json` and `scaling.json` in this folder (written by `nvmos
     /// bench pmo --out DIR` and `nvmos bench scaling --json`) instead of
@@ -150,6 +155,10 @@ pub fn run(args: ReproduceArgs, cli: clap::Command) -> Result<()> {
     if args.pmo_from.is_some() && !pmo {
         bail!("--pmo-from: only with --only pmo");
     }
+    let hot = args.only.iter().any(|o| o == "hot-migrate");
+    if args.hot_from.is_some() && !hot {
+        bail!("--hot-from: only with --only hot-migrate");
+    }
     if args.kernel_from.is_some() && !kernel {
         bail!("--kernel-from: only with --only kernel");
     }
@@ -163,7 +172,12 @@ pub fn run(args: ReproduceArgs, cli: clap::Command) -> Result<()> {
     }
     let stamp = stamp()?;
     let mut made = Vec::new();
-    if args.only.iter().any(|o| o != "kernel" && o != "pmo") || args.only.is_empty() {
+    if args
+        .only
+        .iter()
+        .any(|o| o != "kernel" && o != "pmo" && o != "hot-migrate")
+        || args.only.is_empty()
+    {
         let run = crate::with_progress(0, |p| reproduce::run(&options, p))
             .context("running the results pipeline")?;
         made = results::pages(&run)?;
@@ -173,6 +187,9 @@ pub fn run(args: ReproduceArgs, cli: clap::Command) -> Result<()> {
             args.kernel_from.as_deref(),
             args.wis_source.as_deref(),
         )?);
+    }
+    if hot {
+        made.push(hot_migrate_page(args.hot_from.as_deref())?);
     }
     if pmo {
         made.push(pmo_page(args.pmo_from.as_deref())?);
@@ -253,6 +270,29 @@ fn kernel_page(from: Option<&Path>, wis_source: Option<&Path>) -> Result<Results
         }
     };
     Ok(results::kernel_page(&b, &s, &k, &w)?)
+}
+
+/// The page of hot-page migration in the kernel, from `nvmos kernel
+/// levelling`'s JSON in `from`, or by running it with its defaults.
+fn hot_migrate_page(from: Option<&Path>) -> Result<ResultsPage> {
+    use nvmos_kernel::{levelling, run::Policy, run::RunOptions};
+    let l: levelling::Levelling = match from {
+        Some(dir) => json(&dir.join("levelling.json"), "nvmos kernel levelling --json")?,
+        None => {
+            let mut run = RunOptions::new(
+                nvmos_kernel::kbuild::BuildOptions::new(nvmos_kernel::repo_kernel_dir()),
+                nvmos_kernel::repo_workloads_dir(),
+                Policy::IBuddy,
+                Vec::new(),
+            );
+            run.use_icount();
+            levelling::levelling(
+                &levelling::Options::new(run),
+                &mut crate::kernel_cmd::progress,
+            )?
+        }
+    };
+    Ok(results::hot_migrate_page(&l)?)
 }
 
 /// The persistent-memory-object page, from the benchmarks' JSON in

@@ -60,6 +60,20 @@ fn bad_input_is_refused_by_name() {
     let o = nvmos(&["study", "levelling", "--lines-per-frame", "0"]);
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("--lines-per-frame"));
+    for (flag, value, says) in [
+        ("--hot-threshold", "0", "threshold"),
+        ("--hot-budget", "0", "budget"),
+        ("--hot-budget", "150", "budget"),
+        ("--hot-candidates", "0", "candidates"),
+        ("--hot-epoch-ms", "0", "--hot-epoch-ms"),
+        ("--steady-max-reps", "2", "--steady-max-reps"),
+    ] {
+        let o = nvmos(&["study", "levelling", flag, value]);
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{flag} {value}: {stderr}");
+        assert!(stderr.contains(says), "{flag} {value}: {stderr}");
+        assert!(o.stdout.is_empty());
+    }
     let dir = tempfile::tempdir().unwrap();
     let o = nvmos(&[
         "study",
@@ -204,4 +218,30 @@ fn levelling_quick_on_one_trace_has_four_columns_and_the_checks() {
     let checks = v["checks"].as_array().unwrap();
     assert_eq!(checks.len(), 2);
     assert!(checks.iter().all(|c| c["met"] == true), "{checks:?}");
+}
+
+#[test]
+fn the_write_weighted_part_prints_hot_migrate_beside_the_hardware() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../traces/memstress_writes.nvt");
+    std::fs::copy(&trace, dir.path().join("memstress_writes.nvt")).unwrap();
+    let o = nvmos(&[
+        "study",
+        "levelling",
+        "--quick",
+        "--alloc",
+        "iBuddy",
+        "--hot-threshold",
+        "8",
+        "--traces",
+        dir.path().to_str().unwrap(),
+    ]);
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(stdout.contains("write-weighted lifetime"), "{stdout}");
+    assert!(stdout.contains("hot-migrate + start-gap %"), "{stdout}");
+    assert!(stdout.contains("a block with 8 sampled writes"), "{stdout}");
+    assert!(stdout.contains("iBuddy     one pass"), "{stdout}");
+    assert!(!stdout.contains("steady state  "), "{stdout}");
 }

@@ -50,6 +50,7 @@ pub mod check;
 mod cpio;
 mod error;
 pub mod kbuild;
+pub mod levelling;
 pub mod policy_core;
 pub mod run;
 pub mod study;

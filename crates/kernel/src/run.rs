@@ -220,6 +220,147 @@ pub struct RunOptions {
     /// samples. Each sample walks every frame of the guest and forks a
     /// `usleep`, whose page allocations are traced with the workload's.
     pub sample_ms: Option<u64>,
+    /// Hot-page migration (`nvmos_hot_ms=` and its knobs); `None` leaves
+    /// it off. The run then reports its counters and the guest's wear per
+    /// frame ([`Run::hot`]).
+    pub hot: Option<HotMigrate>,
+}
+
+/// The series' hot-page migration, as booted: a pass every `ms`
+/// milliseconds counts dirty PTEs as writes and moves the pages written
+/// in `threshold` passes to the least worn of `candidates` frames, copies
+/// within `budget_pct` percent of the writes. `threshold` 0 counts
+/// without moving: the baseline with the same sampling.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct HotMigrate {
+    /// Period of the passes, ms (10..=3600000).
+    pub ms: u32,
+    /// Passes a page was written in since it came before it moves
+    /// (0..=2^20; 0: count only).
+    pub threshold: u32,
+    /// Copies at most, percent of the writes counted (1..=100).
+    pub budget_pct: u32,
+    /// Frames asked of the allocator per move (1..=16).
+    pub candidates: u32,
+}
+
+impl HotMigrate {
+    /// The kernel's defaults at period `ms`: hot after 4 passes, 5 %,
+    /// 4 candidates.
+    pub fn new(ms: u32) -> HotMigrate {
+        HotMigrate {
+            ms,
+            threshold: 4,
+            budget_pct: 5,
+            candidates: 4,
+        }
+    }
+
+    /// Counting only, at period `ms`.
+    pub fn counting(ms: u32) -> HotMigrate {
+        HotMigrate {
+            threshold: 0,
+            ..HotMigrate::new(ms)
+        }
+    }
+
+    /// Refuses what the kernel would refuse (it keeps its default, with
+    /// an error on the console, rather than fail).
+    pub fn check(&self) -> std::result::Result<(), String> {
+        let bad = |what: &str, v: u32, lo: u32, hi: u32| {
+            Err(format!(
+                "hot-page migration {what} {v} is not in {lo}..={hi}"
+            ))
+        };
+        if !(10..=3_600_000).contains(&self.ms) {
+            return bad("period (ms)", self.ms, 10, 3_600_000);
+        }
+        if self.threshold > 1 << 20 {
+            return bad("threshold", self.threshold, 0, 1 << 20);
+        }
+        if !(1..=100).contains(&self.budget_pct) {
+            return bad("budget (%)", self.budget_pct, 1, 100);
+        }
+        if !(1..=16).contains(&self.candidates) {
+            return bad("candidates", self.candidates, 1, 16);
+        }
+        Ok(())
+    }
+
+    /// The kernel command-line options.
+    pub fn cmdline(&self) -> Vec<String> {
+        vec![
+            format!("nvmos_hot_ms={}", self.ms),
+            format!("nvmos_hot_threshold={}", self.threshold),
+            format!("nvmos_hot_budget_pct={}", self.budget_pct),
+            format!("nvmos_hot_candidates={}", self.candidates),
+        ]
+    }
+}
+
+/// What hot-page migration reported at the end of a run.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct HotReport {
+    /// The settings booted.
+    pub settings: HotMigrate,
+    /// debugfs `nvmos_hot`: `hot_passes`, `hot_writes`, `hot_moved`, ...
+    pub counters: BTreeMap<String, u64>,
+    /// debugfs `nvmos_wear`: (pfn, writes counted plus copies received)
+    /// for every frame with any, in pfn order.
+    pub wear: Vec<(u64, u32)>,
+}
+
+impl HotReport {
+    /// A counter, 0 when absent.
+    pub fn get(&self, key: &str) -> u64 {
+        self.counters.get(key).copied().unwrap_or(0)
+    }
+
+    /// Parse the two debugfs files.
+    pub fn parse(
+        settings: HotMigrate,
+        counters: &str,
+        wear: &str,
+    ) -> std::result::Result<HotReport, String> {
+        let mut c = BTreeMap::new();
+        for (i, line) in counters.lines().enumerate() {
+            let w: Vec<&str> = line.split_whitespace().collect();
+            match w.as_slice() {
+                [] => {}
+                [k, v] => {
+                    let v = v
+                        .parse()
+                        .map_err(|_| format!("nvmos_hot line {}: {line:?}", i + 1))?;
+                    c.insert((*k).to_owned(), v);
+                }
+                _ => return Err(format!("nvmos_hot line {}: {line:?}", i + 1)),
+            }
+        }
+        if !c.contains_key("hot_passes") {
+            return Err("nvmos_hot has no hot_passes: hot-page migration did not start".into());
+        }
+        let mut out = Vec::new();
+        for (i, line) in wear.lines().enumerate() {
+            let bad = || format!("nvmos_wear line {}: {line:?}", i + 1);
+            let mut w = line.split_whitespace();
+            let (Some(pfn), Some(n), None) = (w.next(), w.next(), w.next()) else {
+                if line.trim().is_empty() {
+                    continue;
+                }
+                return Err(bad());
+            };
+            let pfn: u64 = pfn.parse().map_err(|_| bad())?;
+            if out.last().is_some_and(|&(p, _)| p >= pfn) {
+                return Err(format!("{}: not in pfn order", bad()));
+            }
+            out.push((pfn, n.parse().map_err(|_| bad())?));
+        }
+        Ok(HotReport {
+            settings,
+            counters: c,
+            wear: out,
+        })
+    }
 }
 
 /// QEMU's `-icount` options ([`RunOptions::use_icount`]): one nanosecond
@@ -266,6 +407,7 @@ impl RunOptions {
             extra_cmdline: Vec::new(),
             extra_qemu_args: Vec::new(),
             sample_ms: None,
+            hot: None,
         }
     }
 
@@ -429,6 +571,10 @@ pub struct Run {
     pub console_log: PathBuf,
     /// The `.nvt` written, if asked.
     pub output: Option<PathBuf>,
+    /// Hot-page migration's counters and the wear per frame, when it was
+    /// booted ([`RunOptions::hot`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hot: Option<HotReport>,
     /// The events, for the study.
     #[serde(skip)]
     pub events: Vec<Event>,
@@ -668,6 +814,9 @@ wc -c < /proc/kpageflags > /tmp/.kpageflags
             .map_or(String::new(), |ms| (ms * 1000).to_string()),
         sample_end = SAMPLE_END,
         finish = guest_finish(&[
+            // Stopped first, so that the counters and the wear agree.
+            ("hot", "if [ -e /sys/kernel/debug/nvmos_hot ]; then echo stop > /sys/kernel/debug/nvmos_hot; cat /sys/kernel/debug/nvmos_hot; fi"),
+            ("wear", "cat /sys/kernel/debug/nvmos_wear 2> /dev/null"),
             ("status", "echo $status"),
             ("osrelease", "cat /proc/sys/kernel/osrelease"),
             ("cpus", "grep -c ^processor /proc/cpuinfo"),
@@ -947,12 +1096,14 @@ fn cmdline(opts: &RunOptions) -> String {
         opts.policy.name(),
         opts.bank_mib
     );
+    let hot = opts.hot.map(|h| h.cmdline()).unwrap_or_default();
     for o in opts
         .build
         .flavour
         .cmdline()
         .iter()
         .copied()
+        .chain(hot.iter().map(String::as_str))
         .chain(opts.extra_cmdline.iter().map(String::as_str))
     {
         line.push(' ');
@@ -1249,6 +1400,9 @@ pub fn boot_guest(opts: &RunOptions, progress: &mut dyn FnMut(Progress)) -> Resu
             opts.mem_mib
         )));
     }
+    if let Some(h) = &opts.hot {
+        h.check().map_err(KernelError::Option)?;
+    }
     let qemu = opts.qemu.to_string_lossy();
     require_tool(&qemu, "apt-get install qemu-system-x86")?;
     let busybox = static_busybox()?;
@@ -1416,6 +1570,13 @@ pub fn run(opts: &RunOptions, progress: &mut dyn FnMut(Progress)) -> Result<Run>
     }
     let mut counts = nvmos_trace::EventSource::counts(&reader).clone();
     counts.lost_events += lost;
+    let hot = match opts.hot {
+        Some(settings) => Some(
+            HotReport::parse(settings, &text("hot")?, &text("wear")?)
+                .map_err(|e| parse_err("hot-page migration", e))?,
+        ),
+        None => None,
+    };
     let output = match &opts.output {
         Some(path) => {
             write_nvt(path, opts, &machine, &counts, &events)?;
@@ -1424,6 +1585,7 @@ pub fn run(opts: &RunOptions, progress: &mut dyn FnMut(Progress)) -> Result<Run>
         None => None,
     };
     Ok(Run {
+        hot,
         policy: opts.policy,
         command: opts.command.clone(),
         kernel,
@@ -1489,6 +1651,51 @@ fn write_nvt(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hot_report_parses_and_refuses_bad_lines() {
+        let h = HotMigrate::new(50);
+        let r = HotReport::parse(h, "hot_passes 3\nhot_writes 7\n", "5 2\n9 5\n").unwrap();
+        assert_eq!((r.get("hot_passes"), r.get("hot_writes")), (3, 7));
+        assert_eq!(r.wear, vec![(5, 2), (9, 5)]);
+        assert_eq!(r.get("absent"), 0);
+        for (counters, wear, says) in [
+            ("", "", "did not start"),
+            ("hot_passes x\n", "", "nvmos_hot line 1"),
+            ("hot_passes 1 2\n", "", "nvmos_hot line 1"),
+            ("hot_passes 1\n", "5\n", "nvmos_wear line 1"),
+            ("hot_passes 1\n", "9 1\n5 1\n", "not in pfn order"),
+            ("hot_passes 1\n", "5 -1\n", "nvmos_wear line 1"),
+        ] {
+            let e = HotReport::parse(h, counters, wear).unwrap_err();
+            assert!(e.contains(says), "{counters:?} {wear:?}: {e}");
+        }
+        assert!(HotMigrate::new(50).check().is_ok());
+        assert!(HotMigrate::counting(10).check().is_ok());
+        for bad in [
+            HotMigrate::new(9),
+            HotMigrate {
+                threshold: (1 << 20) + 1,
+                ..h
+            },
+            HotMigrate { budget_pct: 0, ..h },
+            HotMigrate {
+                candidates: 17,
+                ..h
+            },
+        ] {
+            assert!(bad.check().is_err(), "{bad:?}");
+        }
+        assert_eq!(
+            h.cmdline(),
+            [
+                "nvmos_hot_ms=50",
+                "nvmos_hot_threshold=4",
+                "nvmos_hot_budget_pct=5",
+                "nvmos_hot_candidates=4"
+            ]
+        );
+    }
 
     #[test]
     fn a_timeline_is_cut_into_samples_and_a_torn_one_refused() {

@@ -169,6 +169,43 @@ fn adaptive_migrate_empties_the_banks_a_sparse_job_leaves() {
 }
 
 #[test]
+fn hot_page_migration_counts_every_write_and_moves_within_its_budget() {
+    use nvmos_kernel::levelling::Measured;
+    use nvmos_kernel::run::HotMigrate;
+    let mut figures = Vec::new();
+    for hot in [HotMigrate::counting(50), HotMigrate::new(50)] {
+        let mut opts = options(Policy::IBuddy, &["memstress", "512", "2"]);
+        opts.use_icount();
+        opts.hot = Some(hot);
+        let r = run(&opts, &mut |_| {}).unwrap();
+        assert_eq!(r.workload_status, 0);
+        let report = r.hot.as_ref().expect("a hot-page report");
+        assert_eq!(report.settings, hot);
+        assert_eq!(report.get("hot_threshold"), u64::from(hot.threshold));
+        assert_eq!(report.get("hot_stopped"), 1);
+        assert!(report.get("hot_passes") >= 20, "{:?}", report.counters);
+        // Measured::of refuses wear that does not add up to the writes
+        // counted plus the pages copied.
+        let m = Measured::of(1, &r).unwrap();
+        // 512 MiB written twice: every page dirty in some pass.
+        assert!(m.writes >= 131_072, "{m:?}");
+        if hot.threshold == 0 {
+            assert_eq!((m.copies, m.hot), (0, 0), "{m:?}");
+        } else {
+            assert!(m.copies > 0, "{m:?}");
+            assert!(
+                m.copies * 100 <= m.writes * u64::from(hot.budget_pct),
+                "{m:?}"
+            );
+        }
+        figures.push(m);
+    }
+    // The pages memstress keeps writing moved: the most worn frame took
+    // fewer writes.
+    assert!(figures[1].max < figures[0].max, "{figures:?}");
+}
+
+#[test]
 fn bad_input_gets_a_clear_error() {
     let e = Policy::parse("slab").unwrap_err().to_string();
     assert!(
@@ -179,6 +216,21 @@ fn bad_input_gets_a_clear_error() {
     opts.bank_mib = 100;
     let e = run(&opts, &mut |_| {}).unwrap_err().to_string();
     assert!(e.contains("--bank-mib 100"), "{e}");
+    for (hot, says) in [
+        (
+            nvmos_kernel::run::HotMigrate {
+                candidates: 99,
+                ..nvmos_kernel::run::HotMigrate::new(50)
+            },
+            "candidates 99",
+        ),
+        (nvmos_kernel::run::HotMigrate::new(5), "period (ms) 5"),
+    ] {
+        let mut opts = options(Policy::IBuddy, &["memstress"]);
+        opts.hot = Some(hot);
+        let e = run(&opts, &mut |_| {}).unwrap_err().to_string();
+        assert!(e.contains(says), "{e}");
+    }
 
     let mut build = BuildOptions::new(nvmos_kernel::repo_kernel_dir());
     build.source = "/nonexistent/linux-source-6.12.tar.xz".into();

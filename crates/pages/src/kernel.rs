@@ -250,6 +250,115 @@ pub fn systime_text(s: &nvmos_kernel::systime::SysTime) -> String {
     out
 }
 
+/// `kernel levelling`: hot-page migration against counting only, per
+/// workload, with every run.
+pub fn levelling_text(s: &nvmos_kernel::levelling::Levelling) -> String {
+    let mut out = String::new();
+    let h = &s.hot;
+    let _ = writeln!(
+        out,
+        "kernel {}: hot-page migration under {} (a pass every {} ms of guest time, hot after {} passes written, copies ≤ {} % of the writes, least worn of {} frames), against the same counting with nothing moved; {} run(s) each, {} vCPUs, {} MiB, -icount shift=0",
+        s.kernel,
+        s.policy.name(),
+        h.ms,
+        h.threshold,
+        h.budget_pct,
+        h.candidates,
+        s.runs,
+        s.cpus,
+        s.mem_mib
+    );
+    let _ = writeln!(
+        out,
+        "write-weighted lifetime = mean over the present frames / the most worn frame, from debugfs nvmos_wear (writes: dirty PTEs, one per page per pass; plus copies); median [min, max] over the runs"
+    );
+    let range = |m: &nvmos_kernel::levelling::Median, digits: usize| {
+        format!(
+            "{:.d$} [{:.d$}, {:.d$}]",
+            m.median,
+            m.min,
+            m.max,
+            d = digits
+        )
+    };
+    let mut rows = vec![[
+        "workload",
+        "counting only % of ideal",
+        "hot-migrate % of ideal",
+        "ratio",
+        "extra writes %",
+        "pass CPU % of guest time",
+    ]
+    .map(String::from)
+    .to_vec()];
+    for w in &s.workloads {
+        rows.push(vec![
+            w.workload.clone(),
+            range(&w.counting_lifetime, 4),
+            range(&w.moving_lifetime, 4),
+            format!("{:.2}", w.ratio),
+            range(&w.extra_writes, 2),
+            range(&w.task_pct, 1),
+        ]);
+    }
+    out.push_str(&align(&rows));
+    let mut rows = vec![[
+        "workload",
+        "setting",
+        "run",
+        "writes",
+        "copies",
+        "max",
+        "% of ideal",
+        "passes",
+        "hot",
+        "deferred",
+        "no better",
+        "failed",
+        "busy",
+        "guest s",
+    ]
+    .map(String::from)
+    .to_vec()];
+    for w in &s.workloads {
+        for (setting, runs) in [("counting", &w.counting), ("hot-migrate", &w.moving)] {
+            for m in runs {
+                rows.push(vec![
+                    w.workload.clone(),
+                    setting.to_owned(),
+                    m.run.to_string(),
+                    m.writes.to_string(),
+                    m.copies.to_string(),
+                    m.max.to_string(),
+                    format!("{:.4}", m.lifetime_pct),
+                    m.passes.to_string(),
+                    m.hot.to_string(),
+                    m.deferred.to_string(),
+                    m.no_better.to_string(),
+                    m.failed.to_string(),
+                    m.busy.to_string(),
+                    format!("{:.1}", m.guest_s),
+                ]);
+            }
+        }
+    }
+    out.push_str("\nevery run\n");
+    out.push_str(&align(&rows));
+    for c in &s.checks {
+        let _ = writeln!(
+            out,
+            "[{}] {}: {:.2} {}\n    {}",
+            if c.met { "met" } else { "MISSED" },
+            c.what,
+            c.measured,
+            c.unit,
+            c.detail
+        );
+    }
+    let _ = writeln!(out, "{:.0} host seconds", s.seconds);
+    out
+}
+
 /// `kernel wis`: will-it-scale's operations per guest second per test,
 /// vCPU count, task count and policy (median over the samples, their
 /// range and spread, per task, against buddy), with the clock they were

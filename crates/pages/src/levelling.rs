@@ -3,7 +3,8 @@
 //! terminal report ([`render`]).
 
 use nvmos_report::{format_value, TextTable};
-use nvmos_sim::levelling::study::Output;
+use nvmos_sim::horizon::Stop;
+use nvmos_sim::levelling::study::{Column, Output};
 use nvmos_sim::levelling::Granularity;
 
 /// The terminal report: one table per trace, the synthetic workloads and
@@ -81,8 +82,9 @@ pub fn render(out: &Output) -> String {
         ]);
     }
     s.push_str(&table.render());
+    s.push_str(&written_text(out));
     s.push_str("\nchecks\n");
-    for c in &out.checks {
+    for c in out.checks.iter().chain(&out.written_checks) {
         s.push_str(&format!(
             "  [{}] {}: {} {} (paper: {}; {})\n      {}\n",
             if c.met { "met" } else { "MISSED" },
@@ -93,6 +95,114 @@ pub fn render(out: &Output) -> String {
             c.source,
             c.detail
         ));
+    }
+    s
+}
+
+/// The write-weighted part: per trace, each allocator alone and with
+/// hot-page migration, the hardware beneath, in one pass and in the steady
+/// state.
+pub fn written_text(out: &Output) -> String {
+    if out.written.is_empty() {
+        return String::new();
+    }
+    let w = &out.options.written;
+    let mut s = format!(
+        "\nwrite-weighted lifetime (sampled writes plus migration copies), % of ideal at E = {:e}, with years at 10^7 / 10^8 writes per line; hardware: randomised start-gap (psi = {}) and {}; OS: {}\n",
+        out.options.endurance,
+        out.options.start_gap.psi,
+        out.options.security_refresh.name(),
+        w.policy.describe(),
+    );
+    for t in &out.written {
+        s.push_str(&format!(
+            "\n{} ({} frames, {} sampled writes in a pass of {:.1} s)\n",
+            t.trace, t.frames, t.write_samples, t.period_s
+        ));
+        let mut header = vec![
+            "allocator".to_string(),
+            "regime".to_string(),
+            "reps".to_string(),
+        ];
+        for c in Column::ALL {
+            header.push(format!("{} %", c.name()));
+        }
+        header.push("hot-migrate × alone".to_string());
+        header.push("extra writes %".to_string());
+        header.push("migrations/s".to_string());
+        header.push("yrs@1e7 alone".to_string());
+        header.push("yrs@1e7 hot-migrate".to_string());
+        header.push("unwritten frames alone / hot-migrate".to_string());
+        let mut table = TextTable::new(header);
+        table.left(1);
+        for row in &t.rows {
+            let mut cells = vec![
+                row.allocator.clone(),
+                row.regime.name().to_string(),
+                format!(
+                    "{}{}",
+                    row.reps,
+                    if row.stop == Stop::MaxReps {
+                        " (not converged)"
+                    } else {
+                        ""
+                    }
+                ),
+            ];
+            for c in Column::ALL {
+                cells.push(
+                    row.cell(c)
+                        .map_or("-".into(), |x| format_value(x.lifetime_pct_of_ideal)),
+                );
+            }
+            let hm = row.cell(Column::HotMigrate);
+            cells.push(hm.map_or("-".into(), |x| format_value(x.vs_alone)));
+            cells.push(hm.map_or("-".into(), |x| format_value(x.extra_writes_pct)));
+            cells.push(hm.map_or("-".into(), |x| format_value(x.migrations_per_s)));
+            cells.push(
+                row.cell(Column::None)
+                    .map_or("-".into(), |x| format_value(x.years[0])),
+            );
+            cells.push(hm.map_or("-".into(), |x| format_value(x.years[0])));
+            cells.push(format!(
+                "{} / {}",
+                row.alone.unwritten_frames, row.policy.unwritten_frames
+            ));
+            table.row(cells);
+        }
+        s.push_str(&table.render());
+        for row in &t.rows {
+            for (what, run) in [("alone", &row.alone), ("hot-migrate", &row.policy)] {
+                if run.row.refused > 0 || run.row.outside > 0 {
+                    s.push_str(&format!(
+                        "  !! {} {} ({}): {} allocations refused, {} frames written outside memory: not the trace's wear\n",
+                        row.allocator,
+                        what,
+                        row.regime.name(),
+                        run.row.refused,
+                        run.row.outside
+                    ));
+                }
+            }
+            if let Some(p) = &row.policy.policy {
+                s.push_str(&format!(
+                    "  {} + hot-migrate ({}): {} blocks moved in {} passes; hot blocks left in place: {} pass-deferrals for the budget, {} with no less worn place, {} with no block free{}\n",
+                    row.allocator,
+                    row.regime.name(),
+                    p.blocks_moved,
+                    p.passes,
+                    p.deferred_for_budget,
+                    p.no_better_place,
+                    p.no_destination,
+                    if p.refused_give_backs > 0 {
+                        format!(", {} blocks the allocator refused back", p.refused_give_backs)
+                    } else {
+                        String::new()
+                    }
+                ));
+            }
+        }
+        s.push_str(&format!("  {}\n", t.years_assume));
     }
     s
 }

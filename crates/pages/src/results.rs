@@ -444,7 +444,7 @@ pub fn markdown(data: &PageData) -> String {
 
 /// The pages in the order the book lists them; a page of another name
 /// comes after them.
-pub const PAGE_ORDER: [&str; 8] = [
+pub const PAGE_ORDER: [&str; 9] = [
     "evaluate",
     "levelling",
     "banks",
@@ -452,6 +452,7 @@ pub const PAGE_ORDER: [&str; 8] = [
     "swap",
     "timings",
     "kernel",
+    "hot-migrate",
     "pmo",
 ];
 
@@ -551,6 +552,24 @@ pub fn kernel_page(
         intro: "The series booted under QEMU (TCG; this machine has no KVM): the policies' cost per allocation request in guest instructions, the time real programs spend in the kernel under each, the banks Adaptive-Buddy keeps in use, with and without migration, and will-it-scale's page-fault and mmap tests. Made by `nvmos reproduce --only kernel`, which runs them all (two hours and more on 2 cores), or from their JSON with `--kernel-from`.".into(),
         scale: None,
         sections,
+    })
+}
+
+/// The page of hot-page migration in the kernel: what `nvmos kernel
+/// levelling` prints. Guests on two vCPUs do not repeat their counts
+/// exactly, so `reproduce --check` holds the page to its data only.
+pub fn hot_migrate_page(l: &nvmos_kernel::levelling::Levelling) -> Result<ResultsPage> {
+    Ok(ResultsPage {
+        stem: "hot-migrate".into(),
+        title: "Write-aware levelling in the kernel".into(),
+        intro: "The series' hot-page migration (`nvmos_hot_ms=`) booted under QEMU (TCG, `-icount shift=0`) on the write workloads, against the same write counting with nothing moved. The simulated policy, beside Start-Gap and Security Refresh on the traces, is on the wear levelling page. Made by `nvmos reproduce --only hot-migrate`, which runs `nvmos kernel levelling` (about a quarter of an hour on 2 cores), or from its JSON with `--hot-from`.".into(),
+        scale: None,
+        sections: vec![Section {
+            heading: "Hot-page migration against counting only".into(),
+            text: "`nvmos kernel levelling`: write-weighted lifetime from the guest's own per-frame counts (debugfs `nvmos_wear`), the copies it cost, and the passes' own CPU time.".into(),
+            deterministic: false,
+            body: Body::Text(crate::kernel::levelling_text(l)),
+        }],
     })
 }
 

@@ -118,6 +118,38 @@ pub enum Stop {
     Endurance,
     /// [`HorizonOptions::max_reps`] repetitions without convergence.
     MaxReps,
+    /// The fixed number of repetitions asked for ([`Reps::Exactly`]).
+    Fixed,
+}
+
+/// How many repetitions a run makes.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Reps {
+    /// Until the wear converges.
+    Converge(HorizonOptions),
+    /// Exactly this many (1: the trace once, as recorded).
+    Exactly(u32),
+}
+
+impl Reps {
+    /// The options a [`Convergence`] runs under, or why not.
+    fn options(&self) -> Result<(HorizonOptions, bool), String> {
+        match self {
+            Reps::Converge(o) => o.check().map(|()| (o.clone(), false)),
+            Reps::Exactly(n) if (1..=1 << 20).contains(n) => Ok((
+                HorizonOptions {
+                    min_reps: *n,
+                    max_reps: *n,
+                    // Never held long enough: the run stops at `n`.
+                    stable: u32::MAX,
+                    ..HorizonOptions::default()
+                },
+                true,
+            )),
+            Reps::Exactly(n) => Err(format!("{n} repetitions is not in 1..=2^20")),
+        }
+    }
 }
 
 /// One allocator's long-horizon result.
@@ -204,7 +236,9 @@ impl Convergence {
         if max_writes as f64 >= ENDURANCES[0] {
             return Some(Stop::Endurance);
         }
-        if k >= self.opts.min_reps as usize {
+        // Both windows need repetitions in them (a fixed run may be as
+        // short as one).
+        if k >= self.opts.min_reps as usize && k >= 4 {
             let late = slope(&self.series, k / 2, k);
             let early = slope(&self.series, k / 4, k / 2);
             // The max moves in whole writes: the later window must hold
@@ -382,6 +416,7 @@ use nvmos_frames::{AllocError, Pfn, Zone, ZoneMap};
 use nvmos_trace::{Accounting, Event};
 
 use crate::allocators::{AllocatorJob, AllocatorKind, Setup, StudyAllocator};
+use crate::levelling::{HotMigrate, HotMigrateOptions, HotMigrateStats};
 use crate::replay::{Engine, Migrating, Placement, Recorded, ReplayError};
 use crate::wear::{WearCounter, WriteModel};
 
@@ -487,7 +522,15 @@ struct Run<'a> {
     map: ZoneMap,
     model: WriteModel,
     opts: &'a HorizonOptions,
+    /// The run stops at `opts.max_reps` by design ([`Reps::Exactly`]).
+    fixed: bool,
     migrate_every_ns: Option<u64>,
+    /// Converge on, and report in `result`, the write-weighted wear
+    /// (sampled writes plus migration copies) instead of the allocation
+    /// wear.
+    on_written: bool,
+    /// Hot-page migration over the allocator.
+    policy: Option<HotMigrateOptions>,
 }
 
 struct Outcome {
@@ -496,6 +539,11 @@ struct Outcome {
     refused: u64,
     outside: u64,
     writes: Option<crate::writes::WriteWear>,
+    /// With `on_written`: the write-weighted wear per frame at the end.
+    written: Option<Vec<u32>>,
+    pages_migrated: u64,
+    attributed: u64,
+    policy: Option<HotMigrateStats>,
 }
 
 impl Run<'_> {
@@ -520,9 +568,18 @@ impl Run<'_> {
             if first_rep.is_none() {
                 first_rep = Some(engine.stats().accounting);
             }
-            let max = wear.writes().iter().copied().max().unwrap_or(0);
+            let max = if self.on_written {
+                wear.written_with_copies()
+                    .and_then(|w| w.iter().copied().max())
+                    .unwrap_or(0)
+            } else {
+                wear.writes().iter().copied().max().unwrap_or(0)
+            };
             if let Some(stop) = conv.push(u64::from(max)) {
-                break stop;
+                break match stop {
+                    Stop::MaxReps if self.fixed => Stop::Fixed,
+                    stop => stop,
+                };
             }
         };
         let first_rep = first_rep.unwrap_or_default();
@@ -534,12 +591,25 @@ impl Run<'_> {
             first_rep.write_samples.saturating_mul(reps),
             period.saturating_mul(reps),
         );
+        let written = self.on_written.then(|| {
+            wear.written_with_copies()
+                .unwrap_or_else(|| vec![0; wear.writes().len()])
+        });
+        let stats = engine.stats();
         Ok(Outcome {
-            result: conv.result(stop, wear.writes(), period as f64 / 1e9),
+            result: conv.result(
+                stop,
+                written.as_deref().unwrap_or(wear.writes()),
+                period as f64 / 1e9,
+            ),
             first_rep,
-            refused: engine.stats().alloc_failures,
+            refused: stats.alloc_failures,
             outside: wear.outside,
             writes,
+            written,
+            pages_migrated: stats.pages_migrated,
+            attributed: stats.writes.attributed,
+            policy: None,
         })
     }
 }
@@ -547,7 +617,15 @@ impl Run<'_> {
 impl AllocatorJob for Run<'_> {
     type Output = Result<Outcome, HorizonError>;
     fn run<A: StudyAllocator + 'static>(self, alloc: A) -> Self::Output {
-        self.drive(&mut Migrating(&alloc))
+        match self.policy {
+            None => self.drive(&mut Migrating(&alloc)),
+            Some(opts) => {
+                let mut policy = HotMigrate::new(Migrating(&alloc), self.map.clone(), opts);
+                let mut outcome = self.drive(&mut policy)?;
+                outcome.policy = Some(policy.stats().clone());
+                Ok(outcome)
+            }
+        }
     }
 }
 
@@ -585,13 +663,112 @@ where
         map: ZoneMap::new(zones)?,
         model,
         opts,
+        fixed: false,
         migrate_every_ns: kind
             .caps()
             .migrates
             .then(|| crate::evaluate::StudyOptions::default().migrate_every_ns),
+        on_written: false,
+        policy: None,
     };
     let outcome = kind.with::<L, _>(&setup, run)??;
     Ok(row(kind.name().to_owned(), started, outcome))
+}
+
+/// A long-horizon run on the write-weighted wear: see [`horizon_written`].
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct WrittenHorizon {
+    /// The row; its `result` is of the write-weighted wear (sampled
+    /// writes plus migration copies), which the run converged on.
+    pub row: HorizonRow,
+    /// Sampled writes placed on our frames over the whole run (the demand
+    /// writes).
+    pub demand_writes: u64,
+    /// Pages copied by migration over the whole run (the policy's and the
+    /// allocator's own).
+    pub pages_migrated: u64,
+    /// What hot-page migration did, when it ran.
+    pub policy: Option<HotMigrateStats>,
+    /// Frames never written over the whole run (no sampled write, no
+    /// copy): memory the placement never brought into use for written
+    /// data.
+    pub unwritten_frames: u64,
+    /// The write-weighted wear per frame at the end (dense zone order):
+    /// what hardware levelling is put beneath.
+    #[serde(skip)]
+    pub written: Vec<u32>,
+}
+
+impl WrittenHorizon {
+    /// Extra writes: pages copied, percent of the demand writes.
+    pub fn extra_writes_pct(&self) -> f64 {
+        if self.demand_writes == 0 {
+            0.0
+        } else {
+            100.0 * self.pages_migrated as f64 / self.demand_writes as f64
+        }
+    }
+}
+
+/// Replays `events` again and again through a fresh allocator of `kind`
+/// (with hot-page migration over it when `policy` is given) until the
+/// *write-weighted* wear converges: the most written frame's sampled
+/// writes plus migration copies per repetition. For traces recorded with
+/// `--writes`.
+pub fn horizon_written<L>(
+    kind: AllocatorKind,
+    zones: &[Zone],
+    cpus: u32,
+    events: &[Event],
+    model: WriteModel,
+    reps: &Reps,
+    policy: Option<HotMigrateOptions>,
+) -> Result<WrittenHorizon, HorizonError>
+where
+    L: lock_api::RawMutex + Send + Sync + 'static,
+{
+    let (opts, fixed) = reps.options().map_err(HorizonError::Options)?;
+    let opts = &opts;
+    if let Some(p) = &policy {
+        p.check().map_err(HorizonError::Options)?;
+    }
+    let started = std::time::Instant::now();
+    let setup = Setup::new(zones, cpus.max(1)).fit_banks();
+    let own = kind
+        .caps()
+        .migrates
+        .then(|| crate::evaluate::StudyOptions::default().migrate_every_ns);
+    let run = Run {
+        events,
+        map: ZoneMap::new(zones)?,
+        model,
+        opts,
+        fixed,
+        // The policy's passes run every epoch (the allocator's own
+        // migration, if any, runs in them).
+        migrate_every_ns: policy.map(|p| p.epoch_ns).or(own),
+        on_written: true,
+        policy,
+    };
+    let mut outcome = kind.with::<L, _>(&setup, run)??;
+    let written = outcome.written.take().unwrap_or_default();
+    let (demand_writes, pages_migrated, policy) = (
+        outcome.attributed,
+        outcome.pages_migrated,
+        outcome.policy.take(),
+    );
+    let name = match &policy {
+        Some(_) => format!("{} + hot-migrate", kind.name()),
+        None => kind.name().to_owned(),
+    };
+    Ok(WrittenHorizon {
+        row: row(name, started, outcome),
+        demand_writes,
+        pages_migrated,
+        policy,
+        unwritten_frames: written.iter().filter(|&&w| w == 0).count() as u64,
+        written,
+    })
 }
 
 /// The kernel's own placement repeated: every repetition writes the same
@@ -609,7 +786,10 @@ pub fn horizon_as_recorded(
         map: ZoneMap::new(zones)?,
         model,
         opts,
+        fixed: false,
         migrate_every_ns: None,
+        on_written: false,
+        policy: None,
     };
     let outcome = run.drive(&mut Recorded::default())?;
     Ok(row(crate::AS_RECORDED.to_owned(), started, outcome))

@@ -192,6 +192,10 @@ pub trait Placement {
     fn migrate(&mut self) -> Option<Vec<Move>> {
         None
     }
+    /// A sampled write landed on our frame `ours` (a write-aware policy
+    /// watches them). Default: nothing.
+    #[inline]
+    fn written(&mut self, _ours: Pfn) {}
     /// A hint: the block placed at `ours` will be given back soon
     /// ([`FrameAllocator::prefetch_free`]). Default: nothing.
     #[inline]
@@ -248,7 +252,7 @@ impl Hook for WearCounter {
 
     #[inline]
     fn moved(&mut self, m: &Move) {
-        self.record_alloc(m.new, m.order);
+        self.record_copy(m.new, m.order);
     }
 
     #[inline]
@@ -612,7 +616,11 @@ impl Engine {
                 Effect::Freed(block) => give_back(placement, hook, block)?,
                 Effect::PartlyFreed | Effect::NotLive => {}
                 Effect::Written(block) => {
-                    crate::writes::attribute(hook, &mut stats.writes, &event, block)
+                    if let Some(ours) =
+                        crate::writes::attribute(hook, &mut stats.writes, &event, block)
+                    {
+                        placement.written(ours);
+                    }
                 }
             }
         }
@@ -953,6 +961,7 @@ where
                 ours => {
                     stats.writes.attributed += 1;
                     hook.written(Pfn(ours + aux));
+                    placement.written(Pfn(ours + aux));
                 }
             },
             _ => {}

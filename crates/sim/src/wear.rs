@@ -57,6 +57,9 @@ pub struct WearCounter {
     sampled: ZeroTable<u32>,
     /// Sampled writes that landed outside the zones.
     pub sampled_outside: u64,
+    /// Pages copied onto each frame by migration, in dense zone order;
+    /// empty until the first copy.
+    copied: ZeroTable<u32>,
 }
 
 /// Starts loading the cache line of `value` (a hint: reads nothing the
@@ -84,6 +87,42 @@ impl WearCounter {
             outside: 0,
             sampled: ZeroTable::default(),
             sampled_outside: 0,
+            copied: ZeroTable::default(),
+        }
+    }
+
+    /// Count the copy of a migrated block of `order` to `pfn`: a write of
+    /// every frame, in the allocation wear (as an allocation of the block
+    /// there) and in the copies the write-weighted wear adds.
+    #[inline]
+    pub fn record_copy(&mut self, pfn: Pfn, order: Order) {
+        self.record_alloc(pfn, order);
+        if let Some(first) = self.map.dense_index(pfn) {
+            if self.copied.is_empty() {
+                self.copied = ZeroTable::new(self.writes.len());
+            }
+            let end = (first + order.frames() as usize).min(self.copied.len());
+            for c in &mut self.copied[first..end] {
+                *c = c.saturating_add(1);
+            }
+        }
+    }
+
+    /// Pages copied onto each frame by migration, when any were.
+    pub fn copies(&self) -> Option<&[u32]> {
+        (!self.copied.is_empty()).then_some(&self.copied[..])
+    }
+
+    /// The write-weighted wear per frame in dense zone order: sampled
+    /// writes plus migration copies; `None` when there is neither.
+    pub fn written_with_copies(&self) -> Option<Vec<u32>> {
+        match (self.sampled_writes(), self.copies()) {
+            (None, None) => None,
+            (Some(s), None) => Some(s.to_vec()),
+            (None, Some(c)) => Some(c.to_vec()),
+            (Some(s), Some(c)) => {
+                Some(s.iter().zip(c).map(|(a, b)| a.saturating_add(*b)).collect())
+            }
         }
     }
 

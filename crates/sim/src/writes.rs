@@ -41,21 +41,27 @@ pub struct WriteStats {
 }
 
 /// Attributes one sampled write `event` to the live block `block` holds
-/// its frame in (`None`: no live block; the tracker counted it).
+/// its frame in (`None`: no live block; the tracker counted it): our
+/// frame it landed on, if any.
 #[inline]
 pub(crate) fn attribute<H: Hook + ?Sized>(
     hook: &mut H,
     stats: &mut WriteStats,
     event: &Event,
     block: Option<LiveBlock>,
-) {
-    let Some(block) = block else { return };
+) -> Option<Pfn> {
+    let block = block?;
     match block.tag {
         Some(ours) => {
             stats.attributed += 1;
-            hook.written(Pfn(ours + (event.pfn.0 - block.pfn)));
+            let ours = Pfn(ours + (event.pfn.0 - block.pfn));
+            hook.written(ours);
+            Some(ours)
         }
-        None => stats.of_refused += 1,
+        None => {
+            stats.of_refused += 1;
+            None
+        }
     }
 }
 
@@ -139,9 +145,10 @@ fn ranks(v: &[u32]) -> Vec<f64> {
 /// A row's write-weighted figures, for traces with sampled writes.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct WriteWear {
-    /// Wear and lifetime from the sampled writes per frame alone (each
-    /// frame's count is the number of samples in which it was written),
-    /// over the same frames as the allocation-only figure.
+    /// Wear and lifetime from the sampled writes per frame (each frame's
+    /// count is the number of samples in which it was written) plus the
+    /// pages migration copied onto it, over the same frames as the
+    /// allocation-only figure.
     pub wear: WearSummary,
     /// Sampled writes that landed outside the replayed zones.
     pub outside: u64,
@@ -158,16 +165,19 @@ impl WriteWear {
         if write_samples == 0 {
             return None;
         }
-        let zeros;
+        let written = wear
+            .written_with_copies()
+            .unwrap_or_else(|| vec![0; wear.writes().len()]);
+        let sampled_only;
         let sampled = match wear.sampled_writes() {
             Some(s) => s,
             None => {
-                zeros = vec![0; wear.writes().len()];
-                &zeros
+                sampled_only = vec![0; wear.writes().len()];
+                &sampled_only
             }
         };
         Some(WriteWear {
-            wear: WearSummary::of(sampled, duration_ns),
+            wear: WearSummary::of(&written, duration_ns),
             outside: wear.sampled_outside,
             correlation: Correlation::of(wear.writes(), sampled),
         })

@@ -42,9 +42,11 @@
 
 use rand::{rngs::StdRng, Rng, SeedableRng};
 
+pub mod hot_migrate;
 mod security_refresh;
 pub mod study;
 
+pub use hot_migrate::{HotMigrate, HotMigrateOptions, HotMigrateStats};
 pub use security_refresh::SecurityRefresh;
 
 /// A hardware wear-levelling scheme.

@@ -15,10 +15,11 @@ use nvmos_trace::TraceError;
 use serde::{Deserialize, Serialize};
 
 use super::{
-    combine, level_rates, Combination, CombineError, Granularity, Levelled, LevellingError, Scheme,
-    SecurityRefresh, StartGap,
+    combine, level, level_rates, Combination, CombineError, Granularity, HotMigrateOptions,
+    Levelled, LevellingError, Scheme, SecurityRefresh, StartGap,
 };
 use crate::evaluate::{trace_machine, trace_names, EvaluateError};
+use crate::horizon::{horizon_written, HorizonError, HorizonOptions, Reps, Stop, WrittenHorizon};
 use crate::study::{Bound, Check, Progress, Scale, Study};
 use crate::{AllocatorKind, StudyOptions};
 
@@ -45,6 +46,49 @@ pub struct Options {
     pub security_refresh: SecurityRefresh,
     /// The synthetic workloads of the Start-Gap check.
     pub synthetic: Synthetic,
+    /// Write-weighted levelling, on the traces with sampled writes.
+    pub written: WrittenOptions,
+}
+
+/// What the write-weighted part runs: on every trace recorded with
+/// `--writes`, each allocator alone and with hot-page migration over it,
+/// with hardware levelling beneath, in one pass and in the steady state.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct WrittenOptions {
+    /// The allocators; none leaves the part out.
+    pub allocators: Vec<AllocatorKind>,
+    /// Hot-page migration's settings.
+    pub policy: HotMigrateOptions,
+    /// When the steady state is reached (the allocator alone's run); the
+    /// policy then runs as many repetitions.
+    pub horizon: HorizonOptions,
+    /// Run the steady state too, not only one pass.
+    pub steady_state: bool,
+    /// Frames of memory, as one zone; `None` for the recorded machine's
+    /// zones. Apart from the replay options' memory because a pass of
+    /// the write-weighted part is cheap at full size, and a smaller memory
+    /// refuses allocations and so changes the wear.
+    pub memory_frames: Option<u64>,
+}
+
+impl Default for WrittenOptions {
+    /// iBuddy and LiS-31; [`HotMigrateOptions::default`]; the long-horizon
+    /// criterion's defaults but at most 256 repetitions (a repetition of
+    /// the largest shipped trace takes a quarter of a second alone and
+    /// half a second with the policy); both regimes.
+    fn default() -> Self {
+        WrittenOptions {
+            allocators: vec![AllocatorKind::IBuddy, AllocatorKind::Lis31],
+            policy: HotMigrateOptions::default(),
+            horizon: HorizonOptions {
+                max_reps: 256,
+                ..HorizonOptions::default()
+            },
+            steady_state: true,
+            memory_frames: None,
+        }
+    }
 }
 
 /// The synthetic workloads Start-Gap is checked on.
@@ -78,6 +122,7 @@ impl Default for Options {
                 lines: 1 << 22,
                 endurance: 1e7,
             },
+            written: WrittenOptions::default(),
         }
     }
 }
@@ -85,7 +130,8 @@ impl Default for Options {
 impl Options {
     /// The options at `scale`: `Quick` replays into 256 MiB with 2^14-line
     /// Security Refresh regions, E = 10^4, and a 2^16-line synthetic
-    /// memory; the same code paths, not the same figures.
+    /// memory, and runs the write-weighted part for one pass of iBuddy (on
+    /// the recorded memory); the same code paths, not the same figures.
     pub fn at(scale: Scale) -> Options {
         match scale {
             Scale::Full => Options::default(),
@@ -103,6 +149,11 @@ impl Options {
                 synthetic: Synthetic {
                     lines: 1 << 16,
                     endurance: 1e6,
+                },
+                written: WrittenOptions {
+                    allocators: vec![AllocatorKind::IBuddy],
+                    steady_state: false,
+                    ..WrittenOptions::default()
                 },
                 ..Options::default()
             },
@@ -163,6 +214,138 @@ pub struct Output {
     /// Files of the traces folder that are not traces, skipped.
     #[serde(default)]
     pub not_traces: Vec<String>,
+    /// Write-weighted levelling, one entry per trace with sampled writes.
+    #[serde(default)]
+    pub written: Vec<WrittenTrace>,
+    /// Hot-page migration against its targets, on the write-weighted
+    /// rows.
+    #[serde(default)]
+    pub written_checks: Vec<Check>,
+}
+
+/// How long the trace runs.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Regime {
+    /// The trace once, as recorded: a page written all its life stays
+    /// on its frame unless something moves it.
+    OnePass,
+    /// The trace repeated with the allocator's state carried over until
+    /// the allocator alone's write-weighted wear converges; the policy
+    /// runs as many repetitions.
+    SteadyState,
+}
+
+impl Regime {
+    /// Name for tables.
+    pub fn name(self) -> &'static str {
+        match self {
+            Regime::OnePass => "one pass",
+            Regime::SteadyState => "steady state",
+        }
+    }
+}
+
+/// The columns of the write-weighted table, in order.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Column {
+    /// The allocator alone.
+    None,
+    /// Randomised Start-Gap beneath the allocator.
+    StartGap,
+    /// Security Refresh beneath the allocator.
+    SecurityRefresh,
+    /// Hot-page migration over the allocator.
+    HotMigrate,
+    /// Hot-page migration with randomised Start-Gap beneath.
+    HotMigrateStartGap,
+}
+
+impl Column {
+    /// Every column, in order.
+    pub const ALL: [Column; 5] = [
+        Column::None,
+        Column::StartGap,
+        Column::SecurityRefresh,
+        Column::HotMigrate,
+        Column::HotMigrateStartGap,
+    ];
+
+    /// Name for tables.
+    pub fn name(self) -> &'static str {
+        match self {
+            Column::None => "none",
+            Column::StartGap => "start-gap",
+            Column::SecurityRefresh => "security refresh",
+            Column::HotMigrate => "hot-migrate",
+            Column::HotMigrateStartGap => "hot-migrate + start-gap",
+        }
+    }
+}
+
+/// One cell: one scheme beneath (or policy over) one placement.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct WrittenCell {
+    /// Which column.
+    pub column: Column,
+    /// Write-weighted lifetime, % of ideal (N × E), at the study's E.
+    pub lifetime_pct_of_ideal: f64,
+    /// Years to the first worn-out line at 10^7 and 10^8 writes per line
+    /// (sampled writes; see [`WrittenTrace::years_assume`]).
+    pub years: [f64; 2],
+    /// Writes added (copies, gap moves, refresh swaps), % of the demand
+    /// writes.
+    pub extra_writes_pct: f64,
+    /// Pages migrated by the OS (0 where only hardware levels).
+    pub migrations: u64,
+    /// Migrations per second of trace time.
+    pub migrations_per_s: f64,
+    /// Lifetime over the allocator alone's ([`Column::None`]).
+    pub vs_alone: f64,
+}
+
+/// One allocator in one regime.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct WrittenRow {
+    /// The allocator.
+    pub allocator: String,
+    /// One pass or the steady state.
+    pub regime: Regime,
+    /// Repetitions of the trace.
+    pub reps: u32,
+    /// Why the allocator alone's run stopped (the policy's ran as many).
+    pub stop: Stop,
+    /// The allocator alone's run.
+    pub alone: WrittenHorizon,
+    /// With hot-page migration.
+    pub policy: WrittenHorizon,
+    /// One cell per [`Column::ALL`].
+    pub cells: Vec<WrittenCell>,
+}
+
+impl WrittenRow {
+    /// The cell of `column`.
+    pub fn cell(&self, column: Column) -> Option<&WrittenCell> {
+        self.cells.iter().find(|c| c.column == column)
+    }
+}
+
+/// One trace's write-weighted rows.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct WrittenTrace {
+    /// The trace's name.
+    pub trace: String,
+    /// Frames levelled over (the replayed zones).
+    pub frames: u64,
+    /// Seconds one pass stands for.
+    pub period_s: f64,
+    /// Sampled writes in one pass.
+    pub write_samples: u64,
+    /// What the years assume.
+    pub years_assume: String,
+    /// Rows: each allocator in one pass, then each in the steady state.
+    pub rows: Vec<WrittenRow>,
 }
 
 /// Why the study could not run.
@@ -203,6 +386,43 @@ pub enum Error {
     /// The options cannot be run.
     #[error("options")]
     Options(#[source] LevellingError),
+    /// A write-weighted run failed.
+    #[error("{}: {allocator} ({regime})", path.display())]
+    Written {
+        /// The trace.
+        path: PathBuf,
+        /// Which allocator (and policy).
+        allocator: String,
+        /// Which regime.
+        regime: &'static str,
+        /// Why.
+        #[source]
+        source: Box<HorizonError>,
+    },
+    /// A write-weighted distribution could not be levelled.
+    #[error("{}: {allocator} ({regime}), {column}", path.display())]
+    WrittenLevel {
+        /// The trace.
+        path: PathBuf,
+        /// Which allocator.
+        allocator: String,
+        /// Which regime.
+        regime: &'static str,
+        /// Which column.
+        column: &'static str,
+        /// Why.
+        #[source]
+        source: Box<LevellingError>,
+    },
+    /// A trace could not be loaded for the write-weighted runs.
+    #[error("loading {}", path.display())]
+    Load {
+        /// The trace.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: TraceError,
+    },
     /// A synthetic workload could not be levelled.
     #[error("synthetic workload {workload}")]
     Synthetic {
@@ -345,12 +565,27 @@ pub fn run(options: &Options, progress: &mut dyn FnMut(Progress)) -> Result<Outp
             rows,
         });
     }
+    let mut written = Vec::new();
+    for (path, name) in options.traces.iter().zip(trace_names(&options.traces)) {
+        if options.written.allocators.is_empty() {
+            break;
+        }
+        progress(Progress {
+            done,
+            total,
+            step: format!("{name}: write-weighted"),
+        });
+        if let Some(t) = written_trace(path, &name, options)? {
+            written.push(t);
+        }
+    }
     progress(Progress {
         done,
         total,
         step: String::new(),
     });
     let checks = checks(&synth, options);
+    let written_checks = written_checks(&written);
     Ok(Output {
         options: options.clone(),
         schemes: schemes.iter().map(Scheme::name).collect(),
@@ -358,7 +593,250 @@ pub fn run(options: &Options, progress: &mut dyn FnMut(Progress)) -> Result<Outp
         synthetic: synth,
         checks,
         not_traces: Vec::new(),
+        written,
+        written_checks,
     })
+}
+
+const SECONDS_PER_YEAR: f64 = 365.25 * 24.0 * 3600.0;
+
+/// Line endurances the years are given at.
+pub const YEARS_AT: [f64; 2] = [1e7, 1e8];
+
+/// The write-weighted rows of one trace, or `None` for a trace without
+/// sampled writes.
+fn written_trace(
+    path: &std::path::Path,
+    name: &str,
+    options: &Options,
+) -> Result<Option<WrittenTrace>, Error> {
+    let w = &options.written;
+    // The traced frames may lie beyond a smaller memory: the allocators
+    // place the blocks, and what they refuse is counted.
+    let mut t =
+        crate::horizon::load(path, None, options.replay.cpus).map_err(|source| Error::Load {
+            path: path.to_path_buf(),
+            source,
+        })?;
+    if t.accounting.write_samples == 0 {
+        return Ok(None);
+    }
+    if let Some(frames) = w.memory_frames {
+        t.zones = vec![nvmos_frames::Zone::new(0, frames)];
+    }
+    let period_s = crate::horizon::period_ns(&t.events) as f64 / 1e9;
+    let mut rows = Vec::new();
+    let regimes: &[Regime] = if w.steady_state {
+        &[Regime::OnePass, Regime::SteadyState]
+    } else {
+        &[Regime::OnePass]
+    };
+    for &regime in regimes {
+        for &kind in &w.allocators {
+            let fail = |allocator: String| {
+                move |source| Error::Written {
+                    path: path.to_path_buf(),
+                    allocator,
+                    regime: regime.name(),
+                    source: Box::new(source),
+                }
+            };
+            let reps = match regime {
+                Regime::OnePass => Reps::Exactly(1),
+                Regime::SteadyState => Reps::Converge(w.horizon.clone()),
+            };
+            let run = |reps: &Reps, policy| {
+                horizon_written::<SpinYield>(
+                    kind,
+                    &t.zones,
+                    t.cpus,
+                    &t.events,
+                    options.replay.model,
+                    reps,
+                    policy,
+                )
+            };
+            let alone = run(&reps, None).map_err(fail(kind.name().to_owned()))?;
+            let n = alone.row.result.reps;
+            let policy = run(&Reps::Exactly(n), Some(w.policy))
+                .map_err(fail(format!("{} + hot-migrate", kind.name())))?;
+            let cells = written_cells(&alone, &policy, options).map_err(|(column, source)| {
+                Error::WrittenLevel {
+                    path: path.to_path_buf(),
+                    allocator: kind.name().to_owned(),
+                    regime: regime.name(),
+                    column: column.name(),
+                    source: Box::new(source),
+                }
+            })?;
+            rows.push(WrittenRow {
+                allocator: kind.name().to_owned(),
+                regime,
+                reps: n,
+                stop: alone.row.result.stop,
+                alone,
+                policy,
+                cells,
+            });
+        }
+    }
+    Ok(Some(WrittenTrace {
+        trace: name.to_owned(),
+        frames: t.zones.iter().map(|z| z.end.0 - z.start.0).sum(),
+        period_s,
+        write_samples: t.accounting.write_samples,
+        years_assume: format!(
+            "years = writes served until the first line reaches E, at the run's write rate (sampled writes plus copies per second), with the lifetime's fraction of ideal at E = {:e} taken to hold at 10^7 and 10^8 (exact without hardware levelling); sampled writes are at most one per page per 10 ms sample, a lower bound of the real writes",
+            options.endurance
+        ),
+        rows,
+    }))
+}
+
+/// The five cells of a row: the hardware schemes beneath the allocator
+/// alone's write-weighted wear, and beneath the policy's.
+fn written_cells(
+    alone: &WrittenHorizon,
+    policy: &WrittenHorizon,
+    options: &Options,
+) -> Result<Vec<WrittenCell>, (Column, LevellingError)> {
+    let sg = Scheme::StartGap(StartGap {
+        randomise: true,
+        ..options.start_gap
+    });
+    let sg_pct = 100.0 / options.start_gap.psi as f64;
+    let mut cells: Vec<WrittenCell> = Vec::new();
+    for column in Column::ALL {
+        let (run, scheme) = match column {
+            Column::None => (alone, Scheme::None),
+            Column::StartGap => (alone, sg),
+            Column::SecurityRefresh => (alone, Scheme::SecurityRefresh(options.security_refresh)),
+            Column::HotMigrate => (policy, Scheme::None),
+            Column::HotMigrateStartGap => (policy, sg),
+        };
+        let l = level(
+            &run.written,
+            options.granularity,
+            &scheme,
+            options.endurance,
+        )
+        .map_err(|e| (column, e))?;
+        let os = run.extra_writes_pct();
+        // Hardware adds its writes to everything that reaches it, the
+        // OS's copies included.
+        let extra = match column {
+            Column::None | Column::HotMigrate => os,
+            Column::StartGap | Column::HotMigrateStartGap => os + (100.0 + os) * sg_pct / 100.0,
+            Column::SecurityRefresh => os + (100.0 + os) * l.extra_writes_pct / 100.0,
+        };
+        let seconds = f64::from(run.row.result.reps) * run.row.result.period_s;
+        let total: f64 = run.written.iter().map(|&x| f64::from(x)).sum();
+        let rate = if seconds > 0.0 { total / seconds } else { 0.0 };
+        let years = YEARS_AT.map(|e| {
+            if rate > 0.0 {
+                l.writes_to_failure * (e / options.endurance) / rate / SECONDS_PER_YEAR
+            } else {
+                f64::INFINITY
+            }
+        });
+        let none = cells
+            .first()
+            .map_or(l.lifetime_pct_of_ideal, |c| c.lifetime_pct_of_ideal);
+        cells.push(WrittenCell {
+            column,
+            lifetime_pct_of_ideal: l.lifetime_pct_of_ideal,
+            years,
+            extra_writes_pct: extra,
+            migrations: run.pages_migrated,
+            migrations_per_s: if seconds > 0.0 {
+                run.pages_migrated as f64 / seconds
+            } else {
+                0.0
+            },
+            vs_alone: l.lifetime_pct_of_ideal / none,
+        });
+    }
+    Ok(cells)
+}
+
+/// Hot-page migration over iBuddy against its targets, on every trace and
+/// regime.
+fn written_checks(traces: &[WrittenTrace]) -> Vec<Check> {
+    let mut out = Vec::new();
+    for t in traces {
+        for row in t
+            .rows
+            .iter()
+            .filter(|r| r.allocator == AllocatorKind::IBuddy.name())
+        {
+            let (Some(hm), Some(sg), Some(both)) = (
+                row.cell(Column::HotMigrate),
+                row.cell(Column::StartGap),
+                row.cell(Column::HotMigrateStartGap),
+            ) else {
+                continue;
+            };
+            let at = format!(
+                "{}, {}, {} repetitions",
+                t.trace,
+                row.regime.name(),
+                row.reps
+            );
+            let source = "nvmos's target for write-aware levelling in the OS";
+            out.push(
+                Check::new(
+                    format!(
+                        "hot-migrate at least 10× iBuddy alone's write-weighted lifetime ({at})"
+                    ),
+                    source,
+                    hm.vs_alone,
+                    "× iBuddy alone",
+                    Bound::AtLeast(10.0),
+                )
+                .detail(format!(
+                    "{:.4} % of ideal against {:.4} %",
+                    hm.lifetime_pct_of_ideal,
+                    row.cell(Column::None)
+                        .map_or(0.0, |c| c.lifetime_pct_of_ideal)
+                )),
+            );
+            out.push(Check::new(
+                format!("hot-migrate's extra writes at most 5 % ({at})"),
+                source,
+                hm.extra_writes_pct,
+                "% of the demand writes",
+                Bound::AtMost(5.0),
+            ));
+            out.push(
+                Check::new(
+                    format!("hot-migrate at least as good as randomised Start-Gap alone ({at})"),
+                    source,
+                    hm.lifetime_pct_of_ideal / sg.lifetime_pct_of_ideal,
+                    "× Start-Gap alone",
+                    Bound::AtLeast(1.0),
+                )
+                .detail(format!(
+                    "{:.4} % of ideal against {:.4} %",
+                    hm.lifetime_pct_of_ideal, sg.lifetime_pct_of_ideal
+                )),
+            );
+            let best = hm.lifetime_pct_of_ideal.max(sg.lifetime_pct_of_ideal);
+            out.push(
+                Check::new(
+                    format!("hot-migrate with Start-Gap beneath beats either alone ({at})"),
+                    source,
+                    both.lifetime_pct_of_ideal / best,
+                    "× the better of the two",
+                    Bound::AtLeast(1.0),
+                )
+                .detail(format!(
+                    "{:.4} % of ideal against {:.4} %",
+                    both.lifetime_pct_of_ideal, best
+                )),
+            );
+        }
+    }
+    out
 }
 
 /// Start-Gap against the paper's figures (Qureshi et al., MICRO 2009).
