@@ -74,8 +74,10 @@ pub struct LevellingArgs {
     /// Guests per workload and setting (counting only, moving).
     #[arg(long, default_value_t = 3)]
     runs: u32,
-    /// Guest vCPUs.
-    #[arg(long, default_value_t = 2)]
+    /// Guest vCPUs (the shipped traces were recorded on one; with more,
+    /// QEMU's -icount round robin can starve the guest's timers, and a
+    /// run whose passes did not keep time is refused).
+    #[arg(long, default_value_t = 1)]
     cpus: u32,
     /// Period of the passes, ms of guest time.
     #[arg(long, default_value_t = 50)]
@@ -514,6 +516,7 @@ fn run_levelling(a: &LevellingArgs) -> Result<()> {
     // the workload whatever the host's load.
     o.use_icount();
     let mut opts = levelling::Options::new(o);
+    opts.run.cpus = a.cpus;
     opts.workloads = a
         .workloads
         .iter()

@@ -292,3 +292,104 @@ fn the_kernel_page_is_made_from_the_kernel_tools_json() {
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert!(err.contains("--wis-source DIR"), "{err}");
 }
+
+/// What `nvmos kernel levelling --json` writes: one workload, one run of
+/// each setting.
+fn levelling_json() -> String {
+    use nvmos_kernel::levelling::{Levelling, Measured, Median, Workload};
+    use nvmos_kernel::run::{HotMigrate, Policy};
+    let m = |copies: u64, max: u32, life: f64| Measured {
+        run: 1,
+        writes: 263_000,
+        copies,
+        frames: 524_190,
+        max,
+        lifetime_pct: life,
+        extra_writes_pct: 100.0 * copies as f64 / 263_000.0,
+        passes: 120,
+        hot: copies,
+        deferred: 0,
+        no_better: 0,
+        failed: 0,
+        busy: 0,
+        task_ms: 60.0,
+        guest_s: 6.0,
+        host_s: 40.0,
+    };
+    let med = |x: f64| Median {
+        median: x,
+        min: x,
+        max: x,
+    };
+    let l = Levelling {
+        kernel: "0123abcd".into(),
+        policy: Policy::IBuddy,
+        hot: HotMigrate::new(50),
+        runs: 1,
+        cpus: 1,
+        mem_mib: 2048,
+        workloads: vec![Workload {
+            workload: "memstress 512 2".into(),
+            counting: vec![m(0, 40, 1.2543)],
+            moving: vec![m(24, 5, 10.0371)],
+            counting_lifetime: med(1.2543),
+            moving_lifetime: med(10.0371),
+            ratio: 10.0371 / 1.2543,
+            extra_writes: med(0.0091),
+            task_pct: med(1.0),
+        }],
+        checks: Vec::new(),
+        seconds: 80.0,
+    };
+    serde_json::to_string(&l).unwrap()
+}
+
+#[test]
+fn the_hot_migrate_page_is_made_from_kernel_levellings_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let runs = dir.path().join("runs");
+    std::fs::create_dir(&runs).unwrap();
+    let out = dir.path().join("out");
+    let make = || {
+        nvmos(
+            dir.path(),
+            &[
+                "reproduce",
+                "--only",
+                "hot-migrate",
+                "--hot-from",
+                runs.to_str().unwrap(),
+                "--out",
+                out.to_str().unwrap(),
+            ],
+        )
+    };
+    // Missing: refused, naming the file and the tool.
+    let o = make();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("levelling.json: missing") && err.contains("nvmos kernel levelling --json"),
+        "{err}"
+    );
+    std::fs::write(runs.join("levelling.json"), levelling_json()).unwrap();
+    let o = make();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let page = std::fs::read_to_string(out.join("hot-migrate.md")).unwrap();
+    for want in [
+        "Write-aware levelling in the kernel",
+        "memstress 512 2",
+        "10.0371",
+        "1.2543",
+        "8.00",
+    ] {
+        assert!(page.contains(want), "{want} missing from:\n{page}");
+    }
+    // Without --only hot-migrate the option means nothing: refused.
+    let o = nvmos(
+        dir.path(),
+        &["reproduce", "--only", "evaluate", "--hot-from", "runs"],
+    );
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--hot-from: only with --only hot-migrate"));
+}

@@ -495,6 +495,24 @@ pub fn run_text(r: &Run, output: &Path, bank_mib: u64) -> String {
         .map(|b| format!("{}:{}/{}{}", b.bank, b.pinned, b.used, pool_tag(&b.pool)))
         .collect();
     let _ = writeln!(out, "  bank:kernel/used pages: {}", pinned.join(" "));
+    if let Some(h) = &r.hot {
+        let max = h.wear.iter().map(|&(_, w)| w).max().unwrap_or(0);
+        let _ = writeln!(
+            out,
+            "hot-page migration (a pass every {} ms, threshold {}): {} passes, {} writes counted, {} pages found hot, {} moved, {} failed, {} with no less worn frame, {} deferred by the budget; {} frames worn, the most worn {} (writes plus copies)",
+            h.settings.ms,
+            h.settings.threshold,
+            h.get("hot_passes"),
+            h.get("hot_writes"),
+            h.get("hot_found"),
+            h.get("hot_moved"),
+            h.get("hot_failed"),
+            h.get("hot_no_better"),
+            h.get("hot_deferred"),
+            h.wear.len(),
+            max
+        );
+    }
     out
 }
 
