@@ -91,7 +91,8 @@ pub struct Measured {
 }
 
 impl Measured {
-    /// The figures of a run's report, over `frames` present frames.
+    /// The figures of a run's report, over the present frames of the
+    /// guest's zones.
     pub fn of(run: u32, r: &run::Run) -> std::result::Result<Measured, String> {
         let hot = r.hot.as_ref().ok_or("the run has no hot-page report")?;
         let frames: u64 = r.machine.zones.iter().map(|z| z.present).sum();
@@ -157,14 +158,13 @@ pub struct Median {
 impl Median {
     /// Of `v` (empty: all 0).
     pub fn of(v: &[f64]) -> Median {
-        Median {
-            median: nvmos_measure::stats::median(v).unwrap_or(0.0),
-            min: v
-                .iter()
-                .copied()
-                .fold(f64::INFINITY, f64::min)
-                .min(f64::MAX),
-            max: v.iter().copied().fold(0.0, f64::max),
+        match nvmos_measure::stats::median(v) {
+            None => Median::default(),
+            Some(median) => Median {
+                median,
+                min: v.iter().copied().fold(f64::INFINITY, f64::min),
+                max: v.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+            },
         }
     }
 }
@@ -339,6 +339,7 @@ mod tests {
     fn median_of_runs() {
         let m = Median::of(&[3.0, 1.0, 2.0]);
         assert_eq!((m.median, m.min, m.max), (2.0, 1.0, 3.0));
+        assert_eq!(Median::of(&[]), Median::default());
     }
 
     #[test]

@@ -569,9 +569,7 @@ impl Run<'_> {
                 first_rep = Some(engine.stats().accounting);
             }
             let max = if self.on_written {
-                wear.written_with_copies()
-                    .and_then(|w| w.iter().copied().max())
-                    .unwrap_or(0)
+                wear.max_written()
             } else {
                 wear.writes().iter().copied().max().unwrap_or(0)
             };

@@ -113,6 +113,22 @@ impl WearCounter {
         (!self.copied.is_empty()).then_some(&self.copied[..])
     }
 
+    /// The most write-weighted wear of a frame (sampled writes plus
+    /// copies), without building the per-frame table: what a long run
+    /// checks after every repetition.
+    pub fn max_written(&self) -> u32 {
+        match (self.sampled_writes(), self.copies()) {
+            (None, None) => 0,
+            (Some(w), None) | (None, Some(w)) => w.iter().copied().max().unwrap_or(0),
+            (Some(s), Some(c)) => s
+                .iter()
+                .zip(c)
+                .map(|(a, b)| a.saturating_add(*b))
+                .max()
+                .unwrap_or(0),
+        }
+    }
+
     /// The write-weighted wear per frame in dense zone order: sampled
     /// writes plus migration copies; `None` when there is neither.
     pub fn written_with_copies(&self) -> Option<Vec<u32>> {

@@ -470,6 +470,7 @@ mod tests {
         // before the next pass, plus its copy).
         let max = *written.iter().max().unwrap();
         assert!(max <= 12, "max {max}");
+        assert_eq!(wear.max_written(), max);
         assert_eq!(s.no_better_place + s.no_destination, 0, "{s:?}");
     }
 
