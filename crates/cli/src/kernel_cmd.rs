@@ -429,6 +429,24 @@ pub struct RunArgs {
     /// Also print the run as JSON.
     #[arg(long)]
     json: bool,
+    /// Also record the guest's memory accesses while the workload runs
+    /// (a QEMU TCG plugin; forces TCG), filtered through the machine's
+    /// last-level cache, and write the fills and writebacks here as a
+    /// DRAMSim3 trace for `nvmos memsys run`.
+    #[arg(long)]
+    mem_trace: Option<PathBuf>,
+    /// The machine preset whose last-level cache and memory clock the
+    /// memory trace models.
+    #[arg(long, default_value = "ddr4-2400", requires = "mem_trace")]
+    mem_machine: String,
+    /// Share the host's root read-only with the guest (virtio-9p, tag
+    /// `hostroot`), so the workload can run host programs in a chroot.
+    #[arg(long)]
+    host_root: bool,
+    /// QEMU's -cpu model (e.g. `max`, which host programs built for
+    /// x86-64-v2 need under TCG).
+    #[arg(long)]
+    cpu_model: Option<String>,
     #[command(flatten)]
     guest: GuestArgs,
     /// The command the guest runs, e.g. `memstress 256 2` (the
@@ -654,6 +672,14 @@ fn run_one(a: &RunArgs) -> Result<()> {
     let policy = Policy::parse(&a.policy)?;
     let mut opts = a.guest.run_options(policy, a.workload.clone())?;
     opts.output = Some(a.output.clone());
+    opts.share_host_root = a.host_root;
+    opts.cpu_model = a.cpu_model.clone();
+    if let Some(path) = &a.mem_trace {
+        opts.mem_trace = Some(nvmos_kernel::memtrace::MemTrace::for_machine(
+            path.clone(),
+            &a.mem_machine,
+        )?);
+    }
     let r = run::run(&opts, &mut progress)?;
     if a.json {
         println!("{}", serde_json::to_string_pretty(&r)?);

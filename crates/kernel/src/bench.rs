@@ -30,7 +30,6 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 
 use crate::run::{self, Accel, Policy, RunOptions};
 use crate::{KernelError, Progress, Result};
@@ -424,20 +423,13 @@ pub struct Bench {
 
 /// Compile the plugin into the cache once per content; its path.
 pub fn plugin(cache: &Path) -> Result<PathBuf> {
-    crate::kbuild::require_tool("cc", "apt-get install gcc libc6-dev")?;
-    let hash = crate::kbuild::hex(&Sha256::digest(PLUGIN_SOURCE.as_bytes())[..8]);
-    let dir = cache.join("tcg").join(hash);
-    let so = dir.join("nvmos_tcg.so");
-    if so.is_file() {
-        return Ok(so);
-    }
-    fs::create_dir_all(&dir).map_err(|e| KernelError::io("creating", &dir, e))?;
-    let src = dir.join("nvmos_tcg.c");
-    // The source is rewritten whole whenever the plugin is missing, so a
-    // torn copy from an interrupted run never lasts.
-    fs::write(&src, PLUGIN_SOURCE).map_err(|e| KernelError::io("writing", &src, e))?;
-    run::cc_into(&["-shared", "-fPIC", "-O2", "-Wall", "-Wextra"], &src, &so)?;
-    Ok(so)
+    crate::memtrace::compile_cached(
+        cache,
+        PLUGIN_SOURCE,
+        "nvmos_tcg",
+        "nvmos_tcg.so",
+        &["-shared", "-fPIC", "-O2", "-Wall", "-Wextra"],
+    )
 }
 
 /// One record of the plugin's output.

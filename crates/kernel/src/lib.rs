@@ -51,6 +51,7 @@ mod cpio;
 mod error;
 pub mod kbuild;
 pub mod levelling;
+pub mod memtrace;
 pub mod policy_core;
 pub mod run;
 pub mod study;

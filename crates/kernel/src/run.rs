@@ -23,6 +23,7 @@ use nvmos_trace::{
 use sha2::{Digest, Sha256};
 
 use crate::kbuild::{self, require_tool, tail_of, BuildOptions, Built, FileLock};
+use crate::memtrace::{self, MemTrace, MemTraceReport};
 use crate::{cpio::Cpio, KernelError, Progress, Result};
 
 /// The order-0 page-frame policy the guest boots with (`nvmos_policy=`).
@@ -224,6 +225,10 @@ pub struct RunOptions {
     /// it off. The run then reports its counters and the guest's wear per
     /// frame ([`Run::hot`]).
     pub hot: Option<HotMigrate>,
+    /// Record the guest's memory accesses through a cache model as a
+    /// memory-request trace ([`crate::memtrace`]); needs TCG, which it
+    /// forces. `None` records nothing.
+    pub mem_trace: Option<MemTrace>,
 }
 
 /// The series' hot-page migration, as booted: a pass every `ms`
@@ -408,6 +413,7 @@ impl RunOptions {
             extra_qemu_args: Vec::new(),
             sample_ms: None,
             hot: None,
+            mem_trace: None,
         }
     }
 
@@ -575,6 +581,9 @@ pub struct Run {
     /// booted ([`RunOptions::hot`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hot: Option<HotReport>,
+    /// What the memory-trace plugin recorded ([`RunOptions::mem_trace`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mem_trace: Option<MemTraceReport>,
     /// The events, for the study.
     #[serde(skip)]
     pub events: Vec<Event>,
@@ -766,7 +775,19 @@ pub fn parse_timeline(text: &str) -> std::result::Result<Vec<Counters>, String> 
 
 /// The guest's `/init`.
 fn init_script(opts: &RunOptions) -> String {
-    let cmd: Vec<String> = opts.command.iter().map(|a| shell_quote(a)).collect();
+    let mut cmd: Vec<String> = opts.command.iter().map(|a| shell_quote(a)).collect();
+    if opts
+        .mem_trace
+        .as_ref()
+        .is_some_and(|m| !m.marked_by_command)
+    {
+        // The recorded window is the command's run, its status kept.
+        cmd.insert(0, format!("{} start;", memtrace::MARK_PROGRAM));
+        cmd.push(format!(
+            "; status=$?; {} stop; (exit $status)",
+            memtrace::MARK_PROGRAM
+        ));
+    }
     format!(
         r#"{prelude}mount -t tmpfs -o size=75% tmp /tmp
 mount -t tracefs nodev /sys/kernel/tracing
@@ -1334,6 +1355,9 @@ pub struct GuestRun {
     pub disk: PathBuf,
     /// The `==nvmos:NAME==` sections at the start of the data disk.
     pub sections: BTreeMap<String, Vec<u8>>,
+    /// What the memory-trace plugin counted, its trace renamed into place
+    /// ([`RunOptions::mem_trace`]).
+    pub mem_trace: Option<MemTraceReport>,
 }
 
 impl GuestRun {
@@ -1406,6 +1430,9 @@ pub fn boot_guest(opts: &RunOptions, progress: &mut dyn FnMut(Progress)) -> Resu
     let qemu = opts.qemu.to_string_lossy();
     require_tool(&qemu, "apt-get install qemu-system-x86")?;
     let busybox = static_busybox()?;
+    if let Some(m) = &opts.mem_trace {
+        m.check()?;
+    }
     let kernel = kbuild::build(&opts.build, progress)?;
     let bins = compile_workloads(&opts.workloads_dir, &opts.build.cache)?;
     let runs = opts.build.cache.join("runs");
@@ -1415,6 +1442,24 @@ pub fn boot_guest(opts: &RunOptions, progress: &mut dyn FnMut(Progress)) -> Resu
         .tempdir_in(&runs)
         .map_err(|e| KernelError::io("creating a run folder in", &runs, e))?
         .keep();
+    let mem_stats = dir.join("memtrace.stats");
+    let traced;
+    let opts = match &opts.mem_trace {
+        Some(m) => {
+            let mut o = opts.clone();
+            o.accel = Accel::Tcg;
+            let so = memtrace::plugin(&opts.build.cache)?;
+            o.extra_qemu_args
+                .extend(["-plugin".to_owned(), m.plugin_args(&so, &mem_stats)]);
+            o.files.push((
+                memtrace::MARK_PROGRAM.to_owned(),
+                memtrace::mark_program(&opts.build.cache)?,
+            ));
+            traced = o;
+            &traced
+        }
+        None => opts,
+    };
     let cpio = dir.join("initramfs.cpio");
     kbuild::write_atomic(&cpio, &initramfs(opts, &busybox, &bins)?)?;
     // One guest at a time per cache: two TCG guests on two cores would
@@ -1453,6 +1498,10 @@ pub fn boot_guest(opts: &RunOptions, progress: &mut dyn FnMut(Progress)) -> Resu
     }
     let disk = dir.join("data.img");
     let sections = sections(&disk)?;
+    let mem_trace = match &opts.mem_trace {
+        Some(m) => Some(accept_mem_trace(m, &mem_stats)?),
+        None => None,
+    };
     Ok(GuestRun {
         kernel,
         accel: guest.accel,
@@ -1461,7 +1510,25 @@ pub fn boot_guest(opts: &RunOptions, progress: &mut dyn FnMut(Progress)) -> Resu
         console_log: console,
         disk,
         sections,
+        mem_trace,
     })
+}
+
+/// The plugin's statistics, checked, and its trace renamed into place;
+/// a window not opened and closed or requests dropped refuse the run and
+/// leave no trace at the output.
+fn accept_mem_trace(m: &MemTrace, stats: &Path) -> Result<MemTraceReport> {
+    let text = fs::read_to_string(stats).map_err(|e| KernelError::io("reading", stats, e))?;
+    let mut report = MemTraceReport::parse(&text, stats)?;
+    report.check_complete(stats)?;
+    let tmp = memtrace::tmp_of(&m.output);
+    report.trace_bytes = fs::metadata(&tmp)
+        .map_err(|e| KernelError::io("reading", &tmp, e))?
+        .len();
+    fs::rename(&tmp, &m.output).map_err(|e| KernelError::io("renaming", &tmp, e))?;
+    report.machine = m.machine.clone();
+    report.output = m.output.clone();
+    Ok(report)
 }
 
 /// Boot, run, bring the trace out.
@@ -1489,6 +1556,7 @@ pub fn run(opts: &RunOptions, progress: &mut dyn FnMut(Progress)) -> Result<Run>
         console_log: console,
         disk,
         sections: sec,
+        mem_trace,
         ..
     } = guest;
     let text = |name: &str| -> Result<String> {
@@ -1586,6 +1654,7 @@ pub fn run(opts: &RunOptions, progress: &mut dyn FnMut(Progress)) -> Result<Run>
     };
     Ok(Run {
         hot,
+        mem_trace,
         policy: opts.policy,
         command: opts.command.clone(),
         kernel,

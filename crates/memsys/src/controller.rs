@@ -284,6 +284,12 @@ pub struct ControllerReport {
     /// (a bank is busy from a request's first command to the end of its
     /// data).
     pub blp: f64,
+    /// Bank-level parallelism while the memory works: the mean number of
+    /// banks busy over the cycles in which at least one is. Unlike
+    /// [`ControllerReport::blp`] it does not fall when a program computes
+    /// between its requests.
+    #[serde(default)]
+    pub busy_blp: f64,
     /// First arrival to last data, cycles.
     pub total_cycles: u64,
     /// The same in nanoseconds.
@@ -760,6 +766,11 @@ pub struct Controller {
     reads: u64,
     first_arrival: Option<u64>,
     last_done: u64,
+    /// Cycles in which at least one bank was busy (the union of the banks'
+    /// busy spans, requests taken in the order they were scheduled), and
+    /// the end of the latest span counted.
+    any_busy: u64,
+    any_busy_until: u64,
     cores: Vec<(u64, u64, u64)>,
     bytes_per_request: u64,
     commands: Option<Vec<Command>>,
@@ -918,6 +929,8 @@ impl Controller {
             reads: 0,
             first_arrival: None,
             last_done: 0,
+            any_busy: 0,
+            any_busy_until: 0,
             cores: Vec::new(),
             bytes_per_request: u64::from(org.bytes_per_column) * u64::from(timing.burst_length),
             commands: config.check.then(Vec::new),
@@ -1679,6 +1692,11 @@ impl Controller {
             bank.busy += data_end - from;
         }
         bank.busy_until = bank.busy_until.max(data_end);
+        let from = start.max(self.any_busy_until);
+        if data_end > from {
+            self.any_busy += data_end - from;
+        }
+        self.any_busy_until = self.any_busy_until.max(data_end);
         self.last_done = self.last_done.max(data_end);
         let core = slot.core as usize;
         if self.cores.len() <= core {
@@ -2011,6 +2029,11 @@ impl Controller {
             } else {
                 busy as f64 / total as f64
             },
+            busy_blp: if self.any_busy == 0 {
+                0.0
+            } else {
+                busy as f64 / self.any_busy as f64
+            },
             total_cycles: total,
             total_ns,
             bandwidth_gbs: if total == 0 {
@@ -2103,6 +2126,8 @@ mod tests {
         assert_eq!(r.total_cycles, 2055);
         // Busy: 0..38, 1000..1021, 2000..2055.
         assert!((r.blp * 2055.0 - (38.0 + 21.0 + 55.0)).abs() < 1e-9);
+        // One bank: busy whenever any bank is, whatever the gaps.
+        assert!((r.busy_blp - 1.0).abs() < 1e-12, "{}", r.busy_blp);
     }
 
     #[test]
@@ -2216,6 +2241,7 @@ mod tests {
         let r = mc.run((0..8u64).map(|b| read(b << 14, 0))).unwrap();
         assert_eq!(r.rows.misses, 8);
         assert!(r.blp > 1.5, "{}", r.blp);
+        assert!(r.busy_blp >= r.blp, "{} < {}", r.busy_blp, r.blp);
         // Far less than eight serial misses (8 x 38).
         assert!(r.total_cycles < 8 * 38, "{}", r.total_cycles);
         assert!(mc.verify().unwrap() >= 16);

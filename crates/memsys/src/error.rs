@@ -35,6 +35,14 @@ pub enum MachineError {
         /// The page size.
         page_size: u64,
     },
+    /// A last-level cache whose size is not whole sets of 64-byte lines.
+    #[error("llc: bytes = {bytes} must be a non-zero multiple of ways ({ways}, non-zero) x 64")]
+    Llc {
+        /// Its bytes.
+        bytes: u64,
+        /// Its ways.
+        ways: u32,
+    },
     /// No zones.
     #[error("zones: a machine needs at least one zone")]
     NoZones,

@@ -95,7 +95,7 @@ pub use controller::{
 };
 pub use error::{LoadError, MachineError};
 pub use lookup::{BankDecoder, BankRow};
-pub use machine::{Machine, MachineSpec, Organisation, Zone};
+pub use machine::{Llc, Machine, MachineSpec, Organisation, Zone};
 pub use mapping::{
     AddressError, AddressMapping, BitSpec, ChannelModulo, Coordinates, Field, MappingError,
     MappingSpec,

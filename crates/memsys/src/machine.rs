@@ -59,6 +59,28 @@ impl Organisation {
     }
 }
 
+/// The last-level cache in front of the memory, for tools that filter a
+/// program's accesses into memory requests (the QEMU plugin of `nvmos
+/// kernel run --mem-trace`): `bytes` over `ways` ways of 64-byte lines.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Llc {
+    /// Capacity in bytes: a non-zero multiple of `ways` × 64.
+    pub bytes: u64,
+    /// Associativity.
+    pub ways: u32,
+}
+
+impl Llc {
+    /// The line size every nvmos cache model uses, bytes.
+    pub const LINE: u64 = 64;
+
+    /// Sets: `bytes / (ways × 64)`.
+    pub fn sets(&self) -> u64 {
+        self.bytes / (u64::from(self.ways) * Self::LINE)
+    }
+}
+
 /// A range of page frames `start_pfn..end_pfn` and the technology behind it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -92,6 +114,10 @@ pub struct MachineSpec {
     pub mapping: MappingSpec,
     /// Timings per technology.
     pub timing: Timings,
+    /// The last-level cache of the system the memory belongs to, if the
+    /// preset names one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub llc: Option<Llc>,
 }
 
 /// A checked machine description, shared by every study.
@@ -151,6 +177,17 @@ impl Machine {
         for technology in [Technology::Dram, Technology::Pcm] {
             if let Some(t) = spec.timing.get(technology) {
                 t.validate(technology)?;
+            }
+        }
+        if let Some(llc) = spec.llc {
+            if llc.ways == 0
+                || llc.bytes == 0
+                || !llc.bytes.is_multiple_of(u64::from(llc.ways) * Llc::LINE)
+            {
+                return Err(MachineError::Llc {
+                    bytes: llc.bytes,
+                    ways: llc.ways,
+                });
             }
         }
         if spec.zones.is_empty() {
@@ -264,6 +301,11 @@ impl Machine {
     /// The address mapping.
     pub fn mapping(&self) -> &AddressMapping {
         &self.mapping
+    }
+
+    /// The last-level cache, if the preset names one.
+    pub fn llc(&self) -> Option<Llc> {
+        self.spec.llc
     }
 
     /// Bytes of memory the mapping covers.

@@ -258,6 +258,21 @@ pub struct TraceStats {
     pub refreshes: u64,
     /// First arrival to last data, cycles.
     pub cycles: u64,
+    /// The same in nanoseconds: the total memory time.
+    #[serde(default)]
+    pub total_ns: f64,
+    /// Requests that found their bank's row closed (an activate only).
+    #[serde(default)]
+    pub row_miss_rate: f64,
+    /// Requests that found another row open (precharge and activate).
+    #[serde(default)]
+    pub row_conflict_rate: f64,
+    /// Bank-level parallelism: the mean number of banks busy over the run.
+    #[serde(default)]
+    pub blp: f64,
+    /// The mean number of banks busy while at least one is.
+    #[serde(default)]
+    pub busy_blp: f64,
     /// Bytes moved per second of modelled time over those cycles, GB/s
     /// (`average_bandwidth`).
     pub bandwidth_gbs: f64,
@@ -323,6 +338,11 @@ pub fn run(
     s.row_hit_rate = report.hit_rate;
     s.refreshes = report.refreshes;
     s.cycles = report.total_cycles;
+    s.total_ns = report.total_ns;
+    s.row_miss_rate = report.miss_rate;
+    s.row_conflict_rate = report.conflict_rate;
+    s.blp = report.blp;
+    s.busy_blp = report.busy_blp;
     s.bandwidth_gbs = report.bandwidth_gbs;
     s.read_latency = Latency::of(read_lat);
     s.read_latency_from_arrival = Latency::of(read_arr);

@@ -513,6 +513,45 @@ pub fn run_text(r: &Run, output: &Path, bank_mib: u64) -> String {
             max
         );
     }
+    if let Some(m) = &r.mem_trace {
+        out.push_str(&mem_trace_text(m));
+    }
+    out
+}
+
+/// What `nvmos kernel run --mem-trace` recorded, in a few lines.
+pub fn mem_trace_text(m: &nvmos_kernel::memtrace::MemTraceReport) -> String {
+    let mut out = format!(
+        "memory trace {} ({} bytes): {} requests ({} line fills, {} writebacks) from {} loads and {} stores of {} vCPU(s) over {} instructions; {} I/O accesses counted, not recorded; {} accesses across two pages (first line only)\n",
+        m.output.display(),
+        m.trace_bytes,
+        m.records,
+        m.misses,
+        m.writebacks,
+        m.loads,
+        m.stores,
+        m.vcpus,
+        m.instructions,
+        m.io,
+        m.page_cross,
+    );
+    let _ = writeln!(
+        out,
+        "  cache of {} ({} KiB, {} ways, 64-byte lines, LRU, write-back): {:.2} % of lines missed; assumed 1 instruction = {} ps, memory clock {} ps (requests in its cycles)",
+        m.machine,
+        m.llc_bytes >> 10,
+        m.llc_ways,
+        100.0 * m.miss_rate(),
+        m.insn_ps,
+        m.tck_ps
+    );
+    if let Some(w) = &m.watch {
+        let _ = writeln!(
+            out,
+            "  watched window: {} accesses over {} pages and {} frames, {}..{} per page, {} after a page moved",
+            w.accesses, w.pages, w.frames, w.min_per_page, w.max_per_page, w.remapped
+        );
+    }
     out
 }
 

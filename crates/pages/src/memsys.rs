@@ -69,6 +69,23 @@ pub fn stats_text(
         "row_hit_rate           {:>11.2} %",
         100.0 * s.row_hit_rate
     );
+    outln!(
+        out,
+        "row_miss_rate          {:>11.2} %  (row closed)",
+        100.0 * s.row_miss_rate
+    );
+    outln!(
+        out,
+        "row_conflict_rate      {:>11.2} %  (another row open)",
+        100.0 * s.row_conflict_rate
+    );
+    outln!(
+        out,
+        "bank_level_parallelism {:>12.2}  (mean banks busy over the run; {:.2} while any is)",
+        s.blp,
+        s.busy_blp
+    );
+    outln!(out, "total_memory_time      {:>12.0} ns", s.total_ns);
     outln!(out, "num_act_cmds           {:>12}", s.activates);
     outln!(out, "num_ref_cmds           {:>12}", s.refreshes);
     outln!(out, "average_bandwidth      {:>12.3} GB/s", s.bandwidth_gbs);

@@ -187,7 +187,11 @@ pub struct WorkloadResult {
     pub run_ns: f64,
 }
 
-struct Llc {
+/// The last-level cache model: LRU, write-back, write-allocate, 64-byte
+/// lines; set = line mod sets. The memory-trace plugin of `nvmos kernel
+/// run --mem-trace` models the same cache in C and is tested against
+/// this one.
+pub struct Llc {
     sets: u64,
     ways: usize,
     /// Per set: (line tag + 1, last use, dirty); tag 0 = empty.
@@ -196,7 +200,8 @@ struct Llc {
 }
 
 impl Llc {
-    fn new(spec: LlcSpec) -> Result<Self, BanksError> {
+    /// An empty cache. Refuses a size that is not whole sets.
+    pub fn new(spec: LlcSpec) -> Result<Self, BanksError> {
         let lines = spec.bytes / LINE;
         if spec.ways == 0 || lines == 0 || !lines.is_multiple_of(u64::from(spec.ways)) {
             return Err(BanksError::Spec(
@@ -211,9 +216,9 @@ impl Llc {
         })
     }
 
-    /// Look `line` up; on a miss, fill it. Returns (hit, dirty line
-    /// evicted).
-    fn access(&mut self, line: u64, write: bool) -> (bool, Option<u64>) {
+    /// Look `line` (an address over 64) up; on a miss, fill it. Returns
+    /// (hit, dirty line evicted).
+    pub fn access(&mut self, line: u64, write: bool) -> (bool, Option<u64>) {
         self.clock += 1;
         let set = (line % self.sets) as usize * self.ways;
         let ways = &mut self.lines[set..set + self.ways];
