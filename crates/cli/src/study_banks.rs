@@ -1,6 +1,8 @@
-//! `nvmos study banks`: seed 002's study (`nvmos_sim::banks_study`). This
-//! file parses the arguments, draws the progress bar and prints or writes
-//! what `nvmos_pages::banks` renders: the text, JSON and `banks.html`.
+//! `nvmos study banks`: seed 002's study (`nvmos_sim::banks_study`), and
+//! with `--real` the same claim on real programs in the kernel
+//! (`nvmos_kernel::banks_real`). This file parses the arguments, draws
+//! the progress and prints or writes what `nvmos_pages::banks` and
+//! `nvmos_pages::banks_real` render: the text, JSON and the pages.
 
 use std::path::PathBuf;
 
@@ -73,9 +75,48 @@ pub struct BanksArgs {
     #[arg(long)]
     json: bool,
 
-    /// Also write banks.html (charts) and banks.json into this folder.
+    /// Also write banks.html (charts) and banks.json into this folder
+    /// (with --real also banks-real.html and banks-real.json).
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
+
+    /// Seed 002 on real programs: boot the patched kernel under each
+    /// placement policy, run each program with its memory accesses
+    /// recorded through the machine's last-level cache (`nvmos kernel
+    /// run --mem-trace`), replay every recording through the timing
+    /// model, and draw the figure next to the synthetic one on the same
+    /// machine [machine default: ddr4-2400]. Takes about 40 minutes on 2
+    /// cores.
+    #[arg(long)]
+    real: bool,
+
+    /// With --real: programs, comma-separated (sort, xz, sqlite3, numpy)
+    /// [default: all].
+    #[arg(long, value_delimiter = ',', requires = "real")]
+    programs: Option<Vec<String>>,
+
+    /// With --real: kernel policies, comma-separated [default:
+    /// buddy,ibuddy,lis31,adaptive,m3].
+    #[arg(long, value_delimiter = ',', requires = "real")]
+    policies: Option<Vec<String>>,
+
+    /// With --real: lines of the corpus sort and xz read [default: 200000].
+    #[arg(long, requires = "real")]
+    corpus_lines: Option<u64>,
+
+    /// With --real: guest vCPUs [default: 2].
+    #[arg(long, requires = "real", value_parser = clap::value_parser!(u32).range(1..=8))]
+    guest_cpus: Option<u32>,
+
+    /// With --real: skip the runs without the plugin that measure its
+    /// overhead.
+    #[arg(long, requires = "real")]
+    no_overhead: bool,
+
+    /// With --real: where the recordings go [default: the kernel cache's
+    /// banks-real folder].
+    #[arg(long, value_name = "DIR", requires = "real")]
+    traces: Option<PathBuf>,
 }
 
 #[derive(Copy, Clone, Debug, ValueEnum)]
@@ -142,7 +183,78 @@ impl BanksArgs {
     }
 }
 
+/// The real-program study's options from the arguments.
+fn real_options(args: &BanksArgs, machine: &str) -> Result<nvmos_kernel::banks_real::Options> {
+    use nvmos_kernel::banks_real::{Options, Program};
+    use nvmos_kernel::kbuild::{self, BuildOptions};
+    use nvmos_kernel::run::{Policy, RunOptions};
+    let build = BuildOptions::new(nvmos_kernel::repo_kernel_dir());
+    let traces = args
+        .traces
+        .clone()
+        .unwrap_or_else(|| kbuild::default_cache().join("banks-real"));
+    let run = RunOptions::new(
+        build,
+        nvmos_kernel::repo_workloads_dir(),
+        Policy::Buddy,
+        Vec::new(),
+    );
+    let mut o = Options::new(run, traces);
+    o.machine = machine.to_owned();
+    if let Some(p) = &args.programs {
+        o.programs = p
+            .iter()
+            .map(|s| Program::parse(s))
+            .collect::<Result<_, _>>()?;
+    }
+    if let Some(p) = &args.policies {
+        o.policies = p
+            .iter()
+            .map(|s| Policy::parse(s))
+            .collect::<Result<_, _>>()?;
+    }
+    if let Some(n) = args.corpus_lines {
+        o.corpus_lines = n;
+    }
+    if let Some(c) = args.guest_cpus {
+        o.run.cpus = c;
+    }
+    o.overhead = !args.no_overhead;
+    Ok(o)
+}
+
+fn run_real(args: &BanksArgs) -> Result<()> {
+    let mut options = args.options();
+    if args.machine.is_none() {
+        options.machine = "ddr4-2400".into();
+    }
+    let real_options = real_options(args, &options.machine)?;
+    let synthetic = Banks::run(&options, &mut |_| {}).context("running the banks study")?;
+    let real =
+        nvmos_kernel::banks_real::banks_real(&real_options, &mut crate::kernel_cmd::progress)
+            .context("running the banks study on real programs")?;
+    if let Some(dir) = &args.out {
+        let out = OutputDir::create(dir, &[])?;
+        out.write_json("banks.json", &synthetic)?;
+        out.write_json("banks-real.json", &real)?;
+        out.write(
+            "banks-real.html",
+            nvmos_pages::banks_real::html(&real, &synthetic, &out.nav("banks-real.html"))?
+                .as_bytes(),
+        )?;
+    }
+    if args.json {
+        print!("{}", nvmos_report::json_text(&real)?);
+    } else {
+        print!("{}", nvmos_pages::banks_real::text(&real)?);
+    }
+    Ok(())
+}
+
 pub fn run(args: BanksArgs) -> Result<()> {
+    if args.real {
+        return run_real(&args);
+    }
     let options = args.options();
     let output = crate::with_progress(0, |p| Banks::run(&options, p));
     let output = output.context("running the banks study")?;

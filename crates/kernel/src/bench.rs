@@ -280,6 +280,7 @@ pub fn user_space_twin(policy: Policy) -> nvmos_sim::AllocatorKind {
         Policy::Lis31Fair => K::Lis31Fair,
         // The bench's patterns allocate and free; no pass runs in user space.
         Policy::Adaptive | Policy::AdaptiveMigrate => K::Adaptive,
+        Policy::M3 => K::M3Part,
     }
 }
 

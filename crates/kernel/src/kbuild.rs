@@ -33,11 +33,13 @@ pub const PINNED_VERSION: &str = "6.12.117-1~deb12u1";
 /// The policy cores in `kernel/policy/`: the files the differential tests
 /// compile for user space, which the series adds to `mm/` verbatim
 /// ([`Series::check_cores`] holds the two to each other).
-pub const CORE_FILES: [&str; 4] = [
+pub const CORE_FILES: [&str; 6] = [
     "ibuddy_core.c",
     "ibuddy_core.h",
     "adaptive_core.c",
     "adaptive_core.h",
+    "m3_core.c",
+    "m3_core.h",
 ];
 /// Where the package puts its tarball.
 pub const SOURCE_TARBALL: &str = "/usr/src/linux-source-6.12.tar.xz";

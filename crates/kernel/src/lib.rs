@@ -45,6 +45,7 @@
 //! ```
 #![warn(missing_docs)]
 
+pub mod banks_real;
 pub mod bench;
 pub mod check;
 mod cpio;

@@ -1,8 +1,10 @@
-//! The kernel's policy cores (`kernel/policy/ibuddy_core.c` and
-//! `adaptive_core.c`), compiled for user space against their shim, behind
-//! a safe interface, for the differential tests against `nvmos-frames`.
+//! The kernel's policy cores (`kernel/policy/ibuddy_core.c`,
+//! `adaptive_core.c` and `m3_core.c`), compiled for user space against
+//! their shim, behind a safe interface, for the differential tests against
+//! `nvmos-frames`.
 //!
-//! [`CoreAdaptive`] is one zone's Adaptive-Buddy core. [`CoreSpace`] composes the space and the bypass list exactly as the
+//! [`CoreAdaptive`] is one zone's Adaptive-Buddy core, [`CoreM3`] one
+//! zone's M3 core. [`CoreSpace`] composes the space and the bypass list exactly as the
 //! kernel patch does: an order-0 allocation tries the lazy list first, an
 //! order-0 free goes on it while it has room; everything else goes to the
 //! space.
@@ -72,6 +74,14 @@ pub enum CoreError {
         pfn: u64,
         /// Its order.
         order: u8,
+    },
+    /// A CPU the core was not built for.
+    #[error("cpu {cpu} of a core for {cpus} CPUs")]
+    BadCpu {
+        /// The CPU asked for.
+        cpu: u32,
+        /// CPUs of the core.
+        cpus: u32,
     },
     /// A migration pass given a pinned flag for other than every bank.
     #[error("{got} pinned flags for a core of {banks} banks")]
@@ -662,5 +672,289 @@ impl Drop for CoreAdaptive {
     fn drop(&mut self) {
         // SAFETY: created by ad_harness_new, dropped once.
         unsafe { ad_harness_drop(self.h.as_ptr()) }
+    }
+}
+
+#[repr(C)]
+struct M3Harness {
+    _opaque: [u8; 0],
+}
+
+/// `struct m3_stats` of `m3_core.h`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct M3Stats {
+    /// Single frames handed out.
+    pub alloc_single: u64,
+    /// Of those, from outside the requesting CPU's colours.
+    pub alloc_borrowed: u64,
+    /// Blocks of order 1 or more handed out.
+    pub alloc_blocks: u64,
+    /// Their frames.
+    pub alloc_block_frames: u64,
+    /// Of those blocks, found around a random free frame.
+    pub block_probe_hits: u64,
+    /// Requests the core could not serve.
+    pub alloc_failed: u64,
+    /// Single-frame frees.
+    pub free_single: u64,
+    /// Frees of order 1 or more.
+    pub free_blocks: u64,
+    /// Their frames.
+    pub free_block_frames: u64,
+    /// Frames freed that the core had not handed out (loose).
+    pub free_loose_frames: u64,
+    /// Allocated blocks made loose for a free of a piece of them.
+    pub loosened_blocks: u64,
+    /// Free frames taken out of the core.
+    pub taken_frames: u64,
+}
+
+extern "C" {
+    #[allow(clippy::too_many_arguments)]
+    fn m3_harness_new(
+        start: u64,
+        end: u64,
+        cpus: u32,
+        colours: u32,
+        shift: u32,
+        partition: c_int,
+        seed: u64,
+        used_start: u64,
+        used_end: u64,
+    ) -> *mut M3Harness;
+    fn m3_harness_drop(h: *mut M3Harness);
+    fn m3_harness_core(h: *mut M3Harness) -> *mut c_void;
+    fn m3_harness_stats(h: *const M3Harness) -> *const M3Stats;
+    fn m3_alloc(c: *mut c_void, order: c_uint, cpu: u32) -> u64;
+    fn m3_free(c: *mut c_void, pfn: u64, order: c_uint) -> c_int;
+    fn m3_loosen(c: *mut c_void, pfn: u64, order: c_uint) -> c_int;
+    fn m3_frame_free(c: *const c_void, pfn: u64) -> c_int;
+    fn m3_take_block(c: *mut c_void, pfn: u64, order: c_uint) -> c_int;
+    fn m3_free_frames(c: *const c_void) -> u64;
+    fn m3_colour_free(c: *const c_void, colour: u32) -> u32;
+    fn m3_nr_free_blocks(c: *const c_void, order: c_uint) -> u64;
+    fn m3_max_free_order(c: *const c_void) -> c_int;
+    fn m3_colours_of(c: *const c_void, cpu: u32, first: *mut u32, end: *mut u32);
+}
+
+/// How an M3 core colours and places frames (`m3_init`'s parameters).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct M3Config {
+    /// CPUs allocating from the core.
+    pub cpus: u32,
+    /// Colours: a power of two, at most 256.
+    pub colours: u32,
+    /// A frame's colour is `(pfn >> shift) & (colours - 1)`.
+    pub shift: u32,
+    /// Give each CPU colours of its own.
+    pub partition: bool,
+    /// Seed of the core's generator.
+    pub seed: u64,
+}
+
+/// Why [`CoreM3::new`] refused a layout.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum M3LayoutError {
+    /// The range is empty or has more frames than a `u32` index holds.
+    #[error("core [{start:#x}, {end:#x}) is empty or too large")]
+    BadRange {
+        /// First frame.
+        start: u64,
+        /// One past the last frame.
+        end: u64,
+    },
+    /// Colours must be a power of two from 1 to 256.
+    #[error("{0} colours: a power of two from 1 to 256")]
+    BadColours(u32),
+    /// At least one CPU.
+    #[error("a core for no CPU")]
+    NoCpu,
+    /// A shift past a pfn's bits.
+    #[error("colour shift {0} is above 63")]
+    BadShift(u32),
+}
+
+/// The kernel's M3 core (`kernel/policy/m3_core.c`) over `[start, end)`:
+/// every frame free (as nvmos-frames' M3 starts) or with a range already
+/// in use (as the kernel hands a zone over).
+pub struct CoreM3 {
+    h: NonNull<M3Harness>,
+    cpus: u32,
+    /// Blocks handed out and not freed, by first frame: their order.
+    live: HashMap<u64, u8>,
+}
+
+// SAFETY: the harness is plain memory owned by this value alone.
+unsafe impl Send for CoreM3 {}
+
+impl CoreM3 {
+    /// A core with every frame free except `used` (which the caller may
+    /// free later, at any order, through [`Self::free_raw`]).
+    pub fn new(
+        start: u64,
+        end: u64,
+        config: M3Config,
+        used: std::ops::Range<u64>,
+    ) -> Result<CoreM3, M3LayoutError> {
+        if start >= end || end - start >= u64::from(u32::MAX) {
+            return Err(M3LayoutError::BadRange { start, end });
+        }
+        if !config.colours.is_power_of_two() || config.colours > 256 {
+            return Err(M3LayoutError::BadColours(config.colours));
+        }
+        if config.cpus == 0 {
+            return Err(M3LayoutError::NoCpu);
+        }
+        if config.shift > 63 {
+            return Err(M3LayoutError::BadShift(config.shift));
+        }
+        // SAFETY: a valid layout; the harness owns what it allocates.
+        let h = unsafe {
+            m3_harness_new(
+                start,
+                end,
+                config.cpus,
+                config.colours,
+                config.shift,
+                c_int::from(config.partition),
+                config.seed,
+                used.start,
+                used.end,
+            )
+        };
+        let h = NonNull::new(h).expect("out of memory for the core");
+        Ok(CoreM3 {
+            h,
+            cpus: config.cpus,
+            live: HashMap::new(),
+        })
+    }
+
+    fn core(&self) -> *mut c_void {
+        // SAFETY: `h` is live until drop.
+        unsafe { m3_harness_core(self.h.as_ptr()) }
+    }
+
+    /// Allocate `2^order` frames for `cpu`; `None` when the core has no
+    /// such block.
+    pub fn alloc(&mut self, order: u8, cpu: u32) -> Result<Option<u64>, CoreError> {
+        if order > CORE_MAX_ORDER {
+            return Err(CoreError::BadOrder(order));
+        }
+        if cpu >= self.cpus {
+            return Err(CoreError::BadCpu {
+                cpu,
+                cpus: self.cpus,
+            });
+        }
+        // SAFETY: live harness, valid order and CPU.
+        let p = unsafe { m3_alloc(self.core(), c_uint::from(order), cpu) };
+        let got = (p != u64::MAX).then_some(p);
+        if let Some(p) = got {
+            self.live.insert(p, order);
+        }
+        Ok(got)
+    }
+
+    /// Free a block this core handed out, at the order it was handed out.
+    pub fn free(&mut self, pfn: u64, order: u8) -> Result<(), CoreError> {
+        if self.live.get(&pfn) != Some(&order) {
+            return Err(CoreError::NotAllocated { pfn, order });
+        }
+        self.live.remove(&pfn);
+        // SAFETY: the block was handed out by this core and not freed.
+        let verdict = unsafe { m3_free(self.core(), pfn, c_uint::from(order)) };
+        assert_eq!(
+            verdict, 0,
+            "the core refused a free the harness tracked as live"
+        );
+        Ok(())
+    }
+
+    /// Free a block straight into the core, without the harness's own
+    /// bookkeeping: what the core says about it.
+    pub fn free_raw(&mut self, pfn: u64, order: u8) -> CoreFree {
+        // SAFETY: the core checks the block itself; that is what is tested.
+        let v = unsafe { m3_free(self.core(), pfn, c_uint::from(order)) };
+        if v == 0 {
+            self.live.remove(&pfn);
+        }
+        CoreFree::from_c(v)
+    }
+
+    /// Make the blocks the core handed out that overlap `(pfn, order)`
+    /// loose, as the kernel does before freeing a piece of one; whether
+    /// `(pfn, order)` can now be freed. Loosened blocks leave `live`.
+    pub fn loosen(&mut self, pfn: u64, order: u8) -> bool {
+        // SAFETY: the core checks the block itself.
+        let ok = unsafe { m3_loosen(self.core(), pfn, c_uint::from(order)) } != 0;
+        if ok {
+            let end = pfn + (1u64 << order);
+            self.live
+                .retain(|&p, &mut o| p + (1u64 << o) <= pfn || p >= end);
+        }
+        ok
+    }
+
+    /// Take the wholly free block `(pfn, order)` out of the core, as the
+    /// kernel hands frames back to Linux's buddy lists; whether it was
+    /// wholly free. Its frames become loose (freed later at any order
+    /// through [`Self::free_raw`]).
+    pub fn take_block(&mut self, pfn: u64, order: u8) -> bool {
+        // SAFETY: the core checks the block itself.
+        unsafe { m3_take_block(self.core(), pfn, c_uint::from(order)) != 0 }
+    }
+
+    /// Whether `pfn` is free in the core.
+    pub fn frame_free(&self, pfn: u64) -> bool {
+        // SAFETY: live harness; out-of-range pfns read as not free.
+        unsafe { m3_frame_free(self.core(), pfn) != 0 }
+    }
+
+    /// Free frames.
+    pub fn free_frames(&self) -> u64 {
+        // SAFETY: live harness.
+        unsafe { m3_free_frames(self.core()) }
+    }
+
+    /// Free frames of `colour` (0 for a colour the core does not have).
+    pub fn colour_free(&self, colour: u32) -> u32 {
+        // SAFETY: live harness; the core checks the colour.
+        unsafe { m3_colour_free(self.core(), colour) }
+    }
+
+    /// The colours `cpu` draws from first.
+    pub fn colours_of(&self, cpu: u32) -> std::ops::Range<u32> {
+        let (mut first, mut end) = (0u32, 0u32);
+        // SAFETY: live harness; cpu reduced below the core's CPUs.
+        unsafe { m3_colours_of(self.core(), cpu % self.cpus, &mut first, &mut end) };
+        first..end
+    }
+
+    /// Maximal wholly free aligned blocks of exactly `order`, as buddy
+    /// free lists would hold them.
+    pub fn free_blocks(&self, order: u8) -> u64 {
+        // SAFETY: live harness.
+        unsafe { m3_nr_free_blocks(self.core(), c_uint::from(order)) }
+    }
+
+    /// The highest order with a wholly free aligned block, -1 when none.
+    pub fn max_free_order(&self) -> i32 {
+        // SAFETY: live harness.
+        unsafe { m3_max_free_order(self.core()) }
+    }
+
+    /// The core's counters.
+    pub fn stats(&self) -> M3Stats {
+        // SAFETY: live harness; the struct layouts match.
+        unsafe { *m3_harness_stats(self.h.as_ptr()) }
+    }
+}
+
+impl Drop for CoreM3 {
+    fn drop(&mut self) {
+        // SAFETY: created by m3_harness_new, dropped once.
+        unsafe { m3_harness_drop(self.h.as_ptr()) }
     }
 }

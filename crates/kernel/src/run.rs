@@ -53,6 +53,11 @@ pub enum Policy {
     /// that those banks go offline.
     #[serde(rename = "adaptive-migrate")]
     AdaptiveMigrate,
+    /// Seed 002's M³: each frame's colour is its DRAM bank
+    /// (`nvmos_m3_shift=`, `nvmos_m3_colours=`; DDR4-2400's by default),
+    /// each CPU draws its frames at random from its own share of the
+    /// colours (nvmos-frames' `M3` with `M3Policy::PARTITIONED`).
+    M3,
 }
 
 impl Policy {
@@ -68,7 +73,7 @@ impl Policy {
     ];
 
     /// Every policy of the series.
-    pub const EVERY: [Policy; 7] = [
+    pub const EVERY: [Policy; 8] = [
         Policy::Buddy,
         Policy::IBuddy,
         Policy::Lis1,
@@ -76,6 +81,7 @@ impl Policy {
         Policy::Lis31Fair,
         Policy::Adaptive,
         Policy::AdaptiveMigrate,
+        Policy::M3,
     ];
 
     /// The boot parameter's value.
@@ -88,6 +94,7 @@ impl Policy {
             Policy::Lis31Fair => "lis31-fair",
             Policy::Adaptive => "adaptive",
             Policy::AdaptiveMigrate => "adaptive-migrate",
+            Policy::M3 => "m3",
         }
     }
 
@@ -1443,23 +1450,22 @@ pub fn boot_guest(opts: &RunOptions, progress: &mut dyn FnMut(Progress)) -> Resu
         .map_err(|e| KernelError::io("creating a run folder in", &runs, e))?
         .keep();
     let mem_stats = dir.join("memtrace.stats");
-    let traced;
-    let opts = match &opts.mem_trace {
-        Some(m) => {
-            let mut o = opts.clone();
-            o.accel = Accel::Tcg;
-            let so = memtrace::plugin(&opts.build.cache)?;
-            o.extra_qemu_args
-                .extend(["-plugin".to_owned(), m.plugin_args(&so, &mem_stats)]);
-            o.files.push((
-                memtrace::MARK_PROGRAM.to_owned(),
-                memtrace::mark_program(&opts.build.cache)?,
-            ));
-            traced = o;
-            &traced
-        }
-        None => opts,
-    };
+    // Every guest has the marker program, so a command that marks its
+    // window runs the same with or without the plugin (its NOPs cost
+    // nothing unwatched).
+    let mut with_marker = opts.clone();
+    with_marker.files.push((
+        memtrace::MARK_PROGRAM.to_owned(),
+        memtrace::mark_program(&opts.build.cache)?,
+    ));
+    if let Some(m) = &opts.mem_trace {
+        with_marker.accel = Accel::Tcg;
+        let so = memtrace::plugin(&opts.build.cache)?;
+        with_marker
+            .extra_qemu_args
+            .extend(["-plugin".to_owned(), m.plugin_args(&so, &mem_stats)]);
+    }
+    let opts = &with_marker;
     let cpio = dir.join("initramfs.cpio");
     kbuild::write_atomic(&cpio, &initramfs(opts, &busybox, &bins)?)?;
     // One guest at a time per cache: two TCG guests on two cores would

@@ -486,6 +486,9 @@ fn model_of(policy: Policy) -> Option<AllocatorKind> {
         Policy::Adaptive => Some(AllocatorKind::Adaptive),
         // The replay has no clock of the guest's passes to migrate by.
         Policy::AdaptiveMigrate => None,
+        // The simulated M³ colours frames by the simulated machine's
+        // banks, not by the guest's boot parameters: not the same frames.
+        Policy::M3 => None,
     }
 }
 

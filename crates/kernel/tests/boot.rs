@@ -262,3 +262,47 @@ fn bad_input_gets_a_clear_error() {
         .to_string()
         .contains("--cpus 0"));
 }
+
+#[test]
+fn m3_draws_each_cpus_frames_from_its_own_banks() {
+    let mut opts = options(Policy::M3, &["memstress", "64", "1"]);
+    opts.output = None;
+    let r = run(&opts, &mut |_| {}).unwrap();
+    assert_eq!(r.workload_status, 0);
+    assert_eq!(r.counts.lost_events, 0);
+    assert_eq!(r.counters.policy, "m3");
+    let delta = |k: &str| r.counters.get(k) - r.counters_before.get(k);
+    assert!(r.counters.get("seeded_frames") > 400_000);
+    assert!(delta("alloc_single_frames") >= 16_384);
+    assert_eq!(delta("alloc_linux_frames"), 0);
+    // Two CPUs, 32 colours of pfn bits 1..5 (the boot defaults): CPU 0
+    // draws from colours 0..16, CPU 1 from 16..32, and neither ran out.
+    assert_eq!(
+        (
+            r.counters.get("m3_colours"),
+            r.counters.get("m3_shift"),
+            r.counters.get("m3_partition")
+        ),
+        (32, 1, 1)
+    );
+    assert_eq!(delta("alloc_borrowed_frames"), 0);
+    let (mut own, mut other) = (0u64, 0u64);
+    for e in &r.events {
+        if matches!(e.op, nvmos_trace::Op::Alloc(_)) && e.order.get() == 0 && e.cpu < 2 {
+            let colour = (e.pfn.0 >> 1) & 31;
+            if colour / 16 == u64::from(e.cpu) {
+                own += 1;
+            } else {
+                other += 1;
+            }
+        }
+    }
+    // The trace names the CPU its tracepoint fired on; a task moved
+    // between the draw and the tracepoint is the only way to another
+    // CPU's colours.
+    assert!(own >= 16_384, "{own} frames of the CPU's own colours");
+    assert!(
+        other * 100 <= own,
+        "{other} order-0 frames of another CPU's colours against {own} of its own"
+    );
+}

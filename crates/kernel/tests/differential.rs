@@ -1,4 +1,4 @@
-//! (iBuddy and lazy iBuddy below; Adaptive-Buddy at the end of the file.)
+//! (iBuddy and lazy iBuddy below; Adaptive-Buddy, then M3, at the end of the file.)
 //! The kernel's iBuddy core (`kernel/policy/ibuddy_core.c`, compiled for
 //! user space by this crate's build script) against nvmos-frames' IBuddy
 //! and PerCpu with the bypass policy, on the same request sequences.
@@ -474,4 +474,113 @@ fn adaptive_migration_breaks_ties_by_bank_and_fills_the_room_exactly() {
     let before = core.banks();
     assert!(core.migrate(&[false; 3]).is_err());
     assert_eq!(core.banks(), before);
+}
+
+/// M3: the kernel's core against nvmos-frames' M3 over one zone with the
+/// same colouring, `(pfn >> shift) & (colours - 1)`, partitioned among
+/// the CPUs and shared, on random requests from random CPUs. The core
+/// makes the reference's random draws in the same order, so the same pfn
+/// for every allocation; then the same free frames and the same free
+/// blocks per order. Phases: fill until allocations fail, keep churning
+/// at exhaustion, drain, churn below it.
+#[test]
+fn m3_core_chooses_the_same_frames_as_nvmos_m3() {
+    use nvmos_frames::{M3Policy, M3};
+    use nvmos_kernel::policy_core::{CoreM3, M3Config};
+    let frames = END - START;
+    let (mut failed, mut borrowed, mut probed, mut scanned) = (0u64, 0u64, 0u64, 0u64);
+    let mut runs = 0;
+    for partition in [true, false] {
+        for (cpus, colours, shift) in [(1, 8, 0), (2, 32, 1), (4, 16, 1), (4, 2, 3)] {
+            for seed in [0x6d33_5f61_6c6c_6f63, 1, 0xdead_beef_u64 + cpus as u64] {
+                let mask = u64::from(colours) - 1;
+                let reference = M3::<Lock>::new(
+                    &[Zone::new(START, END)],
+                    cpus,
+                    colours,
+                    |p| ((p.0 >> shift) & mask) as u32,
+                    M3Policy { partition, seed },
+                )
+                .unwrap();
+                let config = M3Config {
+                    cpus,
+                    colours,
+                    shift,
+                    partition,
+                    seed,
+                };
+                let mut core = CoreM3::new(START, END, config, 0..0).unwrap();
+                assert_eq!(core.max_free_order(), 10);
+                for cpu in 0..cpus {
+                    assert_eq!(core.colours_of(cpu), reference.colours_of(cpu));
+                }
+                let mut rng = SmallRng::seed_from_u64(seed ^ u64::from(cpus));
+                let mut live: Vec<(u64, u8)> = Vec::new();
+                let mut live_frames = 0u64;
+                for step in 0..12_000 {
+                    let free_p = match step {
+                        0..=5_999 => 0.25,
+                        6_000..=7_999 => 0.85,
+                        _ => 0.45,
+                    };
+                    let high = if step < 6_000 { 1.0 } else { 0.9 };
+                    let free = !live.is_empty()
+                        && ((live_frames as f64) > high * frames as f64 || rng.gen_bool(free_p));
+                    if free {
+                        let (pfn, order) = live.swap_remove(rng.gen_range(0..live.len()));
+                        live_frames -= 1 << order;
+                        let req = Request::new(Order::new(order).unwrap(), 0, MigrateType::Movable);
+                        reference.free(nvmos_frames::Pfn(pfn), req).unwrap();
+                        core.free(pfn, order).unwrap();
+                        continue;
+                    }
+                    let order: u8 = match rng.gen_range(0..100) {
+                        0..=79 => 0,
+                        80..=94 => rng.gen_range(1..=3),
+                        _ => rng.gen_range(4..=10),
+                    };
+                    let cpu = rng.gen_range(0..cpus);
+                    let req = Request::new(Order::new(order).unwrap(), cpu, MigrateType::Movable);
+                    let want = reference.alloc(req).ok().map(|p| p.0);
+                    let got = core.alloc(order, cpu).unwrap();
+                    assert_eq!(
+                        got, want,
+                        "step {step} (seed {seed:#x}, {cpus} CPUs, {colours} colours >> {shift}, partition {partition}): order-{order} on cpu {cpu}: kernel core {got:x?}, nvmos-frames {want:x?}"
+                    );
+                    match got {
+                        Some(pfn) => {
+                            live.push((pfn, order));
+                            live_frames += 1 << order;
+                        }
+                        None => failed += 1,
+                    }
+                }
+                reference.validate().unwrap();
+                let stats = reference.stats();
+                assert_eq!(core.free_frames(), stats.free_frames);
+                let blocks: Vec<u64> = (0..=10).map(|o| core.free_blocks(o)).collect();
+                assert_eq!(blocks, stats.free_blocks, "free blocks per order");
+                let max = (0..=10)
+                    .rev()
+                    .find(|&o| blocks[o] > 0)
+                    .map_or(-1, |o| o as i32);
+                assert_eq!(core.max_free_order(), max);
+                let by_colour: u64 = (0..colours).map(|c| u64::from(core.colour_free(c))).sum();
+                assert_eq!(by_colour, core.free_frames());
+                let s = core.stats();
+                borrowed += s.alloc_borrowed;
+                probed += s.block_probe_hits;
+                scanned += s.alloc_blocks - s.block_probe_hits;
+                runs += 1;
+            }
+        }
+    }
+    assert_eq!(runs, 24);
+    // The runs reached exhaustion, partitioned CPUs borrowed, and blocks
+    // were found both ways.
+    assert!(failed > 100, "{failed} failed allocations");
+    assert!(
+        borrowed > 0 && probed > 0 && scanned > 0,
+        "{borrowed} {probed} {scanned}"
+    );
 }

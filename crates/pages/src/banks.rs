@@ -144,6 +144,19 @@ agrees with the machine's mapping: {} ({} lines and {} strides checked, {} line 
     )
 }
 
+/// The synthetic study's bank-level parallelism: a group per cores ×
+/// access, a bar per placement (the page of real programs draws it next
+/// to theirs).
+pub fn blp_chart(o: &BanksOutput, kind: &str) -> Result<nvmos_report::chart::Chart> {
+    bars(
+        o,
+        kind,
+        &format!("Bank-level parallelism, STREAM on {}", o.study.machine),
+        "mean banks busy",
+        |r| r.blp,
+    )
+}
+
 /// One grouped bar chart over the rows: a group per cores × access, a bar
 /// per placement.
 fn bars(

@@ -46,6 +46,7 @@
 //! ```
 
 pub mod banks;
+pub mod banks_real;
 pub mod bench;
 pub mod checks;
 pub mod evaluate;

@@ -1,0 +1,518 @@
+//! Seed 002's claim on real programs: each program runs in a guest under
+//! each page-frame policy of the kernel, its memory accesses are recorded
+//! through the machine's last-level cache ([`crate::memtrace`]), and the
+//! recording goes through nvmos's timing model of that machine. The
+//! placement is the kernel's own: the physical addresses in a recording
+//! are the frames the booted policy handed out.
+//!
+//! What the replay can and cannot say: the requests arrive when the guest
+//! made them (open loop), so placement changes how long each request takes
+//! (row hits, conflicts, banks working in parallel) but not when the next
+//! one is issued. The figures are therefore per request: bank-level
+//! parallelism, row-hit rate, mean read latency, and the read time (reads
+//! × their mean latency from arrival: how long a core that waits for each
+//! miss would wait in all). Each program's runs under different policies
+//! are different executions (threads interleave differently), so their
+//! request counts differ a little; the tables give them.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+
+use nvmos_memsys::trace::{self as memtrace_replay, TraceFormat, TraceStats};
+use nvmos_memsys::{ControllerConfig, Machine};
+use nvmos_sim::study::{Bound, Check};
+
+use crate::memtrace::{MemTrace, MemTraceReport, MARK_PROGRAM};
+use crate::run::{self, Policy, RunOptions, HOST_ROOT_TAG};
+use crate::{KernelError, Progress, Result};
+
+/// A real program from the host's Debian packages, run in the guest from
+/// the host's root (shared read-only) on a corpus the guest makes first.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Program {
+    /// GNU sort on two threads (`sort --parallel=2`), coreutils.
+    Sort,
+    /// xz compressing on two threads (`xz -T2 -3`), xz-utils.
+    Xz,
+    /// sqlite3 building, indexing and querying a table, sqlite3.
+    Sqlite3,
+    /// numpy sorting and multiplying arrays, OpenBLAS on two threads,
+    /// python3-numpy.
+    Numpy,
+}
+
+impl Program {
+    /// Every program, in table order.
+    pub const ALL: [Program; 4] = [Program::Sort, Program::Xz, Program::Sqlite3, Program::Numpy];
+
+    /// Its name on the command line and in tables.
+    pub fn name(self) -> &'static str {
+        match self {
+            Program::Sort => "sort",
+            Program::Xz => "xz",
+            Program::Sqlite3 => "sqlite3",
+            Program::Numpy => "numpy",
+        }
+    }
+
+    /// By name.
+    pub fn parse(s: &str) -> Result<Program> {
+        Program::ALL
+            .into_iter()
+            .find(|p| p.name() == s)
+            .ok_or_else(|| {
+                KernelError::Option(format!(
+                    "unknown program {s:?}: one of sort, xz, sqlite3, numpy"
+                ))
+            })
+    }
+
+    /// The host program and the Debian package it comes from.
+    fn host_program(self) -> (&'static str, &'static str) {
+        match self {
+            Program::Sort => ("/usr/bin/sort", "coreutils"),
+            Program::Xz => ("/usr/bin/xz", "xz-utils"),
+            Program::Sqlite3 => ("/usr/bin/sqlite3", "sqlite3"),
+            Program::Numpy => ("/usr/bin/python3", "python3-numpy"),
+        }
+    }
+
+    /// Refuses a program the host cannot run in the guest, naming the
+    /// package that brings it.
+    pub fn check_host(self) -> Result<()> {
+        let (path, package) = self.host_program();
+        let missing = || KernelError::ToolMissing {
+            tool: path.to_owned(),
+            hint: format!(
+                "the {} program runs the host's; apt-get install {package}",
+                self.name()
+            ),
+        };
+        if !Path::new(path).is_file() {
+            return Err(missing());
+        }
+        if self == Program::Numpy {
+            let ok = Command::new(path)
+                .args(["-c", "import numpy"])
+                .output()
+                .map(|o| o.status.success())
+                .unwrap_or(false);
+            if !ok {
+                return Err(missing());
+            }
+        }
+        Ok(())
+    }
+
+    /// The command, run in the chroot of the host's root with `/tmp` the
+    /// guest's.
+    fn work(self) -> &'static str {
+        match self {
+            Program::Sort => "sort --parallel=2 -S 64M /tmp/corpus -o /tmp/sorted",
+            Program::Xz => "xz -T2 -3 -c /tmp/corpus > /tmp/corpus.xz",
+            Program::Sqlite3 => "sqlite3 /tmp/t.db < /tmp/t.sql > /tmp/t.out",
+            Program::Numpy => "OPENBLAS_NUM_THREADS=2 python3 /tmp/job.py",
+        }
+    }
+
+    /// Whether it needs QEMU's `-cpu max` (numpy's baseline is
+    /// x86-64-v2, which TCG's default `qemu64` lacks).
+    fn needs_max_cpu(self) -> bool {
+        self == Program::Numpy
+    }
+}
+
+/// The SQL sqlite3 runs: rows inserted, indexed, queried and updated;
+/// deterministic, so every run does the same work.
+const SQL: &str = "CREATE TABLE t(id INTEGER PRIMARY KEY, k INTEGER, v TEXT);
+WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 60000)
+INSERT INTO t SELECT x, (x * 7919) % 100003, printf('%08x%08x', (x * 2654435761) % 4294967296, x) FROM c;
+CREATE INDEX tk ON t(k);
+SELECT count(*), sum(k) FROM t WHERE k BETWEEN 1000 AND 60000;
+UPDATE t SET v = upper(v) WHERE k % 3 = 0;
+SELECT k, count(*) FROM t GROUP BY k % 97 ORDER BY 2 DESC LIMIT 3;
+";
+
+/// The numpy job: a sort and a matrix product, seeded.
+const NUMPY_JOB: &str = "import numpy as np
+rng = np.random.default_rng(2012)
+a = rng.random(1_000_000)
+a.sort()
+m = rng.random((320, 320))
+print(float((m @ m.T).sum() + a[::1000].sum()))
+";
+
+/// The guest's command for `program`: mount the host's root, make the
+/// corpus (outside the recorded window), open the window, run, close it.
+pub fn guest_command(program: Program, corpus_lines: u64) -> Vec<String> {
+    let script = format!(
+        r#"H=/mnt
+mount -t 9p -o trans=virtio,version=9p2000.L,cache=loose,ro {HOST_ROOT_TAG} $H || exit 90
+mount -t proc proc $H/proc && mount -t devtmpfs dev $H/dev && mount -t tmpfs -o size=50% tmp $H/tmp || exit 91
+awk 'BEGIN {{ srand(2012); for (i = 0; i < {corpus_lines}; i++) printf "%d %d %s\n", int(rand() * 1000000000), i, "nvmos-corpus-line" }}' > $H/tmp/corpus || exit 92
+cat > $H/tmp/t.sql <<'NVMOS_SQL'
+{SQL}NVMOS_SQL
+cat > $H/tmp/job.py <<'NVMOS_PY'
+{NUMPY_JOB}NVMOS_PY
+{MARK_PROGRAM} start
+chroot $H /usr/bin/env -i PATH=/usr/bin:/bin HOME=/tmp /bin/sh -c '{work}'
+status=$?
+{MARK_PROGRAM} stop
+exit $status"#,
+        work = program.work()
+    );
+    vec!["sh".into(), "-c".into(), script]
+}
+
+/// What to run.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// How every guest boots (memory, vCPUs, kernel); policy, command,
+    /// host share and memory trace are set per guest.
+    pub run: RunOptions,
+    /// The placements: kernel policies.
+    pub policies: Vec<Policy>,
+    /// The programs.
+    pub programs: Vec<Program>,
+    /// The machine preset whose cache filters the accesses and whose
+    /// memory replays them.
+    pub machine: String,
+    /// Lines of the corpus sort and xz read.
+    pub corpus_lines: u64,
+    /// Also run each program once without the plugin (under the first
+    /// policy) for the plugin's overhead.
+    pub overhead: bool,
+    /// Record each program twice under the first policy: the difference
+    /// between the two runs is the noise floor every comparison sits on.
+    pub repeat_first: bool,
+    /// Where the recordings are kept (`PROGRAM-POLICY.trace`).
+    pub traces: PathBuf,
+}
+
+impl Options {
+    /// Every program under buddy, ibuddy, lis31, adaptive and m3, on 2
+    /// vCPUs and 1 GiB, through ddr4-2400, with the overhead runs.
+    pub fn new(mut run: RunOptions, traces: PathBuf) -> Options {
+        run.cpus = 2;
+        run.mem_mib = 1024;
+        Options {
+            run,
+            policies: vec![
+                Policy::Buddy,
+                Policy::IBuddy,
+                Policy::Lis31,
+                Policy::Adaptive,
+                Policy::M3,
+            ],
+            programs: Program::ALL.to_vec(),
+            machine: "ddr4-2400".into(),
+            corpus_lines: 200_000,
+            overhead: true,
+            repeat_first: true,
+            traces,
+        }
+    }
+}
+
+fn first_run() -> u32 {
+    1
+}
+
+/// One program under one policy.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Cell {
+    /// The program.
+    pub program: Program,
+    /// The policy booted.
+    pub policy: Policy,
+    /// 1, or 2 for the first policy's second recording
+    /// ([`Options::repeat_first`]).
+    #[serde(default = "first_run")]
+    pub run: u32,
+    /// Host seconds of the guest (boot to power-off).
+    pub host_s: f64,
+    /// What the plugin recorded.
+    pub recorded: MemTraceReport,
+    /// The timing model's figures for the recording.
+    pub memory: TraceStats,
+    /// Mean read latency from arrival, ns.
+    pub read_latency_ns: f64,
+    /// Reads × their mean latency from arrival, ms: the time a core that
+    /// waits for every miss would wait.
+    pub read_time_ms: f64,
+}
+
+/// The plugin's cost on one program: the same guest with and without it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Overhead {
+    /// The program.
+    pub program: Program,
+    /// The policy of both runs.
+    pub policy: Policy,
+    /// Host seconds without the plugin.
+    pub plain_s: f64,
+    /// Host seconds with it.
+    pub traced_s: f64,
+    /// `traced_s / plain_s`.
+    pub ratio: f64,
+    /// Accesses the plugin looked up.
+    pub accesses: u64,
+    /// Bytes of its trace.
+    pub trace_bytes: u64,
+    /// Requests in it.
+    pub requests: u64,
+}
+
+/// A policy against buddy on one program.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct VersusBuddy {
+    /// The program.
+    pub program: Program,
+    /// The policy.
+    pub policy: Policy,
+    /// Its run (2: buddy's second recording against its first, the
+    /// noise floor).
+    #[serde(default = "first_run")]
+    pub run: u32,
+    /// Its busy BLP over buddy's.
+    pub blp_ratio: f64,
+    /// Its mean read latency over buddy's.
+    pub latency_ratio: f64,
+    /// Its read time over buddy's (below 1: faster).
+    pub read_time_ratio: f64,
+}
+
+/// The study's output.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BanksReal {
+    /// The machine.
+    pub machine: String,
+    /// Guest vCPUs.
+    pub cpus: u32,
+    /// Guest memory, MiB.
+    pub mem_mib: u64,
+    /// Corpus lines.
+    pub corpus_lines: u64,
+    /// Every program under every policy, program-major.
+    pub cells: Vec<Cell>,
+    /// Each policy against buddy, where both ran.
+    pub versus_buddy: Vec<VersusBuddy>,
+    /// The plugin's overhead per program.
+    pub overhead: Vec<Overhead>,
+    /// The seed's claim, per program: bank-aware placement (M³) gives
+    /// shorter read time than buddy.
+    pub checks: Vec<Check>,
+    /// Host seconds for the whole study.
+    pub seconds: f64,
+}
+
+fn replay(machine: &Machine, path: &Path) -> Result<TraceStats> {
+    let f = std::fs::File::open(path).map_err(|e| KernelError::io("opening", path, e))?;
+    let parsed = memtrace_replay::parse(std::io::BufReader::new(f), TraceFormat::Dramsim3)
+        .map_err(|e| KernelError::GuestOutput {
+            path: path.to_owned(),
+            what: e.to_string(),
+        })?;
+    memtrace_replay::run(machine, ControllerConfig::default(), &parsed).map_err(|e| {
+        KernelError::GuestOutput {
+            path: path.to_owned(),
+            what: e.to_string(),
+        }
+    })
+}
+
+fn guest(
+    opts: &Options,
+    program: Program,
+    policy: Policy,
+    trace: Option<PathBuf>,
+) -> Result<RunOptions> {
+    let mut o = opts.run.clone();
+    o.policy = policy;
+    o.command = guest_command(program, opts.corpus_lines);
+    o.output = None;
+    o.share_host_root = true;
+    if program.needs_max_cpu() {
+        o.cpu_model = Some("max".into());
+    }
+    o.mem_trace = match trace {
+        Some(path) => {
+            let mut m = MemTrace::for_machine(path, &opts.machine)?;
+            m.marked_by_command = true;
+            Some(m)
+        }
+        None => None,
+    };
+    Ok(o)
+}
+
+fn check_status(r: &run::Run, program: Program) -> Result<()> {
+    if r.workload_status != 0 {
+        return Err(KernelError::Guest {
+            what: format!(
+                "{} under {} exited with status {}",
+                program.name(),
+                r.policy.name(),
+                r.workload_status
+            ),
+            log: r.console_log.clone(),
+        });
+    }
+    Ok(())
+}
+
+/// Run every program under every policy; replay each recording.
+pub fn banks_real(opts: &Options, progress: &mut dyn FnMut(Progress)) -> Result<BanksReal> {
+    if opts.policies.is_empty() || opts.programs.is_empty() {
+        return Err(KernelError::Option(
+            "the real-program banks study needs a policy and a program".into(),
+        ));
+    }
+    if opts.corpus_lines == 0 {
+        return Err(KernelError::Option("a corpus of at least one line".into()));
+    }
+    for p in &opts.programs {
+        p.check_host()?;
+    }
+    let machine = Machine::preset(&opts.machine).map_err(|e| KernelError::Option(e.to_string()))?;
+    std::fs::create_dir_all(&opts.traces)
+        .map_err(|e| KernelError::io("creating", &opts.traces, e))?;
+    let started = Instant::now();
+    crate::kbuild::build(&opts.run.build, progress)?;
+    let mut cells = Vec::new();
+    let mut overhead = Vec::new();
+    let mut plan = Vec::new();
+    for &program in &opts.programs {
+        for (i, &policy) in opts.policies.iter().enumerate() {
+            plan.push((program, policy, 1));
+            if i == 0 && opts.repeat_first {
+                plan.push((program, policy, 2));
+            }
+        }
+    }
+    for (step, &(program, policy, run_no)) in plan.iter().enumerate() {
+        progress(Progress::Step(format!(
+            "[{}/{}] {} under {} with the memory trace{}",
+            step + 1,
+            plan.len(),
+            program.name(),
+            policy.name(),
+            if run_no == 2 { ", again" } else { "" }
+        )));
+        let path = opts.traces.join(format!(
+            "{}-{}-{run_no}.trace",
+            program.name(),
+            policy.name()
+        ));
+        let r = run::run(&guest(opts, program, policy, Some(path.clone()))?, progress)?;
+        check_status(&r, program)?;
+        let recorded = r.mem_trace.clone().ok_or_else(|| KernelError::Guest {
+            what: "no memory-trace report".into(),
+            log: r.console_log.clone(),
+        })?;
+        let memory = replay(&machine, &path)?;
+        let tck_ns = f64::from(
+            machine
+                .timing(nvmos_memsys::Technology::Dram)
+                .map_or(0, |t| t.tck_ps),
+        ) / 1000.0;
+        let read_latency_ns = memory.read_latency_from_arrival.mean * tck_ns;
+        cells.push(Cell {
+            program,
+            policy,
+            run: run_no,
+            host_s: r.total_s,
+            read_time_ms: memory.reads as f64 * read_latency_ns / 1e6,
+            read_latency_ns,
+            recorded,
+            memory,
+        });
+        let last_of_program = plan.get(step + 1).is_none_or(|n| n.0 != program);
+        if opts.overhead && last_of_program {
+            let policy = opts.policies[0];
+            progress(Progress::Step(format!(
+                "{} under {} without the plugin",
+                program.name(),
+                policy.name()
+            )));
+            let plain = run::run(&guest(opts, program, policy, None)?, progress)?;
+            check_status(&plain, program)?;
+            let traced = cells
+                .iter()
+                .find(|c| c.program == program && c.policy == policy && c.run == 1)
+                .expect("the traced run of the first policy");
+            overhead.push(Overhead {
+                program,
+                policy,
+                plain_s: plain.total_s,
+                traced_s: traced.host_s,
+                ratio: traced.host_s / plain.total_s,
+                accesses: traced.recorded.accesses(),
+                trace_bytes: traced.recorded.trace_bytes,
+                requests: traced.recorded.records,
+            });
+        }
+    }
+    let versus_buddy = versus_buddy(&cells);
+    let checks = checks(&versus_buddy);
+    Ok(BanksReal {
+        machine: opts.machine.clone(),
+        cpus: opts.run.cpus,
+        mem_mib: opts.run.mem_mib,
+        corpus_lines: opts.corpus_lines,
+        cells,
+        versus_buddy,
+        overhead,
+        checks,
+        seconds: started.elapsed().as_secs_f64(),
+    })
+}
+
+/// Each cell but buddy's first against buddy's first recording of the
+/// same program.
+pub fn versus_buddy(cells: &[Cell]) -> Vec<VersusBuddy> {
+    let mut out = Vec::new();
+    for c in cells
+        .iter()
+        .filter(|c| c.policy != Policy::Buddy || c.run != 1)
+    {
+        if let Some(b) = cells
+            .iter()
+            .find(|b| b.program == c.program && b.policy == Policy::Buddy && b.run == 1)
+        {
+            out.push(VersusBuddy {
+                program: c.program,
+                policy: c.policy,
+                run: c.run,
+                blp_ratio: c.memory.busy_blp / b.memory.busy_blp,
+                latency_ratio: c.read_latency_ns / b.read_latency_ns,
+                read_time_ratio: c.read_time_ms / b.read_time_ms,
+            });
+        }
+    }
+    out
+}
+
+/// Seed 002's claim, per program: M³'s read time below buddy's.
+fn checks(versus: &[VersusBuddy]) -> Vec<Check> {
+    versus
+        .iter()
+        .filter(|v| v.policy == Policy::M3)
+        .map(|v| {
+            Check::new(
+                format!(
+                    "{}: M³ (bank-partitioned) read time against buddy's",
+                    v.program.name()
+                ),
+                "Seed 002: bank-spread placement runs faster",
+                v.read_time_ratio,
+                "x buddy",
+                Bound::AtMost(1.0),
+            )
+        })
+        .collect()
+}
