@@ -41,8 +41,8 @@ pub struct ReproduceArgs {
     /// Leave out the timings (only deterministic results).
     #[arg(long)]
     pub no_timings: bool,
-    /// Run only these pages' studies (evaluate, levelling, banks, power,
-    /// swap, timings, kernel, hot-migrate, pmo); `--install` then replaces only those
+    /// Run only these pages' studies (evaluate, levelling, banks,
+    /// banks-real, power, swap, timings, kernel, hot-migrate, pmo); `--install` then replaces only those
     /// pages and keeps the others, and README's table only with
     /// `evaluate`.
     #[arg(
@@ -66,6 +66,12 @@ pub struct ReproduceArgs {
     /// kernel levelling --json`) instead of running it.
     #[arg(long, value_name = "DIR")]
     pub hot_from: Option<PathBuf>,
+    /// With `--only banks-real`: make the page of seed 002 on real
+    /// programs from `banks-real.json` and `banks.json` in this folder
+    /// (written by `nvmos study banks --real --out DIR`) instead of
+    /// running it.
+    #[arg(long, value_name = "DIR")]
+    pub banks_real_from: Option<PathBuf>,
     /// With `--only pmo`: make the persistent-memory-object page from
     /// `pmo.json` and `scaling.json` in this folder (written by `nvmos
     /// bench pmo --out DIR` and `nvmos bench scaling --json`) instead of
@@ -159,6 +165,10 @@ pub fn run(args: ReproduceArgs, cli: clap::Command) -> Result<()> {
     if args.hot_from.is_some() && !hot {
         bail!("--hot-from: only with --only hot-migrate");
     }
+    let banks_real = args.only.iter().any(|o| o == "banks-real");
+    if args.banks_real_from.is_some() && !banks_real {
+        bail!("--banks-real-from: only with --only banks-real");
+    }
     if args.kernel_from.is_some() && !kernel {
         bail!("--kernel-from: only with --only kernel");
     }
@@ -175,7 +185,7 @@ pub fn run(args: ReproduceArgs, cli: clap::Command) -> Result<()> {
     if args
         .only
         .iter()
-        .any(|o| o != "kernel" && o != "pmo" && o != "hot-migrate")
+        .any(|o| o != "kernel" && o != "pmo" && o != "hot-migrate" && o != "banks-real")
         || args.only.is_empty()
     {
         let run = crate::with_progress(0, |p| reproduce::run(&options, p))
@@ -190,6 +200,9 @@ pub fn run(args: ReproduceArgs, cli: clap::Command) -> Result<()> {
     }
     if hot {
         made.push(hot_migrate_page(args.hot_from.as_deref())?);
+    }
+    if banks_real {
+        made.push(banks_real_page(args.banks_real_from.as_deref())?);
     }
     if pmo {
         made.push(pmo_page(args.pmo_from.as_deref())?);
@@ -274,6 +287,45 @@ fn kernel_page(from: Option<&Path>, wis_source: Option<&Path>) -> Result<Results
 
 /// The page of hot-page migration in the kernel, from `nvmos kernel
 /// levelling`'s JSON in `from`, or by running it with its defaults.
+/// The page of seed 002 on real programs, from `nvmos study banks --real
+/// --out`'s JSON in `from`, or by running it with its defaults.
+fn banks_real_page(from: Option<&Path>) -> Result<ResultsPage> {
+    use nvmos_sim::banks_study::{Banks, BanksOutput};
+    use nvmos_sim::study::{Scale, Study};
+    let (real, synthetic): (nvmos_kernel::banks_real::BanksReal, BanksOutput) = match from {
+        Some(dir) => {
+            let mut real: nvmos_kernel::banks_real::BanksReal = json(
+                &dir.join("banks-real.json"),
+                "nvmos study banks --real --out",
+            )?;
+            real.rederive();
+            (
+                real,
+                json(&dir.join("banks.json"), "nvmos study banks --real --out")?,
+            )
+        }
+        None => {
+            let mut options = Banks::options(Scale::Full);
+            options.machine = "ddr4-2400".into();
+            let synthetic = Banks::run(&options, &mut |_| {})?;
+            let run = nvmos_kernel::run::RunOptions::new(
+                nvmos_kernel::kbuild::BuildOptions::new(nvmos_kernel::repo_kernel_dir()),
+                nvmos_kernel::repo_workloads_dir(),
+                nvmos_kernel::run::Policy::Buddy,
+                Vec::new(),
+            );
+            let opts = nvmos_kernel::banks_real::Options::new(
+                run,
+                nvmos_kernel::kbuild::default_cache().join("banks-real"),
+            );
+            let real =
+                nvmos_kernel::banks_real::banks_real(&opts, &mut crate::kernel_cmd::progress)?;
+            (real, synthetic)
+        }
+    };
+    Ok(results::banks_real_page(&real, &synthetic)?)
+}
+
 fn hot_migrate_page(from: Option<&Path>) -> Result<ResultsPage> {
     use nvmos_kernel::{levelling, run::Policy, run::RunOptions};
     let l: levelling::Levelling = match from {

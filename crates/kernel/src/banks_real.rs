@@ -310,6 +310,16 @@ pub struct BanksReal {
     pub seconds: f64,
 }
 
+impl BanksReal {
+    /// Recompute the comparisons with buddy and the checks from the cells
+    /// (they are derived from them alone): a JSON of an earlier nvmos
+    /// then renders with today's checks.
+    pub fn rederive(&mut self) {
+        self.versus_buddy = versus_buddy(&self.cells);
+        self.checks = checks(&self.versus_buddy);
+    }
+}
+
 fn replay(machine: &Machine, path: &Path) -> Result<TraceStats> {
     let f = std::fs::File::open(path).map_err(|e| KernelError::io("opening", path, e))?;
     let parsed = memtrace_replay::parse(std::io::BufReader::new(f), TraceFormat::Dramsim3)
@@ -503,6 +513,15 @@ fn checks(versus: &[VersusBuddy]) -> Vec<Check> {
         .iter()
         .filter(|v| v.policy == Policy::M3)
         .map(|v| {
+            let noise = versus
+                .iter()
+                .find(|n| n.program == v.program && n.policy == Policy::Buddy && n.run == 2)
+                .map_or("buddy was recorded once: no noise floor".to_owned(), |n| {
+                    format!(
+                        "buddy's second recording: read time {:.3}x, BLP {:.3}x its first (the noise floor)",
+                        n.read_time_ratio, n.blp_ratio
+                    )
+                });
             Check::new(
                 format!(
                     "{}: M³ (bank-partitioned) read time against buddy's",
@@ -513,6 +532,98 @@ fn checks(versus: &[VersusBuddy]) -> Vec<Check> {
                 "x buddy",
                 Bound::AtMost(1.0),
             )
+            .detail(format!(
+                "BLP while busy {:.3}x, mean read latency {:.3}x buddy's; {noise}",
+                v.blp_ratio, v.latency_ratio
+            ))
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cell(
+        program: Program,
+        policy: Policy,
+        run: u32,
+        blp: f64,
+        latency: f64,
+        reads: u64,
+    ) -> Cell {
+        let memory = TraceStats {
+            reads,
+            busy_blp: blp,
+            ..Default::default()
+        };
+        Cell {
+            program,
+            policy,
+            run,
+            host_s: 1.0,
+            recorded: MemTraceReport::default(),
+            memory,
+            read_latency_ns: latency,
+            read_time_ms: reads as f64 * latency / 1e6,
+        }
+    }
+
+    #[test]
+    fn every_policy_and_buddys_second_run_are_set_against_buddys_first() {
+        let cells = [
+            cell(Program::Sort, Policy::Buddy, 1, 2.0, 100.0, 1000),
+            cell(Program::Sort, Policy::Buddy, 2, 2.2, 110.0, 1000),
+            cell(Program::Sort, Policy::M3, 1, 3.0, 80.0, 1500),
+            cell(Program::Xz, Policy::M3, 1, 3.0, 80.0, 1500),
+        ];
+        let v = versus_buddy(&cells);
+        // xz has no buddy run: nothing to set it against.
+        assert_eq!(v.len(), 2);
+        assert_eq!((v[0].policy, v[0].run), (Policy::Buddy, 2));
+        assert!((v[0].latency_ratio - 1.1).abs() < 1e-12);
+        assert_eq!((v[1].policy, v[1].run), (Policy::M3, 1));
+        assert!((v[1].blp_ratio - 1.5).abs() < 1e-12);
+        assert!((v[1].read_time_ratio - 1.2).abs() < 1e-12);
+        let c = checks(&v);
+        assert_eq!(c.len(), 1);
+        assert!(
+            !c[0].met,
+            "M³'s read time is 1.2x buddy's: the claim is missed"
+        );
+        assert!(c[0].detail.contains("1.100"), "{}", c[0].detail);
+    }
+
+    #[test]
+    fn the_guest_marks_only_the_program_and_names_it() {
+        for p in Program::ALL {
+            let cmd = guest_command(p, 1234);
+            assert_eq!(&cmd[..2], ["sh", "-c"]);
+            let script = &cmd[2];
+            let start = script.find(&format!("{MARK_PROGRAM} start")).unwrap();
+            let work = script.find(p.work()).unwrap();
+            let stop = script.find(&format!("{MARK_PROGRAM} stop")).unwrap();
+            let corpus = script.find("i < 1234").unwrap();
+            assert!(corpus < start && start < work && work < stop, "{script}");
+            assert_eq!(Program::parse(p.name()).unwrap(), p);
+        }
+        let err = Program::parse("stream").unwrap_err().to_string();
+        assert!(err.contains("stream") && err.contains("sqlite3"), "{err}");
+    }
+
+    #[test]
+    fn a_study_without_programs_or_policies_is_refused() {
+        let run = RunOptions::new(
+            crate::kbuild::BuildOptions::new(crate::repo_kernel_dir()),
+            crate::repo_workloads_dir(),
+            Policy::Buddy,
+            Vec::new(),
+        );
+        let mut o = Options::new(run, std::env::temp_dir());
+        o.programs.clear();
+        assert!(banks_real(&o, &mut |_| {}).is_err());
+        o.programs = vec![Program::Sort];
+        o.corpus_lines = 0;
+        assert!(banks_real(&o, &mut |_| {}).is_err());
+    }
 }

@@ -244,3 +244,67 @@ pub fn html(r: &BanksReal, synthetic: &BanksOutput, nav: &[NavLink]) -> Result<S
     }
     Ok(page.render())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nvmos_kernel::memtrace::MemTraceReport;
+    use nvmos_memsys::trace::TraceStats;
+    use nvmos_sim::banks_study::Banks;
+    use nvmos_sim::study::{Scale, Study};
+
+    fn cell(policy: Policy, run: u32, blp: f64, reads: u64) -> Cell {
+        Cell {
+            program: Program::Sort,
+            policy,
+            run,
+            host_s: 2.0,
+            recorded: MemTraceReport {
+                loads: 900,
+                stores: 100,
+                hits: 990,
+                misses: 10,
+                records: 10,
+                ..Default::default()
+            },
+            memory: TraceStats {
+                reads,
+                busy_blp: blp,
+                ..Default::default()
+            },
+            read_latency_ns: 50.0,
+            read_time_ms: reads as f64 * 50.0 / 1e6,
+        }
+    }
+
+    #[test]
+    fn the_page_names_every_run_and_draws_both_figures() {
+        let mut real = BanksReal {
+            machine: "ddr4-2400".into(),
+            cpus: 2,
+            mem_mib: 1024,
+            corpus_lines: 10,
+            cells: vec![
+                cell(Policy::Buddy, 1, 1.5, 100),
+                cell(Policy::Buddy, 2, 1.6, 104),
+                cell(Policy::M3, 1, 2.0, 90),
+            ],
+            versus_buddy: Vec::new(),
+            overhead: Vec::new(),
+            checks: Vec::new(),
+            seconds: 3.0,
+        };
+        real.rederive();
+        let t = text(&real).unwrap();
+        assert!(t.contains("buddy (run 2)"), "{t}");
+        assert!(t.contains("0.900x"), "M³'s read time against buddy's: {t}");
+        assert!(t.contains("met"), "{t}");
+        let mut options = Banks::options(Scale::Quick);
+        options.machine = "ddr4-2400".into();
+        options.cores = vec![1];
+        options.analyse = false;
+        let synthetic = Banks::run(&options, &mut |_| {}).unwrap();
+        let page = html(&real, &synthetic, &[]).unwrap();
+        assert!(page.contains("real-blp") && page.contains("synthetic-blp"));
+    }
+}

@@ -444,10 +444,11 @@ pub fn markdown(data: &PageData) -> String {
 
 /// The pages in the order the book lists them; a page of another name
 /// comes after them.
-pub const PAGE_ORDER: [&str; 9] = [
+pub const PAGE_ORDER: [&str; 10] = [
     "evaluate",
     "levelling",
     "banks",
+    "banks-real",
     "power",
     "swap",
     "timings",
@@ -570,6 +571,79 @@ pub fn hot_migrate_page(l: &nvmos_kernel::levelling::Levelling) -> Result<Result
             deterministic: false,
             body: Body::Text(crate::kernel::levelling_text(l)),
         }],
+    })
+}
+
+/// Seed 002 on real programs: what `nvmos study banks --real` prints, its
+/// figure from the recordings beside the synthetic study's on the same
+/// machine (`synthetic`), and how each policy fares against buddy. Guests
+/// do not repeat their interleavings, so `reproduce --check` holds the
+/// page to its data only.
+pub fn banks_real_page(
+    real: &nvmos_kernel::banks_real::BanksReal,
+    synthetic: &nvmos_sim::banks_study::BanksOutput,
+) -> Result<ResultsPage> {
+    let programs =
+        real.cells
+            .iter()
+            .map(|c| c.program.name())
+            .fold(Vec::<&str>::new(), |mut v, p| {
+                if !v.contains(&p) {
+                    v.push(p);
+                }
+                v
+            });
+    Ok(ResultsPage {
+        stem: "banks-real".into(),
+        title: "Banks and placement on real programs".into(),
+        intro: format!(
+            "Seed 002's claim on real programs ({}): each one ran in a guest of the patched kernel under each placement policy, its memory accesses recorded by nvmos's QEMU plugin through {}'s last-level cache and replayed through that machine's memory. Made by `nvmos reproduce --only banks-real`, which runs `nvmos study banks --real` (about {:.0} minutes on 2 cores), or from its JSON with `--banks-real-from`.",
+            programs.join(", "),
+            real.machine,
+            (real.seconds / 60.0).ceil()
+        ),
+        scale: None,
+        sections: vec![
+            Section {
+                heading: "The claim on real programs".into(),
+                text: "Seed 002 holds that bank-spread placement runs programs faster; the check takes M³ (partitioned) against buddy on each program's read time.".into(),
+                deterministic: false,
+                body: Body::Text(crate::checks::checks_text(&real.checks)),
+            },
+            Section {
+                heading: "Every program under every policy".into(),
+                text: String::new(),
+                deterministic: false,
+                body: Body::Text(crate::banks_real::text(real)?),
+            },
+            Section {
+                heading: "Seed 002's figure, from the real programs".into(),
+                text: String::new(),
+                deterministic: false,
+                body: Body::Figure(crate::banks_real::blp_chart(real)?.svg().to_string()),
+            },
+            Section {
+                heading: "The same figure from the synthetic streams, on the same machine".into(),
+                text: format!(
+                    "`nvmos study banks --machine {}`, run with the real programs: STREAM over frames placed by each of the study's placements, cores × access order.",
+                    synthetic.study.machine
+                ),
+                // Deterministic in itself, but made only beside the real
+                // runs, so a check holds it to its data like them.
+                deterministic: false,
+                body: Body::Figure(
+                    crate::banks::blp_chart(synthetic, "synthetic-blp")?
+                        .svg()
+                        .to_string(),
+                ),
+            },
+            Section {
+                heading: "Read time against buddy".into(),
+                text: String::new(),
+                deterministic: false,
+                body: Body::Figure(crate::banks_real::read_time_chart(real)?.svg().to_string()),
+            },
+        ],
     })
 }
 
