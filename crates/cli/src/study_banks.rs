@@ -85,8 +85,8 @@ pub struct BanksArgs {
     /// recorded through the machine's last-level cache (`nvmos kernel
     /// run --mem-trace`), replay every recording through the timing
     /// model, and draw the figure next to the synthetic one on the same
-    /// machine [machine default: ddr4-2400]. Takes about 40 minutes on 2
-    /// cores.
+    /// machine [machine default: ddr4-2400]. Boots a guest per program
+    /// and policy under TCG: a long run (the results page gives its time).
     #[arg(long)]
     real: bool,
 

@@ -46,14 +46,18 @@ fn expected(accesses: &[(u32, u64, u64, bool)], spec: LlcSpec) -> (Vec<(u64, boo
             per_vcpu[vcpu as usize].push((paddr / 64 * 64, false, time));
         }
     }
-    let mut merged: Vec<(u64, u32, usize, (u64, bool, u64))> = Vec::new();
+    // (time, vCPU, index in its list): the plugin's merge order.
+    let mut order: Vec<(u64, usize, usize)> = Vec::new();
     for (v, list) in per_vcpu.iter().enumerate() {
         for (i, r) in list.iter().enumerate() {
-            merged.push((r.2, v as u32, i, *r));
+            order.push((r.2, v, i));
         }
     }
-    merged.sort_by_key(|m| (m.0, m.1, m.2));
-    (merged.into_iter().map(|m| m.3).collect(), hits)
+    order.sort_unstable();
+    (
+        order.into_iter().map(|(_, v, i)| per_vcpu[v][i]).collect(),
+        hits,
+    )
 }
 
 #[test]
