@@ -23,6 +23,13 @@ use crate::{KernelError, Result};
 /// The plugin's source, compiled on first use into the cache.
 const PLUGIN_SOURCE: &str = include_str!("../tcg/nvmos_memtrace.c");
 
+/// The header every plugin of nvmos includes: QEMU's plugin API as it
+/// uses it and the guest's marker instruction.
+const PLUGIN_API: (&str, &str) = (
+    "nvmos_plugin_api.h",
+    include_str!("../tcg/nvmos_plugin_api.h"),
+);
+
 /// The marker program's source: the guest runs it to open and close the
 /// recorded window.
 const MARK_SOURCE: &str = r#"/* nvmos-mark start|stop: the NOPs nvmos_memtrace opens and closes its window at. */
@@ -334,8 +341,8 @@ impl MemTraceReport {
     }
 }
 
-/// Compile `source` with `cc FLAGS` once per content into
-/// `cache/tcg/<hash>/<file>`; its path.
+/// Compile `source` with `cc FLAGS` once per content (the plugins'
+/// shared header included) into `cache/tcg/<hash>/<file>`; its path.
 pub(crate) fn compile_cached(
     cache: &Path,
     source: &str,
@@ -345,6 +352,7 @@ pub(crate) fn compile_cached(
 ) -> Result<PathBuf> {
     crate::kbuild::require_tool("cc", "apt-get install gcc libc6-dev")?;
     let mut h = Sha256::new();
+    h.update(PLUGIN_API.1.as_bytes());
     h.update(source.as_bytes());
     h.update(flags.join(" ").as_bytes());
     let hash = crate::kbuild::hex(&h.finalize()[..8]);
@@ -366,6 +374,10 @@ pub(crate) fn compile_cached(
     );
     let src = dir.join(format!("{unique}.c"));
     let staged = dir.join(&unique);
+    let header = dir.join(PLUGIN_API.0);
+    let header_tmp = dir.join(format!("{unique}.h"));
+    fs::write(&header_tmp, PLUGIN_API.1).map_err(|e| KernelError::io("writing", &header_tmp, e))?;
+    fs::rename(&header_tmp, &header).map_err(|e| KernelError::io("renaming", &header_tmp, e))?;
     fs::write(&src, source).map_err(|e| KernelError::io("writing", &src, e))?;
     let built = crate::run::cc_into(flags, &src, &staged);
     let _ = fs::remove_file(&src);

@@ -115,12 +115,54 @@ impl CoreFree {
     }
 }
 
+/// The blocks a wrapped core handed out and not yet freed, by first
+/// frame: their order. A wrapper checks a free against it before the C
+/// core sees it (the kernel never passes a bad free), and keeps it in
+/// step with what the core says.
+#[derive(Default)]
+struct Live(HashMap<u64, u8>);
+
+impl Live {
+    /// The core handed `(pfn, order)` out.
+    fn handed(&mut self, pfn: u64, order: u8) {
+        self.0.insert(pfn, order);
+    }
+
+    /// Take `(pfn, order)` out to free it; refused unless it is live at
+    /// that order.
+    fn take(&mut self, pfn: u64, order: u8) -> Result<(), CoreError> {
+        if self.0.get(&pfn) != Some(&order) {
+            return Err(CoreError::NotAllocated { pfn, order });
+        }
+        self.0.remove(&pfn);
+        Ok(())
+    }
+
+    /// What the core said (`v`, an `ib_free_result`) about a free that
+    /// bypassed [`Live::take`]; a block it took leaves.
+    fn raw(&mut self, pfn: u64, v: c_int) -> CoreFree {
+        if v == 0 {
+            self.0.remove(&pfn);
+        }
+        CoreFree::from_c(v)
+    }
+}
+
+/// The core's verdict on a free [`Live::take`] let through: it must take
+/// the block.
+fn expect_taken(verdict: c_int) {
+    assert_eq!(
+        verdict, 0,
+        "the core refused a free the harness tracked as live"
+    );
+}
+
 /// One iBuddy space over `[start, end)`, all free, with a bypass list of
 /// `cap` frames (0: plain iBuddy).
 pub struct CoreSpace {
     h: NonNull<Harness>,
-    /// Blocks handed out and not freed, by first frame: their order.
-    live: HashMap<u64, u8>,
+    /// Blocks handed out and not freed.
+    live: Live,
     /// A staged (lis31-fair) list instead of a bypass list.
     staged: bool,
 }
@@ -142,7 +184,7 @@ impl CoreSpace {
         let h = NonNull::new(h).expect("out of memory for the core's space");
         Ok(CoreSpace {
             h,
-            live: HashMap::new(),
+            live: Live::default(),
             staged: false,
         })
     }
@@ -244,7 +286,7 @@ impl CoreSpace {
         if order == 0 && self.staged {
             let got = self.alloc_staged();
             if let Some(p) = got {
-                self.live.insert(p, 0);
+                self.live.handed(p, 0);
             }
             return Ok(got);
         }
@@ -265,7 +307,7 @@ impl CoreSpace {
             got = (p != u64::MAX).then_some(p);
         }
         if let Some(p) = got {
-            self.live.insert(p, order);
+            self.live.handed(p, order);
         }
         Ok(got)
     }
@@ -273,10 +315,7 @@ impl CoreSpace {
     /// Free a block as the kernel's free path does: a single frame onto
     /// the bypass list while it has room, else into the space.
     pub fn free(&mut self, pfn: u64, order: u8) -> Result<(), CoreError> {
-        if self.live.get(&pfn) != Some(&order) {
-            return Err(CoreError::NotAllocated { pfn, order });
-        }
-        self.live.remove(&pfn);
+        self.live.take(pfn, order)?;
         if order == 0 && self.staged {
             // SAFETY: live harness; the frame was handed out and not freed.
             if unsafe { ib_staged_gather(self.staged_list(), pfn) } != 0 {
@@ -289,11 +328,7 @@ impl CoreSpace {
             if order == 0 && ib_lazy_put(ib_harness_lazy(self.h.as_ptr()), pfn) != 0 {
                 return Ok(());
             }
-            let verdict = ib_free(self.space(), pfn, c_uint::from(order));
-            assert_eq!(
-                verdict, 0,
-                "the core refused a free the harness tracked as live"
-            );
+            expect_taken(ib_free(self.space(), pfn, c_uint::from(order)));
         }
         Ok(())
     }
@@ -303,11 +338,9 @@ impl CoreSpace {
     /// leave the space as it was.
     pub fn free_raw(&mut self, pfn: u64, order: u8) -> CoreFree {
         // SAFETY: the core checks the block itself; that is what is tested.
-        let v = unsafe { ib_free(self.space(), pfn, c_uint::from(order)) };
-        if v == 0 {
-            self.live.remove(&pfn);
-        }
-        CoreFree::from_c(v)
+        self.live.raw(pfn, unsafe {
+            ib_free(self.space(), pfn, c_uint::from(order))
+        })
     }
 
     /// Take a free frame out of the space, as the kernel does before
@@ -316,7 +349,7 @@ impl CoreSpace {
         // SAFETY: live harness; the core checks the pfn.
         let taken = unsafe { ib_take_frame(self.space(), pfn) != 0 };
         if taken {
-            self.live.insert(pfn, 0);
+            self.live.handed(pfn, 0);
         }
         taken
     }
@@ -468,8 +501,8 @@ pub enum AdaptiveLayoutError {
 /// over at activation).
 pub struct CoreAdaptive {
     h: NonNull<AdHarness>,
-    /// Blocks handed out and not freed, by first frame: their order.
-    live: HashMap<u64, u8>,
+    /// Blocks handed out and not freed.
+    live: Live,
 }
 
 // SAFETY: the harness is plain memory owned by this value alone.
@@ -495,7 +528,7 @@ impl CoreAdaptive {
         let h = NonNull::new(h).expect("out of memory for the core");
         Ok(CoreAdaptive {
             h,
-            live: HashMap::new(),
+            live: Live::default(),
         })
     }
 
@@ -514,23 +547,16 @@ impl CoreAdaptive {
         let p = unsafe { ad_alloc(self.core(), c_uint::from(order), c_int::from(kernel)) };
         let got = (p != u64::MAX).then_some(p);
         if let Some(p) = got {
-            self.live.insert(p, order);
+            self.live.handed(p, order);
         }
         Ok(got)
     }
 
     /// Free a block this core handed out.
     pub fn free(&mut self, pfn: u64, order: u8) -> Result<(), CoreError> {
-        if self.live.get(&pfn) != Some(&order) {
-            return Err(CoreError::NotAllocated { pfn, order });
-        }
-        self.live.remove(&pfn);
+        self.live.take(pfn, order)?;
         // SAFETY: the block was handed out by this core and not freed.
-        let verdict = unsafe { ad_free(self.core(), pfn, c_uint::from(order)) };
-        assert_eq!(
-            verdict, 0,
-            "the core refused a free the harness tracked as live"
-        );
+        expect_taken(unsafe { ad_free(self.core(), pfn, c_uint::from(order)) });
         Ok(())
     }
 
@@ -538,11 +564,9 @@ impl CoreAdaptive {
     /// bookkeeping: what the core says about it.
     pub fn free_raw(&mut self, pfn: u64, order: u8) -> CoreFree {
         // SAFETY: the core checks the block itself; that is what is tested.
-        let v = unsafe { ad_free(self.core(), pfn, c_uint::from(order)) };
-        if v == 0 {
-            self.live.remove(&pfn);
-        }
-        CoreFree::from_c(v)
+        self.live.raw(pfn, unsafe {
+            ad_free(self.core(), pfn, c_uint::from(order))
+        })
     }
 
     /// The free block holding `pfn`: its first frame and order.
@@ -558,7 +582,7 @@ impl CoreAdaptive {
         let (head, order) = self.free_block_of(pfn)?;
         // SAFETY: (head, order) is a free block of this core.
         unsafe { ad_take_block(self.core(), head, c_uint::from(order)) };
-        self.live.insert(head, order);
+        self.live.handed(head, order);
         Some((head, order))
     }
 
@@ -636,6 +660,7 @@ impl CoreAdaptive {
         for &b in &out {
             let mut blocks: Vec<(u64, u8)> = self
                 .live
+                .0
                 .iter()
                 // SAFETY: live blocks lie inside the core's range.
                 .filter(|(&p, _)| unsafe { ad_bank_of(self.core(), p) } == b)
@@ -649,7 +674,7 @@ impl CoreAdaptive {
                     m.blocks_left += 1;
                     continue;
                 }
-                self.live.insert(new, order);
+                self.live.handed(new, order);
                 self.free(old, order)?;
                 m.moves.push((old, new, order));
             }
@@ -781,8 +806,8 @@ pub enum M3LayoutError {
 pub struct CoreM3 {
     h: NonNull<M3Harness>,
     cpus: u32,
-    /// Blocks handed out and not freed, by first frame: their order.
-    live: HashMap<u64, u8>,
+    /// Blocks handed out and not freed.
+    live: Live,
 }
 
 // SAFETY: the harness is plain memory owned by this value alone.
@@ -827,7 +852,7 @@ impl CoreM3 {
         Ok(CoreM3 {
             h,
             cpus: config.cpus,
-            live: HashMap::new(),
+            live: Live::default(),
         })
     }
 
@@ -852,23 +877,16 @@ impl CoreM3 {
         let p = unsafe { m3_alloc(self.core(), c_uint::from(order), cpu) };
         let got = (p != u64::MAX).then_some(p);
         if let Some(p) = got {
-            self.live.insert(p, order);
+            self.live.handed(p, order);
         }
         Ok(got)
     }
 
     /// Free a block this core handed out, at the order it was handed out.
     pub fn free(&mut self, pfn: u64, order: u8) -> Result<(), CoreError> {
-        if self.live.get(&pfn) != Some(&order) {
-            return Err(CoreError::NotAllocated { pfn, order });
-        }
-        self.live.remove(&pfn);
+        self.live.take(pfn, order)?;
         // SAFETY: the block was handed out by this core and not freed.
-        let verdict = unsafe { m3_free(self.core(), pfn, c_uint::from(order)) };
-        assert_eq!(
-            verdict, 0,
-            "the core refused a free the harness tracked as live"
-        );
+        expect_taken(unsafe { m3_free(self.core(), pfn, c_uint::from(order)) });
         Ok(())
     }
 
@@ -876,11 +894,9 @@ impl CoreM3 {
     /// bookkeeping: what the core says about it.
     pub fn free_raw(&mut self, pfn: u64, order: u8) -> CoreFree {
         // SAFETY: the core checks the block itself; that is what is tested.
-        let v = unsafe { m3_free(self.core(), pfn, c_uint::from(order)) };
-        if v == 0 {
-            self.live.remove(&pfn);
-        }
-        CoreFree::from_c(v)
+        self.live.raw(pfn, unsafe {
+            m3_free(self.core(), pfn, c_uint::from(order))
+        })
     }
 
     /// Make the blocks the core handed out that overlap `(pfn, order)`
@@ -892,6 +908,7 @@ impl CoreM3 {
         if ok {
             let end = pfn + (1u64 << order);
             self.live
+                .0
                 .retain(|&p, &mut o| p + (1u64 << o) <= pfn || p >= end);
         }
         ok

@@ -28,8 +28,8 @@
  * count is exact to the instruction unless the block was left early (an
  * exception mid-block), which the bracketed kernel code does not do.
  *
- * The plugin API of QEMU 7.2 (plugin API version 1) is declared below:
- * only the functions this plugin calls, with the types of that version.
+ * The plugin API of QEMU 7.2 (plugin API version 1) and the marker test
+ * are in nvmos_plugin_api.h, shared with nvmos_memtrace.c.
  */
 #include <inttypes.h>
 #include <stdbool.h>
@@ -39,36 +39,11 @@
 #include <string.h>
 #include <pthread.h>
 
-/* ---- QEMU plugin API, version 1 (QEMU 7.2), the part used here ---- */
-typedef uint64_t qemu_plugin_id_t;
-struct qemu_plugin_tb;
-struct qemu_plugin_insn;
-enum qemu_plugin_cb_flags {
-	QEMU_PLUGIN_CB_NO_REGS,
-	QEMU_PLUGIN_CB_R_REGS,
-	QEMU_PLUGIN_CB_RW_REGS,
-};
-typedef void (*qemu_plugin_vcpu_udata_cb_t)(unsigned int vcpu_index, void *userdata);
-typedef void (*qemu_plugin_vcpu_tb_trans_cb_t)(qemu_plugin_id_t id, struct qemu_plugin_tb *tb);
-typedef void (*qemu_plugin_udata_cb_t)(qemu_plugin_id_t id, void *userdata);
-void qemu_plugin_register_vcpu_tb_trans_cb(qemu_plugin_id_t id, qemu_plugin_vcpu_tb_trans_cb_t cb);
-void qemu_plugin_register_vcpu_tb_exec_cb(struct qemu_plugin_tb *tb, qemu_plugin_vcpu_udata_cb_t cb,
-					  enum qemu_plugin_cb_flags flags, void *userdata);
-void qemu_plugin_register_vcpu_insn_exec_cb(struct qemu_plugin_insn *insn,
-					    qemu_plugin_vcpu_udata_cb_t cb,
-					    enum qemu_plugin_cb_flags flags, void *userdata);
-size_t qemu_plugin_tb_n_insns(const struct qemu_plugin_tb *tb);
-struct qemu_plugin_insn *qemu_plugin_tb_get_insn(const struct qemu_plugin_tb *tb, size_t idx);
-const void *qemu_plugin_insn_data(const struct qemu_plugin_insn *insn);
-size_t qemu_plugin_insn_size(const struct qemu_plugin_insn *insn);
-void qemu_plugin_register_atexit_cb(qemu_plugin_id_t id, qemu_plugin_udata_cb_t cb, void *userdata);
-void qemu_plugin_outs(const char *string);
-/* ---- end of the API ---- */
+#include "nvmos_plugin_api.h"
 
 __attribute__((visibility("default"))) int qemu_plugin_version = 1;
 
 #define MAX_VCPUS 64
-#define MARK_MAGIC 0x4e560000u
 #define CODE_BEGIN 0x0001
 #define CODE_ALLOC 0x0002
 #define CODE_FREE 0x0003
@@ -153,22 +128,6 @@ static void on_marker(unsigned int vcpu_index, void *userdata)
 			unpaired++;
 		v->open = false;
 	}
-}
-
-static bool is_marker(const struct qemu_plugin_insn *insn, uint32_t *code)
-{
-	const uint8_t *d = qemu_plugin_insn_data(insn);
-	uint32_t disp;
-
-	if (qemu_plugin_insn_size(insn) != 9 || !d)
-		return false;
-	if (d[0] != 0x66 || d[1] != 0x0f || d[2] != 0x1f || d[3] != 0x84 || d[4] != 0x00)
-		return false;
-	memcpy(&disp, d + 5, 4);
-	if ((disp & 0xffff0000u) != MARK_MAGIC)
-		return false;
-	*code = disp & 0xffff;
-	return true;
 }
 
 static void on_tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
