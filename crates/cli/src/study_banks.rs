@@ -95,10 +95,12 @@ pub struct BanksArgs {
     #[arg(long, value_delimiter = ',', requires = "real")]
     programs: Option<Vec<String>>,
 
-    /// With --real: kernel policies, comma-separated [default:
-    /// buddy,ibuddy,lis31,adaptive,m3].
+    /// With --real: placements, comma-separated: kernel policies
+    /// (`nvmos_policy=` values) or m3-shared (M³ without its partition);
+    /// the first is recorded twice and runs without the plugin [default:
+    /// buddy,ibuddy,lis31,adaptive,m3,m3-shared].
     #[arg(long, value_delimiter = ',', requires = "real")]
-    policies: Option<Vec<String>>,
+    placements: Option<Vec<String>>,
 
     /// With --real: lines of the corpus sort and xz read [default: 200000].
     #[arg(long, requires = "real")]
@@ -185,7 +187,7 @@ impl BanksArgs {
 
 /// The real-program study's options from the arguments.
 fn real_options(args: &BanksArgs, machine: &str) -> Result<nvmos_kernel::banks_real::Options> {
-    use nvmos_kernel::banks_real::{Options, Program};
+    use nvmos_kernel::banks_real::{Options, Placement, Program};
     use nvmos_kernel::kbuild::{self, BuildOptions};
     use nvmos_kernel::run::{Policy, RunOptions};
     let build = BuildOptions::new(nvmos_kernel::repo_kernel_dir());
@@ -207,10 +209,10 @@ fn real_options(args: &BanksArgs, machine: &str) -> Result<nvmos_kernel::banks_r
             .map(|s| Program::parse(s))
             .collect::<Result<_, _>>()?;
     }
-    if let Some(p) = &args.policies {
-        o.policies = p
+    if let Some(p) = &args.placements {
+        o.placements = p
             .iter()
-            .map(|s| Policy::parse(s))
+            .map(|s| Placement::parse(s))
             .collect::<Result<_, _>>()?;
     }
     if let Some(n) = args.corpus_lines {

@@ -126,6 +126,65 @@ impl Program {
     }
 }
 
+/// Where a guest's frames come from: a kernel policy and the boot
+/// parameters it runs with.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Placement {
+    /// `nvmos_policy=`.
+    pub policy: Policy,
+    /// More kernel parameters, e.g. `nvmos_m3_partition=0`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub boot: Vec<String>,
+}
+
+impl Placement {
+    /// The parameter that turns M³'s partition off.
+    const M3_SHARED: &'static str = "nvmos_m3_partition=0";
+
+    /// A policy with its defaults.
+    pub fn of(policy: Policy) -> Placement {
+        Placement {
+            policy,
+            boot: Vec::new(),
+        }
+    }
+
+    /// M³ with every CPU drawing from every colour: random placement over
+    /// the banks, without the partition.
+    pub fn m3_shared() -> Placement {
+        Placement {
+            policy: Policy::M3,
+            boot: vec![Self::M3_SHARED.into()],
+        }
+    }
+
+    /// Its name in tables: the policy's, `m3-shared`, or the policy's
+    /// with its parameters.
+    pub fn name(&self) -> String {
+        if self.boot.is_empty() {
+            self.policy.name().to_owned()
+        } else if *self == Placement::m3_shared() {
+            "m3-shared".to_owned()
+        } else {
+            format!("{} {}", self.policy.name(), self.boot.join(" "))
+        }
+    }
+
+    /// A policy's name (`nvmos_policy=`), or `m3-shared`.
+    pub fn parse(s: &str) -> Result<Placement> {
+        if s == "m3-shared" {
+            Ok(Placement::m3_shared())
+        } else {
+            Policy::parse(s).map(Placement::of)
+        }
+    }
+
+    /// Whether this is buddy as Linux has it.
+    pub fn is_buddy(&self) -> bool {
+        *self == Placement::of(Policy::Buddy)
+    }
+}
+
 /// The SQL sqlite3 runs: rows inserted, indexed, queried and updated;
 /// deterministic, so every run does the same work.
 const SQL: &str = "CREATE TABLE t(id INTEGER PRIMARY KEY, k INTEGER, v TEXT);
@@ -171,11 +230,12 @@ exit $status"#,
 /// What to run.
 #[derive(Clone, Debug)]
 pub struct Options {
-    /// How every guest boots (memory, vCPUs, kernel); policy, command,
+    /// How every guest boots (memory, vCPUs, kernel); placement, command,
     /// host share and memory trace are set per guest.
     pub run: RunOptions,
-    /// The placements: kernel policies.
-    pub policies: Vec<Policy>,
+    /// The placements; the first is the one recorded twice and run
+    /// without the plugin.
+    pub placements: Vec<Placement>,
     /// The programs.
     pub programs: Vec<Program>,
     /// The machine preset whose cache filters the accesses and whose
@@ -184,9 +244,9 @@ pub struct Options {
     /// Lines of the corpus sort and xz read.
     pub corpus_lines: u64,
     /// Also run each program once without the plugin (under the first
-    /// policy) for the plugin's overhead.
+    /// placement) for the plugin's overhead.
     pub overhead: bool,
-    /// Record each program twice under the first policy: the difference
+    /// Record each program twice under the first placement: the difference
     /// between the two runs is the noise floor every comparison sits on.
     pub repeat_first: bool,
     /// Where the recordings are kept (`PROGRAM-POLICY.trace`).
@@ -194,19 +254,21 @@ pub struct Options {
 }
 
 impl Options {
-    /// Every program under buddy, ibuddy, lis31, adaptive and m3, on 2
-    /// vCPUs and 1 GiB, through ddr4-2400, with the overhead runs.
+    /// Every program under buddy, ibuddy, lis31, adaptive, m3 and
+    /// m3-shared, on 2 vCPUs and 1 GiB, through ddr4-2400, with buddy
+    /// recorded twice and the overhead runs.
     pub fn new(mut run: RunOptions, traces: PathBuf) -> Options {
         run.cpus = 2;
         run.mem_mib = 1024;
         Options {
             run,
-            policies: vec![
-                Policy::Buddy,
-                Policy::IBuddy,
-                Policy::Lis31,
-                Policy::Adaptive,
-                Policy::M3,
+            placements: vec![
+                Placement::of(Policy::Buddy),
+                Placement::of(Policy::IBuddy),
+                Placement::of(Policy::Lis31),
+                Placement::of(Policy::Adaptive),
+                Placement::of(Policy::M3),
+                Placement::m3_shared(),
             ],
             programs: Program::ALL.to_vec(),
             machine: "ddr4-2400".into(),
@@ -222,14 +284,14 @@ fn first_run() -> u32 {
     1
 }
 
-/// One program under one policy.
+/// One program under one placement.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Cell {
     /// The program.
     pub program: Program,
-    /// The policy booted.
-    pub policy: Policy,
-    /// 1, or 2 for the first policy's second recording
+    /// The placement booted.
+    pub placement: Placement,
+    /// 1, or 2 for the first placement's second recording
     /// ([`Options::repeat_first`]).
     #[serde(default = "first_run")]
     pub run: u32,
@@ -251,8 +313,8 @@ pub struct Cell {
 pub struct Overhead {
     /// The program.
     pub program: Program,
-    /// The policy of both runs.
-    pub policy: Policy,
+    /// The placement of both runs.
+    pub placement: Placement,
     /// Host seconds without the plugin.
     pub plain_s: f64,
     /// Host seconds with it.
@@ -267,13 +329,13 @@ pub struct Overhead {
     pub requests: u64,
 }
 
-/// A policy against buddy on one program.
+/// A placement against buddy on one program.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct VersusBuddy {
     /// The program.
     pub program: Program,
-    /// The policy.
-    pub policy: Policy,
+    /// The placement.
+    pub placement: Placement,
     /// Its run (2: buddy's second recording against its first, the
     /// noise floor).
     #[serde(default = "first_run")]
@@ -297,9 +359,9 @@ pub struct BanksReal {
     pub mem_mib: u64,
     /// Corpus lines.
     pub corpus_lines: u64,
-    /// Every program under every policy, program-major.
+    /// Every program under every placement, program-major.
     pub cells: Vec<Cell>,
-    /// Each policy against buddy, where both ran.
+    /// Each placement against buddy, where both ran.
     pub versus_buddy: Vec<VersusBuddy>,
     /// The plugin's overhead per program.
     pub overhead: Vec<Overhead>,
@@ -338,11 +400,12 @@ fn replay(machine: &Machine, path: &Path) -> Result<TraceStats> {
 fn guest(
     opts: &Options,
     program: Program,
-    policy: Policy,
+    placement: &Placement,
     trace: Option<PathBuf>,
 ) -> Result<RunOptions> {
     let mut o = opts.run.clone();
-    o.policy = policy;
+    o.policy = placement.policy;
+    o.extra_cmdline.extend(placement.boot.iter().cloned());
     o.command = guest_command(program, opts.corpus_lines);
     o.output = None;
     o.share_host_root = true;
@@ -360,13 +423,29 @@ fn guest(
     Ok(o)
 }
 
-fn check_status(r: &run::Run, program: Program) -> Result<()> {
+fn check_status(r: &run::Run, program: Program, placement: &Placement) -> Result<()> {
+    // The kernel keeps its default on a parameter it refuses: a run that
+    // did not boot the placement asked for would be mislabelled.
+    if placement.policy == Policy::M3 {
+        let partitioned = u64::from(!placement.boot.iter().any(|b| b == Placement::M3_SHARED));
+        if r.counters.get("m3_partition") != partitioned {
+            return Err(KernelError::Guest {
+                what: format!(
+                    "{} booted with m3_partition {}, not the {} asked for",
+                    placement.name(),
+                    r.counters.get("m3_partition"),
+                    partitioned
+                ),
+                log: r.console_log.clone(),
+            });
+        }
+    }
     if r.workload_status != 0 {
         return Err(KernelError::Guest {
             what: format!(
                 "{} under {} exited with status {}",
                 program.name(),
-                r.policy.name(),
+                placement.name(),
                 r.workload_status
             ),
             log: r.console_log.clone(),
@@ -375,11 +454,11 @@ fn check_status(r: &run::Run, program: Program) -> Result<()> {
     Ok(())
 }
 
-/// Run every program under every policy; replay each recording.
+/// Run every program under every placement; replay each recording.
 pub fn banks_real(opts: &Options, progress: &mut dyn FnMut(Progress)) -> Result<BanksReal> {
-    if opts.policies.is_empty() || opts.programs.is_empty() {
+    if opts.placements.is_empty() || opts.programs.is_empty() {
         return Err(KernelError::Option(
-            "the real-program banks study needs a policy and a program".into(),
+            "the real-program banks study needs a placement and a program".into(),
         ));
     }
     if opts.corpus_lines == 0 {
@@ -397,29 +476,32 @@ pub fn banks_real(opts: &Options, progress: &mut dyn FnMut(Progress)) -> Result<
     let mut overhead = Vec::new();
     let mut plan = Vec::new();
     for &program in &opts.programs {
-        for (i, &policy) in opts.policies.iter().enumerate() {
-            plan.push((program, policy, 1));
+        for (i, placement) in opts.placements.iter().enumerate() {
+            plan.push((program, placement, 1));
             if i == 0 && opts.repeat_first {
-                plan.push((program, policy, 2));
+                plan.push((program, placement, 2));
             }
         }
     }
-    for (step, &(program, policy, run_no)) in plan.iter().enumerate() {
+    for (step, &(program, placement, run_no)) in plan.iter().enumerate() {
         progress(Progress::Step(format!(
             "[{}/{}] {} under {} with the memory trace{}",
             step + 1,
             plan.len(),
             program.name(),
-            policy.name(),
+            placement.name(),
             if run_no == 2 { ", again" } else { "" }
         )));
         let path = opts.traces.join(format!(
             "{}-{}-{run_no}.trace",
             program.name(),
-            policy.name()
+            placement.name().replace(' ', "_")
         ));
-        let r = run::run(&guest(opts, program, policy, Some(path.clone()))?, progress)?;
-        check_status(&r, program)?;
+        let r = run::run(
+            &guest(opts, program, placement, Some(path.clone()))?,
+            progress,
+        )?;
+        check_status(&r, program, placement)?;
         let recorded = r.mem_trace.clone().ok_or_else(|| KernelError::Guest {
             what: "no memory-trace report".into(),
             log: r.console_log.clone(),
@@ -433,7 +515,7 @@ pub fn banks_real(opts: &Options, progress: &mut dyn FnMut(Progress)) -> Result<
         let read_latency_ns = memory.read_latency_from_arrival.mean * tck_ns;
         cells.push(Cell {
             program,
-            policy,
+            placement: placement.clone(),
             run: run_no,
             host_s: r.total_s,
             read_time_ms: memory.reads as f64 * read_latency_ns / 1e6,
@@ -443,21 +525,21 @@ pub fn banks_real(opts: &Options, progress: &mut dyn FnMut(Progress)) -> Result<
         });
         let last_of_program = plan.get(step + 1).is_none_or(|n| n.0 != program);
         if opts.overhead && last_of_program {
-            let policy = opts.policies[0];
+            let placement = &opts.placements[0];
             progress(Progress::Step(format!(
                 "{} under {} without the plugin",
                 program.name(),
-                policy.name()
+                placement.name()
             )));
-            let plain = run::run(&guest(opts, program, policy, None)?, progress)?;
-            check_status(&plain, program)?;
+            let plain = run::run(&guest(opts, program, placement, None)?, progress)?;
+            check_status(&plain, program, placement)?;
             let traced = cells
                 .iter()
-                .find(|c| c.program == program && c.policy == policy && c.run == 1)
-                .expect("the traced run of the first policy");
+                .find(|c| c.program == program && c.placement == *placement && c.run == 1)
+                .expect("the traced run of the first placement");
             overhead.push(Overhead {
                 program,
-                policy,
+                placement: placement.clone(),
                 plain_s: plain.total_s,
                 traced_s: traced.host_s,
                 ratio: traced.host_s / plain.total_s,
@@ -488,15 +570,15 @@ pub fn versus_buddy(cells: &[Cell]) -> Vec<VersusBuddy> {
     let mut out = Vec::new();
     for c in cells
         .iter()
-        .filter(|c| c.policy != Policy::Buddy || c.run != 1)
+        .filter(|c| !c.placement.is_buddy() || c.run != 1)
     {
         if let Some(b) = cells
             .iter()
-            .find(|b| b.program == c.program && b.policy == Policy::Buddy && b.run == 1)
+            .find(|b| b.program == c.program && b.placement.is_buddy() && b.run == 1)
         {
             out.push(VersusBuddy {
                 program: c.program,
-                policy: c.policy,
+                placement: c.placement.clone(),
                 run: c.run,
                 blp_ratio: c.memory.busy_blp / b.memory.busy_blp,
                 latency_ratio: c.read_latency_ns / b.read_latency_ns,
@@ -507,15 +589,16 @@ pub fn versus_buddy(cells: &[Cell]) -> Vec<VersusBuddy> {
     out
 }
 
-/// Seed 002's claim, per program: M³'s read time below buddy's.
+/// Seed 002's claim, per program and M³ placement: M³'s read time below
+/// buddy's.
 fn checks(versus: &[VersusBuddy]) -> Vec<Check> {
     versus
         .iter()
-        .filter(|v| v.policy == Policy::M3)
+        .filter(|v| v.placement.policy == Policy::M3)
         .map(|v| {
             let noise = versus
                 .iter()
-                .find(|n| n.program == v.program && n.policy == Policy::Buddy && n.run == 2)
+                .find(|n| n.program == v.program && n.placement.is_buddy() && n.run == 2)
                 .map_or("buddy was recorded once: no noise floor".to_owned(), |n| {
                     format!(
                         "buddy's second recording: read time {:.3}x, BLP {:.3}x its first (the noise floor)",
@@ -524,8 +607,15 @@ fn checks(versus: &[VersusBuddy]) -> Vec<Check> {
                 });
             Check::new(
                 format!(
-                    "{}: M³ (bank-partitioned) read time against buddy's",
-                    v.program.name()
+                    "{}: {} read time against buddy's",
+                    v.program.name(),
+                    if v.placement == Placement::of(Policy::M3) {
+                        "M³ (bank-partitioned)".to_owned()
+                    } else if v.placement == Placement::m3_shared() {
+                        "M³ (shared: random over every bank)".to_owned()
+                    } else {
+                        format!("M³ ({})", v.placement.name())
+                    }
                 ),
                 "Seed 002: bank-spread placement runs faster",
                 v.read_time_ratio,
@@ -559,7 +649,7 @@ mod tests {
         };
         Cell {
             program,
-            policy,
+            placement: Placement::of(policy),
             run,
             host_s: 1.0,
             recorded: MemTraceReport::default(),
@@ -580,9 +670,9 @@ mod tests {
         let v = versus_buddy(&cells);
         // xz has no buddy run: nothing to set it against.
         assert_eq!(v.len(), 2);
-        assert_eq!((v[0].policy, v[0].run), (Policy::Buddy, 2));
+        assert_eq!((v[0].placement.policy, v[0].run), (Policy::Buddy, 2));
         assert!((v[0].latency_ratio - 1.1).abs() < 1e-12);
-        assert_eq!((v[1].policy, v[1].run), (Policy::M3, 1));
+        assert_eq!((v[1].placement.policy, v[1].run), (Policy::M3, 1));
         assert!((v[1].blp_ratio - 1.5).abs() < 1e-12);
         assert!((v[1].read_time_ratio - 1.2).abs() < 1e-12);
         let c = checks(&v);
@@ -592,6 +682,19 @@ mod tests {
             "M³'s read time is 1.2x buddy's: the claim is missed"
         );
         assert!(c[0].detail.contains("1.100"), "{}", c[0].detail);
+    }
+
+    #[test]
+    fn placements_are_named_and_parsed_back() {
+        for p in [
+            Placement::of(Policy::Buddy),
+            Placement::of(Policy::M3),
+            Placement::m3_shared(),
+        ] {
+            assert_eq!(Placement::parse(&p.name()).unwrap(), p);
+        }
+        assert_eq!(Placement::m3_shared().name(), "m3-shared");
+        assert!(Placement::parse("m3-private").is_err());
     }
 
     #[test]

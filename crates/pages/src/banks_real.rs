@@ -5,8 +5,7 @@
 
 use std::fmt::Write;
 
-use nvmos_kernel::banks_real::{BanksReal, Cell, Program};
-use nvmos_kernel::run::Policy;
+use nvmos_kernel::banks_real::{BanksReal, Cell, Placement, Program};
 use nvmos_report::chart::{Axis, BarChart, Chart};
 use nvmos_report::page::{Html, NavLink, Page};
 use nvmos_sim::banks_study::BanksOutput;
@@ -24,28 +23,28 @@ fn programs(r: &BanksReal) -> Vec<Program> {
     out
 }
 
-fn policies(r: &BanksReal) -> Vec<Policy> {
-    let mut out: Vec<Policy> = Vec::new();
+fn placements(r: &BanksReal) -> Vec<Placement> {
+    let mut out: Vec<Placement> = Vec::new();
     for c in &r.cells {
-        if !out.contains(&c.policy) {
-            out.push(c.policy);
+        if !out.contains(&c.placement) {
+            out.push(c.placement.clone());
         }
     }
     out
 }
 
-/// The first recording of a program under a policy.
-fn cell(r: &BanksReal, program: Program, policy: Policy) -> Option<&Cell> {
+/// The first recording of a program under a placement.
+fn cell<'a>(r: &'a BanksReal, program: Program, placement: &Placement) -> Option<&'a Cell> {
     r.cells
         .iter()
-        .find(|c| c.program == program && c.policy == policy && c.run == 1)
+        .find(|c| c.program == program && c.placement == *placement && c.run == 1)
 }
 
-fn policy_label(policy: Policy, run: u32) -> String {
+fn placement_label(placement: &Placement, run: u32) -> String {
     if run == 1 {
-        policy.name().to_owned()
+        placement.name()
     } else {
-        format!("{} (run {run})", policy.name())
+        format!("{} (run {run})", placement.name())
     }
 }
 
@@ -80,7 +79,7 @@ pub fn cells_table(r: &BanksReal) -> String {
     for c in &r.cells {
         rows.push(vec![
             c.program.name().into(),
-            policy_label(c.policy, c.run),
+            placement_label(&c.placement, c.run),
             c.recorded.accesses().to_string(),
             c.recorded.records.to_string(),
             c.recorded.writebacks.to_string(),
@@ -107,7 +106,7 @@ pub fn versus_table(r: &BanksReal) -> String {
     for v in &r.versus_buddy {
         rows.push(vec![
             v.program.name().into(),
-            policy_label(v.policy, v.run),
+            placement_label(&v.placement, v.run),
             format!("{:.3}x", v.blp_ratio),
             format!("{:.3}x", v.latency_ratio),
             format!("{:.3}x", v.read_time_ratio),
@@ -133,7 +132,7 @@ pub fn overhead_table(r: &BanksReal) -> String {
     for o in &r.overhead {
         rows.push(vec![
             o.program.name().into(),
-            o.policy.name().into(),
+            o.placement.name(),
             format!("{:.1}", o.plain_s),
             format!("{:.1}", o.traced_s),
             format!("{:.2}x", o.ratio),
@@ -186,12 +185,12 @@ fn grouped(
     let mut chart = BarChart::new(kind, title)
         .value_axis(Axis::linear(axis))
         .categories(progs.iter().map(|p| p.name().to_string()));
-    for policy in policies(r) {
+    for placement in placements(r) {
         let values = progs
             .iter()
-            .map(|&p| cell(r, p, policy).map(&metric))
+            .map(|&p| cell(r, p, &placement).map(&metric))
             .collect();
-        chart = chart.series(policy.name(), values);
+        chart = chart.series(&placement.name(), values);
     }
     chart.render()
 }
@@ -215,7 +214,14 @@ pub fn read_time_chart(r: &BanksReal) -> Result<Chart> {
         "real-read-time",
         "Read time against buddy's (below 1: faster)",
         "read time / buddy's",
-        |c| cell(r, c.program, Policy::Buddy).map_or(f64::NAN, |b| c.read_time_ms / b.read_time_ms),
+        |c| {
+            cell(
+                r,
+                c.program,
+                &Placement::of(nvmos_kernel::run::Policy::Buddy),
+            )
+            .map_or(f64::NAN, |b| c.read_time_ms / b.read_time_ms)
+        },
     )
 }
 
@@ -249,6 +255,7 @@ pub fn html(r: &BanksReal, synthetic: &BanksOutput, nav: &[NavLink]) -> Result<S
 mod tests {
     use super::*;
     use nvmos_kernel::memtrace::MemTraceReport;
+    use nvmos_kernel::run::Policy;
     use nvmos_memsys::trace::TraceStats;
     use nvmos_sim::banks_study::Banks;
     use nvmos_sim::study::{Scale, Study};
@@ -256,7 +263,7 @@ mod tests {
     fn cell(policy: Policy, run: u32, blp: f64, reads: u64) -> Cell {
         Cell {
             program: Program::Sort,
-            policy,
+            placement: Placement::of(policy),
             run,
             host_s: 2.0,
             recorded: MemTraceReport {
