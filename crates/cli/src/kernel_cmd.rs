@@ -447,6 +447,10 @@ pub struct RunArgs {
     /// x86-64-v2 need under TCG).
     #[arg(long)]
     cpu_model: Option<String>,
+    /// One more kernel parameter after the policy's (repeatable), e.g.
+    /// `--kernel-arg nvmos_m3_partition=0`.
+    #[arg(long, value_name = "PARAM")]
+    kernel_arg: Vec<String>,
     #[command(flatten)]
     guest: GuestArgs,
     /// The command the guest runs, e.g. `memstress 256 2` (the
@@ -674,6 +678,7 @@ fn run_one(a: &RunArgs) -> Result<()> {
     opts.output = Some(a.output.clone());
     opts.share_host_root = a.host_root;
     opts.cpu_model = a.cpu_model.clone();
+    opts.extra_cmdline.extend(a.kernel_arg.iter().cloned());
     if let Some(path) = &a.mem_trace {
         opts.mem_trace = Some(nvmos_kernel::memtrace::MemTrace::for_machine(
             path.clone(),

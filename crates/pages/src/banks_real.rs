@@ -51,17 +51,17 @@ fn placement_label(placement: &Placement, run: u32) -> String {
 /// What ran, and the assumptions every figure depends on.
 pub fn heading(r: &BanksReal) -> String {
     format!(
-        "Seed 002 on real programs: each program in a guest of {} vCPUs and {} MiB under each kernel policy (TCG), its loads and stores recorded through {}'s last-level cache and replayed through its memory ({} corpus lines). Assumed: one guest instruction per ns; the requests arrive when the guest made them (open loop), so placement changes how long they take, not when they come; the runs of one program are different executions.\n",
+        "Seed 002 on real programs: each program in a guest of {} vCPUs and {} MiB under each placement the kernel booted (TCG), its loads and stores recorded through {}'s last-level cache and replayed through its memory ({} corpus lines). Assumed: one guest instruction per ns; the requests arrive when the guest made them (open loop), so placement changes how long they take, not when they come; the runs of one program are different executions.\n",
         r.cpus, r.mem_mib, r.machine, r.corpus_lines
     )
 }
 
-/// Every program under every policy: what was recorded and what the
+/// Every program under every placement: what was recorded and what the
 /// memory made of it.
 pub fn cells_table(r: &BanksReal) -> String {
     let mut rows = vec![[
         "program",
-        "policy",
+        "placement",
         "accesses",
         "requests",
         "writebacks",
@@ -98,11 +98,15 @@ pub fn cells_table(r: &BanksReal) -> String {
 
 /// Each policy against buddy on the same program.
 pub fn versus_table(r: &BanksReal) -> String {
-    let mut rows = vec![
-        ["program", "policy", "BLP busy", "read latency", "read time"]
-            .map(String::from)
-            .to_vec(),
-    ];
+    let mut rows = vec![[
+        "program",
+        "placement",
+        "BLP busy",
+        "read latency",
+        "read time",
+    ]
+    .map(String::from)
+    .to_vec()];
     for v in &r.versus_buddy {
         rows.push(vec![
             v.program.name().into(),
@@ -119,7 +123,7 @@ pub fn versus_table(r: &BanksReal) -> String {
 pub fn overhead_table(r: &BanksReal) -> String {
     let mut rows = vec![[
         "program",
-        "policy",
+        "placement",
         "plain s",
         "recorded s",
         "overhead",
@@ -240,7 +244,7 @@ pub fn html(r: &BanksReal, synthetic: &BanksOutput, nav: &[NavLink]) -> Result<S
     page.chart(&blp_chart(r)?);
     page.chart(&crate::banks::blp_chart(synthetic, "synthetic-blp")?);
     page.chart(&read_time_chart(r)?);
-    page.section("cells", "Every program under every policy")
+    page.section("cells", "Every program under every placement")
         .pre(&cells_table(r))
         .pre(&versus_table(r))
         .note(&Html::new().text(&uncounted(r)));

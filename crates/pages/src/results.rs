@@ -597,7 +597,7 @@ pub fn banks_real_page(
         stem: "banks-real".into(),
         title: "Banks and placement on real programs".into(),
         intro: format!(
-            "Seed 002's claim on real programs ({}): each one ran in a guest of the patched kernel under each placement policy, its memory accesses recorded by nvmos's QEMU plugin through {}'s last-level cache and replayed through that machine's memory. Made by `nvmos reproduce --only banks-real`, which runs `nvmos study banks --real` (about {:.0} minutes on 2 cores), or from its JSON with `--banks-real-from`.",
+            "Seed 002's claim on real programs ({}): each one ran in a guest of the patched kernel under each placement the kernel booted, its memory accesses recorded by nvmos's QEMU plugin through {}'s last-level cache and replayed through that machine's memory. Made by `nvmos reproduce --only banks-real`, which runs `nvmos study banks --real` (about {:.0} minutes on 2 cores), or from its JSON with `--banks-real-from`.",
             programs.join(", "),
             real.machine,
             (real.seconds / 60.0).ceil()
@@ -606,12 +606,12 @@ pub fn banks_real_page(
         sections: vec![
             Section {
                 heading: "The claim on real programs".into(),
-                text: "Seed 002 holds that bank-spread placement runs programs faster; the check takes M³ (partitioned) against buddy on each program's read time.".into(),
+                text: "Seed 002 holds that bank-spread placement runs programs faster; the checks take M³, partitioned and shared, against buddy on each program's read time; the detail of each gives its bank-level parallelism, latency and buddy's noise floor.".into(),
                 deterministic: false,
                 body: Body::Text(crate::checks::checks_text(&real.checks)),
             },
             Section {
-                heading: "Every program under every policy".into(),
+                heading: "Every program under every placement".into(),
                 text: String::new(),
                 deterministic: false,
                 body: Body::Text(crate::banks_real::text(real)?),
