@@ -194,7 +194,7 @@ fn grouped(
             .iter()
             .map(|&p| cell(r, p, &placement).map(&metric))
             .collect();
-        chart = chart.series(&placement.name(), values);
+        chart = chart.series(placement.name(), values);
     }
     chart.render()
 }
