@@ -159,6 +159,33 @@ pub(crate) fn tmp_of(output: &Path) -> PathBuf {
     output.with_file_name(name)
 }
 
+/// The plugin's files beside an output (`OUT.plugin` and its own
+/// `.tmp`), removed on drop: a run that fails or is refused leaves no
+/// trace behind, whole or torn.
+pub(crate) struct Unaccepted {
+    paths: [PathBuf; 2],
+}
+
+impl Unaccepted {
+    pub(crate) fn new(output: &Path) -> Unaccepted {
+        let tmp = tmp_of(output);
+        let mut torn = tmp.clone().into_os_string();
+        torn.push(".tmp");
+        Unaccepted {
+            paths: [tmp, PathBuf::from(torn)],
+        }
+    }
+}
+
+impl Drop for Unaccepted {
+    fn drop(&mut self) {
+        for p in &self.paths {
+            // Best effort: absent once accepted (renamed to the output).
+            let _ = fs::remove_file(p);
+        }
+    }
+}
+
 /// Per page of the watched window.
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Watch {

@@ -1450,6 +1450,13 @@ pub fn boot_guest(opts: &RunOptions, progress: &mut dyn FnMut(Progress)) -> Resu
         .map_err(|e| KernelError::io("creating a run folder in", &runs, e))?
         .keep();
     let mem_stats = dir.join("memtrace.stats");
+    // Whatever the plugin wrote beside the output and was not accepted
+    // goes when this run ends, failed or refused; an accepted trace has
+    // been renamed away by then.
+    let _unaccepted = opts
+        .mem_trace
+        .as_ref()
+        .map(|m| memtrace::Unaccepted::new(&m.output));
     // Every guest has the marker program, so a command that marks its
     // window runs the same with or without the plugin (its NOPs cost
     // nothing unwatched).

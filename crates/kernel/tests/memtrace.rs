@@ -197,6 +197,12 @@ fn a_window_never_opened_is_refused_and_leaves_no_trace() {
     let err = run(&opts, &mut |_| {}).unwrap_err().to_string();
     assert!(err.contains("0 start"), "{err}");
     assert!(!m.output.exists());
+    // Nor the plugin's unaccepted file beside it.
+    let leftovers: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
 }
 
 #[test]
