@@ -13,7 +13,8 @@ use nvmos_sim::banks_study::BanksOutput;
 use crate::checks::{checks_table, checks_text};
 use crate::{align, Result};
 
-fn programs(r: &BanksReal) -> Vec<Program> {
+/// The programs of the study, in the order they ran.
+pub(crate) fn programs(r: &BanksReal) -> Vec<Program> {
     let mut out: Vec<Program> = Vec::new();
     for c in &r.cells {
         if !out.contains(&c.program) {

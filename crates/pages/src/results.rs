@@ -583,16 +583,10 @@ pub fn banks_real_page(
     real: &nvmos_kernel::banks_real::BanksReal,
     synthetic: &nvmos_sim::banks_study::BanksOutput,
 ) -> Result<ResultsPage> {
-    let programs =
-        real.cells
-            .iter()
-            .map(|c| c.program.name())
-            .fold(Vec::<&str>::new(), |mut v, p| {
-                if !v.contains(&p) {
-                    v.push(p);
-                }
-                v
-            });
+    let programs: Vec<&str> = crate::banks_real::programs(real)
+        .into_iter()
+        .map(|p| p.name())
+        .collect();
     Ok(ResultsPage {
         stem: "banks-real".into(),
         title: "Banks and placement on real programs".into(),
