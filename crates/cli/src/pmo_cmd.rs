@@ -221,6 +221,10 @@ pub fn run(args: PmoArgs) -> Result<()> {
         // which then re-bases the store (or binds the pool to it anew).
         tolerate_state_mismatch: accept || matches!(args.command, PmoCommand::Check),
         allow_missing_state: args.allow_missing_state || accept,
+        // One command, at most one commit, then the process ends and waits
+        // for the store anyway: waiting inside psync lets a failed store
+        // write fail the command before it reports success.
+        state_commit: nvmos_pmo::StateCommit::EveryPsync,
         ..PoolOptions::default()
     };
     let pool = Pool::open_with(&path, access, opts).map_err(|e| match e {

@@ -23,7 +23,7 @@ use std::process::Command;
 use std::time::Instant;
 
 use nvmos_measure::stats::median_index;
-use nvmos_pmo::{KdfParams, Perm, Pool};
+use nvmos_pmo::{KdfParams, Perm, Pool, StateCommit};
 use nvmos_sim::study::{Bound, Check, Progress, Scale, Study};
 use serde::{Deserialize, Serialize};
 
@@ -145,7 +145,7 @@ impl PsyncOptions {
 
     /// Progress steps of a run: the rows, then the group runs.
     pub fn steps(&self) -> u64 {
-        ROWS + 4 * self.group_objects.len() as u64
+        ROWS + 2 * STORE_SETTINGS.len() as u64 * self.group_objects.len() as u64
     }
 }
 
@@ -161,8 +161,10 @@ pub struct GroupRow {
     pub objects: usize,
     /// With a state store (in the disk directory): its crash-safe update
     /// (write, fsync, rename, folder fsync) once per psync, once per
-    /// psync_many.
+    /// psync_many, or deferred to the committer thread.
     pub state_store: bool,
+    /// How the store was written (`None`: no store).
+    pub state_commit: Option<StateCommit>,
     /// Pages staged in each object per commit.
     pub pages_per_object: usize,
     /// Median microseconds per object (staging and commit) with one psync
@@ -394,10 +396,10 @@ fn group_run(
     cfg: &PsyncOptions,
     dir: &Path,
     n: usize,
-    store: bool,
+    store: Option<StateCommit>,
     round: u32,
 ) -> Result<(f64, f64)> {
-    let state = if store {
+    let state = if store.is_some() {
         let d = tempfile::Builder::new()
             .prefix("nvmos-bench-state-")
             .tempdir_in(cfg.disk_dir())
@@ -413,6 +415,7 @@ fn group_run(
         let pool_size = ((n * pages * 3 * PAGE) as u64 + (16 << 20)).next_multiple_of(PAGE as u64);
         let opts = nvmos_pmo::PoolOptions {
             state_dir: state.as_ref().map(|d| d.path().to_path_buf()),
+            state_commit: store.unwrap_or_default(),
             ..Default::default()
         };
         let pool = Pool::create_with(&path, pool_size, opts)?;
@@ -465,6 +468,10 @@ fn group_run(
                 }
             }
         }
+        // Deferred records still owed to the store are the open's work
+        // too: its end waits for them (not counted in either column, which
+        // share it alike).
+        pool.sync_state()?;
         let per = 1e6 / (cfg.group_commits * n) as f64;
         let (single, many) = (single * per, many * per);
         Ok::<_, nvmos_pmo::PmoError>((single, many))
@@ -473,7 +480,13 @@ fn group_run(
     result.with_context(|| format!("psync_many of {n} objects on {}", dir.display()))
 }
 
-fn group_row(cfg: &PsyncOptions, medium: &str, dir: &Path, n: usize, store: bool) -> GroupRow {
+fn group_row(
+    cfg: &PsyncOptions,
+    medium: &str,
+    dir: &Path,
+    n: usize,
+    store: Option<StateCommit>,
+) -> GroupRow {
     let mut rounds = Vec::new();
     let mut missing = None;
     for round in 0..cfg.rounds {
@@ -495,7 +508,8 @@ fn group_row(cfg: &PsyncOptions, medium: &str, dir: &Path, n: usize, store: bool
     GroupRow {
         medium: medium.to_string(),
         objects: n,
-        state_store: store,
+        state_store: store.is_some(),
+        state_commit: store,
         pages_per_object: cfg.group_pages,
         single_us_per_object: median(|r| r.0),
         many_us_per_object: median(|r| r.1),
@@ -756,7 +770,7 @@ pub fn run(cfg: &PsyncOptions, progress: &mut dyn FnMut(Progress)) -> Result<Psy
         for (&n, store) in cfg
             .group_objects
             .iter()
-            .flat_map(|n| [(n, false), (n, true)])
+            .flat_map(|n| STORE_SETTINGS.map(|store| (n, store)))
         {
             step(format!("psync_many of {n} objects on {medium}"));
             groups.push(group_row(cfg, medium, dir, n, store));
@@ -767,7 +781,7 @@ pub fn run(cfg: &PsyncOptions, progress: &mut dyn FnMut(Progress)) -> Result<Psy
         total,
         step: "done".into(),
     });
-    let checks = checks(&rows, &ratios);
+    let checks = checks(&rows, &ratios, &groups);
     Ok(Psync {
         options: cfg.clone(),
         rows,
@@ -781,7 +795,18 @@ pub fn run(cfg: &PsyncOptions, progress: &mut dyn FnMut(Progress)) -> Result<Psy
 /// The target (encrypted psync at 2 GiB/s on persistent memory) and the
 /// comparison with PMDK's undo log on each medium. A check whose figure
 /// could not be measured is unmet, with the reason in its detail.
-fn checks(rows: &[Row], ratios: &[Ratio]) -> Vec<Check> {
+/// The state store settings each `psync_many` group size is run with.
+const STORE_SETTINGS: [Option<StateCommit>; 3] = [
+    None,
+    Some(StateCommit::Deferred),
+    Some(StateCommit::EveryPsync),
+];
+
+/// The most a state store may add to a psync: its time over the same
+/// psync without a store, by the same run.
+const TARGET_STORE_OVERHEAD: f64 = 1.5;
+
+fn checks(rows: &[Row], ratios: &[Ratio], groups: &[GroupRow]) -> Vec<Check> {
     let mut checks = Vec::new();
     let why = |r: &Row| r.missing.clone().unwrap_or_default();
     if let Some(aes) = rows.iter().find(|r| r.system == NVMOS_AES) {
@@ -852,7 +877,58 @@ fn checks(rows: &[Row], ratios: &[Ratio]) -> Vec<Check> {
             )),
         );
     }
+    // The state store's cost, for single psyncs, per medium and group
+    // size: its default (deferred) setting against no store at all.
+    for with in groups
+        .iter()
+        .filter(|g| g.state_commit == Some(StateCommit::Deferred))
+    {
+        let Some(without) = groups
+            .iter()
+            .find(|g| g.medium == with.medium && g.objects == with.objects && !g.state_store)
+        else {
+            continue;
+        };
+        let every = groups.iter().find(|g| {
+            g.medium == with.medium
+                && g.objects == with.objects
+                && g.state_commit == Some(StateCommit::EveryPsync)
+        });
+        let over = |g: &GroupRow| Some(g.single_us_per_object? / without.single_us_per_object?);
+        let missing: Vec<String> = [Some(with), Some(without), every]
+            .into_iter()
+            .flatten()
+            .filter_map(|g| g.missing.clone())
+            .collect();
+        checks.push(
+            Check::new(
+                format!(
+                    "psync with the state store (deferred records) within {TARGET_STORE_OVERHEAD}x of psync without one on {}, {} objects of {} pages",
+                    with.medium, with.objects, with.pages_per_object
+                ),
+                "nvmos target: rollback protection at the cost of a psync",
+                over(with).unwrap_or(f64::NAN),
+                "x",
+                Bound::AtMost(TARGET_STORE_OVERHEAD),
+            )
+            .detail(if missing.is_empty() {
+                format!(
+                    "single psyncs, median us per object: {} without a store, {} deferred, {} with every psync's record durable before it returns ({})",
+                    fmt_us(without.single_us_per_object),
+                    fmt_us(with.single_us_per_object),
+                    fmt_us(every.and_then(|g| g.single_us_per_object)),
+                    every.and_then(over).map_or("-".into(), |v| format!("{v:.1}x"))
+                )
+            } else {
+                format!("not measured: {}", missing.join("; "))
+            }),
+        );
+    }
     checks
+}
+
+fn fmt_us(v: Option<f64>) -> String {
+    v.map_or("-".into(), |v| format!("{v:.1}"))
 }
 
 fn fmt_ratio(r: Option<f64>) -> String {
@@ -883,7 +959,7 @@ mod tests {
             let err = bad.check().unwrap_err().to_string();
             assert!(err.contains("group_objects"), "{err}");
         }
-        assert_eq!(quick.steps(), ROWS + 4 * quick.group_objects.len() as u64);
+        assert_eq!(quick.steps(), ROWS + 6 * quick.group_objects.len() as u64);
     }
 
     #[test]
@@ -912,7 +988,7 @@ mod tests {
             all_cpus_wall: None,
             all_cpus_cpu: None,
         }];
-        let checks = checks(&rows, &ratios);
+        let checks = checks(&rows, &ratios, &[]);
         assert_eq!(checks.len(), 3);
         assert!(!checks[0].met, "1 GiB/s is below the target");
         assert!(!checks[1].met);
@@ -920,5 +996,51 @@ mod tests {
         for c in &checks[1..] {
             assert!(c.detail.contains("cc: not found"), "{}", c.detail);
         }
+    }
+
+    #[test]
+    fn the_state_store_check_compares_deferred_with_no_store_per_medium_and_size() {
+        let group = |objects, state_commit: Option<StateCommit>, single| GroupRow {
+            medium: "pmem (x)".into(),
+            objects,
+            state_store: state_commit.is_some(),
+            state_commit,
+            pages_per_object: 4,
+            single_us_per_object: Some(single),
+            many_us_per_object: Some(single),
+            rounds: vec![(single, single)],
+            missing: None,
+        };
+        let groups = [
+            group(2, None, 10.0),
+            group(2, Some(StateCommit::Deferred), 14.0),
+            group(2, Some(StateCommit::EveryPsync), 700.0),
+            group(8, None, 10.0),
+            group(8, Some(StateCommit::Deferred), 16.0),
+        ];
+        let checks = checks(&[], &[], &groups);
+        assert_eq!(
+            checks.len(),
+            2,
+            "one per deferred row with a row to compare"
+        );
+        assert!(checks[0].met, "1.4x is within 1.5x");
+        assert!((checks[0].measured - 1.4).abs() < 1e-9);
+        assert!(checks[0].detail.contains("70.0x"), "{}", checks[0].detail);
+        assert!(!checks[1].met, "1.6x is not");
+        let mut missing = groups.clone();
+        missing[1].single_us_per_object = None;
+        missing[1].missing = Some("disk full".into());
+        let checks = checks_of(&missing);
+        assert!(!checks[0].met, "a missing row is unmet");
+        assert!(
+            checks[0].detail.contains("disk full"),
+            "{}",
+            checks[0].detail
+        );
+    }
+
+    fn checks_of(groups: &[GroupRow]) -> Vec<Check> {
+        checks(&[], &[], groups)
     }
 }

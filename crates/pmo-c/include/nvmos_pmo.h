@@ -319,7 +319,10 @@ NvmosPmoStatus nvmos_pmo_pool_open(const char *path,
  * Close a pool handle (NULL is allowed and does nothing). Attachments
  * made from it stay valid until detached. The handle is stale afterwards:
  * closing it again, or any call given it, returns
- * `NVMOS_PMO_STATUS_STALE_HANDLE`.
+ * `NVMOS_PMO_STATUS_STALE_HANDLE`. Before it returns, every psync made
+ * through this open is recorded durably in the state store (psync hands
+ * the record to a background writer); a record that could not be written
+ * is this call's error (the handle is closed all the same).
  */
 NvmosPmoStatus nvmos_pmo_pool_close(struct NvmosPmoPool *pool);
 

@@ -692,7 +692,10 @@ pub unsafe extern "C" fn nvmos_pmo_pool_open(
 /// Close a pool handle (NULL is allowed and does nothing). Attachments
 /// made from it stay valid until detached. The handle is stale afterwards:
 /// closing it again, or any call given it, returns
-/// `NVMOS_PMO_STATUS_STALE_HANDLE`.
+/// `NVMOS_PMO_STATUS_STALE_HANDLE`. Before it returns, every psync made
+/// through this open is recorded durably in the state store (psync hands
+/// the record to a background writer); a record that could not be written
+/// is this call's error (the handle is closed all the same).
 #[no_mangle]
 pub extern "C" fn nvmos_pmo_pool_close(pool: *mut NvmosPmoPool) -> NvmosPmoStatus {
     ffi(|| {
@@ -701,7 +704,11 @@ pub extern "C" fn nvmos_pmo_pool_close(pool: *mut NvmosPmoPool) -> NvmosPmoStatu
         }
         // The pool itself closes (unlocks, unmaps) when the last call
         // running on it in another thread and its last attachment are done.
-        drop(remove_handle(pool as usize, "pool", Kind::Pool)?);
+        let entry = remove_handle(pool as usize, "pool", Kind::Pool)?;
+        if let Entry::Pool(pool) = &entry {
+            pool.sync_state()?;
+        }
+        drop(entry);
         Ok(())
     })
 }

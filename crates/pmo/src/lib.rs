@@ -105,3 +105,4 @@ pub use pool::{
     PoolOptions, RepairReport, VerifyReport, WriteItem, MIN_POOL_SIZE,
 };
 pub use pptr::{POff, POffError, PPtr};
+pub use state::StateCommit;

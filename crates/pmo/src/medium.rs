@@ -135,6 +135,29 @@ pub enum CrashStep {
     Retired,
 }
 
+/// A medium's persist count and crash point, for a thread that does not
+/// hold the medium ([`Medium::crash_hook_handle`]).
+#[derive(Clone)]
+pub(crate) struct CrashHook {
+    persists: std::sync::Arc<AtomicU64>,
+    after_persists: u64,
+}
+
+impl CrashHook {
+    /// Count one persist; kill the process at the configured one.
+    pub(crate) fn fire(&self) {
+        if self.after_persists != 0 {
+            let n = self.persists.fetch_add(1, Ordering::Relaxed) + 1;
+            if n >= self.after_persists {
+                // SAFETY: plain syscalls; the process dies here.
+                unsafe {
+                    libc::kill(libc::getpid(), libc::SIGKILL);
+                }
+            }
+        }
+    }
+}
+
 /// The mapped pool file.
 pub(crate) struct Medium {
     /// Turns a fault past the file's end into a recorded offset
@@ -148,7 +171,9 @@ pub(crate) struct Medium {
     insn: FlushInsn,
     /// Ranges written since the last drain (msync media only).
     pending: Mutex<Vec<(usize, usize)>>,
-    persists: AtomicU64,
+    /// Persists so far, shared with the state store's committer thread
+    /// ([`CrashHook`]), so its steps count towards `crash` too.
+    persists: std::sync::Arc<AtomicU64>,
     crash: CrashPoint,
     /// The file, for its size when a truncation is found.
     file: File,
@@ -197,7 +222,7 @@ impl Medium {
             durability,
             insn: flush_insn(),
             pending: Mutex::new(Vec::new()),
-            persists: AtomicU64::new(0),
+            persists: std::sync::Arc::new(AtomicU64::new(0)),
             crash,
         })
     }
@@ -286,14 +311,15 @@ impl Medium {
     /// Crash injection: counts one persist, kills the process at the
     /// configured one. Also called between the state store's steps.
     pub(crate) fn crash_hook(&self) {
-        if self.crash.after_persists != 0 {
-            let n = self.persists.fetch_add(1, Ordering::Relaxed) + 1;
-            if n >= self.crash.after_persists {
-                // SAFETY: plain syscalls; the process dies here.
-                unsafe {
-                    libc::kill(libc::getpid(), libc::SIGKILL);
-                }
-            }
+        self.crash_hook_handle().fire();
+    }
+
+    /// [`Medium::crash_hook`] for another thread (the state store's
+    /// committer): the same count and crash point.
+    pub(crate) fn crash_hook_handle(&self) -> CrashHook {
+        CrashHook {
+            persists: self.persists.clone(),
+            after_persists: self.crash.after_persists,
         }
     }
 

@@ -22,7 +22,7 @@ use crate::layout::{
 use crate::locks;
 use crate::medium::{CrashPoint, CrashStep, Durability, Medium};
 use crate::object::{Committed, ObjectHandle, ObjectShared, Perm, ZERO_PAGE};
-use crate::state::{Kind, PoolState, SlotRecord, StateStore};
+use crate::state::{Committer, Kind, PoolState, SlotRecord, StateCommit, StateStore};
 
 /// How a pool is opened. Any number of opens of either kind may coexist
 /// (in one process or many): writers take a lock per object they write
@@ -67,6 +67,10 @@ pub struct PoolOptions {
     /// ([`Pool::state_missing`], and `state_missing` in [`PoolInfo`] and
     /// [`CheckReport`]); nothing is recorded in any store meanwhile.
     pub allow_missing_state: bool,
+    /// When a psync's new epoch reaches the state store: handed to a
+    /// committer thread (the default; the store may trail the pool by one
+    /// write, see [`crate::state`]) or durable before psync returns.
+    pub state_commit: StateCommit,
 }
 
 /// An object as `ls` shows it.
@@ -283,6 +287,10 @@ pub(crate) struct PoolInner {
     writing: Mutex<std::collections::HashSet<usize>>,
     dir: Mutex<Vec<Slot>>,
     state: Option<StateStore>,
+    /// When psyncs' records reach `state` ([`PoolOptions::state_commit`]).
+    state_commit: StateCommit,
+    /// The committer of deferred records, started by the first one.
+    committer: std::sync::OnceLock<Committer>,
     /// What opening found and tolerated: torn writes fallen back from,
     /// damaged stale records, quarantined objects.
     notes: Mutex<Vec<String>>,
@@ -315,6 +323,14 @@ fn next_open_id() -> u64 {
 
 impl Drop for PoolInner {
     fn drop(&mut self) {
+        // The open's end closes the deferred records' window. A drop has
+        // no caller to return a failure to: say it where the user sees it
+        // (`Pool::sync_state` is the way to get it as an error).
+        if let Some(committer) = self.committer.get() {
+            if let Err(e) = committer.finish() {
+                eprintln!("nvmos-pmo: closing {}: {e}", self.medium.path.display());
+            }
+        }
         // No attachment or handle of this open is left (each holds the
         // open), so its cached plaintext can never be served again: zero it
         // now rather than at exit.
@@ -547,6 +563,8 @@ impl Pool {
             writing: Mutex::new(std::collections::HashSet::new()),
             dir: Mutex::new(Vec::new()),
             state,
+            state_commit: opts.state_commit,
+            committer: std::sync::OnceLock::new(),
             notes: Mutex::new(Vec::new()),
             mismatches: Mutex::new(Vec::new()),
             open_id: next_open_id(),
@@ -919,6 +937,16 @@ impl Pool {
         }
     }
 
+    /// Wait until every psync of this open is recorded durably in the
+    /// state store ([`StateCommit::Deferred`] hands the records to a
+    /// thread; see [`crate::state`]): after it returns, rolling the pool
+    /// back past any of them is refused at open. Returns the error of a
+    /// deferred write that failed (the open then records nothing more).
+    /// A no-op without a state store.
+    pub fn sync_state(&self) -> Result<()> {
+        self.inner.sync_state()
+    }
+
     /// Set when this open went ahead without the state store the pool
     /// names ([`PoolOptions::allow_missing_state`]): which store, and why
     /// it is missing. Everything this open reads is then unprotected
@@ -1226,6 +1254,9 @@ impl Pool {
                 what: "no state store in use: there is nothing to re-base".into(),
             });
         };
+        // This open's deferred records first, so none lands after the
+        // re-based state.
+        inner.sync_state()?;
         let abs = inner
             .medium
             .path
@@ -2621,11 +2652,42 @@ impl PoolInner {
         Ok(())
     }
 
+    /// The committer of deferred records, started on first use.
+    fn committer(&self, store: &StateStore) -> Result<&Committer> {
+        if let Some(c) = self.committer.get() {
+            return Ok(c);
+        }
+        let c = Committer::start(
+            store.clone(),
+            self.header.pool_id,
+            self.medium.path.clone(),
+            self.medium.crash_hook_handle(),
+        )?;
+        // Two first psyncs at once: the loser's committer never got a
+        // record and ends here.
+        if let Err(unused) = self.committer.set(c) {
+            unused.finish()?;
+        }
+        Ok(self.committer.get().expect("set above"))
+    }
+
+    /// Wait until every record this open handed to the state store is
+    /// durable there (no-op without a store or deferred records).
+    pub(crate) fn sync_state(&self) -> Result<()> {
+        match self.committer.get() {
+            Some(c) => c.flush(),
+            None => Ok(()),
+        }
+    }
+
     /// Record a group commit in the state store (no-op without one).
     fn record_epochs(&self, recs: &[(usize, SlotRecord)]) -> Result<()> {
         let Some(store) = self.bound_store() else {
             return Ok(());
         };
+        if self.state_commit == StateCommit::Deferred {
+            return self.committer(store)?.hand(recs);
+        }
         store.update_slots(self.header.pool_id, &self.abs_path(), recs, &|| {
             self.medium.crash_hook()
         })
@@ -2644,19 +2706,22 @@ impl PoolInner {
         let Some(store) = self.bound_store() else {
             return Ok(());
         };
-        store.update_slot(
-            self.header.pool_id,
-            &self.abs_path(),
-            slot,
-            SlotRecord {
-                obj_id,
-                name: name.to_string(),
-                encrypted,
-                epoch,
-                kind,
-            },
-            &|| self.medium.crash_hook(),
-        )
+        let rec = SlotRecord {
+            obj_id,
+            name: name.to_string(),
+            encrypted,
+            epoch,
+            kind,
+        };
+        // Only a commit's record waits: an intent (creating, destroying)
+        // must be durable before the record it announces, and a destroy's
+        // end is rare.
+        if kind == Kind::Live && self.state_commit == StateCommit::Deferred {
+            return self.committer(store)?.hand(&[(slot, rec)]);
+        }
+        store.update_slot(self.header.pool_id, &self.abs_path(), slot, rec, &|| {
+            self.medium.crash_hook()
+        })
     }
 
     /// At open, under the metadata lock: bind the pool to its state store

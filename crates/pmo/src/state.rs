@@ -53,6 +53,27 @@
 //! open is ahead of the store (allowed), and a group later found partly
 //! rolled back is behind it in those slots (refused).
 //!
+//! **Deferred records.** A durable store write costs two `fsync`s (about
+//! a tenth of a millisecond each on a fast disk), many times a psync of a
+//! few pages, and no synchronous protocol can cost less than one. So by
+//! default ([`StateCommit::Deferred`]) a psync hands its record to the
+//! pool open's committer thread ([`Committer`]) and returns; the thread
+//! writes every record handed to it since its last write in one write as
+//! above (the newest per slot; a group's records are handed together, so
+//! they land together). The store then trails the pool by the records of
+//! at most one write in progress and the ones handed meanwhile: what an
+//! honest crash leaves is the pool ahead of the store, which the open
+//! accepts, as it accepts one epoch ahead after a crash in the synchronous
+//! protocol. The cost is a window: an attacker who can both stop the
+//! process and roll the pool file back can undo the psyncs of that window
+//! undetected; anything older is refused as before. `Pool::sync_state`
+//! closes the window on demand (it returns once every record handed so far
+//! is durable), the open's end closes it, and [`StateCommit::EveryPsync`]
+//! closes it at every psync. Creates and destroys write their intents
+//! synchronously in both modes: an intent must be durable before the
+//! record it announces. A failed deferred write fails every later psync
+//! and `sync_state` of the open (fail closed).
+//!
 //! Assumptions: the attacker who can rewrite the pool file cannot rewrite
 //! the store (another disk, another owner, or a TPM NV counter later); a
 //! pool used on two machines has two stores that do not know each other.
@@ -388,6 +409,196 @@ impl StateStore {
         write().map_err(|e| self.err(&path, format!("writing: {e}")))?;
         drop(lock);
         Ok(())
+    }
+}
+
+/// When a psync's new epoch reaches the state store (see the module text).
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum StateCommit {
+    /// psync hands its record to the open's committer thread and returns;
+    /// the store trails the pool by at most the write in progress and the
+    /// records handed meanwhile.
+    #[default]
+    Deferred,
+    /// psync returns once its record is durable in the store (two `fsync`s
+    /// per psync, shared with concurrent writers).
+    EveryPsync,
+}
+
+impl std::str::FromStr for StateCommit {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s {
+            "deferred" => Ok(StateCommit::Deferred),
+            "every-psync" => Ok(StateCommit::EveryPsync),
+            other => Err(format!(
+                "unknown state commit {other:?}: deferred or every-psync"
+            )),
+        }
+    }
+}
+
+/// One pool open's committer of deferred records ([`StateCommit::Deferred`]):
+/// a thread that writes, with [`StateStore::update_slots`], every record
+/// handed to it since its last write.
+///
+/// Invariants: `durable <= handed`; a hand-off's records enter `recs`
+/// under one lock hold, and the thread takes all of `recs` under one, so
+/// a group's records are written in one write; after a failed write
+/// `failed` is set for good and nothing more is accepted.
+pub(crate) struct Committer {
+    shared: std::sync::Arc<CommitShared>,
+    thread: parking_lot::Mutex<Option<std::thread::JoinHandle<()>>>,
+    store_file: PathBuf,
+}
+
+struct CommitShared {
+    queue: parking_lot::Mutex<CommitQueue>,
+    /// Wakes the thread: records handed, or the open ends.
+    wake: parking_lot::Condvar,
+    /// Wakes waiters: a write finished or failed.
+    done: parking_lot::Condvar,
+}
+
+#[derive(Default)]
+struct CommitQueue {
+    /// The newest record handed per slot and not yet taken by a write.
+    recs: BTreeMap<usize, SlotRecord>,
+    /// Hand-offs so far.
+    handed: u64,
+    /// Hand-offs whose records are durable in the store.
+    durable: u64,
+    /// The first failed write's error, for good.
+    failed: Option<String>,
+    /// The open is ending: write what is left, then stop.
+    stop: bool,
+    /// The thread waits for records (a hand-off must wake it; while it
+    /// writes, it takes what was handed meanwhile when it is done).
+    idle: bool,
+}
+
+impl Committer {
+    /// Start the committer of pool `pool_id` (file `pool_path`, made
+    /// absolute before each write as the synchronous path does) in
+    /// `store`; `crash_hook` is called between a write's steps.
+    pub(crate) fn start(
+        store: StateStore,
+        pool_id: u64,
+        pool_path: PathBuf,
+        crash_hook: crate::medium::CrashHook,
+    ) -> Result<Committer> {
+        let shared = std::sync::Arc::new(CommitShared {
+            queue: parking_lot::Mutex::new(CommitQueue::default()),
+            wake: parking_lot::Condvar::new(),
+            done: parking_lot::Condvar::new(),
+        });
+        let store_file = store.file(pool_id);
+        let worker = shared.clone();
+        let thread = std::thread::Builder::new()
+            .name("nvmos-state".into())
+            .spawn(move || loop {
+                let (recs, upto) = {
+                    let mut q = worker.queue.lock();
+                    while q.recs.is_empty() && !q.stop {
+                        q.idle = true;
+                        worker.wake.wait(&mut q);
+                    }
+                    q.idle = false;
+                    if q.recs.is_empty() {
+                        return;
+                    }
+                    let recs: Vec<(usize, SlotRecord)> =
+                        std::mem::take(&mut q.recs).into_iter().collect();
+                    (recs, q.handed)
+                };
+                let abs = pool_path
+                    .canonicalize()
+                    .unwrap_or_else(|_| pool_path.clone());
+                let r = store.update_slots(pool_id, &abs, &recs, &|| crash_hook.fire());
+                let mut q = worker.queue.lock();
+                match r {
+                    Ok(()) => q.durable = q.durable.max(upto),
+                    Err(e) => {
+                        q.failed.get_or_insert(e.to_string());
+                        q.recs.clear();
+                    }
+                }
+                worker.done.notify_all();
+            })
+            .map_err(|e| PmoError::State {
+                path: store_file.clone(),
+                what: format!("starting the thread that writes deferred records: {e}"),
+            })?;
+        Ok(Committer {
+            shared,
+            thread: parking_lot::Mutex::new(Some(thread)),
+            store_file,
+        })
+    }
+
+    fn failed(&self, why: &str) -> PmoError {
+        PmoError::State {
+            path: self.store_file.clone(),
+            what: format!(
+                "a deferred record could not be written ({why}); this open records nothing more, so its later commits would go unprotected against rollback"
+            ),
+        }
+    }
+
+    /// Hand `recs` (one commit's, or one group's) to the thread; returns
+    /// at once. Refused after a failed write.
+    pub(crate) fn hand(&self, recs: &[(usize, SlotRecord)]) -> Result<()> {
+        let mut q = self.shared.queue.lock();
+        if let Some(why) = &q.failed {
+            return Err(self.failed(why));
+        }
+        if q.stop {
+            return Err(self.failed("the open is ending"));
+        }
+        for (slot, rec) in recs {
+            match q.recs.get(slot) {
+                Some(have) if !newer(rec, have) => {}
+                _ => {
+                    q.recs.insert(*slot, rec.clone());
+                }
+            }
+        }
+        q.handed += 1;
+        if q.idle {
+            self.shared.wake.notify_one();
+        }
+        Ok(())
+    }
+
+    /// Wait until every record handed so far is durable in the store.
+    pub(crate) fn flush(&self) -> Result<()> {
+        let mut q = self.shared.queue.lock();
+        let target = q.handed;
+        while q.durable < target && q.failed.is_none() {
+            self.shared.done.wait(&mut q);
+        }
+        match &q.failed {
+            Some(why) => Err(self.failed(why)),
+            None => Ok(()),
+        }
+    }
+
+    /// Write what is left and stop the thread (the open's end).
+    pub(crate) fn finish(&self) -> Result<()> {
+        self.shared.queue.lock().stop = true;
+        // Unconditionally: `idle` is set only once the thread waits.
+        self.shared.wake.notify_one();
+        if let Some(t) = self.thread.lock().take() {
+            if t.join().is_err() {
+                let mut q = self.shared.queue.lock();
+                q.failed.get_or_insert("its thread panicked".into());
+            }
+        }
+        match &self.shared.queue.lock().failed {
+            Some(why) => Err(self.failed(why)),
+            None => Ok(()),
+        }
     }
 }
 

@@ -1071,3 +1071,98 @@ fn a_flipped_root_pointer_loses_nothing_to_repair_or_later_writes() {
     assert!(back == data, "obj's data did not survive");
     assert!(pool.verify("obj", Some(KEY)).unwrap().ok());
 }
+
+fn store_epoch(dir: &Path, path: &Path, slot: usize) -> u64 {
+    let store = nvmos_pmo::state::StateStore::open(&dir.join("state")).unwrap();
+    store.load(pool_id(path)).unwrap().slots[&slot].epoch
+}
+
+/// Deferred records (the default): psync returns before its record is in
+/// the store; `sync_state` waits for it, and a rollback past it is then
+/// refused with the open still running, as it is after the open ends.
+/// Every psync: the record is in the store when psync returns.
+#[test]
+fn deferred_records_protect_once_synced_and_every_psync_at_once() {
+    use nvmos_pmo::StateCommit;
+    let dir = tempfile::tempdir().unwrap();
+    let path = setup(dir.path());
+    let (_, before) = current(&path, 0);
+    let snapshot = std::fs::read(&path).unwrap();
+    let pool = Pool::open_with(&path, Access::ReadWrite, with_state(dir.path())).unwrap();
+    let h = pool.open_object("obj", Perm::Write, Some(KEY)).unwrap();
+    for round in 0..3u8 {
+        h.stage(0, &[round; PAGE]).unwrap();
+        h.psync().unwrap();
+    }
+    pool.sync_state().unwrap();
+    assert_eq!(store_epoch(dir.path(), &path, 0), before.seq + 3);
+    // The pool is still open (its writer and committer alive): a copy of
+    // it as it was is refused.
+    let copy = dir.path().join("copy");
+    std::fs::write(&copy, &snapshot).unwrap();
+    std::fs::copy(&copy, &path).unwrap();
+    let e = Pool::open_with(&path, Access::ReadOnly, with_state(dir.path())).unwrap_err();
+    assert!(
+        e.to_string().contains(&format!(
+            "state store has epoch {}, the pool {}",
+            before.seq + 3,
+            before.seq
+        )),
+        "{e}"
+    );
+    drop(h);
+    drop(pool);
+
+    let dir = tempfile::tempdir().unwrap();
+    let path = setup(dir.path());
+    let (_, before) = current(&path, 0);
+    let opts = PoolOptions {
+        state_commit: StateCommit::EveryPsync,
+        ..with_state(dir.path())
+    };
+    let pool = Pool::open_with(&path, Access::ReadWrite, opts).unwrap();
+    let h = pool.open_object("obj", Perm::Write, Some(KEY)).unwrap();
+    for round in 0..2u8 {
+        h.stage(0, &[round; PAGE]).unwrap();
+        h.psync().unwrap();
+        assert_eq!(
+            store_epoch(dir.path(), &path, 0),
+            before.seq + 1 + round as u64
+        );
+    }
+}
+
+/// A deferred record that cannot be written fails `sync_state` and every
+/// later psync of the open, naming the store's file: nothing goes on
+/// unprotected in silence.
+#[test]
+fn a_failed_deferred_record_fails_the_open_closed() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = setup(dir.path());
+    let pool = Pool::open_with(&path, Access::ReadWrite, with_state(dir.path())).unwrap();
+    let h = pool.open_object("plain", Perm::Write, None).unwrap();
+    h.stage(0, &[1; PAGE]).unwrap();
+    h.psync().unwrap();
+    pool.sync_state().unwrap();
+    // The store's file becomes a folder that cannot be read or replaced.
+    let record = dir
+        .path()
+        .join("state")
+        .join(format!("{:016x}.json", pool_id(&path)));
+    std::fs::remove_file(&record).unwrap();
+    std::fs::create_dir_all(record.join("in-the-way")).unwrap();
+    h.stage(0, &[2; PAGE]).unwrap();
+    h.psync().unwrap();
+    let e = pool.sync_state().unwrap_err();
+    let text = e.to_string();
+    assert!(matches!(e, PmoError::State { .. }), "{text}");
+    assert!(
+        text.contains("a deferred record could not be written"),
+        "{text}"
+    );
+    assert!(text.contains(&record.display().to_string()), "{text}");
+    h.stage(0, &[3; PAGE]).unwrap();
+    let e = h.psync().unwrap_err();
+    assert!(matches!(e, PmoError::State { .. }), "{e}");
+    std::fs::remove_dir_all(&record).unwrap();
+}

@@ -144,6 +144,19 @@ impl PmoPool {
         self.pool.state_missing()
     }
 
+    /// Wait until every psync of this open is recorded durably in the
+    /// state store. psync hands its record to a background writer and
+    /// returns; until the record is written, a rollback of the pool to
+    /// just before that psync would not be told apart after a crash.
+    /// Closing the pool also waits.
+    ///
+    /// Raises:
+    ///     PmoError: a record could not be written (the open then records
+    ///         nothing more, and its later psyncs fail).
+    fn sync_state(&self) -> PyResult<()> {
+        self.pool.sync_state().map_err(|e| pmo_err("", &e))
+    }
+
     /// The pool file's path (str).
     #[getter]
     fn path(&self) -> PathBuf {

@@ -83,7 +83,11 @@ pub fn table(r: &Psync) -> String {
             us(g.single_us_per_object),
             g.speedup().map_or("-".into(), |x| format!("{x:.2}x")),
             g.pages_per_object,
-            if g.state_store { "state store" } else { "no state store" }
+            match g.state_commit {
+                None => "no state store",
+                Some(nvmos_pmo::StateCommit::Deferred) => "state store, deferred records",
+                Some(nvmos_pmo::StateCommit::EveryPsync) => "state store, every psync durable",
+            }
         );
     }
     s.push('\n');
