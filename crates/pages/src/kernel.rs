@@ -703,11 +703,34 @@ pub fn banks_text(s: &study::Study) -> Result<String> {
         if s.cpus == 1 { "" } else { "s" }
     );
     out.push_str(&pinned_columns().text(&s.pinned_banks)?);
+    out.push_str("\nThe same, run by run (the spread behind the medians):\n");
+    out.push_str(&pinned_run_columns().text(&s.runs)?);
     out.push_str(&timeline_text(s));
     if let Some(why) = s.incomplete() {
         let _ = writeln!(out, "\nINCOMPLETE: {why}");
     }
     Ok(out)
+}
+
+/// `kernel.json`'s runs: the banks each pinned, the figures
+/// [`pinned_columns`] takes the medians of.
+fn pinned_run_columns() -> Columns {
+    let n = |h: &str, p: &str| Column::number(h, p).format(Format::Plain);
+    Columns::new([
+        Column::text("workload", "workload"),
+        Column::text("policy", "policy"),
+        n("run", "run"),
+        n("pinned", "pinned_banks"),
+        n("placed", "pinned_banks_placed"),
+        n("untraced", "pinned_banks_placed_untraced"),
+        n("added", "pinned_banks_added"),
+        n("added untraced", "pinned_banks_added_untraced"),
+        n("workload", "pinned_banks_workload"),
+        n("workload peak", "pinned_banks_workload_peak"),
+        n("banks", "banks"),
+    ])
+    .key(Key::constant("data-list", "runs"))
+    .key(Key::index("data-row"))
 }
 
 /// `kernel.json`'s runs that migrated: what each pass did and cost.
@@ -771,8 +794,8 @@ pub fn timeline_text(s: &study::Study) -> String {
             "policy".to_string(),
             "runs".into(),
             "span s".into(),
-            "mean free %".into(),
-            "mean offlinable %".into(),
+            "mean free % (runs' range)".into(),
+            "mean offlinable % (runs' range)".into(),
             "first run: t s free% / offlinable%".into(),
         ]];
         let mut policies: Vec<nvmos_kernel::run::Policy> = s
@@ -792,9 +815,22 @@ pub fn timeline_text(s: &study::Study) -> String {
                 .iter()
                 .filter_map(|r| timeline_means(&r.timeline))
                 .collect();
+            // The median over the runs, and their range when they differ.
             let med = |k: fn(&(f64, f64, f64)) -> f64| {
-                nvmos_measure::stats::median(&means.iter().map(k).collect::<Vec<_>>())
-                    .map_or("-".to_string(), |v| format!("{v:.1}"))
+                let v: Vec<f64> = means.iter().map(k).collect();
+                let Some(m) = nvmos_measure::stats::median(&v) else {
+                    return "-".to_string();
+                };
+                let (lo, hi) = v
+                    .iter()
+                    .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &x| {
+                        (a.min(x), b.max(x))
+                    });
+                if format!("{lo:.1}") == format!("{hi:.1}") {
+                    format!("{m:.1}")
+                } else {
+                    format!("{m:.1} ({lo:.1}-{hi:.1})")
+                }
             };
             let points = runs.first().map_or(String::new(), |r| {
                 let t = &r.timeline;
@@ -1124,6 +1160,7 @@ mod tests {
                 row(Policy::Buddy, t([0.0, 0.0, 0.0]), None),
                 row(Policy::Adaptive, t([80.0, 60.0, 60.0]), None),
                 row(Policy::AdaptiveMigrate, t([80.0, 60.0, 75.0]), Some(m)),
+                row(Policy::AdaptiveMigrate, t([80.0, 80.0, 80.0]), None),
             ],
             replay: Vec::new(),
             ibuddy_max_reduction: Vec::new(),
@@ -1140,7 +1177,21 @@ mod tests {
             .lines()
             .find(|l| l.starts_with("adaptive-migrate"))
             .unwrap();
-        assert!(line.contains(" 65.0 "), "{line}");
+        // Two runs: 65 and 80, their median 72.5 and their range.
+        assert!(line.contains(" 72.5 (65.0-80.0) "), "{line}");
+        let buddy = text.lines().find(|l| l.starts_with("buddy")).unwrap();
+        assert!(buddy.contains(" 0.0 "), "one run: no range: {buddy}");
+        assert!(!buddy.contains("(0.0"), "{buddy}");
+        let banks = banks_text(&s).unwrap();
+        assert!(banks.contains("run by run"), "{banks}");
+        assert_eq!(
+            banks
+                .lines()
+                .filter(|l| l.starts_with("sparsejob") && l.contains("adaptive-migrate"))
+                .count(),
+            2,
+            "each run of the workload listed: {banks}"
+        );
         assert!(line.contains("0.0:90/80 1.0:90/60 4.0:90/75"), "{line}");
         assert!(
             text.contains("instructions, one vCPU under -icount shift=0"),
