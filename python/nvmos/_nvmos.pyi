@@ -311,6 +311,12 @@ def power_options(scale: str = "full") -> str:
     Raises:
         OptionsError: another scale.
     """
+def cli_main(argv: list[str]) -> int:
+    """Run the ``nvmos`` command-line tool in this process (``argv[0]`` is
+    the program's name); its exit status. The ``nvmos`` command
+    (``nvmos._cli``) is this; not part of the API."""
+    ...
+
 def power(options: str, progress: Optional[ProgressCallback] = None) -> str:
     """The power study (``nvmos study power``): power-aware placement on
     banks that can be powered down.

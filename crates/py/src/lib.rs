@@ -1058,6 +1058,17 @@ fn power(py: Python<'_>, options: &str, progress: Option<Py<PyAny>>) -> PyResult
 /// come back as JSON text, the documents the CLI writes; bulk arrays cross
 /// as numpy arrays. Use the ``nvmos`` package, which wraps these functions
 /// into DataFrames; this module is its implementation.
+/// Run the ``nvmos`` command-line tool in this process: ``argv`` as
+/// ``sys.argv`` gives it (the program's name first). Returns its exit
+/// status; usage errors, ``--help`` and ``--version`` end the process
+/// from inside, as the binary does. The package's ``nvmos`` command
+/// (``nvmos._cli``) is this; it is not part of the Python API.
+#[pyfunction]
+fn cli_main(py: Python<'_>, argv: Vec<std::ffi::OsString>) -> u8 {
+    // The tool runs for minutes and takes no Python objects.
+    py.detach(|| nvmos::main_from(argv))
+}
+
 #[pymodule]
 fn _nvmos(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
@@ -1081,6 +1092,7 @@ fn _nvmos(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(bench_alloc, m)?)?;
     m.add_function(wrap_pyfunction!(power_options, m)?)?;
     m.add_function(wrap_pyfunction!(power, m)?)?;
+    m.add_function(wrap_pyfunction!(cli_main, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }
