@@ -37,7 +37,7 @@ def nvmos_bin() -> Path:
         return Path(os.environ["NVMOS_BIN"])
     found = [p for p in (ROOT / "target/release/nvmos", ROOT / "target/debug/nvmos") if p.exists()]
     if not found:
-        pytest.fail("no nvmos binary: run `cargo build -p nvmos` first (scripts/test does)")
+        pytest.fail("no nvmos binary: run `cargo build --release -p nvmos` first (scripts/test does)")
     return max(found, key=lambda p: p.stat().st_mtime)
 
 
