@@ -451,6 +451,9 @@ pub(crate) struct Committer {
     shared: std::sync::Arc<CommitShared>,
     thread: parking_lot::Mutex<Option<std::thread::JoinHandle<()>>>,
     store_file: PathBuf,
+    /// The process that started the thread: a child made by `fork` has
+    /// this struct but not the thread, so it must not hand records to it.
+    pid: u32,
 }
 
 struct CommitShared {
@@ -534,6 +537,23 @@ impl Committer {
             shared,
             thread: parking_lot::Mutex::new(Some(thread)),
             store_file,
+            pid: std::process::id(),
+        })
+    }
+
+    /// Refuse use from a child made by `fork` after the thread started:
+    /// records handed there would never be written, and a wait for them
+    /// would never end.
+    fn same_process(&self) -> Result<()> {
+        if std::process::id() == self.pid {
+            return Ok(());
+        }
+        Err(PmoError::State {
+            path: self.store_file.clone(),
+            what: format!(
+                "this pool was opened by process {} and used here after a fork: open it again in this process",
+                self.pid
+            ),
         })
     }
 
@@ -549,6 +569,7 @@ impl Committer {
     /// Hand `recs` (one commit's, or one group's) to the thread; returns
     /// at once. Refused after a failed write.
     pub(crate) fn hand(&self, recs: &[(usize, SlotRecord)]) -> Result<()> {
+        self.same_process()?;
         let mut q = self.shared.queue.lock();
         if let Some(why) = &q.failed {
             return Err(self.failed(why));
@@ -573,6 +594,7 @@ impl Committer {
 
     /// Wait until every record handed so far is durable in the store.
     pub(crate) fn flush(&self) -> Result<()> {
+        self.same_process()?;
         let mut q = self.shared.queue.lock();
         let target = q.handed;
         while q.durable < target && q.failed.is_none() {
@@ -586,6 +608,11 @@ impl Committer {
 
     /// Write what is left and stop the thread (the open's end).
     pub(crate) fn finish(&self) -> Result<()> {
+        // A forked child's copy: the thread is its parent's to end, and
+        // the child handed it nothing (`hand` refuses there).
+        if std::process::id() != self.pid {
+            return Ok(());
+        }
         self.shared.queue.lock().stop = true;
         // Unconditionally: `idle` is set only once the thread waits.
         self.shared.wake.notify_one();

@@ -1166,3 +1166,35 @@ fn a_failed_deferred_record_fails_the_open_closed() {
     assert!(matches!(e, PmoError::State { .. }), "{e}");
     std::fs::remove_dir_all(&record).unwrap();
 }
+
+/// A child made by `fork` has the pool's open but not its committer
+/// thread: waiting there for deferred records is refused (it would never
+/// end), and the parent's open is unaffected.
+#[test]
+fn a_forked_child_is_refused_the_parents_deferred_records() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = setup(dir.path());
+    let pool = Pool::open_with(&path, Access::ReadWrite, with_state(dir.path())).unwrap();
+    let h = pool.open_object("plain", Perm::Write, None).unwrap();
+    h.stage(0, &[1; PAGE]).unwrap();
+    h.psync().unwrap();
+    // SAFETY: the child only calls sync_state, which refuses before it
+    // takes any lock, then leaves with _exit.
+    let child = unsafe { libc::fork() };
+    assert!(child >= 0, "fork failed");
+    if child == 0 {
+        let code = match pool.sync_state() {
+            Err(e) if e.to_string().contains("used here after a fork") => 0,
+            _ => 1,
+        };
+        unsafe { libc::_exit(code) };
+    }
+    let mut status = 0;
+    // SAFETY: waiting for our own child.
+    assert_eq!(unsafe { libc::waitpid(child, &mut status, 0) }, child);
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "status {status}"
+    );
+    pool.sync_state().unwrap();
+}
