@@ -1132,17 +1132,24 @@ fn deferred_records_protect_once_synced_and_every_psync_at_once() {
     }
 }
 
-/// A deferred record that cannot be written fails `sync_state` and every
-/// later psync of the open, naming the store's file: nothing goes on
-/// unprotected in silence.
-#[test]
-fn a_failed_deferred_record_fails_the_open_closed() {
+/// A protected pool open for writing, with "plain" attached for writing
+/// and psynced once (its committer thread started).
+fn psynced_writer() -> (tempfile::TempDir, PathBuf, Pool, nvmos_pmo::ObjectHandle) {
     let dir = tempfile::tempdir().unwrap();
     let path = setup(dir.path());
     let pool = Pool::open_with(&path, Access::ReadWrite, with_state(dir.path())).unwrap();
     let h = pool.open_object("plain", Perm::Write, None).unwrap();
     h.stage(0, &[1; PAGE]).unwrap();
     h.psync().unwrap();
+    (dir, path, pool, h)
+}
+
+/// A deferred record that cannot be written fails `sync_state` and every
+/// later psync of the open, naming the store's file: nothing goes on
+/// unprotected in silence.
+#[test]
+fn a_failed_deferred_record_fails_the_open_closed() {
+    let (dir, path, pool, h) = psynced_writer();
     pool.sync_state().unwrap();
     // The store's file becomes a folder that cannot be read or replaced.
     let record = dir
@@ -1172,12 +1179,7 @@ fn a_failed_deferred_record_fails_the_open_closed() {
 /// end), and the parent's open is unaffected.
 #[test]
 fn a_forked_child_is_refused_the_parents_deferred_records() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = setup(dir.path());
-    let pool = Pool::open_with(&path, Access::ReadWrite, with_state(dir.path())).unwrap();
-    let h = pool.open_object("plain", Perm::Write, None).unwrap();
-    h.stage(0, &[1; PAGE]).unwrap();
-    h.psync().unwrap();
+    let (_dir, _path, pool, _writer) = psynced_writer();
     // SAFETY: the child only calls sync_state, which refuses before it
     // takes any lock, then leaves with _exit.
     let child = unsafe { libc::fork() };
