@@ -97,7 +97,7 @@ pub fn cells_table(r: &BanksReal) -> String {
     align(&rows)
 }
 
-/// Each policy against buddy on the same program.
+/// Each placement against buddy on the same program.
 pub fn versus_table(r: &BanksReal) -> String {
     let mut rows = vec![[
         "program",

@@ -159,11 +159,10 @@ pub struct GroupRow {
     pub medium: String,
     /// Objects committed together.
     pub objects: usize,
-    /// With a state store (in the disk directory): its crash-safe update
-    /// (write, fsync, rename, folder fsync) once per psync, once per
-    /// psync_many, or deferred to the committer thread.
-    pub state_store: bool,
-    /// How the store was written (`None`: no store).
+    /// With a state store (in the disk directory), and how psync's
+    /// records reached it: its crash-safe update (write, fsync, rename,
+    /// folder fsync) once per psync and once per psync_many, or deferred
+    /// to the committer thread. `None`: no store.
     pub state_commit: Option<StateCommit>,
     /// Pages staged in each object per commit.
     pub pages_per_object: usize,
@@ -508,7 +507,6 @@ fn group_row(
     GroupRow {
         medium: medium.to_string(),
         objects: n,
-        state_store: store.is_some(),
         state_commit: store,
         pages_per_object: cfg.group_pages,
         single_us_per_object: median(|r| r.0),
@@ -883,10 +881,9 @@ fn checks(rows: &[Row], ratios: &[Ratio], groups: &[GroupRow]) -> Vec<Check> {
         .iter()
         .filter(|g| g.state_commit == Some(StateCommit::Deferred))
     {
-        let Some(without) = groups
-            .iter()
-            .find(|g| g.medium == with.medium && g.objects == with.objects && !g.state_store)
-        else {
+        let Some(without) = groups.iter().find(|g| {
+            g.medium == with.medium && g.objects == with.objects && g.state_commit.is_none()
+        }) else {
             continue;
         };
         let every = groups.iter().find(|g| {
@@ -1003,7 +1000,6 @@ mod tests {
         let group = |objects, state_commit: Option<StateCommit>, single| GroupRow {
             medium: "pmem (x)".into(),
             objects,
-            state_store: state_commit.is_some(),
             state_commit,
             pages_per_object: 4,
             single_us_per_object: Some(single),

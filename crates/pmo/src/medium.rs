@@ -146,13 +146,20 @@ pub(crate) struct CrashHook {
 impl CrashHook {
     /// Count one persist; kill the process at the configured one.
     pub(crate) fn fire(&self) {
-        if self.after_persists != 0 {
-            let n = self.persists.fetch_add(1, Ordering::Relaxed) + 1;
-            if n >= self.after_persists {
-                // SAFETY: plain syscalls; the process dies here.
-                unsafe {
-                    libc::kill(libc::getpid(), libc::SIGKILL);
-                }
+        count_persist(&self.persists, self.after_persists);
+    }
+}
+
+/// Crash injection's one rule: count a persist in `persists`, and kill
+/// the process at the `after_persists`-th (0: never, and nothing counted).
+#[inline]
+fn count_persist(persists: &AtomicU64, after_persists: u64) {
+    if after_persists != 0 {
+        let n = persists.fetch_add(1, Ordering::Relaxed) + 1;
+        if n >= after_persists {
+            // SAFETY: plain syscalls; the process dies here.
+            unsafe {
+                libc::kill(libc::getpid(), libc::SIGKILL);
             }
         }
     }
@@ -311,7 +318,8 @@ impl Medium {
     /// Crash injection: counts one persist, kills the process at the
     /// configured one. Also called between the state store's steps.
     pub(crate) fn crash_hook(&self) {
-        self.crash_hook_handle().fire();
+        // On every persist: no handle (an `Arc` clone) made for it.
+        count_persist(&self.persists, self.crash.after_persists);
     }
 
     /// [`Medium::crash_hook`] for another thread (the state store's

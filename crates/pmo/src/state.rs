@@ -426,19 +426,6 @@ pub enum StateCommit {
     EveryPsync,
 }
 
-impl std::str::FromStr for StateCommit {
-    type Err = String;
-    fn from_str(s: &str) -> std::result::Result<Self, String> {
-        match s {
-            "deferred" => Ok(StateCommit::Deferred),
-            "every-psync" => Ok(StateCommit::EveryPsync),
-            other => Err(format!(
-                "unknown state commit {other:?}: deferred or every-psync"
-            )),
-        }
-    }
-}
-
 /// One pool open's committer of deferred records ([`StateCommit::Deferred`]):
 /// a thread that writes, with [`StateStore::update_slots`], every record
 /// handed to it since its last write.

@@ -1052,12 +1052,6 @@ fn power(py: Python<'_>, options: &str, progress: Option<Py<PyAny>>) -> PyResult
     to_json(&study)
 }
 
-/// The Rust engine of the ``nvmos`` package (built with PyO3).
-///
-/// Options cross as JSON text of the engine's serde types and results
-/// come back as JSON text, the documents the CLI writes; bulk arrays cross
-/// as numpy arrays. Use the ``nvmos`` package, which wraps these functions
-/// into DataFrames; this module is its implementation.
 /// Run the ``nvmos`` command-line tool in this process: ``argv`` as
 /// ``sys.argv`` gives it (the program's name first). Returns its exit
 /// status; usage errors, ``--help`` and ``--version`` end the process
@@ -1069,6 +1063,12 @@ fn cli_main(py: Python<'_>, argv: Vec<std::ffi::OsString>) -> u8 {
     py.detach(|| nvmos::main_from(argv))
 }
 
+/// The Rust engine of the ``nvmos`` package (built with PyO3).
+///
+/// Options cross as JSON text of the engine's serde types and results
+/// come back as JSON text, the documents the CLI writes; bulk arrays cross
+/// as numpy arrays. Use the ``nvmos`` package, which wraps these functions
+/// into DataFrames; this module is its implementation.
 #[pymodule]
 fn _nvmos(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
