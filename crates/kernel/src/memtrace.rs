@@ -232,6 +232,11 @@ pub struct MemTraceReport {
     pub page_cross: u64,
     /// Requests over `max_records`, not written.
     pub dropped: u64,
+    /// Accesses QEMU reported with another instruction's index (those of
+    /// helpers such as exception delivery), timed at the vCPU's previous
+    /// access instead.
+    #[serde(default)]
+    pub retimed: u64,
     /// Requests written.
     pub records: u64,
     /// Start markers seen (the first opens the window).
@@ -322,6 +327,7 @@ impl MemTraceReport {
             split: get("split")?,
             page_cross: get("page_cross")?,
             dropped: get("dropped")?,
+            retimed: get("retimed")?,
             records: get("records")?,
             starts: get("starts")?,
             stops: get("stops")?,

@@ -21,6 +21,12 @@
  * vCPU spent halted is not lost; time when every vCPU was idle is not in
  * the trace. The cache sees accesses in the order the host ran them,
  * which under multi-threaded TCG is close to, not exactly, guest time.
+ * QEMU 7.2 also runs an instruction's memory callbacks for the accesses
+ * of helpers that run after it (exception and interrupt delivery onto
+ * the kernel stack, iret), with that instruction's index, which may
+ * belong to an earlier instruction or block: such an access takes the
+ * vCPU's latest time instead, is counted as retimed, and so each vCPU's
+ * requests stay in time order.
  *
  * The cache: llc_bytes over llc_ways ways of 64-byte lines, LRU,
  * write-back and write-allocate (a store that misses fills the line and
@@ -81,6 +87,8 @@ struct vcpu {
 	uint64_t n, cap;
 	/* Counters, each touched only by its own vCPU's thread. */
 	uint64_t loads, stores, io, hits, misses, writebacks, split, page_cross, dropped;
+	uint64_t last_time; /* time of the vCPU's latest recorded access */
+	uint64_t retimed;   /* accesses whose instruction index was not theirs */
 	bool seen;
 };
 
@@ -288,7 +296,7 @@ static int finish(void)
 	FILE *out, *st;
 	char *tmp;
 	uint64_t total = 0, i, j, n = 0, idx[MAX_VCPUS] = { 0 };
-	uint64_t sum[9] = { 0 }, instructions = 0, span = 0, vcpus_seen = 0;
+	uint64_t sum[10] = { 0 }, instructions = 0, span = 0, vcpus_seen = 0;
 	int err = 0;
 
 	tmp = malloc(strlen(out_path) + 5);
@@ -349,10 +357,11 @@ static int finish(void)
 	}
 	for (i = 0; i < MAX_VCPUS; i++) {
 		struct vcpu *v = &vcpus[i];
-		uint64_t c[9] = { v->loads, v->stores, v->io, v->hits, v->misses, v->writebacks,
-				  v->split, v->page_cross, v->dropped };
+		uint64_t c[10] = { v->loads,	  v->stores, v->io,	    v->hits,
+				   v->misses,	  v->writebacks, v->split, v->page_cross,
+				   v->dropped, v->retimed };
 
-		for (j = 0; j < 9; j++)
+		for (j = 0; j < 10; j++)
 			sum[j] += c[j];
 		if (v->seen) {
 			uint64_t until = recording ? v->count : v->end;
@@ -364,8 +373,8 @@ static int finish(void)
 	}
 	fprintf(st, "loads %" PRIu64 "\nstores %" PRIu64 "\nio %" PRIu64 "\nhits %" PRIu64
 		    "\nmisses %" PRIu64 "\nwritebacks %" PRIu64 "\nsplit %" PRIu64
-		    "\npage_cross %" PRIu64 "\ndropped %" PRIu64 "\n",
-		sum[0], sum[1], sum[2], sum[3], sum[4], sum[5], sum[6], sum[7], sum[8]);
+		    "\npage_cross %" PRIu64 "\ndropped %" PRIu64 "\nretimed %" PRIu64 "\n",
+		sum[0], sum[1], sum[2], sum[3], sum[4], sum[5], sum[6], sum[7], sum[8], sum[9]);
 	fprintf(st, "records %" PRIu64 "\nstarts %" PRIu64 "\nstops %" PRIu64
 		    "\nvcpus %" PRIu64 "\ninstructions %" PRIu64 "\nspan %" PRIu64
 		    "\nllc_bytes %" PRIu64 "\nllc_ways %" PRIu64 "\ninsn_ps %" PRIu64
@@ -458,12 +467,22 @@ static bool parse_args(int argc, char **argv)
 
 __attribute__((visibility("default"))) int qemu_plugin_version = 1;
 
-/* A vCPU's time since recording started. */
+/* A vCPU's time since recording started of an access by the instruction
+ * at idx in the running block. An index that does not fit the block's
+ * instructions, or a time before the vCPU's previous access, was not the
+ * access's own (see "Time" above): it takes the previous access's time
+ * and is counted. Invariant: a vCPU's times never decrease. */
 static uint64_t now(struct vcpu *v, uint64_t idx)
 {
 	uint64_t t = v->tb_start + idx;
 
-	return t > v->base ? t - v->base : 0;
+	t = t > v->base ? t - v->base : 0;
+	if (v->tb_start + idx >= v->count || t < v->last_time) {
+		v->retimed++;
+		return v->last_time;
+	}
+	v->last_time = t;
+	return t;
 }
 
 static void on_tb_exec(unsigned int vcpu_index, void *userdata)

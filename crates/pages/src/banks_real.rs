@@ -153,10 +153,11 @@ pub fn overhead_table(r: &BanksReal) -> String {
 fn uncounted(r: &BanksReal) -> String {
     let sum = |f: fn(&Cell) -> u64| r.cells.iter().map(f).sum::<u64>();
     format!(
-        "Over every run: {} I/O accesses counted, not recorded; {} accesses straddled two pages (first line only looked up); {} requests dropped.\n",
+        "Over every run: {} I/O accesses counted, not recorded; {} accesses straddled two pages (first line only looked up); {} requests dropped; {} accesses timed at their vCPU's previous one (QEMU gave them another instruction's index).\n",
         sum(|c| c.recorded.io),
         sum(|c| c.recorded.page_cross),
-        sum(|c| c.recorded.dropped)
+        sum(|c| c.recorded.dropped),
+        sum(|c| c.recorded.retimed)
     )
 }
 

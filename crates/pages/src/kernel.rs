@@ -522,7 +522,7 @@ pub fn run_text(r: &Run, output: &Path, bank_mib: u64) -> String {
 /// What `nvmos kernel run --mem-trace` recorded, in a few lines.
 pub fn mem_trace_text(m: &nvmos_kernel::memtrace::MemTraceReport) -> String {
     let mut out = format!(
-        "memory trace {} ({} bytes): {} requests ({} line fills, {} writebacks) from {} loads and {} stores of {} vCPU(s) over {} instructions; {} I/O accesses counted, not recorded; {} accesses across two pages (first line only)\n",
+        "memory trace {} ({} bytes): {} requests ({} line fills, {} writebacks) from {} loads and {} stores of {} vCPU(s) over {} instructions; {} I/O accesses counted, not recorded; {} accesses across two pages (first line only); {} accesses timed at their vCPU's previous one (QEMU gave them another instruction's index)\n",
         m.output.display(),
         m.trace_bytes,
         m.records,
@@ -534,6 +534,7 @@ pub fn mem_trace_text(m: &nvmos_kernel::memtrace::MemTraceReport) -> String {
         m.instructions,
         m.io,
         m.page_cross,
+        m.retimed,
     );
     let _ = writeln!(
         out,
