@@ -42,7 +42,7 @@ pub struct ReproduceArgs {
     #[arg(long)]
     pub no_timings: bool,
     /// Run only these pages' studies (evaluate, levelling, banks,
-    /// banks-real, power, swap, timings, kernel, hot-migrate, pmo); `--install` then replaces only those
+    /// banks-real, power, swap, timings, kernel, hot-migrate, pmo, peers); `--install` then replaces only those
     /// pages and keeps the others, and README's table only with
     /// `evaluate`.
     #[arg(
@@ -78,6 +78,18 @@ pub struct ReproduceArgs {
     /// running them.
     #[arg(long, value_name = "DIR")]
     pub pmo_from: Option<PathBuf>,
+    /// With `--only peers`: make the page of the frame allocators beside
+    /// LLFree from `peers.json` in this folder (written by
+    /// `crates/frames/bench-peers/run.sh --cpu-time --rounds 5 --json
+    /// DIR/peers.json`) instead of running it.
+    #[arg(long, value_name = "DIR")]
+    pub peers_from: Option<PathBuf>,
+    /// With `--only peers` and no `--peers-from`: the LLFree checkout
+    /// (luhsra/llfree-rs) that `crates/frames/bench-peers` is built
+    /// against and run beside (required then: nvmos does not ship LLFree;
+    /// the source tree nvmos was built from must be present).
+    #[arg(long, value_name = "DIR", conflicts_with = "peers_from")]
+    pub llfree_source: Option<PathBuf>,
     /// With `--only kernel` and no `--kernel-from`: the will-it-scale
     /// checkout `nvmos kernel wis` compiles its tests from (required
     /// then: nvmos does not ship will-it-scale).
@@ -158,6 +170,15 @@ pub fn run(args: ReproduceArgs, cli: clap::Command) -> Result<()> {
     }
     let kernel = args.only.iter().any(|o| o == "kernel");
     let pmo = args.only.iter().any(|o| o == "pmo");
+    let peers = args.only.iter().any(|o| o == "peers");
+    if (args.peers_from.is_some() || args.llfree_source.is_some()) && !peers {
+        bail!("--peers-from and --llfree-source: only with --only peers");
+    }
+    if peers && args.peers_from.is_none() && args.llfree_source.is_none() {
+        bail!(
+            "--only peers runs nvmos's allocators beside LLFree, which nvmos does not ship: give an llfree-rs checkout with --llfree-source DIR, or make the page from bench-peers' JSON with --peers-from DIR"
+        );
+    }
     if args.pmo_from.is_some() && !pmo {
         bail!("--pmo-from: only with --only pmo");
     }
@@ -185,7 +206,7 @@ pub fn run(args: ReproduceArgs, cli: clap::Command) -> Result<()> {
     if args
         .only
         .iter()
-        .any(|o| o != "kernel" && o != "pmo" && o != "hot-migrate" && o != "banks-real")
+        .any(|o| !["kernel", "pmo", "hot-migrate", "banks-real", "peers"].contains(&o.as_str()))
         || args.only.is_empty()
     {
         let run = crate::with_progress(0, |p| reproduce::run(&options, p))
@@ -206,6 +227,13 @@ pub fn run(args: ReproduceArgs, cli: clap::Command) -> Result<()> {
     }
     if pmo {
         made.push(pmo_page(args.pmo_from.as_deref())?);
+    }
+    if peers {
+        made.push(peers_page(
+            args.peers_from.as_deref(),
+            args.llfree_source.as_deref(),
+            args.runs,
+        )?);
     }
     let pages = data(made, &stamp);
     write_pages(&args.out, &pages)?;
@@ -367,6 +395,51 @@ fn pmo_page(from: Option<&Path>) -> Result<ResultsPage> {
         }
     };
     Ok(results::pmo_page(&b, &s)?)
+}
+
+/// The page of the frame allocators beside LLFree: from `peers.json` in
+/// `from`, or by building and running `crates/frames/bench-peers` (of
+/// the source tree this binary was built from) against the LLFree
+/// checkout `llfree`, `runs` rounds a cell on CPU time.
+fn peers_page(from: Option<&Path>, llfree: Option<&Path>, runs: u32) -> Result<ResultsPage> {
+    use nvmos_pages::peers::PeerRun;
+    const TOOL: &str = "crates/frames/bench-peers/run.sh --json";
+    let (run, path): (PeerRun, PathBuf) = match (from, llfree) {
+        (Some(dir), _) => {
+            let path = dir.join("peers.json");
+            (json(&path, TOOL)?, path)
+        }
+        (None, Some(llfree)) => {
+            let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../frames/bench-peers/run.sh");
+            if !script.is_file() {
+                bail!(
+                    "{}: missing; --llfree-source builds bench-peers from the nvmos source tree this binary was built from (or give --peers-from DIR)",
+                    script.display()
+                );
+            }
+            // bench-peers writes its record whole (a temporary, renamed);
+            // it is read once and removed.
+            let path =
+                std::env::temp_dir().join(format!("nvmos-peers-{}.json", std::process::id()));
+            let status = std::process::Command::new("bash")
+                .arg(&script)
+                .args(["--cpu-time", "--rounds", &runs.to_string(), "--json"])
+                .arg(&path)
+                .env("LLFREE_DIR", llfree)
+                .status()
+                .with_context(|| format!("running {}", script.display()))?;
+            if !status.success() {
+                bail!("{} failed ({status})", script.display());
+            }
+            let run = json(&path, TOOL);
+            let _ = std::fs::remove_file(&path);
+            (run?, llfree.to_owned())
+        }
+        (None, None) => bail!("the peers page needs --peers-from DIR or --llfree-source DIR"),
+    };
+    run.validate()
+        .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    Ok(results::peers_page(&run)?)
 }
 
 /// The JSON that `tool` writes, read from `path`.

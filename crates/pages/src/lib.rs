@@ -26,6 +26,7 @@
 //! | [`probe`] | `nvmos_memsys::probe` | `nvmos probe banks`'s report |
 //! | [`pmo`] | `nvmos_pmo` (and its `tools`) | the pmo shell's text: `ls`, `info`, `verify`, `check`, `repair` |
 //! | [`checks`] | `nvmos_sim::study::Check` | every study's checks, terminal and page |
+//! | [`peers`] | `bench-peers --json` (beside LLFree) | the peers page's table and checks |
 //!
 //! # Example
 //!
@@ -54,6 +55,7 @@ pub mod horizon;
 pub mod kernel;
 pub mod levelling;
 pub mod memsys;
+pub mod peers;
 pub mod pmo;
 pub mod power;
 pub mod probe;

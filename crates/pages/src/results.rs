@@ -397,7 +397,7 @@ fn fmt(x: f64) -> String {
 }
 
 /// Smallest, median and largest; NaN for none.
-fn spread(samples: &[f64]) -> (f64, f64, f64) {
+pub(crate) fn spread(samples: &[f64]) -> (f64, f64, f64) {
     let lo = samples.iter().copied().fold(f64::INFINITY, f64::min);
     let hi = samples.iter().copied().fold(f64::NEG_INFINITY, f64::max);
     match nvmos_measure::stats::median(samples) {
@@ -444,7 +444,7 @@ pub fn markdown(data: &PageData) -> String {
 
 /// The pages in the order the book lists them; a page of another name
 /// comes after them.
-pub const PAGE_ORDER: [&str; 10] = [
+pub const PAGE_ORDER: [&str; 11] = [
     "evaluate",
     "levelling",
     "banks",
@@ -455,7 +455,53 @@ pub const PAGE_ORDER: [&str; 10] = [
     "kernel",
     "hot-migrate",
     "pmo",
+    "peers",
 ];
+
+/// The page of nvmos's frame allocators beside LLFree, from what
+/// `bench-peers --json` recorded ([`crate::peers::PeerRun`], validated by
+/// the caller). Timings on a shared machine, so not deterministic.
+pub fn peers_page(run: &crate::peers::PeerRun) -> Result<ResultsPage> {
+    let rev = run.llfree_rev.as_deref().map_or(
+        "a checkout whose commit was not recorded".to_string(),
+        |r| format!("commit `{}`", &r[..r.len().min(12)]),
+    );
+    let clock = if run.clock == "cpu" {
+        "each benchmark thread's CPU time (time descheduled by other users of the machine left out)"
+    } else {
+        "wall time"
+    };
+    let sections = vec![
+        Section {
+            heading: "Frees on another CPU's memory".into(),
+            text: "The target: in the `rand` pattern every thread allocates its share, then all threads' frames are shuffled together and dealt out again, so most frees return a frame that another CPU's space owns. Each allocator reached through the `FrameAllocator` trait must free at or below LLFree's time, at every thread count.".into(),
+            deterministic: false,
+            body: Body::Text(crate::checks::checks_text(&crate::peers::checks(run))),
+        },
+        Section {
+            heading: "Every pattern".into(),
+            text: "LLFree's own benchmark patterns at order 0: `bulk` allocates each thread's share then frees it; `repeat` allocates and frees one frame again and again over a held share; `rand` is the shuffled free above; `rand-realloc` frees a random frame of the share and allocates a replacement. Rows ending in `-pinned` drive the per-CPU lists through `PerCpu::pin` (the thread owns its CPU's list); `-percpu` rows stamp frees per CPU instead of in one shared order; the other rows go through the `FrameAllocator` trait, as replay does.".into(),
+            deterministic: false,
+            body: Body::Table(crate::peers::table(run)),
+        },
+    ];
+    Ok(ResultsPage {
+        stem: "peers".into(),
+        title: "Frame allocators beside LLFree".into(),
+        intro: format!(
+            "nvmos's frame allocators and LLFree (Wrenger, Rommel, Halbuer, Dietrich and Lohmann, *LLFree: Scalable and Optionally-Persistent Page-Frame Allocation*; luhsra/llfree-rs, {rev}) in one program, `crates/frames/bench-peers`, on {} GiB of 4 KiB frames with {} cores; the clock is {clock}{}. Made by `nvmos reproduce --only peers --llfree-source DIR`, which builds and runs it against that LLFree checkout (nvmos does not ship LLFree), or from its `--json` record with `--peers-from DIR`.",
+            run.memory_gib,
+            run.cores,
+            if run.huge_pages {
+                "; per-frame arrays on transparent huge pages"
+            } else {
+                ""
+            }
+        ),
+        scale: None,
+        sections,
+    })
+}
 
 /// The persistent-memory-object page: seed 001's claims as `nvmos bench
 /// pmo` measures them, each against its baseline of the same run, and

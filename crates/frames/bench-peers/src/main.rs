@@ -41,6 +41,11 @@
 //! LLFree's bench. `--huge-pages` puts allocations of 2 MiB and more (the
 //! per-frame arrays) on transparent huge pages.
 //!
+//! `--json PATH` also writes every round's figures of every cell (the
+//! record `nvmos reproduce --only peers` renders), to `PATH.tmp` first,
+//! renamed into place once whole; `LLFREE_REV` in the environment (set
+//! by run.sh from the checkout) names the LLFree commit in it.
+//!
 //! Build and run with a checkout of LLFree (never vendored):
 //! `LLFREE_DIR=/path/to/llfree-rs crates/frames/bench-peers/run.sh [args]`.
 
@@ -547,6 +552,15 @@ impl Job for Run {
     }
 }
 
+/// `value` into `path` whole: written to `path.tmp`, then renamed.
+fn write_json(path: &std::path::Path, value: &serde_json::Value) -> std::io::Result<()> {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let text = serde_json::to_string_pretty(value).map_err(std::io::Error::other)?;
+    std::fs::write(&tmp, text)?;
+    std::fs::rename(&tmp, path)
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
@@ -561,6 +575,7 @@ struct Args {
     allocators: Vec<String>,
     rounds: u32,
     seed: u64,
+    json: Option<std::path::PathBuf>,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -573,6 +588,7 @@ fn parse_args() -> Result<Args, String> {
         allocators: ALLOCATORS.iter().map(|s| s.to_string()).collect(),
         rounds: 3,
         seed: 42,
+        json: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -600,10 +616,11 @@ fn parse_args() -> Result<Args, String> {
             "--cpu-time" => args.cpu_time = true,
             "--rounds" => args.rounds = value()?.parse().map_err(|e| format!("--rounds: {e}"))?,
             "--seed" => args.seed = value()?.parse().map_err(|e| format!("--seed: {e}"))?,
+            "--json" => args.json = Some(value()?.into()),
             "--help" | "-h" => {
                 return Err("usage: bench-peers [--memory-gib 4] [--threads 1,2] \
                      [--patterns bulk,repeat,rand,rand-realloc] [--alloc LLFree,LiS-31,...] \
-                     [--rounds 3] [--seed 42] [--huge-pages] [--cpu-time]"
+                     [--rounds 3] [--seed 42] [--huge-pages] [--cpu-time] [--json PATH]"
                     .into())
             }
             other => return Err(format!("unknown argument '{other}' (try --help)")),
@@ -666,6 +683,7 @@ fn main() {
         "allocator", "pattern", "thr", "alloc ns", "free ns", "a/LLFree", "f/LLFree"
     );
     let mut results: Vec<(String, Pattern, u32, Figures)> = Vec::new();
+    let mut cells = Vec::new();
     for &pattern in &args.patterns {
         for &threads in &args.threads {
             // Rounds interleave the allocators, each round starting one
@@ -704,6 +722,16 @@ fn main() {
                     }
                 }
             }
+            cells.push(serde_json::json!({
+                "pattern": pattern.name(),
+                "threads": threads,
+                "paired": pattern.paired(),
+                "allocators": args.allocators.iter().enumerate().map(|(a, name)| serde_json::json!({
+                    "name": name,
+                    "alloc_ns": allocs[a],
+                    "free_ns": frees[a],
+                })).collect::<Vec<_>>(),
+            }));
             let figures: Vec<Figures> = (0..n)
                 .map(|a| Figures {
                     alloc_ns: median(std::mem::take(&mut allocs[a])),
@@ -733,6 +761,24 @@ fn main() {
                 );
                 results.push((name.clone(), pattern, threads, f));
             }
+        }
+    }
+    if let Some(path) = &args.json {
+        let record = serde_json::json!({
+            "tool": "bench-peers",
+            "memory_gib": args.memory_gib,
+            "frames": frames,
+            "rounds": args.rounds,
+            "seed": args.seed,
+            "clock": if args.cpu_time { "cpu" } else { "wall" },
+            "huge_pages": args.huge_pages,
+            "cores": std::thread::available_parallelism().map_or(1, |n| n.get()),
+            "llfree_rev": std::env::var("LLFREE_REV").ok().filter(|r| !r.is_empty()),
+            "cells": cells,
+        });
+        if let Err(e) = write_json(path, &record) {
+            eprintln!("bench-peers: writing {}: {e}", path.display());
+            std::process::exit(1);
         }
     }
     // Seed 000's row: lazy iBuddy over lazy buddy (above 1: lazy iBuddy
