@@ -474,7 +474,7 @@ pub fn peers_page(run: &crate::peers::PeerRun) -> Result<ResultsPage> {
     let sections = vec![
         Section {
             heading: "Frees on another CPU's memory".into(),
-            text: "The target: in the `rand` pattern every thread allocates its share, then all threads' frames are shuffled together and dealt out again, so most frees return a frame that another CPU's space owns. Each allocator reached through the `FrameAllocator` trait must free at or below LLFree's time, at every thread count.".into(),
+            text: "The target: in the `rand` pattern every thread allocates its share, then all threads' frames are shuffled together and dealt out again, so most frees return a frame that another CPU's space owns. iBuddy and the lazy layers over it and over buddy (`LiS-…`, `LBS-…`), reached through the `FrameAllocator` trait, must free at or below LLFree's time at every thread count; buddy and linux-pcp, Linux's own design, are in the table below for reference.".into(),
             deterministic: false,
             body: Body::Text(crate::checks::checks_text(&crate::peers::checks(run))),
         },
