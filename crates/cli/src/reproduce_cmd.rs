@@ -313,8 +313,6 @@ fn kernel_page(from: Option<&Path>, wis_source: Option<&Path>) -> Result<Results
     Ok(results::kernel_page(&b, &s, &k, &w)?)
 }
 
-/// The page of hot-page migration in the kernel, from `nvmos kernel
-/// levelling`'s JSON in `from`, or by running it with its defaults.
 /// The page of seed 002 on real programs, from `nvmos study banks --real
 /// --out`'s JSON in `from`, or by running it with its defaults.
 fn banks_real_page(from: Option<&Path>) -> Result<ResultsPage> {
@@ -354,6 +352,8 @@ fn banks_real_page(from: Option<&Path>) -> Result<ResultsPage> {
     Ok(results::banks_real_page(&real, &synthetic)?)
 }
 
+/// The page of hot-page migration in the kernel, from `nvmos kernel
+/// levelling`'s JSON in `from`, or by running it with its defaults.
 fn hot_migrate_page(from: Option<&Path>) -> Result<ResultsPage> {
     use nvmos_kernel::{levelling, run::Policy, run::RunOptions};
     let l: levelling::Levelling = match from {

@@ -24,7 +24,9 @@
 //! a random frame), a state byte (free, head of an allocated block with
 //! its order, or tail), its colour and its position in its colour's free
 //! list; and per colour an array of its free frames, so a random free
-//! frame of a colour is taken in O(1) (`swap_remove`). Single frames — user pages,
+//! frame of a colour is taken in O(1) (`swap_remove`). The colours'
+//! arrays are ranges of one table (`ColourLists`), each as long as its
+//! colour has frames, so none ever grows. Single frames — user pages,
 //! what the seed's STREAM runs allocate — take the fast path: a random
 //! colour among the CPU's, a random frame of that colour. As the
 //! generator's next draws are known, each single-frame allocation
@@ -120,11 +122,98 @@ struct FrameMeta {
     state: u8,
 }
 
+/// Every colour's free frames (dense indices), in no order, in one table:
+/// colour `c`'s list is `slots[start..start + len]` with `(start, len) =
+/// heads[c]`, and its range holds every frame of the colour, so a push
+/// always fits. One allocation for all lists: with a list per colour,
+/// each a mapping of its own, building M³ faulted every list in anew
+/// (half the page faults of `evaluate` on a 24 GiB machine).
+struct ColourLists {
+    slots: Vec<u32>,
+    /// Per colour: its range's first slot and its list's length.
+    heads: Vec<(u32, u32)>,
+}
+
+impl ColourLists {
+    /// Empty lists with room for `counts[c]` frames of colour `c`.
+    fn with_room(counts: &[u32]) -> ColourLists {
+        let mut start = 0u32;
+        let heads = counts
+            .iter()
+            .map(|&n| {
+                let head = (start, 0);
+                start += n;
+                head
+            })
+            .collect();
+        ColourLists {
+            slots: vec![0; start as usize],
+            heads,
+        }
+    }
+
+    #[inline]
+    fn len(&self, c: u32) -> usize {
+        self.heads[c as usize].1 as usize
+    }
+
+    #[inline]
+    fn is_empty(&self, c: u32) -> bool {
+        self.heads[c as usize].1 == 0
+    }
+
+    /// Colour `c`'s list.
+    #[inline]
+    fn list(&self, c: u32) -> &[u32] {
+        let (start, len) = self.heads[c as usize];
+        &self.slots[start as usize..(start + len) as usize]
+    }
+
+    /// Address of position `p` of colour `c`'s list (for a prefetch).
+    #[inline]
+    fn slot_addr(&self, c: u32, p: usize) -> usize {
+        self.slots.as_ptr() as usize + (self.heads[c as usize].0 as usize + p) * 4
+    }
+
+    /// Append `i` to colour `c`'s list; its position.
+    #[inline]
+    fn push(&mut self, c: u32, i: u32) -> u32 {
+        let (start, len) = &mut self.heads[c as usize];
+        let p = *len;
+        self.slots[(*start + p) as usize] = i;
+        *len += 1;
+        p
+    }
+
+    /// Take position `p` off colour `c`'s list, the last frame moving into
+    /// it: the frame taken, and the frame moved (now at `p`), if any.
+    #[inline]
+    fn swap_remove(&mut self, c: u32, p: usize) -> (u32, Option<u32>) {
+        let (start, len) = &mut self.heads[c as usize];
+        let base = *start as usize;
+        let last = base + *len as usize - 1;
+        *len -= 1;
+        let taken = self.slots[base + p];
+        if base + p == last {
+            (taken, None)
+        } else {
+            let moved = self.slots[last];
+            self.slots[base + p] = moved;
+            (taken, Some(moved))
+        }
+    }
+
+    /// Bytes held.
+    fn bytes(&self) -> usize {
+        self.slots.capacity() * 4 + self.heads.capacity() * 8
+    }
+}
+
 struct Inner {
     /// Per frame (dense index).
     meta: Vec<FrameMeta>,
-    /// Per colour: its free frames (dense indices), in no order.
-    free: Vec<Vec<u32>>,
+    /// Per colour: its free frames.
+    free: ColourLists,
     free_count: u64,
     rng: u64,
     /// The zone in which the last scan for a block of higher order found
@@ -152,16 +241,17 @@ impl<R: RawMutex> M3<R> {
         let frames = map.frames() as usize;
         let mut inner = Inner {
             meta: Vec::with_capacity(frames),
-            free: vec![Vec::new(); colours as usize],
+            free: ColourLists {
+                slots: Vec::new(),
+                heads: Vec::new(),
+            },
             free_count: 0,
             // xorshift needs a non-zero state.
             rng: policy.seed | 1,
             cursor: 0,
         };
         // Every frame free, each colour's list in pfn order: colours and
-        // positions first, then each list filled at once. Each list gets
-        // the capacity that pushing its frames one by one would give it
-        // (the same memory, so the same `metadata_bytes`).
+        // positions first, then the lists filled at once.
         let mut counts = vec![0u32; colours as usize];
         for zone in map.zones() {
             for pfn in zone.start.0..zone.end.0 {
@@ -177,16 +267,9 @@ impl<R: RawMutex> M3<R> {
                 *count += 1;
             }
         }
-        for (list, &n) in inner.free.iter_mut().zip(&counts) {
-            let grown = if n == 0 {
-                0
-            } else {
-                (n as usize).next_power_of_two().max(4)
-            };
-            *list = Vec::with_capacity(grown);
-        }
+        inner.free = ColourLists::with_room(&counts);
         for (i, m) in inner.meta.iter().enumerate() {
-            inner.free[m.colour as usize].push(i as u32);
+            inner.free.push(m.colour, i as u32);
         }
         inner.free_count = frames as u64;
         Ok(M3 {
@@ -241,10 +324,8 @@ impl Inner {
 
     fn push_free(&mut self, i: u32) {
         let m = &mut self.meta[i as usize];
-        let list = &mut self.free[m.colour as usize];
-        m.pos = list.len() as u32;
+        m.pos = self.free.push(m.colour, i);
         m.state = (m.state & EVER) | FREE;
-        list.push(i);
         self.free_count += 1;
     }
 
@@ -252,9 +333,7 @@ impl Inner {
     fn unlink(&mut self, i: u32) {
         let m = self.meta[i as usize];
         let p = m.pos;
-        let list = &mut self.free[m.colour as usize];
-        list.swap_remove(p as usize);
-        if let Some(&moved) = list.get(p as usize) {
+        if let (_, Some(moved)) = self.free.swap_remove(m.colour, p as usize) {
             self.meta[moved as usize].pos = p;
         }
         self.meta[i as usize].pos = NOWHERE;
@@ -270,7 +349,7 @@ impl Inner {
         let first = (self.next() % u64::from(n)) as u32;
         (0..n)
             .map(|k| range.start + (first + k) % n)
-            .find(|&c| !self.free[c as usize].is_empty())
+            .find(|&c| !self.free.is_empty(c))
     }
 
     fn alloc_single(&mut self, own: core::ops::Range<u32>, colours: u32) -> Option<u32> {
@@ -280,10 +359,9 @@ impl Inner {
         // Taken off its list by its position, known here: the frame's
         // own metadata is only written (a store, not a load to wait for).
         let r = self.next();
-        let list = &mut self.free[c as usize];
-        let p = (r % list.len() as u64) as usize;
-        let i = list.swap_remove(p);
-        if let Some(&moved) = list.get(p) {
+        let p = (r % self.free.len(c) as u64) as usize;
+        let (i, moved) = self.free.swap_remove(c, p);
+        if let Some(moved) = moved {
             self.meta[moved as usize].pos = p as u32;
         }
         self.free_count -= 1;
@@ -305,7 +383,7 @@ impl Inner {
         let r1 = xorshift(rng);
         let r2 = xorshift(r1);
         let c = own.start + (r1 % u64::from(n)) as u32;
-        let len = self.free[c as usize].len();
+        let len = self.free.len(c);
         (len != 0).then(|| (c, (r2 % len as u64) as usize, r2))
     }
 
@@ -324,21 +402,21 @@ impl Inner {
         let Some((c1, p1, r)) = self.predict(self.rng, &own) else {
             return;
         };
-        let list = &self.free[c1 as usize];
+        let list = self.free.list(c1);
         let meta = self.meta.as_ptr() as usize;
         let entry = |i: u32| meta + i as usize * core::mem::size_of::<FrameMeta>();
         crate::prefetch_addr(entry(list[p1]));
         crate::prefetch_addr(entry(list[list.len() - 1]));
         let r = xorshift(xorshift(r));
         if let Some((c3, p3, _)) = self.predict(r, &own) {
-            crate::prefetch_addr(self.free[c3 as usize].as_ptr() as usize + p3 * 4);
+            crate::prefetch_addr(self.free.slot_addr(c3, p3));
         }
     }
 
     /// A random free frame of colour `c` (which has one).
     fn random_free_of(&mut self, c: u32) -> u32 {
         let r = self.next();
-        let list = &self.free[c as usize];
+        let list = self.free.list(c);
         list[(r % list.len() as u64) as usize]
     }
 
@@ -514,7 +592,8 @@ impl<R: RawMutex + Send + Sync> FrameAllocator for M3<R> {
     fn validate(&self) -> Result<(), ValidationError> {
         let inner = self.inner.lock();
         let mut listed = 0u64;
-        for (c, list) in inner.free.iter().enumerate() {
+        for c in 0..inner.free.heads.len() as u32 {
+            let list = inner.free.list(c);
             for (p, &i) in list.iter().enumerate() {
                 ensure!(
                     inner.is_free(i as usize),
@@ -524,7 +603,7 @@ impl<R: RawMutex + Send + Sync> FrameAllocator for M3<R> {
                 let m = inner.meta[i as usize];
                 let (pos, colour) = (m.pos, m.colour);
                 ensure!(
-                    pos == p as u32 && colour == c as u32,
+                    pos == p as u32 && colour == c,
                     "colour {c}: frame {} is listed at {p} but recorded at {pos} of colour {colour}",
                     self.map.pfn_at(u64::from(i)),
                 );
@@ -592,11 +671,7 @@ impl<R: RawMutex + Send + Sync> FrameAllocator for M3<R> {
         let inner = self.inner.lock();
         core::mem::size_of::<Self>()
             + inner.meta.capacity() * core::mem::size_of::<FrameMeta>()
-            + inner
-                .free
-                .iter()
-                .map(|l| l.capacity() * 4 + 24)
-                .sum::<usize>()
+            + inner.free.bytes()
     }
 }
 

@@ -201,11 +201,7 @@ pub fn checks(run: &PeerRun) -> Vec<Check> {
         let Some(peer) = c.allocators.iter().find(|a| a.name == PEER) else {
             continue;
         };
-        for a in c
-            .allocators
-            .iter()
-            .filter(|a| held_to_target(&a.name))
-        {
+        for a in c.allocators.iter().filter(|a| held_to_target(&a.name)) {
             let r = ratios(&a.free_ns, &peer.free_ns);
             let (lo, mid, hi) = crate::results::spread(&r);
             let median = |v: &[f64]| crate::results::spread(v).1;
