@@ -4,7 +4,13 @@ JSON line: the controller's statistics that ramulator2_speed.sh reads and
 the CPU seconds of building the simulation (which reads the trace) and
 running it.
 
-  PYTHONPATH=$RAMULATOR2_DIR/python python3 ramulator2_run.py CONFIG.yaml TRACE
+  PYTHONPATH=$RAMULATOR2_DIR/python python3 ramulator2_run.py CONFIG.yaml TRACE [CYCLES]
+
+CYCLES (default 1): memory cycles between two requests the front end
+offers (each waits until the controller takes it). Ramulator 2.1's
+Simulation.run ticks the front end once per memory_system.clock_ratio
+steps and the memory once per frontend.clock_ratio steps, so CYCLES is
+set as the memory system's clock_ratio, the front end's left at 1.
 
 Exits non-zero with a message, and prints nothing on stdout, when the
 statistics are not what a single-controller run gives.
@@ -20,11 +26,18 @@ import ramulator
 
 
 def main():
-    if len(sys.argv) != 3:
-        sys.exit("usage: ramulator2_run.py CONFIG.yaml TRACE")
+    if len(sys.argv) not in (3, 4):
+        sys.exit("usage: ramulator2_run.py CONFIG.yaml TRACE [CYCLES]")
     with open(sys.argv[1]) as f:
         config = yaml.safe_load(f)
     config["frontend"]["path"] = sys.argv[2]
+    if len(sys.argv) == 4:
+        cycles = int(sys.argv[3])
+        if cycles < 1:
+            sys.exit("ramulator2_run.py: CYCLES must be at least 1")
+        if config["frontend"]["clock_ratio"] != 1:
+            sys.exit("ramulator2_run.py: CYCLES needs the front end's clock_ratio at 1")
+        config["memory_system"]["clock_ratio"] = cycles
     dram = config["memory_system"]["controllers"][0]["dram"]
     tck_ps = dram["timing"][-1]  # DDR4's timing list ends with tCK_ps
     start = time.process_time()
