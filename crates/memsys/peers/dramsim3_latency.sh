@@ -23,14 +23,10 @@
 # DRAMSIM3_DIR, STREAMS_DIR and NVMOS as for dramsim3_speed.sh.
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
-if [[ -z "${DRAMSIM3_DIR:-}" || ! -x "$DRAMSIM3_DIR/build/dramsim3main" ]]; then
-    echo "dramsim3_latency.sh: set DRAMSIM3_DIR to a DRAMSim3 checkout built with cmake (build/dramsim3main)" >&2
-    exit 2
-fi
-d3="$DRAMSIM3_DIR/build/dramsim3main"
-ini="$DRAMSIM3_DIR/configs/DDR4_8Gb_x8_2400.ini"
-[[ -f "$ini" ]] || { echo "dramsim3_latency.sh: $ini not found" >&2; exit 2; }
 script=dramsim3_latency.sh
+# shellcheck source=peer_dirs.sh
+source crates/memsys/peers/peer_dirs.sh
+dramsim3_dir
 stream_file=rand-8.dramsim3.trace
 tolerance="${TOLERANCE_PCT:-4.5}"
 # shellcheck source=common.sh

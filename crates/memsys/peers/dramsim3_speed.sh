@@ -19,14 +19,10 @@
 # credited with the requests it completed in them.
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
-if [[ -z "${DRAMSIM3_DIR:-}" || ! -x "$DRAMSIM3_DIR/build/dramsim3main" ]]; then
-    echo "dramsim3_speed.sh: set DRAMSIM3_DIR to a DRAMSim3 checkout built with cmake (build/dramsim3main)" >&2
-    exit 2
-fi
-d3="$DRAMSIM3_DIR/build/dramsim3main"
-ini="$DRAMSIM3_DIR/configs/DDR4_8Gb_x8_2400.ini"
-[[ -f "$ini" ]] || { echo "dramsim3_speed.sh: $ini not found" >&2; exit 2; }
 script=dramsim3_speed.sh
+# shellcheck source=peer_dirs.sh
+source crates/memsys/peers/peer_dirs.sh
+dramsim3_dir
 stream_file=rand-sat.dramsim3.trace
 # shellcheck source=common.sh
 source crates/memsys/peers/common.sh "${1:-}"

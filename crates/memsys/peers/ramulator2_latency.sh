@@ -24,17 +24,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 peers=crates/memsys/peers
-if [[ -z "${RAMULATOR2_DIR:-}" ]] || ! compgen -G "$RAMULATOR2_DIR/python/ramulator/_ramulator*.so" > /dev/null; then
-    echo "ramulator2_latency.sh: set RAMULATOR2_DIR to a Ramulator 2 checkout built with cmake and its Python bindings (python/ramulator/_ramulator*.so)" >&2
-    exit 2
-fi
-py="${RAMULATOR2_PYTHON:-python3}"
-if ! PYTHONPATH="$RAMULATOR2_DIR/python" "$py" -c 'import yaml, ramulator._ramulator' 2> /dev/null; then
-    echo "ramulator2_latency.sh: $py cannot import ramulator._ramulator from $RAMULATOR2_DIR/python and yaml (set RAMULATOR2_PYTHON to the Python it was built for, with PyYAML)" >&2
-    exit 2
-fi
-machine="$peers/ramulator2-ddr4-2400.toml"
 script=ramulator2_latency.sh
+# shellcheck source=peer_dirs.sh
+source "$peers/peer_dirs.sh"
+ramulator2_dir
+machine="$peers/ramulator2-ddr4-2400.toml"
 stream_file=rand-8.ramulator.trace
 tolerance="${TOLERANCE_PCT:-4.5}"
 # shellcheck source=common.sh
