@@ -50,6 +50,12 @@ pub struct RunArgs {
     /// Closed-page policy instead of open-page.
     #[arg(long)]
     closed_page: bool,
+    /// With --format ramulator: offer the requests as Ramulator 2's trace
+    /// front end with this clock ratio does: one every N memory cycles, the
+    /// next only once the controller took the last (a full queue delays
+    /// every later request)
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    offer_every: Option<u64>,
     /// Print the statistics as JSON.
     #[arg(long)]
     json: bool,
@@ -102,7 +108,15 @@ fn run_trace(args: &RunArgs) -> Result<()> {
     let file = File::open(&args.trace).with_context(|| format!("opening {}", args.trace))?;
     let t = trace::parse(BufReader::new(file), format)
         .with_context(|| format!("reading {}", args.trace))?;
-    let s = trace::run(&machine, config, &t).with_context(|| format!("running {}", args.trace))?;
+    let frontend = match args.offer_every {
+        None => trace::FrontEnd::Timed,
+        Some(_) if format != TraceFormat::Ramulator => {
+            bail!("--offer-every: only with --format ramulator (a dramsim3 trace gives each request its cycle)")
+        }
+        Some(every) => trace::FrontEnd::Offered { every },
+    };
+    let s = trace::run_with(&machine, config, &t, frontend)
+        .with_context(|| format!("running {}", args.trace))?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&s)?);
         return Ok(());

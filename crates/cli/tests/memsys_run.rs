@@ -78,6 +78,44 @@ fn both_formats_run_and_report_dramsim3s_statistics() {
 }
 
 #[test]
+fn a_ramulator_trace_runs_offered_every_n_cycles_and_a_dramsim3_one_refuses_it() {
+    let dir = tempfile::tempdir().unwrap();
+    // Far apart: every request is taken at its tick, so the run is the
+    // DRAMSim3 trace with request i at cycle 100 i.
+    let ram: String = (0..64u64).map(|i| format!("LD {:#x}\n", i << 16)).collect();
+    let d3: String = (0..64u64)
+        .map(|i| format!("{:#x} READ {}\n", i << 16, i * 100))
+        .collect();
+    let ram = file(&dir, "ram.trace", &ram);
+    let d3 = file(&dir, "d3.trace", &d3);
+    let json = |args: &[&str]| -> Value {
+        let o = nvmos(args);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        serde_json::from_slice(&o.stdout).unwrap()
+    };
+    let offered = json(&[
+        "memsys",
+        "run",
+        "--trace",
+        &ram,
+        "--format",
+        "ramulator",
+        "--offer-every",
+        "100",
+        "--json",
+    ]);
+    let timed = json(&["memsys", "run", "--trace", &d3, "--json"]);
+    assert_eq!(offered["read_latency"], timed["read_latency"]);
+    assert_eq!(offered["cycles"], timed["cycles"]);
+    // A DRAMSim3 trace times its own requests: refused, not ignored.
+    let o = nvmos(&["memsys", "run", "--trace", &d3, "--offer-every", "8"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("--offer-every: only with --format ramulator")
+    );
+}
+
+#[test]
 fn bad_traces_formats_and_machines_are_refused_by_name() {
     let dir = tempfile::tempdir().unwrap();
     let bad = file(&dir, "bad.trace", "0x0 READ 0\n0x40 FETCH 1\n");

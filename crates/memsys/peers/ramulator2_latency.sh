@@ -5,11 +5,12 @@
 #
 #   RAMULATOR2_DIR=/path/to/ramulator2 crates/memsys/peers/ramulator2_latency.sh [STREAMS_DIR]
 #
-# Ramulator runs the LoadStoreTrace file with its front end offering one
-# request every N cycles (ramulator2_run.py's CYCLES); nvmos runs the same
-# addresses, request i arriving at cycle i x N, on ramulator2-ddr4-2400.toml
-# (stock, against ramulator2-stock.yaml) and with --no-refresh
-# --no-bank-groups (matched, against ramulator2-matched.yaml).
+# Both tools run the same LoadStoreTrace file with its front end offering
+# one request every N memory cycles and holding it until the controller
+# takes it (Ramulator: ramulator2_run.py's CYCLES; nvmos: --format
+# ramulator --offer-every N), nvmos on ramulator2-ddr4-2400.toml (stock,
+# against ramulator2-stock.yaml) and with --no-refresh --no-bank-groups
+# (matched, against ramulator2-matched.yaml).
 #
 # Per stream and configuration: the mean read latency of each tool in
 # memory cycles (Ramulator's avg_read_latency, from a request entering
@@ -42,9 +43,7 @@ for config in stock matched; do
         t="$streams/$s.ramulator.trace"
         [[ -f "$t" ]] || { echo "$script: $t not found" >&2; exit 1; }
         case $s in rand-8) every=8 ;; *) every=20 ;; esac
-        # The same requests, timed: request i at cycle i x every.
-        awk -v e="$every" '{ printf "%s %s %d\n", $2, ($1 == "ST" ? "WRITE" : "READ"), (NR - 1) * e }' "$t" > "$out/timed.trace"
-        "$nv" memsys run --trace "$out/timed.trace" --machine "$machine" "${flags[@]}" --json > "$out/nvmos.json" || {
+        "$nv" memsys run --trace "$t" --format ramulator --offer-every "$every" --machine "$machine" "${flags[@]}" --json > "$out/nvmos.json" || {
             echo "$script: nvmos failed on $s ($config)" >&2
             exit 1
         }

@@ -765,6 +765,8 @@ pub struct Controller {
     rows: RowStats,
     reads: u64,
     first_arrival: Option<u64>,
+    /// When the last request submitted entered its queue.
+    last_entered: u64,
     last_done: u64,
     /// Cycles in which at least one bank was busy (the union of the banks'
     /// busy spans, requests taken in the order they were scheduled), and
@@ -928,6 +930,7 @@ impl Controller {
             rows: RowStats::default(),
             reads: 0,
             first_arrival: None,
+            last_entered: 0,
             last_done: 0,
             any_busy: 0,
             any_busy_until: 0,
@@ -999,6 +1002,12 @@ impl Controller {
             }
             Scheduler::Ready => self.ready_pick(channel).map(|p| p.col),
         }
+    }
+
+    /// When the last request submitted entered its channel's queue: its
+    /// arrival, or later if the queue was full then (0 before any).
+    pub fn last_entered(&self) -> u64 {
+        self.last_entered
     }
 
     /// The channel that decides next and when.
@@ -1074,6 +1083,7 @@ impl Controller {
         let id = self.next_id;
         self.next_id += 1;
         self.first_arrival.get_or_insert(req.arrival);
+        self.last_entered = entered;
         let local = (at.bank & (self.banks_per_channel - 1)) as usize;
         let bank = &mut self.banks[at.bank as usize];
         let ch = &mut self.channels[c];

@@ -10,8 +10,10 @@
 //!   counted ([`Trace::late`]) and arrive with the previous one.
 //! - **Ramulator 2** (its `LoadStoreTrace` front end): `LD <address>` or
 //!   `ST <address>`, the address decimal or `0x` hex. The trace has no
-//!   times: the front end offers one request a cycle, each waiting until
-//!   the controller takes it, so request `i` arrives at cycle `i`.
+//!   times: request `i` arrives at cycle `i`, each waiting until the
+//!   controller takes it. [`FrontEnd::Offered`] runs it as Ramulator's
+//!   front end does with a clock ratio: a request offered every `N`
+//!   cycles, the next only after the last was taken.
 //!
 //! Blank lines and lines starting with `#` are skipped (and counted); any
 //! other line that does not parse is an error naming the line.
@@ -67,6 +69,9 @@ pub enum TraceError {
     /// An unknown format name.
     #[error("unknown trace format {0:?}: dramsim3 or ramulator")]
     Format(String),
+    /// A front end offering requests every 0 cycles.
+    #[error("a front end offers a request every 1 or more cycles, not 0")]
+    ZeroGap,
     /// The file could not be read.
     #[error("reading the trace, line {line}: {source}")]
     Io {
@@ -297,6 +302,41 @@ pub fn run(
     config: ControllerConfig,
     trace: &Trace,
 ) -> Result<TraceStats, TraceError> {
+    run_with(machine, config, trace, FrontEnd::Timed)
+}
+
+/// How a trace's requests are offered to the controller.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub enum FrontEnd {
+    /// Each request at its arrival cycle as parsed; one that finds its
+    /// queue full waits, and the requests after it keep their cycles
+    /// (DRAMSim3's trace front end, an open loop).
+    #[default]
+    Timed,
+    /// Ramulator 2's `LoadStoreTrace` front end ticking once every `every`
+    /// memory cycles (its clock ratio): at each tick it offers its current
+    /// request, and moves to the next only once the controller took it. So
+    /// request `i` arrives at the first tick at least `every` cycles after
+    /// request `i - 1` entered its queue (ticks at multiples of `every`);
+    /// the parsed arrival cycles are ignored. A closed loop: a full queue
+    /// delays every request after it. Request 0 arrives at cycle 0.
+    Offered {
+        /// Memory cycles between two ticks, at least 1.
+        every: u64,
+    },
+}
+
+/// [`run`] with the requests offered as `frontend` says. An `Offered`
+/// front end with `every` 0 is refused.
+pub fn run_with(
+    machine: &Machine,
+    config: ControllerConfig,
+    trace: &Trace,
+    frontend: FrontEnd,
+) -> Result<TraceStats, TraceError> {
+    if frontend == (FrontEnd::Offered { every: 0 }) {
+        return Err(TraceError::ZeroGap);
+    }
     let mut mc = Controller::new(machine, config)?;
     let mut read_lat = Vec::with_capacity(trace.requests.len());
     let mut read_arr = Vec::with_capacity(trace.requests.len());
@@ -326,8 +366,19 @@ pub fn run(
             }
         }
     };
-    for (req, &line) in trace.requests.iter().zip(&trace.lines) {
-        mc.submit_with(*req, &mut record)
+    for (i, (req, &line)) in trace.requests.iter().zip(&trace.lines).enumerate() {
+        let mut req = *req;
+        if let FrontEnd::Offered { every } = frontend {
+            // The tick the previous request was taken at (a request that
+            // found the queue full is retried at every tick until a slot
+            // frees), then the next tick.
+            req.arrival = if i == 0 {
+                0
+            } else {
+                mc.last_entered().div_ceil(every) * every + every
+            };
+        }
+        mc.submit_with(req, &mut record)
             .map_err(|source| TraceError::Request { line, source })?;
     }
     while let Some(c) = mc.decide_next() {
@@ -353,6 +404,48 @@ pub fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `n` reads over random-ish lines, as a Ramulator trace (request `i`
+    /// at cycle `i`) and as a DRAMSim3 one with request `i` at `i * gap`.
+    fn both(n: u64, gap: u64) -> (Trace, Trace) {
+        let mut ram = String::new();
+        let mut d3 = String::new();
+        for i in 0..n {
+            let addr = (i * 0x9e37_79b9 % (1 << 30)) & !63;
+            ram.push_str(&format!("LD {addr:#x}\n"));
+            d3.push_str(&format!("{addr:#x} READ {}\n", i * gap));
+        }
+        (
+            parse(ram.as_bytes(), TraceFormat::Ramulator).unwrap(),
+            parse(d3.as_bytes(), TraceFormat::Dramsim3).unwrap(),
+        )
+    }
+
+    #[test]
+    fn an_offered_front_end_is_timed_below_saturation_and_a_closed_loop_above() {
+        let m = Machine::preset("ddr4-2400-dramsim3").unwrap();
+        let c = ControllerConfig::default();
+        // Below saturation every request is taken at its tick: the same
+        // run as the timed trace with request i at cycle i * gap.
+        let (ram, d3) = both(2000, 100);
+        let offered = run_with(&m, c, &ram, FrontEnd::Offered { every: 100 }).unwrap();
+        assert_eq!(offered, run(&m, c, &d3).unwrap());
+        // Saturated: the timed trace's requests pile up before a full
+        // queue, each waiting longer than the last; the closed loop offers
+        // the next only when the last was taken, so it waits at most for
+        // the next slot to free.
+        let (ram, _) = both(20_000, 1);
+        let timed = run(&m, c, &ram).unwrap();
+        let offered = run_with(&m, c, &ram, FrontEnd::Offered { every: 1 }).unwrap();
+        assert_eq!((offered.reads, timed.reads), (20_000, 20_000));
+        let wait = |s: &TraceStats| s.read_latency_from_arrival.mean - s.read_latency.mean;
+        assert!(wait(&offered) < 20.0, "{}", wait(&offered));
+        assert!(wait(&timed) > 1000.0, "{}", wait(&timed));
+        assert!(matches!(
+            run_with(&m, c, &ram, FrontEnd::Offered { every: 0 }),
+            Err(TraceError::ZeroGap)
+        ));
+    }
 
     #[test]
     fn both_formats_parse_and_bad_lines_are_named() {
