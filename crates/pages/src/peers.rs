@@ -114,6 +114,11 @@ fn ratios(ours: &[f64], peer: &[f64]) -> Vec<f64> {
     ours.iter().zip(peer).map(|(x, p)| x / p).collect()
 }
 
+/// The median of a cell's samples.
+fn median(v: &[f64]) -> f64 {
+    crate::results::spread(v).1
+}
+
 /// "0.87× (0.80–0.95)": the median of per-round ratios and their range.
 fn ratio_cell(r: &[f64]) -> String {
     let (lo, mid, hi) = crate::results::spread(r);
@@ -139,7 +144,6 @@ pub fn table(run: &PeerRun) -> String {
             continue;
         };
         for a in &c.allocators {
-            let median = |v: &[f64]| crate::results::spread(v).1;
             let (alloc, free) = (median(&a.alloc_ns), median(&a.free_ns));
             let (ra, rf) = if a.name == PEER {
                 ("-".to_string(), "-".to_string())
@@ -204,7 +208,6 @@ pub fn checks(run: &PeerRun) -> Vec<Check> {
         for a in c.allocators.iter().filter(|a| held_to_target(&a.name)) {
             let r = ratios(&a.free_ns, &peer.free_ns);
             let (lo, mid, hi) = crate::results::spread(&r);
-            let median = |v: &[f64]| crate::results::spread(v).1;
             let mut check = Check::new(
                 format!(
                     "{}: shuffled frees (most on another CPU's memory), {} thread{}, time ÷ LLFree's",
@@ -291,6 +294,16 @@ mod tests {
         assert_eq!(c.len(), 1);
         assert!(c[0].what.starts_with("iBuddy") && !c[0].met);
         assert!((c[0].measured - 1.25).abs() < 1e-12);
+    }
+
+    #[test]
+    fn any_commit_text_is_shortened_by_characters() {
+        let mut r = run();
+        // Byte 12 falls inside the sixth "é": a byte slice would panic.
+        r.llfree_rev = Some(format!("a{}", "é".repeat(12)));
+        let page = crate::results::peers_page(&r).unwrap();
+        let shown = format!("commit `a{}`", "é".repeat(11));
+        assert!(page.intro.contains(&shown), "{}", page.intro);
     }
 
     #[test]

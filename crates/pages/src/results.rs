@@ -464,7 +464,8 @@ pub const PAGE_ORDER: [&str; 11] = [
 pub fn peers_page(run: &crate::peers::PeerRun) -> Result<ResultsPage> {
     let rev = run.llfree_rev.as_deref().map_or(
         "a checkout whose commit was not recorded".to_string(),
-        |r| format!("commit `{}`", &r[..r.len().min(12)]),
+        // Characters, not bytes: the record is the user's file.
+        |r| format!("commit `{}`", r.chars().take(12).collect::<String>()),
     );
     let clock = if run.clock == "cpu" {
         "each benchmark thread's CPU time (time descheduled by other users of the machine left out)"
