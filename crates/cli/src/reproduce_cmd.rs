@@ -404,10 +404,11 @@ fn pmo_page(from: Option<&Path>) -> Result<ResultsPage> {
 fn peers_page(from: Option<&Path>, llfree: Option<&Path>, runs: u32) -> Result<ResultsPage> {
     use nvmos_pages::peers::PeerRun;
     const TOOL: &str = "crates/frames/bench-peers/run.sh --json";
-    let (run, path): (PeerRun, PathBuf) = match (from, llfree) {
+    // The record, and what to call it in an error.
+    let (run, source): (PeerRun, String) = match (from, llfree) {
         (Some(dir), _) => {
             let path = dir.join("peers.json");
-            (json(&path, TOOL)?, path)
+            (json(&path, TOOL)?, path.display().to_string())
         }
         (None, Some(llfree)) => {
             let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../frames/bench-peers/run.sh");
@@ -428,17 +429,21 @@ fn peers_page(from: Option<&Path>, llfree: Option<&Path>, runs: u32) -> Result<R
                 .env("LLFREE_DIR", llfree)
                 .status()
                 .with_context(|| format!("running {}", script.display()))?;
-            if !status.success() {
-                bail!("{} failed ({status})", script.display());
-            }
-            let run = json(&path, TOOL);
+            let run = if status.success() {
+                json(&path, TOOL)
+            } else {
+                Err(anyhow::anyhow!("{} failed ({status})", script.display()))
+            };
             let _ = std::fs::remove_file(&path);
-            (run?, llfree.to_owned())
+            (
+                run?,
+                format!("bench-peers' record of its run beside {}", llfree.display()),
+            )
         }
         (None, None) => bail!("the peers page needs --peers-from DIR or --llfree-source DIR"),
     };
     run.validate()
-        .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        .map_err(|e| anyhow::anyhow!("{source}: {e}"))?;
     Ok(results::peers_page(&run)?)
 }
 
