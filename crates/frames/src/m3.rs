@@ -125,9 +125,8 @@ struct FrameMeta {
 /// Every colour's free frames (dense indices), in no order, in one table:
 /// colour `c`'s list is `slots[start..start + len]` with `(start, len) =
 /// heads[c]`, and its range holds every frame of the colour, so a push
-/// always fits. One allocation for all lists: with a list per colour,
-/// each a mapping of its own, building M³ faulted every list in anew
-/// (half the page faults of `evaluate` on a 24 GiB machine).
+/// always fits. One allocation for all lists, sized exactly, where a
+/// vector per colour grown to a power of two holds up to twice the room.
 struct ColourLists {
     slots: Vec<u32>,
     /// Per colour: its range's first slot and its list's length.
