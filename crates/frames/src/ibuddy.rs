@@ -28,6 +28,10 @@ const FIT_PATIENCE: usize = 16;
 /// many frees.
 const DRAIN_AT: usize = 64;
 
+/// Frees in one CPU's buffer for a space that is not the CPU's home at
+/// which the freeing caller tries to apply the space's buffers.
+const REMOTE_DRAIN_AT: usize = 512;
+
 /// Frees in one CPU's buffer at which the freeing caller waits for the
 /// space's lock and applies the buffers, so buffers stay bounded.
 const BUFFER_CAP: usize = 1024;
@@ -103,8 +107,13 @@ const STORED: u8 = DERIVED + 1;
 /// every CPU's buffer for the space in stamp order, with the batch's
 /// metadata prefetched, and a freeing caller applies them once its buffer
 /// holds `DRAIN_AT` (64) frees and the space's lock is free (it waits for
-/// the lock only at `BUFFER_CAP`, 1024). Because nothing reads a space
-/// without applying its buffers first, and stamps keep the order of
+/// the lock only at `BUFFER_CAP`, 1024). A CPU freeing into a space that
+/// is not its home leaves the applying to the space's home CPU until its
+/// buffer holds `REMOTE_DRAIN_AT` (512), and asks for none of the lines:
+/// the space's records and list then stay in the home CPU's cache, where
+/// the next allocation reads them, instead of moving between CPUs on
+/// every application. Because nothing reads a space without applying
+/// its buffers first, and stamps keep the order of
 /// acceptance, every allocation sees exactly the state an immediate free
 /// would have left: single-threaded callers (replay) get the same frames
 /// in the same order as before. (Frees racing on different CPUs are
@@ -130,7 +139,9 @@ pub struct IBuddy<R: RawMutex> {
     spaces: Box<[Shared<R>]>,
     /// Buffered frees: `buffers[b * spaces + s]` is buffer `b` (CPUs
     /// `b`, `b + 64`, ...) of space `s`.
-    buffers: Box<[Mutex<R, Vec<Queued>>]>,
+    /// Padded: a CPU's buffer lock is its own line, never written by
+    /// another CPU's frees.
+    buffers: Box<[FreeBuffer<R>]>,
     /// Buffers per space: `min(cpus, MAX_BUFFERS)`.
     slots: usize,
     /// Whether frees take stamps (`Accepted` with more than one buffer a
@@ -172,6 +183,9 @@ struct Shared<R: RawMutex> {
     meta_addr: usize,
     frames_addr: usize,
 }
+
+/// One CPU's buffer of accepted frees for one space, on a line of its own.
+type FreeBuffer<R> = CachePadded<Mutex<R, Vec<Queued>>>;
 
 /// An accepted single-frame free not applied yet: its stamp and its index
 /// in the space.
@@ -245,7 +259,7 @@ impl<R: RawMutex> IBuddy<R> {
         // Buffers start empty and grow to what their CPU frees between
         // two applications (at most about `BUFFER_CAP`).
         let buffers = (0..slots * spaces.len())
-            .map(|_| Mutex::new(Vec::new()))
+            .map(|_| CachePadded(Mutex::new(Vec::new())))
             .collect();
         // Homes are spaces cut from zones large enough to hold a CPU's
         // share: a small zone (DMA's 16 MiB) would make its CPU wrap round
@@ -526,11 +540,7 @@ impl<R: RawMutex> IBuddy<R> {
             buffer.len()
         };
         if len >= DRAIN_AT {
-            if let Some(mut space) = shared.space.try_lock() {
-                self.gather(s, &mut space);
-            } else if len >= BUFFER_CAP {
-                drop(self.lock(s));
-            }
+            self.drain_buffers(s, len);
         }
     }
 
@@ -545,14 +555,17 @@ impl<R: RawMutex> IBuddy<R> {
         let slot = cpu as usize % self.slots;
         let stamp = self.take_stamps(s, 1);
         let index = (pfn.0 - start) as u32;
+        let owner = self.is_home(cpu, s);
         let len = {
             let mut buffer = self.buffers[slot * self.spaces.len() + s].lock();
             match buffer.last() {
                 None => {
                     shared.nonempty[slot / 64].fetch_or(1 << (slot % 64), Ordering::Release);
-                    prefetch_apply(shared, start, pfn);
+                    if owner {
+                        prefetch_apply(shared, start, pfn);
+                    }
                 }
-                Some(q) if q.index.wrapping_sub(index).wrapping_add(8) > 16 => {
+                Some(q) if owner && q.index.wrapping_sub(index).wrapping_add(8) > 16 => {
                     prefetch_apply(shared, start, pfn)
                 }
                 Some(_) => {}
@@ -560,8 +573,27 @@ impl<R: RawMutex> IBuddy<R> {
             buffer.push(Queued { stamp, index });
             buffer.len()
         };
-        if len >= DRAIN_AT {
+        if len >= self.drain_at(cpu, s) {
             self.drain_buffers(s, len);
+        }
+    }
+
+    /// Whether space `s` is `cpu`'s home, the space it allocates from.
+    #[inline]
+    fn is_home(&self, cpu: u32, s: usize) -> bool {
+        self.home[cpu as usize] as usize == s
+    }
+
+    /// How many frees `cpu`'s buffer for space `s` holds before the
+    /// freeing caller applies the space's buffers: `DRAIN_AT` in its home
+    /// space, `REMOTE_DRAIN_AT` elsewhere, whose home CPU applies them
+    /// sooner and keeps the space's records in its own cache.
+    #[inline]
+    fn drain_at(&self, cpu: u32, s: usize) -> usize {
+        if self.is_home(cpu, s) {
+            DRAIN_AT
+        } else {
+            REMOTE_DRAIN_AT
         }
     }
 
@@ -1561,53 +1593,103 @@ mod tests {
         }
     }
 
+    /// Single-frame frees, buffered or applied at once, on the frame's
+    /// home CPU or another, leave each space's free list in the order of
+    /// the calls: allocations come off a model FIFO per space. Bursts of
+    /// frees from a CPU homed elsewhere (left to the home CPU until
+    /// `REMOTE_DRAIN_AT`) are among the calls.
     #[test]
     fn buffered_frees_keep_the_order_of_immediate_ones() {
+        // One space shared by 4 CPUs, and two spaces homing 2 CPUs each.
+        for spaces in [1, 2] {
+            buffered_frees_keep_order(spaces);
+        }
+    }
+
+    fn buffered_frees_keep_order(spaces: u32) {
         use alloc::collections::VecDeque;
         use rand::seq::SliceRandom;
         use rand::{Rng, SeedableRng};
-        let frames = 3 * 1024;
-        let a = IBuddy::<Lock>::with_spaces(&[Zone::new(0, frames)], 4, 1).unwrap();
-        // The model: one FIFO of free frames, in pfn order at the start.
-        let mut model: VecDeque<u64> = (0..frames).collect();
+        let frames = 4 * SPACE_ALIGN;
+        let a = IBuddy::<Lock>::with_spaces(&[Zone::new(0, frames)], 4, spaces).unwrap();
+        assert_eq!(a.spaces(), spaces as usize);
+        // The model: one FIFO of free frames per space, in pfn order at
+        // the start.
+        let mut model: Vec<VecDeque<u64>> = a
+            .bounds
+            .iter()
+            .map(|&(start, end)| (start..end).collect())
+            .collect();
+        let home = |cpu: u32| a.home[cpu as usize] as usize;
         let mut held: Vec<Pfn> = Vec::new();
+        let mut remote_bursts = 0;
         let mut rng = rand::rngs::SmallRng::seed_from_u64(18);
         for step in 0..40_000 {
+            if spaces > 1 && step % 8000 == 4000 {
+                // A burst: more than `REMOTE_DRAIN_AT` frames of one
+                // space, allocated on a CPU homed there and freed in
+                // random order on a CPU homed on the other.
+                let (owner, other) = if home(0) == 0 { (0, 1) } else { (1, 0) };
+                assert_ne!(home(owner), home(other));
+                let fifo = home(owner);
+                let n = model[fifo].len().min(REMOTE_DRAIN_AT + 100);
+                assert!(n > REMOTE_DRAIN_AT, "step {step}: space {fifo} too full");
+                let mut burst: Vec<Pfn> = (0..n)
+                    .map(|_| {
+                        let pfn = a.alloc(Request::single(owner)).unwrap();
+                        assert_eq!(Some(pfn.0), model[fifo].pop_front(), "step {step}");
+                        pfn
+                    })
+                    .collect();
+                burst.shuffle(&mut rng);
+                for pfn in burst {
+                    a.free(pfn, Request::single(other)).unwrap();
+                    model[fifo].push_back(pfn.0);
+                }
+                remote_bursts += 1;
+            }
             let cpu = rng.gen_range(0..4);
-            match rng.gen_range(0..10) {
-                0..=3 if !model.is_empty() => {
+            let fifo = home(cpu);
+            match rng.gen_range(0..1000) {
+                0..=399 if !model[fifo].is_empty() => {
                     let pfn = a.alloc(Request::single(cpu)).unwrap();
-                    assert_eq!(Some(pfn.0), model.pop_front(), "step {step}");
+                    assert_eq!(Some(pfn.0), model[fifo].pop_front(), "step {step}");
                     held.push(pfn);
                 }
-                4 if model.len() >= 8 => {
+                400..=499 if model[fifo].len() >= 8 => {
                     let mut out = [Pfn(0); 8];
                     assert_eq!(a.alloc_bulk(Request::single(cpu), &mut out), 8);
                     for pfn in out {
-                        assert_eq!(Some(pfn.0), model.pop_front(), "step {step}");
+                        assert_eq!(Some(pfn.0), model[fifo].pop_front(), "step {step}");
                         held.push(pfn);
                     }
                 }
-                5 if held.len() >= 40 => {
+                500..=599 if held.len() >= 40 => {
                     held.shuffle(&mut rng);
                     let mut run: Vec<Pfn> = held.split_off(held.len() - 40);
                     run.sort_unstable();
                     a.free_bulk(&run, Request::single(cpu)).unwrap();
-                    model.extend(run.iter().map(|p| p.0));
+                    for pfn in run {
+                        model[a.space_of(pfn)].push_back(pfn.0);
+                    }
                 }
                 _ if !held.is_empty() => {
                     let pfn = held.swap_remove(rng.gen_range(0..held.len()));
                     a.free(pfn, Request::single(cpu)).unwrap();
-                    model.push_back(pfn.0);
+                    model[a.space_of(pfn)].push_back(pfn.0);
                 }
                 _ => {}
             }
             if step % 5000 == 0 {
                 a.validate().unwrap();
-                assert_eq!(a.stats().free_frames, model.len() as u64);
+                let free: usize = model.iter().map(VecDeque::len).sum();
+                assert_eq!(a.stats().free_frames, free as u64);
             }
         }
         a.validate().unwrap();
+        if spaces > 1 {
+            assert!(remote_bursts > 0, "no burst of remote frees");
+        }
     }
 
     /// A frame whose free is still buffered is refused a second time, by
