@@ -107,6 +107,11 @@ impl ReplayStats {
     }
 }
 
+/// How many events after a placement a hook whose `placed` commutes is
+/// told of it ([`Hook::placed_commutes`]), its line having been asked for
+/// at once: the misses of successive placements overlap.
+const LATE_PLACEMENTS: usize = 8;
+
 /// Why a replay stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum ReplayError<E: std::error::Error + 'static> {
@@ -548,6 +553,13 @@ impl Engine {
         let stats = &mut self.stats;
         let owner = &mut self.owner;
         let mut ahead = Lookahead::new(events);
+        // As in `run_resolved`: a hook whose `placed` commutes is told of
+        // a placement `LATE_PLACEMENTS` events late, its line asked for at
+        // once (as recorded, the wear counter's miss on a random frame
+        // was most of the loop).
+        let defer = hook.placed_commutes();
+        let mut late: VecDeque<(Pfn, Order, MigrateType)> =
+            VecDeque::with_capacity(LATE_PLACEMENTS + 1);
         while let Some(mut event) = ahead.next(&self.tracker) {
             event.time_ns = event.time_ns.saturating_add(shift_ns);
             let index = stats.events;
@@ -604,7 +616,16 @@ impl Engine {
                     match placement.place(&event, Request::new(event.order, cpu, kind)) {
                         Some(ours) => {
                             stats.allocs += 1;
-                            hook.placed(ours, event.order, kind);
+                            if defer {
+                                hook.prefetch_placed(ours, event.order);
+                                late.push_back((ours, event.order, kind));
+                                if late.len() > LATE_PLACEMENTS {
+                                    let (p, o, k) = late.pop_front().expect("not empty");
+                                    hook.placed(p, o, k);
+                                }
+                            } else {
+                                hook.placed(ours, event.order, kind);
+                            }
                             if let Some(owner) = owner.as_mut() {
                                 owner.insert(ours.0, event.pfn.0);
                             }
@@ -623,6 +644,9 @@ impl Engine {
                     }
                 }
             }
+        }
+        for (p, o, k) in late {
+            hook.placed(p, o, k);
         }
         if let Some(e) = ahead.failed {
             return Err(ReplayError::Trace(e));
@@ -850,9 +874,7 @@ where
     // fetched into the cache meanwhile. The misses on a random old
     // block's metadata are most of a replay's time.
     const AHEAD: usize = 12;
-    // Placements told to a hook whose `placed` commutes, `LATE` events
-    // after its line was prefetched.
-    const LATE: usize = 8;
+    const LATE: usize = LATE_PLACEMENTS;
     let defer = hook.placed_commutes();
     let mut late: VecDeque<(Pfn, Order, MigrateType)> = VecDeque::with_capacity(LATE + 1);
     for (index, (event, &act)) in trace.events.iter().zip(&trace.acts).enumerate() {
