@@ -42,7 +42,7 @@ pub struct ReproduceArgs {
     #[arg(long)]
     pub no_timings: bool,
     /// Run only these pages' studies (evaluate, levelling, banks,
-    /// banks-real, power, swap, timings, kernel, hot-migrate, pmo, peers); `--install` then replaces only those
+    /// banks-real, power, swap, timings, kernel, hot-migrate, pmo, psync, peers); `--install` then replaces only those
     /// pages and keeps the others, and README's table only with
     /// `evaluate`.
     #[arg(
@@ -78,6 +78,11 @@ pub struct ReproduceArgs {
     /// running them.
     #[arg(long, value_name = "DIR")]
     pub pmo_from: Option<PathBuf>,
+    /// With `--only psync`: make the page of psync beside PMDK from
+    /// `psync.json` in this folder (written by `nvmos bench psync --json >
+    /// DIR/psync.json`) instead of running it.
+    #[arg(long, value_name = "DIR")]
+    pub psync_from: Option<PathBuf>,
     /// With `--only peers`: make the page of the frame allocators beside
     /// LLFree from `peers.json` in this folder (written by
     /// `crates/frames/bench-peers/run.sh --cpu-time --rounds 5 --json
@@ -171,6 +176,10 @@ pub fn run(args: ReproduceArgs, cli: clap::Command) -> Result<()> {
     let kernel = args.only.iter().any(|o| o == "kernel");
     let pmo = args.only.iter().any(|o| o == "pmo");
     let peers = args.only.iter().any(|o| o == "peers");
+    let psync = args.only.iter().any(|o| o == "psync");
+    if args.psync_from.is_some() && !psync {
+        bail!("--psync-from: only with --only psync");
+    }
     if (args.peers_from.is_some() || args.llfree_source.is_some()) && !peers {
         bail!("--peers-from and --llfree-source: only with --only peers");
     }
@@ -203,11 +212,17 @@ pub fn run(args: ReproduceArgs, cli: clap::Command) -> Result<()> {
     }
     let stamp = stamp()?;
     let mut made = Vec::new();
-    if args
-        .only
-        .iter()
-        .any(|o| !["kernel", "pmo", "hot-migrate", "banks-real", "peers"].contains(&o.as_str()))
-        || args.only.is_empty()
+    if args.only.iter().any(|o| {
+        ![
+            "kernel",
+            "pmo",
+            "psync",
+            "hot-migrate",
+            "banks-real",
+            "peers",
+        ]
+        .contains(&o.as_str())
+    }) || args.only.is_empty()
     {
         let run = crate::with_progress(0, |p| reproduce::run(&options, p))
             .context("running the results pipeline")?;
@@ -227,6 +242,9 @@ pub fn run(args: ReproduceArgs, cli: clap::Command) -> Result<()> {
     }
     if pmo {
         made.push(pmo_page(args.pmo_from.as_deref())?);
+    }
+    if psync {
+        made.push(psync_page(args.psync_from.as_deref())?);
     }
     if peers {
         made.push(peers_page(
@@ -395,6 +413,36 @@ fn pmo_page(from: Option<&Path>) -> Result<ResultsPage> {
         }
     };
     Ok(results::pmo_page(&b, &s)?)
+}
+
+/// The page of psync beside PMDK, from `psync.json` in `from` or by
+/// running `nvmos bench psync` at full size (a few minutes). A run with a
+/// row missing its figure (no C compiler, no libpmemobj) is refused, as
+/// `nvmos bench psync` fails on it: a page must not publish half a
+/// comparison.
+fn psync_page(from: Option<&Path>) -> Result<ResultsPage> {
+    use nvmos_pmo_bench::psync::{self, Psync};
+    use nvmos_sim::study::Study;
+    const TOOL: &str = "nvmos bench psync --json";
+    let (run, source): (Psync, String) = match from {
+        Some(dir) => {
+            let path = dir.join("psync.json");
+            (json(&path, TOOL)?, path.display().to_string())
+        }
+        None => {
+            let o = Psync::options(Scale::Full);
+            o.check()?;
+            let run = crate::with_progress(o.steps(), |p| psync::run(&o, p))?;
+            (run, "the psync run".to_string())
+        }
+    };
+    if let Some(why) = run.incomplete() {
+        bail!("{source}: {why}");
+    }
+    if run.rows.is_empty() {
+        bail!("{source}: no rows");
+    }
+    Ok(results::psync_page(&run)?)
 }
 
 /// The page of the frame allocators beside LLFree: from `peers.json` in

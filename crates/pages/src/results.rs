@@ -444,7 +444,7 @@ pub fn markdown(data: &PageData) -> String {
 
 /// The pages in the order the book lists them; a page of another name
 /// comes after them.
-pub const PAGE_ORDER: [&str; 11] = [
+pub const PAGE_ORDER: [&str; 12] = [
     "evaluate",
     "levelling",
     "banks",
@@ -455,6 +455,7 @@ pub const PAGE_ORDER: [&str; 11] = [
     "kernel",
     "hot-migrate",
     "pmo",
+    "psync",
     "peers",
 ];
 
@@ -555,6 +556,33 @@ pub fn pmo_page(
         intro: "Greenspan, Mustafa, Delgado, Heinrich and Solihin's PD-LOaPP (Accelerating the Performance of PMOs Through Prediction and DRAM as Cache) on this machine. Persistent memory is DRAM here (objects sealed in process memory, pools in /dev/shm): the talk's PM write bandwidth, which its DRAM cache also saves, is not modelled, so the speed-ups are those of the fault path alone. Made by `nvmos reproduce --only pmo`, which runs both benchmarks, or from their JSON with `--pmo-from`.".into(),
         scale: None,
         sections,
+    })
+}
+
+/// The page of psync beside PMDK: what `nvmos bench psync` prints, a
+/// run whose every row has its figure (the caller refuses an incomplete
+/// one). Timings on a shared machine, so `reproduce --check` holds the
+/// page to its data only.
+pub fn psync_page(run: &nvmos_pmo_bench::psync::Psync) -> Result<ResultsPage> {
+    let o = &run.options;
+    Ok(ResultsPage {
+        stem: "psync".into(),
+        title: "psync beside PMDK".into(),
+        intro: "A persistent memory object's psync with AES-256-GCM sealing (nvmos-pmo) beside PMDK's libpmemobj transactions (no encryption) on the same medium, in the same run: `/dev/shm` standing for persistent memory (cache-line write-back and a fence, PMDK with `PMEM_IS_PMEM_FORCE=1`) and a file system on disk (`msync` for both). PMDK's program is compiled in the run from `crates/pmo-bench/pmdk_psync.c` against the system's libpmemobj. Made by `nvmos reproduce --only psync`, which runs `nvmos bench psync` at full size, or from its JSON with `--psync-from`.".into(),
+        scale: None,
+        sections: vec![Section {
+            heading: "Throughput, group commits and the state store".into(),
+            text: format!(
+                "`nvmos bench psync`: an object of {} MiB swept {} pages per psync (one PMDK transaction each), {} MiB a run on `/dev/shm` and {} MiB on disk, median of {} runs; then `psync_many` of N objects against N single psyncs, without a state store and with one (its records deferred to the committer thread, or durable before each psync returns). Every ratio is of figures of this run.",
+                o.object_bytes >> 20,
+                o.pages_per_psync,
+                o.pmem_bytes >> 20,
+                o.disk_bytes >> 20,
+                o.rounds
+            ),
+            deterministic: false,
+            body: Body::Text(crate::bench::psync::table(run)),
+        }],
     })
 }
 

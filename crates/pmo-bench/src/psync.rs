@@ -153,7 +153,7 @@ impl PsyncOptions {
 const GROUP_OBJECT_PAGES: usize = 64;
 
 /// `psync_many` of N objects against N single psyncs on one medium.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct GroupRow {
     /// The medium.
     pub medium: String,
@@ -185,7 +185,7 @@ impl GroupRow {
 }
 
 /// One row: a system on a medium.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Row {
     /// Which system and setting.
     pub system: String,
@@ -203,7 +203,7 @@ pub struct Row {
 }
 
 /// Encrypted nvmos psync over PMDK's undo-logged transaction on a medium.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Ratio {
     /// The medium.
     pub medium: String,
@@ -218,7 +218,7 @@ pub struct Ratio {
 }
 
 /// The benchmark's result.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Psync {
     /// The settings.
     pub options: PsyncOptions,
