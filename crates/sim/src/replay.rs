@@ -107,10 +107,52 @@ impl ReplayStats {
     }
 }
 
-/// How many events after a placement a hook whose `placed` commutes is
-/// told of it ([`Hook::placed_commutes`]), its line having been asked for
-/// at once: the misses of successive placements overlap.
-const LATE_PLACEMENTS: usize = 8;
+/// Placements told to the hook: at once, or, for a hook whose `placed`
+/// commutes ([`Hook::placed_commutes`]), `LATE` placements late with the
+/// line asked for at once, so the misses of successive placements overlap.
+/// The one rule for [`Engine::feed`] and [`run_resolved`]; `finish` tells
+/// the hook of the ones still held.
+struct Placements {
+    defer: bool,
+    late: VecDeque<(Pfn, Order, MigrateType)>,
+}
+
+impl Placements {
+    const LATE: usize = 8;
+
+    fn new<H: Hook + ?Sized>(hook: &H) -> Placements {
+        Placements {
+            defer: hook.placed_commutes(),
+            late: VecDeque::with_capacity(Self::LATE + 1),
+        }
+    }
+
+    #[inline(always)]
+    fn placed<H: Hook + ?Sized>(
+        &mut self,
+        hook: &mut H,
+        ours: Pfn,
+        order: Order,
+        kind: MigrateType,
+    ) {
+        if !self.defer {
+            hook.placed(ours, order, kind);
+            return;
+        }
+        hook.prefetch_placed(ours, order);
+        self.late.push_back((ours, order, kind));
+        if self.late.len() > Self::LATE {
+            let (p, o, k) = self.late.pop_front().expect("not empty");
+            hook.placed(p, o, k);
+        }
+    }
+
+    fn finish<H: Hook + ?Sized>(self, hook: &mut H) {
+        for (p, o, k) in self.late {
+            hook.placed(p, o, k);
+        }
+    }
+}
 
 /// Why a replay stopped.
 #[derive(Debug, thiserror::Error)]
@@ -553,13 +595,9 @@ impl Engine {
         let stats = &mut self.stats;
         let owner = &mut self.owner;
         let mut ahead = Lookahead::new(events);
-        // As in `run_resolved`: a hook whose `placed` commutes is told of
-        // a placement `LATE_PLACEMENTS` events late, its line asked for at
-        // once (as recorded, the wear counter's miss on a random frame
-        // was most of the loop).
-        let defer = hook.placed_commutes();
-        let mut late: VecDeque<(Pfn, Order, MigrateType)> =
-            VecDeque::with_capacity(LATE_PLACEMENTS + 1);
+        // As recorded, the wear counter's miss on a random frame was most
+        // of the loop: placements are told late.
+        let mut placements = Placements::new(hook);
         while let Some(mut event) = ahead.next(&self.tracker) {
             event.time_ns = event.time_ns.saturating_add(shift_ns);
             let index = stats.events;
@@ -616,16 +654,7 @@ impl Engine {
                     match placement.place(&event, Request::new(event.order, cpu, kind)) {
                         Some(ours) => {
                             stats.allocs += 1;
-                            if defer {
-                                hook.prefetch_placed(ours, event.order);
-                                late.push_back((ours, event.order, kind));
-                                if late.len() > LATE_PLACEMENTS {
-                                    let (p, o, k) = late.pop_front().expect("not empty");
-                                    hook.placed(p, o, k);
-                                }
-                            } else {
-                                hook.placed(ours, event.order, kind);
-                            }
+                            placements.placed(hook, ours, event.order, kind);
                             if let Some(owner) = owner.as_mut() {
                                 owner.insert(ours.0, event.pfn.0);
                             }
@@ -645,9 +674,7 @@ impl Engine {
                 }
             }
         }
-        for (p, o, k) in late {
-            hook.placed(p, o, k);
-        }
+        placements.finish(hook);
         if let Some(e) = ahead.failed {
             return Err(ReplayError::Trace(e));
         }
@@ -874,9 +901,7 @@ where
     // fetched into the cache meanwhile. The misses on a random old
     // block's metadata are most of a replay's time.
     const AHEAD: usize = 12;
-    const LATE: usize = LATE_PLACEMENTS;
-    let defer = hook.placed_commutes();
-    let mut late: VecDeque<(Pfn, Order, MigrateType)> = VecDeque::with_capacity(LATE + 1);
+    let mut placements = Placements::new(hook);
     for (index, (event, &act)) in trace.events.iter().zip(&trace.acts).enumerate() {
         if let Some(&next) = trace.acts.get(index + AHEAD) {
             let slot = (next & SLOT_MASK) as usize;
@@ -951,16 +976,7 @@ where
                 let tag = match placement.place(event, Request::new(event.order, cpu, kind)) {
                     Some(ours) => {
                         stats.allocs += 1;
-                        if defer {
-                            hook.prefetch_placed(ours, event.order);
-                            late.push_back((ours, event.order, kind));
-                            if late.len() > LATE {
-                                let (p, o, k) = late.pop_front().expect("not empty");
-                                hook.placed(p, o, k);
-                            }
-                        } else {
-                            hook.placed(ours, event.order, kind);
-                        }
+                        placements.placed(hook, ours, event.order, kind);
                         if let Some(owner) = owner.as_mut() {
                             owner.insert(ours.0, slot as u32);
                         }
@@ -989,9 +1005,7 @@ where
             _ => {}
         }
     }
-    for (p, o, k) in late {
-        hook.placed(p, o, k);
-    }
+    placements.finish(hook);
     stats.accounting = trace.accounting.clone();
     stats.elapsed_ns = start.elapsed().as_nanos() as u64;
     Ok(stats)
