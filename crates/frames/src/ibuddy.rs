@@ -770,16 +770,18 @@ pub enum FreeOrder {
     /// stamp, so every allocation sees exactly the state immediate frees
     /// would have left. A replay gets the same frames whatever CPUs its
     /// frees name. The counter is written by every CPU freeing into the
-    /// space: at 2 threads freeing at random it cost 10-15 ns a free on
-    /// the development machine.
+    /// space, so under concurrent frees its line moves between CPUs on
+    /// every free (bench-peers' `rand` rows with and without `-percpu`
+    /// measure the cost).
     #[default]
     Accepted,
     /// Each CPU's own order: no stamp, no write shared by CPUs on a free,
     /// and a space's buffers applied one CPU after another (lowest
     /// first). Between two applications of a space's buffers (at most
-    /// 1,024 frees a CPU, usually 64) frames freed on
-    /// different CPUs may be reused out of the order they were freed in,
-    /// as with Linux's per-CPU lists.
+    /// `BUFFER_CAP` frees a CPU; `DRAIN_AT` on the space's home CPU,
+    /// up to `REMOTE_DRAIN_AT` elsewhere unless the home CPU applies
+    /// them first) frames freed on different CPUs may be reused out of
+    /// the order they were freed in, as with Linux's per-CPU lists.
     PerCpu,
 }
 
