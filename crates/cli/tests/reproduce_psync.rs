@@ -1,7 +1,7 @@
 //! The page of psync beside PMDK: made from `nvmos bench psync --json`'s
 //! record by `nvmos reproduce --only psync --psync-from DIR`, refused when
-//! the record is missing, is not one, or lacks a row's figure, and when
-//! the option comes without `--only psync`.
+//! the record is missing, is not one, has no rows or lacks a row's
+//! figure, and when the option comes without `--only psync`.
 
 use std::path::Path;
 use std::process::{Command, Output};
@@ -104,6 +104,17 @@ fn a_missing_foreign_or_incomplete_record_is_refused_naming_it() {
         "{err}"
     );
     assert!(!dir.path().join("out/psync.md").exists());
+
+    // A record without a row.
+    let mut empty: serde_json::Value = serde_json::from_str(RECORD).unwrap();
+    empty["rows"] = serde_json::json!([]);
+    let (o, _dir) = reproduce(
+        Some(&empty.to_string()),
+        &["--only", "psync", "--psync-from", "runs"],
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("psync.json: no rows"), "{err}");
 
     // The option without the page.
     let (o, _dir) = reproduce(Some(RECORD), &["--only", "pmo", "--psync-from", "runs"]);
