@@ -547,7 +547,8 @@ impl<R: RawMutex> IBuddy<R> {
     /// `enqueue` of one frame, the path of every single-frame `free`;
     /// asks for the lines applying the free will write unless the frame
     /// neighbours the one buffered before it (a bulk free: those lines
-    /// are cached already).
+    /// are cached already) or its space is another CPU's home (that CPU
+    /// applies it, and its cache is where the lines belong).
     #[inline]
     fn enqueue_one(&self, s: usize, cpu: u32, pfn: Pfn) {
         let shared = &self.spaces[s];
@@ -555,45 +556,23 @@ impl<R: RawMutex> IBuddy<R> {
         let slot = cpu as usize % self.slots;
         let stamp = self.take_stamps(s, 1);
         let index = (pfn.0 - start) as u32;
-        let owner = self.is_home(cpu, s);
+        let home = self.home[cpu as usize] as usize == s;
         let len = {
             let mut buffer = self.buffers[slot * self.spaces.len() + s].lock();
-            match buffer.last() {
-                None => {
-                    shared.nonempty[slot / 64].fetch_or(1 << (slot % 64), Ordering::Release);
-                    if owner {
-                        prefetch_apply(shared, start, pfn);
-                    }
-                }
-                Some(q) if owner && q.index.wrapping_sub(index).wrapping_add(8) > 16 => {
-                    prefetch_apply(shared, start, pfn)
-                }
-                Some(_) => {}
+            if buffer.is_empty() {
+                shared.nonempty[slot / 64].fetch_or(1 << (slot % 64), Ordering::Release);
+            }
+            let scattered = buffer
+                .last()
+                .is_none_or(|q| q.index.wrapping_sub(index).wrapping_add(8) > 16);
+            if home && scattered {
+                prefetch_apply(shared, start, pfn);
             }
             buffer.push(Queued { stamp, index });
             buffer.len()
         };
-        if len >= self.drain_at(cpu, s) {
+        if len >= if home { DRAIN_AT } else { REMOTE_DRAIN_AT } {
             self.drain_buffers(s, len);
-        }
-    }
-
-    /// Whether space `s` is `cpu`'s home, the space it allocates from.
-    #[inline]
-    fn is_home(&self, cpu: u32, s: usize) -> bool {
-        self.home[cpu as usize] as usize == s
-    }
-
-    /// How many frees `cpu`'s buffer for space `s` holds before the
-    /// freeing caller applies the space's buffers: `DRAIN_AT` in its home
-    /// space, `REMOTE_DRAIN_AT` elsewhere, whose home CPU applies them
-    /// sooner and keeps the space's records in its own cache.
-    #[inline]
-    fn drain_at(&self, cpu: u32, s: usize) -> usize {
-        if self.is_home(cpu, s) {
-            DRAIN_AT
-        } else {
-            REMOTE_DRAIN_AT
         }
     }
 
