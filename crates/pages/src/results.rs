@@ -564,21 +564,33 @@ pub fn pmo_page(
 /// one). Timings on a shared machine, so `reproduce --check` holds the
 /// page to its data only.
 pub fn psync_page(run: &nvmos_pmo_bench::psync::Psync) -> Result<ResultsPage> {
+    use crate::bench::psync::size;
     let o = &run.options;
     Ok(ResultsPage {
         stem: "psync".into(),
         title: "psync beside PMDK".into(),
-        intro: "A persistent memory object's psync with AES-256-GCM sealing (nvmos-pmo) beside PMDK's libpmemobj transactions (no encryption) on the same medium, in the same run: `/dev/shm` standing for persistent memory (cache-line write-back and a fence, PMDK with `PMEM_IS_PMEM_FORCE=1`) and a file system on disk (`msync` for both). PMDK's program is compiled in the run from `crates/pmo-bench/pmdk_psync.c` against the system's libpmemobj. Made by `nvmos reproduce --only psync`, which runs `nvmos bench psync` at full size, or from its JSON with `--psync-from`.".into(),
+        intro: "A persistent memory object's psync with AES-256-GCM sealing (nvmos-pmo) beside PMDK's libpmemobj transactions (no encryption) on the same medium, in the same run: a memory file system (`/dev/shm` unless the run says otherwise) standing for persistent memory (cache-line write-back and a fence, PMDK with `PMEM_IS_PMEM_FORCE=1`) and a file system on disk (`msync` for both). PMDK's program is compiled in the run from `crates/pmo-bench/pmdk_psync.c` against the system's libpmemobj. Made by `nvmos reproduce --only psync`, which runs `nvmos bench psync` at full size, or from its JSON with `--psync-from`.".into(),
         scale: None,
         sections: vec![Section {
             heading: "Throughput, group commits and the state store".into(),
             text: format!(
-                "`nvmos bench psync`: an object of {} MiB swept {} pages per psync (one PMDK transaction each), {} MiB a run on `/dev/shm` and {} MiB on disk, median of {} runs; then `psync_many` of N objects against N single psyncs, without a state store and with one (its records deferred to the committer thread, or durable before each psync returns). Every ratio is of figures of this run.",
-                o.object_bytes >> 20,
+                "`nvmos bench psync`: an object of {} swept {} pages per psync (one PMDK transaction each), {} a run in `{}` and {} in {}, median of {} runs{}. Every ratio is of figures of this run.",
+                size(o.object_bytes),
                 o.pages_per_psync,
-                o.pmem_bytes >> 20,
-                o.disk_bytes >> 20,
-                o.rounds
+                size(o.pmem_bytes),
+                o.pmem_dir.display(),
+                size(o.disk_bytes),
+                // The run's temporary directory unless it named one.
+                o.disk_dir.as_ref().map_or_else(
+                    || "the system's temporary directory".to_string(),
+                    |d| format!("`{}`", d.display())
+                ),
+                o.rounds,
+                if o.group_objects.is_empty() {
+                    ""
+                } else {
+                    "; then `psync_many` of N objects against N single psyncs, without a state store and with one (its records deferred to the committer thread, or durable before each psync returns)"
+                }
             ),
             deterministic: false,
             body: Body::Text(crate::bench::psync::table(run)),

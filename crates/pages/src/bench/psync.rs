@@ -9,17 +9,27 @@ use nvmos_report::TextTable;
 /// A page of the object, bytes.
 const PAGE: u64 = 4096;
 
+/// `bytes` in MiB when whole, else in KiB (a small object, a quick run's
+/// disk total): never rounded down to 0 MiB.
+pub(crate) fn size(bytes: u64) -> String {
+    if bytes.is_multiple_of(1 << 20) {
+        format!("{} MiB", bytes >> 20)
+    } else {
+        format!("{} KiB", bytes.div_ceil(1024))
+    }
+}
+
 /// The table people read.
 pub fn table(r: &Psync) -> String {
     let c = &r.options;
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "psync throughput, one core (CPU {}), {} KiB pages, {} pages per psync, object {} MiB; median of {} runs",
+        "psync throughput, one core (CPU {}), {} KiB pages, {} pages per psync, object {}; median of {} runs",
         c.cpu,
         PAGE / 1024,
         c.pages_per_psync,
-        c.object_bytes >> 20,
+        size(c.object_bytes),
         c.rounds
     );
     let _ = writeln!(s, "load average at start: {}", r.loadavg);
