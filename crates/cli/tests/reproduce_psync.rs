@@ -46,6 +46,11 @@ fn the_psync_page_is_made_from_the_record_with_its_checks() {
         page.contains("an object of 2 MiB swept 64 pages per psync"),
         "{page}"
     );
+    // A total under a MiB in KiB, and the disk folder the run used.
+    assert!(
+        page.contains("512 KiB in the system's temporary directory"),
+        "{page}"
+    );
     // Every row of the record, PMDK's beside nvmos's.
     assert!(page.contains("PMDK libpmemobj tx (undo log)"), "{page}");
     assert!(page.contains("2.327"), "{page}");
