@@ -1478,6 +1478,7 @@ pub fn boot_guest(opts: &RunOptions, progress: &mut dyn FnMut(Progress)) -> Resu
     // One guest at a time per cache: two TCG guests on two cores would
     // only slow each other and the other builds.
     let _lock = FileLock::take(&runs.join("lock"))?;
+    prune_runs(&runs);
     let verdict = runs.join("kvm-broken");
     let use_kvm = opts.accel == Accel::Auto && kvm_usable(&verdict, &opts.qemu);
     let kvm_failed = || {
@@ -1499,6 +1500,9 @@ pub fn boot_guest(opts: &RunOptions, progress: &mut dyn FnMut(Progress)) -> Resu
         }
         other => other?,
     };
+    // The initramfs is made again from the options by every run; only
+    // the logs and the data disk say what this one did.
+    let _ = fs::remove_file(&cpio);
     let console = dir.join("console.log");
     if !guest.console.contains("nvmos-guest-done") {
         return Err(KernelError::Guest {
@@ -1525,6 +1529,39 @@ pub fn boot_guest(opts: &RunOptions, progress: &mut dyn FnMut(Progress)) -> Resu
         sections,
         mem_trace,
     })
+}
+
+/// Run folders whose data disk is kept: the newest, which are the ones
+/// whose owners may still be reading them (one guest runs at a time, and
+/// a caller reads its disk right after its guest stops).
+const RUN_DISKS_KEPT: usize = 8;
+/// Run folders kept at all, for their console logs, which results and
+/// errors name.
+const RUN_FOLDERS_KEPT: usize = 256;
+
+/// Bound what finished runs leave in the cache: a run not discarded keeps
+/// its folder for its logs, and its data disk (sparse, but holding what
+/// the guest wrote) for the newest [`RUN_DISKS_KEPT`] folders only. Called with the
+/// runs lock held. Best effort: a folder that cannot be read or removed
+/// only takes space.
+fn prune_runs(runs: &Path) {
+    let Ok(entries) = fs::read_dir(runs) else {
+        return;
+    };
+    let mut folders: Vec<(std::time::SystemTime, PathBuf)> = entries
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
+        .collect();
+    folders.sort_by(|a, b| b.0.cmp(&a.0));
+    for (i, (_, dir)) in folders.iter().enumerate() {
+        if i >= RUN_FOLDERS_KEPT {
+            let _ = fs::remove_dir_all(dir);
+        } else if i >= RUN_DISKS_KEPT {
+            let _ = fs::remove_file(dir.join("data.img"));
+            let _ = fs::remove_file(dir.join("initramfs.cpio"));
+        }
+    }
 }
 
 /// The plugin's statistics, checked, and its trace renamed into place;
@@ -1733,6 +1770,36 @@ fn write_nvt(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn prune_runs_keeps_the_newest_disks_and_logs() {
+        let runs = tempfile::tempdir().unwrap();
+        let total = RUN_FOLDERS_KEPT + 3;
+        let now = std::time::SystemTime::now();
+        for i in 0..total {
+            let dir = runs.path().join(format!("buddy-{i:04}"));
+            fs::create_dir(&dir).unwrap();
+            for f in ["console.log", "data.img", "initramfs.cpio"] {
+                fs::write(dir.join(f), b"x").unwrap();
+            }
+            // Folder i is i seconds older than folder 0.
+            fs::File::open(&dir)
+                .unwrap()
+                .set_modified(now - Duration::from_secs(i as u64))
+                .unwrap();
+        }
+        fs::write(runs.path().join("lock"), b"").unwrap();
+        prune_runs(runs.path());
+        for i in 0..total {
+            let dir = runs.path().join(format!("buddy-{i:04}"));
+            let has = |f: &str| dir.join(f).exists();
+            assert_eq!(dir.exists(), i < RUN_FOLDERS_KEPT, "folder {i}");
+            assert_eq!(has("console.log"), i < RUN_FOLDERS_KEPT, "log {i}");
+            assert_eq!(has("data.img"), i < RUN_DISKS_KEPT, "disk {i}");
+            assert_eq!(has("initramfs.cpio"), i < RUN_DISKS_KEPT, "cpio {i}");
+        }
+        assert!(runs.path().join("lock").exists(), "files beside are kept");
+    }
 
     #[test]
     fn hot_report_parses_and_refuses_bad_lines() {
