@@ -357,20 +357,18 @@ fn nvmos_run(
         let t0 = Instant::now();
         let c0 = cpu_now();
         for k in 0..psyncs {
+            // Each psync's pages are staged as one batch, as an
+            // attachment's psync stages its dirty pages.
+            let batch: Vec<(usize, &[u8])> = (0..per)
+                .map(|j| ((k * per + j) % pages, &buf[j * PAGE..(j + 1) * PAGE]))
+                .collect();
             if parallel {
-                let batch: Vec<(usize, &[u8])> = (0..per)
-                    .map(|j| ((k * per + j) % pages, &buf[j * PAGE..(j + 1) * PAGE]))
-                    .collect();
                 obj.stage_many(&batch)?;
-                for j in 0..per {
-                    buf[j * PAGE] ^= k as u8;
-                }
             } else {
-                for j in 0..per {
-                    let page = (k * per + j) % pages;
-                    obj.stage(page, &buf[j * PAGE..(j + 1) * PAGE])?;
-                    buf[j * PAGE] ^= k as u8;
-                }
+                obj.stage_pages(&batch)?;
+            }
+            for j in 0..per {
+                buf[j * PAGE] ^= k as u8;
             }
             obj.psync()?;
         }

@@ -409,25 +409,11 @@ impl ObjectKeys {
         self.subkeys.write().entry(*salt).or_insert(key).clone()
     }
 
-    /// Encrypt `src` into `dst` (same length) in one pass under session
-    /// `salt`'s subkey; returns the tag.
-    #[allow(clippy::too_many_arguments)]
-    pub fn seal_into(
-        &self,
-        obj_id: u64,
-        page: u64,
-        version: u64,
-        salt: &[u8; 32],
-        src: &[u8],
-        dst: &mut [u8],
-    ) -> [u8; 16] {
-        let aad = aad(obj_id, page, version);
-        dst.copy_from_slice(src);
-        let tag = self
-            .subkey(salt)
-            .seal_in_place_separate_tag(nonce(version), Aad::from(aad), dst)
-            .expect("a 4 KiB page is within AES-GCM's limits");
-        tag.as_ref().try_into().expect("a GCM tag is 16 bytes")
+    /// Session `salt`'s subkey, looked up once for many pages.
+    pub fn sealer(&self, salt: &[u8; 32]) -> Sealer {
+        Sealer {
+            key: self.subkey(salt),
+        }
     }
 
     /// Decrypt `buf` in place if the tag checks; on failure `buf` is zeroed
@@ -491,6 +477,34 @@ pub(crate) fn session_salt() -> [u8; 32] {
 pub(crate) fn plain_tag(obj_id: u64, page: u64, version: u64, data: &[u8]) -> [u8; 16] {
     let h = sha256(&[PLAIN_LABEL, &aad(obj_id, page, version), data]);
     h[..16].try_into().expect("16")
+}
+
+/// One session's sealing key ([`ObjectKeys::sealer`]). Sealing with it
+/// takes no lock and no atomic read-modify-write, so a batch of pages
+/// sealed and streamed to the medium one after another overlaps each
+/// page's write-back with the next page's encryption.
+pub struct Sealer {
+    key: Arc<LessSafeKey>,
+}
+
+impl Sealer {
+    /// Encrypt `src` into `dst` (same length) in one pass; returns the tag.
+    pub fn seal_into(
+        &self,
+        obj_id: u64,
+        page: u64,
+        version: u64,
+        src: &[u8],
+        dst: &mut [u8],
+    ) -> [u8; 16] {
+        let aad = aad(obj_id, page, version);
+        dst.copy_from_slice(src);
+        let tag = self
+            .key
+            .seal_in_place_separate_tag(nonce(version), Aad::from(aad), dst)
+            .expect("a 4 KiB page is within AES-GCM's limits");
+        tag.as_ref().try_into().expect("a GCM tag is 16 bytes")
+    }
 }
 
 fn nonce(version: u64) -> Nonce {
@@ -566,8 +580,8 @@ mod tests {
         let page = [7u8; 4096];
         let (mut c1, mut c2) = ([0u8; 4096], [0u8; 4096]);
         // Same object, page and counter value in two sessions (two forks).
-        let t1 = k.seal_into(1, 0, 0, &s1, &page, &mut c1);
-        let t2 = k.seal_into(1, 0, 0, &s2, &page, &mut c2);
+        let t1 = k.sealer(&s1).seal_into(1, 0, 0, &page, &mut c1);
+        let t2 = k.sealer(&s2).seal_into(1, 0, 0, &page, &mut c2);
         assert_ne!(
             c1, c2,
             "identical ciphertext would mean a repeated keystream"

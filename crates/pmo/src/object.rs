@@ -306,47 +306,107 @@ impl ObjectShared {
     }
 
     pub fn stage_page(&self, pool: &PoolInner, index: usize, data: &[u8]) -> Result<()> {
-        self.check_index(index, data.len())?;
-        let (version, salt) = {
+        self.stage_pages(pool, &[(index, data)])
+    }
+
+    /// Seal and write `pages` (index, contents) to new frames and stage
+    /// them, as [`ObjectShared::stage_page`] one after another would (a
+    /// page given twice: the later contents win). The locks and the frame
+    /// allocator are taken before and after the batch, not between its
+    /// pages: a locked instruction waits for the streaming stores before
+    /// it to reach memory, so with none between pages each page's
+    /// write-back overlaps the next page's sealing. On an error nothing of
+    /// the batch is staged and its frames are freed.
+    ///
+    /// Invariant past the first lines: `pages` is in strictly increasing
+    /// page order (a batch that is not is put so first).
+    pub fn stage_pages(&self, pool: &PoolInner, pages: &[(usize, &[u8])]) -> Result<()> {
+        for &(index, data) in pages {
+            self.check_index(index, data.len())?;
+        }
+        if pages.len() > 1 && !pages.windows(2).all(|w| w[0].0 < w[1].0) {
+            // Not in increasing page order, so maybe a page given twice:
+            // staged once with its later contents, taking one frame as
+            // one by one would.
+            let mut last: Vec<(usize, usize)> = pages
+                .iter()
+                .enumerate()
+                .map(|(k, &(index, _))| (index, k))
+                .collect();
+            last.sort_unstable();
+            last.dedup_by(|later, kept| {
+                let same = later.0 == kept.0;
+                if same {
+                    kept.1 = later.1;
+                }
+                same
+            });
+            let once: Vec<(usize, &[u8])> = last.iter().map(|&(_, k)| pages[k]).collect();
+            return self.stage_pages(pool, &once);
+        }
+        // Versions are drawn for the whole batch at once: each is used at
+        // most once under the session's subkey, and a batch that fails
+        // leaves its versions unused, which is harmless.
+        let (first_version, salt) = {
             let mut s = self.staged.lock();
-            s.next_version += 1;
-            (s.next_version - 1, s.salt)
+            let first = s.next_version;
+            s.next_version += pages.len() as u64;
+            (first, s.salt)
         };
-        let pfn = pool.alloc_frame(&self.name)?;
-        let off = pfn as usize * PAGE;
-        let tag = match self.keys.get() {
-            Some(keys) if self.encrypted => SCRATCH.with(|scratch| {
-                // Sealed into a cache-resident scratch page, then streamed
-                // to the frame: the ciphertext is written to the medium once.
-                let mut scratch = scratch.borrow_mut();
-                let tag = keys.seal_into(
-                    self.obj_id,
-                    index as u64,
-                    version,
-                    &salt,
-                    data,
-                    &mut scratch.0,
-                );
-                pool.medium.write_persist(off, &scratch.0);
-                tag
-            }),
-            _ => {
-                pool.medium.write_persist(off, data);
-                plain_tag(self.obj_id, index as u64, version, data)
+        let mut frames = Vec::with_capacity(pages.len());
+        for _ in pages {
+            match pool.alloc_frame(&self.name) {
+                Ok(pfn) => frames.push(pfn),
+                Err(e) => {
+                    pool.free_frames(&frames);
+                    return Err(e);
+                }
             }
+        }
+        let sealer = match self.keys.get() {
+            Some(keys) if self.encrypted => Some(keys.sealer(&salt)),
+            _ => None,
         };
-        let salt = if self.encrypted { salt } else { [0u8; 32] };
-        let old = self.staged.lock().pages.insert(
-            index,
-            Entry {
-                pfn,
-                version,
-                tag,
-                salt,
-            },
-        );
-        if let Some(old) = old {
-            pool.free_frames(&[old.pfn]);
+        let mut entries = Vec::with_capacity(pages.len());
+        for (k, (&(index, data), &pfn)) in pages.iter().zip(&frames).enumerate() {
+            let version = first_version + k as u64;
+            let off = pfn as usize * PAGE;
+            let tag = match &sealer {
+                Some(sealer) => SCRATCH.with(|scratch| {
+                    // Sealed into a cache-resident scratch page, then
+                    // streamed to the frame: the ciphertext is written to
+                    // the medium once.
+                    let mut scratch = scratch.borrow_mut();
+                    let tag =
+                        sealer.seal_into(self.obj_id, index as u64, version, data, &mut scratch.0);
+                    pool.medium.write_persist(off, &scratch.0);
+                    tag
+                }),
+                None => {
+                    pool.medium.write_persist(off, data);
+                    plain_tag(self.obj_id, index as u64, version, data)
+                }
+            };
+            let salt = if self.encrypted { salt } else { [0u8; 32] };
+            entries.push((
+                index,
+                Entry {
+                    pfn,
+                    version,
+                    tag,
+                    salt,
+                },
+            ));
+        }
+        let old: Vec<u64> = {
+            let mut s = self.staged.lock();
+            entries
+                .into_iter()
+                .filter_map(|(index, e)| s.pages.insert(index, e).map(|old| old.pfn))
+                .collect()
+        };
+        if !old.is_empty() {
+            pool.free_frames(&old);
         }
         Ok(())
     }
@@ -614,6 +674,13 @@ thread_local! {
     static SCRATCH: std::cell::RefCell<Box<Scratch>> = std::cell::RefCell::new(Box::new(Scratch([0u8; PAGE])));
 }
 
+/// Pages per run when a batch is staged on every thread of the current
+/// rayon pool: runs long enough that each stays a batch, enough of them
+/// (four per thread) that a thread slowed by others still shares the work.
+pub(crate) fn parallel_run(pages: usize) -> usize {
+    pages.div_ceil(4 * rayon::current_num_threads()).max(4)
+}
+
 /// An object attached for reading or writing: the seed's `attach` minus
 /// the mapping (which the fault engine builds on this as a [`PageBacking`]).
 /// Dropping the handle detaches: pages staged and not psynced are dropped.
@@ -699,19 +766,27 @@ impl ObjectHandle {
         let r = self.shared.stage_page(&self.pool, index, data);
         self.pool.medium.guarded(r)
     }
+    /// Stage several pages at once on this thread: the same result as
+    /// staging them one by one in order, faster (see
+    /// [`PageBacking::stage_pages`]); on an error none of them is staged.
+    pub fn stage_pages(&self, pages: &[(usize, &[u8])]) -> Result<()> {
+        self.writable()?;
+        let r = self.shared.stage_pages(&self.pool, pages);
+        self.pool.medium.guarded(r)
+    }
     /// Stage several pages at once, sealed in parallel on the threads of
     /// the current rayon pool (the global one: one per CPU), as psync of
-    /// many dirty pages does: each page's sealing and write-back is
-    /// independent, and only the frame allocation and the staged table
-    /// take a lock. The same result as staging them one by one, in any
-    /// order; on an error some pages may be staged (as with a failed
-    /// `stage` in a loop), and nothing is committed until psync.
+    /// many dirty pages does: each thread seals a run of them as one
+    /// batch ([`ObjectHandle::stage_pages`]). The same result as staging
+    /// them one by one, in any order; on an error some pages may be staged
+    /// (as with a failed `stage` in a loop), and nothing is committed
+    /// until psync.
     pub fn stage_many(&self, pages: &[(usize, &[u8])]) -> Result<()> {
         use rayon::prelude::*;
         self.writable()?;
         let r = pages
-            .par_iter()
-            .try_for_each(|&(index, data)| self.shared.stage_page(&self.pool, index, data));
+            .par_chunks(parallel_run(pages.len()))
+            .try_for_each(|run| self.shared.stage_pages(&self.pool, run));
         self.pool.medium.guarded(r)
     }
     /// psync: [`PageBacking::commit`] with this crate's error type.
@@ -787,6 +862,9 @@ impl PageBacking for ObjectHandle {
     }
     fn stage_page(&self, index: usize, data: &[u8]) -> std::result::Result<(), BackingError> {
         Ok(self.stage(index, data)?)
+    }
+    fn stage_pages(&self, pages: &[(usize, &[u8])]) -> std::result::Result<(), BackingError> {
+        Ok(ObjectHandle::stage_pages(self, pages)?)
     }
     fn commit(&self) -> std::result::Result<(), BackingError> {
         Ok(self.psync()?)

@@ -553,3 +553,45 @@ fn a_frame_reachable_twice_quarantines_the_damaged_claimant_only() {
         "{q}"
     );
 }
+
+#[test]
+fn a_batch_stages_as_its_pages_one_by_one_and_a_refused_batch_stages_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = setup(&dir, 64, 64);
+    let pool = Pool::open(&path, Access::ReadWrite).unwrap();
+    let h = pool.open_object("obj", Perm::Write, Some(KEY)).unwrap();
+    let free0 = pool.info().free_frames;
+    // A page given twice: the later contents win, the earlier frame goes back.
+    let (a, b, c) = (page_of(7, 3), page_of(7, 5), page_of(8, 3));
+    h.stage_pages(&[(3, &a), (5, &b), (3, &c)]).unwrap();
+    h.psync().unwrap();
+    let expect = |i: usize| match i {
+        3 => page_of(8, 3),
+        5 => page_of(7, 5),
+        _ => page_of(1, i),
+    };
+    let mut buf = vec![0u8; PAGE];
+    for i in 0..64 {
+        h.read_page(i, &mut buf).unwrap();
+        assert!(buf == expect(i), "page {i}");
+    }
+    assert_eq!(pool.info().free_frames, free0);
+
+    // A page out of range or of the wrong size refuses the whole batch,
+    // naming it; what came before it in the batch is not staged.
+    let short = vec![0u8; 100];
+    let e = h.stage_pages(&[(1, &a), (64, &b)]).unwrap_err();
+    assert!(
+        matches!(e, PmoError::PageOutOfRange { page: 64, .. }),
+        "{e}"
+    );
+    let e = h.stage_pages(&[(1, &a), (2, &short)]).unwrap_err();
+    assert!(matches!(e, PmoError::BadBuffer { page: 2, .. }), "{e}");
+    h.psync().unwrap();
+    for i in 0..64 {
+        h.read_page(i, &mut buf).unwrap();
+        assert!(buf == expect(i), "page {i} after refused batches");
+    }
+
+    pool.check().unwrap();
+}

@@ -326,10 +326,14 @@ pub enum AttachError {
         kind: Option<BackingErrorKind>,
         message: String,
     },
-    #[error("psync of object at {base:#x}: staging page {page}")]
+    #[error("psync of object at {base:#x}: staging {pages} dirty pages from page {first}")]
     Stage {
         base: usize,
-        page: usize,
+        /// The first page of the run that failed (psync stages its dirty
+        /// pages in runs, in page order).
+        first: usize,
+        /// Pages in that run.
+        pages: usize,
         source: BackingError,
     },
     #[error("psync of object at {base:#x}: commit")]
@@ -1900,29 +1904,34 @@ impl Attachment {
                 std::ptr::copy_nonoverlapping(s.addr(p) as *const u8, buf.as_mut_ptr(), s.page_size)
             };
         }
-        // Seal and stage: each page is independent, so many of them are
-        // sealed on every CPU (the global rayon pool); a few go one by one
-        // (handing them out costs more than it saves).
-        let stage = |(&p, buf): (&usize, &[u8])| {
+        // Seal and stage, in runs: each page is independent, so many of
+        // them are sealed on every CPU (the global rayon pool), a run per
+        // task; a few go as one run here (handing them out costs more than
+        // it saves).
+        let pages: Vec<(usize, &[u8])> = dirty
+            .iter()
+            .copied()
+            .zip(copies.chunks(s.page_size))
+            .collect();
+        let stage = |run: &[(usize, &[u8])]| {
             s.backing
-                .stage_page(p, buf)
+                .stage_pages(run)
                 .map_err(|source| AttachError::Stage {
                     base: s.base,
-                    page: p,
+                    first: run[0].0,
+                    pages: run.len(),
                     source,
                 })
         };
-        let staged = if dirty.len() >= PARALLEL_STAGE {
+        let staged = if pages.len() >= PARALLEL_STAGE {
             use rayon::prelude::*;
-            dirty
-                .par_iter()
-                .zip(copies.par_chunks(s.page_size))
+            pages
+                .par_chunks(crate::object::parallel_run(pages.len()))
                 .try_for_each(stage)
+        } else if pages.is_empty() {
+            Ok(())
         } else {
-            dirty
-                .iter()
-                .zip(copies.chunks(s.page_size))
-                .try_for_each(stage)
+            stage(&pages)
         };
         if let Err(e) = staged {
             restore();
