@@ -1553,7 +1553,7 @@ fn prune_runs(runs: &Path) {
         .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
         .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
         .collect();
-    folders.sort_by(|a, b| b.0.cmp(&a.0));
+    folders.sort_by_key(|f| std::cmp::Reverse(f.0));
     for (i, (_, dir)) in folders.iter().enumerate() {
         if i >= RUN_FOLDERS_KEPT {
             let _ = fs::remove_dir_all(dir);

@@ -102,7 +102,7 @@ pub use medium::{CrashPoint, CrashStep, Durability};
 pub use object::{AuthTime, ObjectHandle, Perm};
 pub use pool::{
     AcceptReport, Access, AttachOptions, CheckReport, ObjectCheck, ObjectInfo, Pool, PoolInfo,
-    PoolOptions, RepairReport, VerifyReport, WriteItem, MIN_POOL_SIZE,
+    PoolOptions, RepairReport, VerifyReport, WriteItem, DEFAULT_STATE_GAP, MIN_POOL_SIZE,
 };
 pub use pptr::{POff, POffError, PPtr};
 pub use state::StateCommit;

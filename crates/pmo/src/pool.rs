@@ -46,7 +46,7 @@ pub struct AttachOptions {
 }
 
 /// Options for opening or creating a pool.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct PoolOptions {
     /// Fault injection for crash tests (off by default).
     pub crash: CrashPoint,
@@ -71,6 +71,31 @@ pub struct PoolOptions {
     /// committer thread (the default; the store may trail the pool by one
     /// write, see [`crate::state`]) or durable before psync returns.
     pub state_commit: StateCommit,
+    /// With deferred records, the least time from the end of one store
+    /// write to the start of the next: the records of every psync in
+    /// between share one write (group commit). It bounds the committer's
+    /// work, which otherwise writes back to back and takes the CPU from
+    /// the psyncs when they share one, and it widens the rollback window
+    /// by as much ([`crate::state`]). `Pool::sync_state` and the open's
+    /// end do not wait for it. Default [`DEFAULT_STATE_GAP`].
+    pub state_gap: std::time::Duration,
+}
+
+/// [`PoolOptions::state_gap`]'s default: 2 ms, a few times one store write
+/// on a local disk (a write, two `fsync`s and a rename).
+pub const DEFAULT_STATE_GAP: std::time::Duration = std::time::Duration::from_millis(2);
+
+impl Default for PoolOptions {
+    fn default() -> Self {
+        PoolOptions {
+            crash: CrashPoint::default(),
+            state_dir: None,
+            tolerate_state_mismatch: false,
+            allow_missing_state: false,
+            state_commit: StateCommit::default(),
+            state_gap: DEFAULT_STATE_GAP,
+        }
+    }
 }
 
 /// An object as `ls` shows it.
@@ -289,6 +314,9 @@ pub(crate) struct PoolInner {
     state: Option<StateStore>,
     /// When psyncs' records reach `state` ([`PoolOptions::state_commit`]).
     state_commit: StateCommit,
+    /// The least time between two deferred store writes
+    /// ([`PoolOptions::state_gap`]).
+    state_gap: std::time::Duration,
     /// The committer of deferred records, started by the first one.
     committer: std::sync::OnceLock<Committer>,
     /// What opening found and tolerated: torn writes fallen back from,
@@ -564,6 +592,7 @@ impl Pool {
             dir: Mutex::new(Vec::new()),
             state,
             state_commit: opts.state_commit,
+            state_gap: opts.state_gap,
             committer: std::sync::OnceLock::new(),
             notes: Mutex::new(Vec::new()),
             mismatches: Mutex::new(Vec::new()),
@@ -2662,6 +2691,7 @@ impl PoolInner {
             self.header.pool_id,
             self.medium.path.clone(),
             self.medium.crash_hook_handle(),
+            self.state_gap,
         )?;
         // Two first psyncs at once: the loser's committer never got a
         // record and ends here.

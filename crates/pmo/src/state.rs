@@ -60,8 +60,12 @@
 //! pool open's committer thread ([`Committer`]) and returns; the thread
 //! writes every record handed to it since its last write in one write as
 //! above (the newest per slot; a group's records are handed together, so
-//! they land together). The store then trails the pool by the records of
-//! at most one write in progress and the ones handed meanwhile: what an
+//! they land together), starting each write at least
+//! [`crate::PoolOptions::state_gap`] after the last one ended, so the
+//! psyncs in between share it (group commit; back to back, the thread's
+//! file-system work takes the CPU from psyncs that share it). The store
+//! then trails the pool by the gap, at most one write in progress and the
+//! records handed meanwhile: what an
 //! honest crash leaves is the pool ahead of the store, which the open
 //! accepts, as it accepts one epoch ahead after a crash in the synchronous
 //! protocol. The cost is a window: an attacker who can both stop the
@@ -417,7 +421,8 @@ impl StateStore {
 #[serde(rename_all = "kebab-case")]
 pub enum StateCommit {
     /// psync hands its record to the open's committer thread and returns;
-    /// the store trails the pool by at most the write in progress and the
+    /// the store trails the pool by at most the gap between writes
+    /// ([`crate::PoolOptions::state_gap`]), the write in progress and the
     /// records handed meanwhile.
     #[default]
     Deferred,
@@ -430,7 +435,9 @@ pub enum StateCommit {
 /// a thread that writes, with [`StateStore::update_slots`], every record
 /// handed to it since its last write.
 ///
-/// Invariants: `durable <= handed`; a hand-off's records enter `recs`
+/// Invariants: `durable <= handed`; a write starts no sooner than `gap`
+/// after the previous one ended unless `urgent` or `stop` is set (and
+/// both wake the thread); a hand-off's records enter `recs`
 /// under one lock hold, and the thread takes all of `recs` under one, so
 /// a group's records are written in one write; after a failed write
 /// `failed` is set for good and nothing more is accepted.
@@ -464,8 +471,12 @@ struct CommitQueue {
     /// The open is ending: write what is left, then stop.
     stop: bool,
     /// The thread waits for records (a hand-off must wake it; while it
-    /// writes, it takes what was handed meanwhile when it is done).
+    /// writes, or waits out the gap after a write, it takes what was
+    /// handed meanwhile when it is done).
     idle: bool,
+    /// A waiter wants every record handed so far durable now: the thread
+    /// skips what is left of the gap.
+    urgent: bool,
 }
 
 impl Committer {
@@ -477,6 +488,7 @@ impl Committer {
         pool_id: u64,
         pool_path: PathBuf,
         crash_hook: crate::medium::CrashHook,
+        gap: std::time::Duration,
     ) -> Result<Committer> {
         let shared = std::sync::Arc::new(CommitShared {
             queue: parking_lot::Mutex::new(CommitQueue::default()),
@@ -487,34 +499,48 @@ impl Committer {
         let worker = shared.clone();
         let thread = std::thread::Builder::new()
             .name("nvmos-state".into())
-            .spawn(move || loop {
-                let (recs, upto) = {
+            .spawn(move || {
+                let mut last_write: Option<std::time::Instant> = None;
+                loop {
+                    let (recs, upto) = {
+                        let mut q = worker.queue.lock();
+                        while q.recs.is_empty() && !q.stop {
+                            q.idle = true;
+                            worker.wake.wait(&mut q);
+                        }
+                        q.idle = false;
+                        if q.recs.is_empty() {
+                            return;
+                        }
+                        // Group commit: at most one write per `gap`, so the
+                        // records of all the psyncs in between share it.
+                        if let Some(at) = last_write.map(|t| t + gap) {
+                            while !q.urgent
+                                && !q.stop
+                                && !worker.wake.wait_until(&mut q, at).timed_out()
+                            {
+                            }
+                        }
+                        q.urgent = false;
+                        let recs: Vec<(usize, SlotRecord)> =
+                            std::mem::take(&mut q.recs).into_iter().collect();
+                        (recs, q.handed)
+                    };
+                    let abs = pool_path
+                        .canonicalize()
+                        .unwrap_or_else(|_| pool_path.clone());
+                    let r = store.update_slots(pool_id, &abs, &recs, &|| crash_hook.fire());
+                    last_write = Some(std::time::Instant::now());
                     let mut q = worker.queue.lock();
-                    while q.recs.is_empty() && !q.stop {
-                        q.idle = true;
-                        worker.wake.wait(&mut q);
+                    match r {
+                        Ok(()) => q.durable = q.durable.max(upto),
+                        Err(e) => {
+                            q.failed.get_or_insert(e.to_string());
+                            q.recs.clear();
+                        }
                     }
-                    q.idle = false;
-                    if q.recs.is_empty() {
-                        return;
-                    }
-                    let recs: Vec<(usize, SlotRecord)> =
-                        std::mem::take(&mut q.recs).into_iter().collect();
-                    (recs, q.handed)
-                };
-                let abs = pool_path
-                    .canonicalize()
-                    .unwrap_or_else(|_| pool_path.clone());
-                let r = store.update_slots(pool_id, &abs, &recs, &|| crash_hook.fire());
-                let mut q = worker.queue.lock();
-                match r {
-                    Ok(()) => q.durable = q.durable.max(upto),
-                    Err(e) => {
-                        q.failed.get_or_insert(e.to_string());
-                        q.recs.clear();
-                    }
+                    worker.done.notify_all();
                 }
-                worker.done.notify_all();
             })
             .map_err(|e| PmoError::State {
                 path: store_file.clone(),
@@ -584,6 +610,10 @@ impl Committer {
         self.same_process()?;
         let mut q = self.shared.queue.lock();
         let target = q.handed;
+        if q.durable < target {
+            q.urgent = true;
+            self.shared.wake.notify_one();
+        }
         while q.durable < target && q.failed.is_none() {
             self.shared.done.wait(&mut q);
         }

@@ -1077,6 +1077,45 @@ fn store_epoch(dir: &Path, path: &Path, slot: usize) -> u64 {
     store.load(pool_id(path)).unwrap().slots[&slot].epoch
 }
 
+/// Deferred records are group-committed at most once per `state_gap`:
+/// the psyncs in between share a write. Neither `sync_state` nor the
+/// open's end waits out the gap (here an hour: a wait would fail the
+/// deadline below); each leaves every record handed so far in the store.
+#[test]
+fn the_gap_between_deferred_writes_is_skipped_by_sync_and_by_the_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = setup(dir.path());
+    let (_, before) = current(&path, 0);
+    let opts = PoolOptions {
+        state_gap: std::time::Duration::from_secs(3600),
+        ..with_state(dir.path())
+    };
+    let (done, finished) = std::sync::mpsc::channel();
+    let (state, file) = (dir.path().to_owned(), path.clone());
+    std::thread::spawn(move || {
+        let pool = Pool::open_with(&file, Access::ReadWrite, opts).unwrap();
+        let h = pool.open_object("obj", Perm::Write, Some(KEY)).unwrap();
+        for round in 0..3u8 {
+            h.stage(0, &[round; PAGE]).unwrap();
+            h.psync().unwrap();
+        }
+        pool.sync_state().unwrap();
+        let synced = store_epoch(&state, &file, 0);
+        for round in 3..5u8 {
+            h.stage(0, &[round; PAGE]).unwrap();
+            h.psync().unwrap();
+        }
+        drop(h);
+        drop(pool);
+        done.send((synced, store_epoch(&state, &file, 0))).unwrap();
+    });
+    let (synced, ended) = finished
+        .recv_timeout(std::time::Duration::from_secs(120))
+        .expect("sync_state and the open's end return without waiting out the gap");
+    assert_eq!(synced, before.seq + 3);
+    assert_eq!(ended, before.seq + 5);
+}
+
 /// Deferred records (the default): psync returns before its record is in
 /// the store; `sync_state` waits for it, and a rollback past it is then
 /// refused with the open still running, as it is after the open ends.
