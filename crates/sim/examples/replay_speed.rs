@@ -4,7 +4,8 @@
 //! counting, building the allocator and summarising included) and as a
 //! row of `nvmos evaluate` over the trace resolved once (building and
 //! summarising included, decoding and matching not: "resolve .nvt" is
-//! that once-per-trace cost), the decoder on its own,
+//! that once-per-trace cost), the same row with no events (what every
+//! row costs whatever the trace's length), the decoder on its own,
 //! and lines per second parsing ftrace text made from the same events,
 //! with the fast line scanner and with the reference scanner it is
 //! checked against (the ratio is measured in the same run).
@@ -163,11 +164,21 @@ fn main() -> Result<(), Error> {
                 Ok(row.stats.events)
             })
         })?;
+        // ... and the same row with no events: building the allocator
+        // and the wear counter over the machine, and summarising.
+        let (_, empty_secs) = median(runs, || {
+            timed(|| {
+                let none = std::iter::empty::<Result<Event, std::convert::Infallible>>();
+                let row = study_allocator::<SpinYield, _, _>(kind, &machine, none, &options)?;
+                Ok(row.stats.events)
+            })
+        })?;
         println!(
-            "{:<22} {:>8.1} M events/s; resolved {:>6.1} M events/s",
+            "{:<22} {:>8.1} M events/s; resolved {:>6.1} M events/s; {:.1} ms of a row with no events",
             kind.name(),
             rate(events, secs),
-            rate(events, resolved_secs)
+            rate(events, resolved_secs),
+            empty_secs * 1e3
         );
         std::io::stdout().flush()?;
     }
