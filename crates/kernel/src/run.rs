@@ -1473,12 +1473,15 @@ pub fn boot_guest(opts: &RunOptions, progress: &mut dyn FnMut(Progress)) -> Resu
             .extend(["-plugin".to_owned(), m.plugin_args(&so, &mem_stats)]);
     }
     let opts = &with_marker;
-    let cpio = dir.join("initramfs.cpio");
-    kbuild::write_atomic(&cpio, &initramfs(opts, &busybox, &bins)?)?;
+    let image = initramfs(opts, &busybox, &bins)?;
     // One guest at a time per cache: two TCG guests on two cores would
     // only slow each other and the other builds.
     let _lock = FileLock::take(&runs.join("lock"))?;
     prune_runs(&runs);
+    // Written under the lock, after the prune: a run waiting for the lock
+    // holds nothing in its folder yet.
+    let cpio = dir.join("initramfs.cpio");
+    kbuild::write_atomic(&cpio, &image)?;
     let verdict = runs.join("kvm-broken");
     let use_kvm = opts.accel == Accel::Auto && kvm_usable(&verdict, &opts.qemu);
     let kvm_failed = || {
@@ -1541,9 +1544,11 @@ const RUN_FOLDERS_KEPT: usize = 256;
 
 /// Bound what finished runs leave in the cache: a run not discarded keeps
 /// its folder for its logs, and its data disk (sparse, but holding what
-/// the guest wrote) for the newest [`RUN_DISKS_KEPT`] folders only. Called with the
-/// runs lock held. Best effort: a folder that cannot be read or removed
-/// only takes space.
+/// the guest wrote) for the newest [`RUN_DISKS_KEPT`] folders only. Only
+/// the folders of runs that booted (a console log) count: a run waiting
+/// for the lock has an empty folder, left alone. Called with the runs
+/// lock held. Best effort: a folder that cannot be read or removed only
+/// takes space.
 fn prune_runs(runs: &Path) {
     let Ok(entries) = fs::read_dir(runs) else {
         return;
@@ -1551,6 +1556,7 @@ fn prune_runs(runs: &Path) {
     let mut folders: Vec<(std::time::SystemTime, PathBuf)> = entries
         .flatten()
         .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .filter(|e| e.path().join("console.log").exists())
         .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
         .collect();
     folders.sort_by_key(|f| std::cmp::Reverse(f.0));
@@ -1789,7 +1795,19 @@ mod tests {
                 .unwrap();
         }
         fs::write(runs.path().join("lock"), b"").unwrap();
+        // A run waiting for the lock, older than every other: its folder
+        // is left as it is, and it is not counted.
+        let waiting = runs.path().join("buddy-waiting");
+        fs::create_dir(&waiting).unwrap();
+        fs::File::open(&waiting)
+            .unwrap()
+            .set_modified(now - Duration::from_secs(10 * total as u64))
+            .unwrap();
         prune_runs(runs.path());
+        assert!(
+            waiting.exists(),
+            "a run that has not booted keeps its folder"
+        );
         for i in 0..total {
             let dir = runs.path().join(format!("buddy-{i:04}"));
             let has = |f: &str| dir.join(f).exists();
