@@ -483,7 +483,7 @@ pub(crate) fn plain_tag(obj_id: u64, page: u64, version: u64, data: &[u8]) -> [u
 /// takes no lock and no atomic read-modify-write, so a batch of pages
 /// sealed and streamed to the medium one after another overlaps each
 /// page's write-back with the next page's encryption.
-pub struct Sealer {
+pub(crate) struct Sealer {
     key: Arc<LessSafeKey>,
 }
 
