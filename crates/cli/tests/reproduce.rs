@@ -3,18 +3,13 @@
 //! on copies of it with one number edited.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
+
+mod reproduce_common;
+use reproduce_common::nvmos;
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn nvmos(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_nvmos"))
-        .current_dir(dir)
-        .args(args)
-        .output()
-        .expect("running nvmos")
 }
 
 fn text(o: &Output) -> String {

@@ -4,16 +4,8 @@
 //! `--only kernel`, and when the measurements would run without a
 //! will-it-scale checkout.
 
-use std::path::Path;
-use std::process::{Command, Output};
-
-fn nvmos(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_nvmos"))
-        .current_dir(dir)
-        .args(args)
-        .output()
-        .expect("running nvmos")
-}
+mod reproduce_common;
+use reproduce_common::nvmos;
 
 /// What `nvmos kernel bench --json` writes, one cell and one comparison.
 const BENCH: &str = r#"{

@@ -5,15 +5,9 @@
 //! LLFree checkout.
 
 use std::path::Path;
-use std::process::{Command, Output};
 
-fn nvmos(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_nvmos"))
-        .current_dir(dir)
-        .args(args)
-        .output()
-        .expect("running nvmos")
-}
+mod reproduce_common;
+use reproduce_common::nvmos;
 
 /// A record `bench-peers --cpu-time --rounds 2 --patterns rand --alloc
 /// LLFree,iBuddy,LiS-31 --json` wrote on this machine (figures rounded).

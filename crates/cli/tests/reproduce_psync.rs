@@ -3,16 +3,10 @@
 //! the record is missing, is not one, has no rows or lacks a row's
 //! figure, and when the option comes without `--only psync`.
 
-use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
-fn nvmos(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_nvmos"))
-        .current_dir(dir)
-        .args(args)
-        .output()
-        .expect("running nvmos")
-}
+mod reproduce_common;
+use reproduce_common::nvmos;
 
 /// A record `nvmos bench psync --object 2MiB --pmem-total 8MiB
 /// --disk-total 512KiB --rounds 1 --group-objects 2 --json` wrote on this
